@@ -1,0 +1,38 @@
+# Cove — build, test and benchmark. Every target installs what it needs.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/covesandbox/cove/internal/version.Version=$(VERSION)
+PKGS    := ./...
+
+.PHONY: all build test test-long bench deps tools generate check-generated lint run clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cove ./cmd/cove
+
+# deps installs what the tests need on a fresh Debian/Ubuntu machine.
+deps:
+	./scripts/deps.sh
+
+test: deps build
+	CGO_ENABLED=1 $(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-long: deps build
+	COVE_LONG=1 $(GO) test -count=1 -timeout 80m $(PKGS)
+
+bench: deps build
+	./scripts/bench.sh
+
+tools:
+	./scripts/deps.sh tools
+
+generate: tools
+	./api/generate.sh
+
+check-generated: generate
+	git diff --exit-code -- api/
+
+clean:
+	rm -rf bin

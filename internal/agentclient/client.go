@@ -1,0 +1,147 @@
+// Package agentclient talks to a sandbox's agent (envd) from the node: the
+// internal /init call, health, and the process and filesystem services.
+package agentclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/covesandbox/cove/api/envd/filesystem/filesystemconnect"
+	pb "github.com/covesandbox/cove/api/envd/process"
+	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	"github.com/covesandbox/cove/internal/envd"
+)
+
+// DialFunc opens a connection to the agent.
+type DialFunc func(ctx context.Context) (net.Conn, error)
+
+// Client is a connection pool to one agent.
+type Client struct {
+	HTTP       *http.Client
+	Base       string
+	Process    processconnect.ProcessClient
+	Filesystem filesystemconnect.FilesystemClient
+	token      string
+}
+
+// New returns a client that reaches the agent through dial.
+func New(dial DialFunc) *Client {
+	tr := &http.Transport{
+		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	c := &Client{HTTP: &http.Client{Transport: tr}, Base: "http://agent"}
+	c.Process = processconnect.NewProcessClient(c.HTTP, c.Base)
+	c.Filesystem = filesystemconnect.NewFilesystemClient(c.HTTP, c.Base)
+	return c
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+
+// Health reports whether the agent answers GET /health with 204.
+func (c *Client) Health(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("agent health: %s", resp.Status)
+	}
+	return nil
+}
+
+// Init sends POST /init and remembers the access token for later calls.
+func (c *Client) Init(ctx context.Context, in envd.InitRequest) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/init", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c.authorize(req.Header)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent init: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("agent init: %s: %s", resp.Status, msg)
+	}
+	if in.AccessToken != nil {
+		c.token = *in.AccessToken
+	}
+	return nil
+}
+
+func (c *Client) authorize(h http.Header) {
+	if c.token != "" {
+		h.Set("X-Access-Token", c.token)
+	}
+}
+
+// Result is a finished command.
+type Result struct {
+	Stdout, Stderr []byte
+	ExitCode       int32
+	Status         string
+	Error          string
+}
+
+// Run runs cmd with bash -c as user ("" = the agent's default) and collects
+// its output; timeout bounds the process (0 = none).
+func (c *Client) Run(ctx context.Context, user, cmd string, timeout time.Duration) (Result, error) {
+	req := connect.NewRequest(&pb.StartRequest{
+		Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}},
+		Stdin:   new(bool),
+	})
+	c.authorize(req.Header())
+	if user != "" {
+		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	stream, err := c.Process.Start(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stream.Close()
+	var res Result
+	for stream.Receive() {
+		ev := stream.Msg().GetEvent()
+		if d := ev.GetData(); d != nil {
+			res.Stdout = append(res.Stdout, d.GetStdout()...)
+			res.Stderr = append(res.Stderr, d.GetStderr()...)
+		}
+		if e := ev.GetEnd(); e != nil {
+			res.ExitCode, res.Status, res.Error = e.GetExitCode(), e.GetStatus(), e.GetError()
+			return res, nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return res, err
+	}
+	return res, fmt.Errorf("stream ended without an end event")
+}

@@ -1,0 +1,183 @@
+// Package cgroups gives each sandbox a control group with CPU, memory, pids
+// and (where the host offers it) io limits, on cgroup v1 and v2 hosts alike,
+// through github.com/containerd/cgroups/v3. Sandbox groups nest under the
+// node's own cgroup, so a node confined by its supervisor stays confined.
+package cgroups
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	cg "github.com/containerd/cgroups/v3"
+)
+
+// Limits are a sandbox's resource limits; zero fields are not limited.
+type Limits struct {
+	// CPUMillis is the CPU quota in thousandths of a core (1000 = one core).
+	CPUMillis int64
+	// MemoryBytes is the hard memory limit; swap is never allowed.
+	MemoryBytes int64
+	// PIDs is the most tasks the sandbox may hold.
+	PIDs int64
+	// IOWeight is the relative io weight (10–1000) where the host's io
+	// scheduler supports weights.
+	IOWeight uint16
+}
+
+// Stats is a cgroup's usage.
+type Stats struct {
+	CPUUsage    time.Duration
+	MemoryUsage uint64
+	MemoryLimit uint64
+	MemoryCache uint64
+	PIDs        uint64
+	OOMKills    uint64
+}
+
+// Version is the cgroup version in use: 1 (legacy or hybrid hosts) or 2.
+func Version() int {
+	if cg.Mode() == cg.Unified {
+		return 2
+	}
+	return 1
+}
+
+// Group is one sandbox's control group.
+type Group struct {
+	name string // path relative to the node's cgroup, e.g. "cove/<id>"
+	impl impl
+}
+
+// impl is what differs between cgroup v1 and v2.
+type impl interface {
+	add(pid int) error
+	procs() ([]int, error)
+	freeze() error
+	thaw() error
+	remove() error
+	oomFile() string // the file with the "oom_kill N" line
+	stats() (Stats, error)
+}
+
+// New creates the group name (relative to the node's own cgroup) with limits.
+func New(name string, l Limits) (*Group, error) {
+	var (
+		i   impl
+		err error
+	)
+	if Version() == 2 {
+		i, err = newV2(name, l)
+	} else {
+		i, err = newV1(name, l)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", name, err)
+	}
+	return &Group{name: name, impl: i}, nil
+}
+
+// Load opens an existing group (after a node restart).
+func Load(name string) (*Group, error) {
+	var (
+		i   impl
+		err error
+	)
+	if Version() == 2 {
+		i, err = loadV2(name)
+	} else {
+		i, err = loadV1(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load cgroup %s: %w", name, err)
+	}
+	return &Group{name: name, impl: i}, nil
+}
+
+// Name is the group's path relative to the node's cgroup.
+func (g *Group) Name() string { return g.name }
+
+// Add moves a process into the group.
+func (g *Group) Add(pid int) error {
+	if err := g.impl.add(pid); err != nil {
+		return fmt.Errorf("add %d to cgroup %s: %w", pid, g.name, err)
+	}
+	return nil
+}
+
+// Procs lists the processes in the group.
+func (g *Group) Procs() ([]int, error) { return g.impl.procs() }
+
+// OpenOOMFile opens, read-only, the file whose "oom_kill" line counts the
+// group's OOM kills; the sandbox's agent reads it to report OOM kills.
+func (g *Group) OpenOOMFile() (*os.File, error) { return os.Open(g.impl.oomFile()) }
+
+// OOMKills reads the group's OOM kill count.
+func (g *Group) OOMKills() (uint64, error) {
+	b, err := os.ReadFile(g.impl.oomFile())
+	if err != nil {
+		return 0, err
+	}
+	return ParseOOMKills(b), nil
+}
+
+// ParseOOMKills finds "oom_kill N" in memory.oom_control (v1) or
+// memory.events (v2).
+func ParseOOMKills(b []byte) uint64 {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Stats reads the group's usage.
+func (g *Group) Stats() (Stats, error) { return g.impl.stats() }
+
+// Destroy kills every process in the group (frozen first, so none can fork
+// away), waits until the group is empty and removes it. It is idempotent.
+func (g *Group) Destroy(ctx context.Context) error {
+	for {
+		pids, err := g.impl.procs()
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list cgroup %s: %w", g.name, err)
+		}
+		if len(pids) == 0 {
+			break
+		}
+		_ = g.impl.freeze()
+		for _, pid := range pids {
+			_ = syscallKill(pid)
+		}
+		_ = g.impl.thaw()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("empty cgroup %s: %w", g.name, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	for {
+		err := g.impl.remove()
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		// The kernel needs a moment after the last task exits.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remove cgroup %s: %w", g.name, err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package cgroups
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// v1Subsystems are the hierarchies a sandbox joins on a v1 host.
+var v1Subsystems = map[cgroup1.Name]bool{
+	cgroup1.Memory: true, cgroup1.Cpu: true, cgroup1.Cpuacct: true,
+	cgroup1.Pids: true, cgroup1.Freezer: true, cgroup1.Blkio: true,
+}
+
+func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, err
+	}
+	var out []cgroup1.Subsystem
+	for _, s := range all {
+		if v1Subsystems[s.Name()] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+type v1 struct {
+	cg  cgroup1.Cgroup
+	mem string // the group's directory in the memory hierarchy
+}
+
+func v1Resources(l Limits) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if l.CPUMillis > 0 {
+		period := uint64(100000)
+		quota := l.CPUMillis * int64(period) / 1000
+		r.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if l.MemoryBytes > 0 {
+		limit := l.MemoryBytes
+		swappiness := uint64(0)
+		r.Memory = &specs.LinuxMemory{Limit: &limit, Swappiness: &swappiness}
+		if memswAvailable() {
+			swap := limit // memory+swap = memory: no swap
+			r.Memory.Swap = &swap
+		}
+	}
+	if l.PIDs > 0 {
+		pids := l.PIDs
+		r.Pids = &specs.LinuxPids{Limit: &pids}
+	}
+	if l.IOWeight > 0 && blkioWeightAvailable() {
+		w := l.IOWeight
+		r.BlockIO = &specs.LinuxBlockIO{Weight: &w}
+	}
+	return r
+}
+
+func newV1(name string, l Limits) (*v1, error) {
+	c, err := cgroup1.New(cgroup1.NestedPath(name), v1Resources(l), cgroup1.WithHierarchy(v1Hierarchy))
+	if err != nil {
+		return nil, err
+	}
+	return &v1{cg: c, mem: v1MemoryDir(name)}, nil
+}
+
+func loadV1(name string) (*v1, error) {
+	c, err := cgroup1.Load(cgroup1.NestedPath(name), cgroup1.WithHierarchy(v1Hierarchy))
+	if err != nil {
+		return nil, err
+	}
+	return &v1{cg: c, mem: v1MemoryDir(name)}, nil
+}
+
+// v1Dir is name's directory in subsystem's hierarchy, nested under the
+// node's own group there ("" when the host lacks the hierarchy).
+func v1Dir(subsystem cgroup1.Name, name string) string {
+	subs, err := cgroup1.Default()
+	if err != nil {
+		return ""
+	}
+	for _, s := range subs {
+		p, ok := s.(interface{ Path(string) string })
+		if s.Name() != subsystem || !ok {
+			continue
+		}
+		if name == "" {
+			return p.Path("/")
+		}
+		group, err := cgroup1.NestedPath(name)(subsystem)
+		if err != nil {
+			return ""
+		}
+		return p.Path(group)
+	}
+	return ""
+}
+
+func v1MemoryDir(name string) string { return v1Dir(cgroup1.Memory, name) }
+
+func memswAvailable() bool {
+	return fileExists(filepath.Join(v1Dir(cgroup1.Memory, ""), "memory.memsw.limit_in_bytes"))
+}
+
+func blkioWeightAvailable() bool {
+	return fileExists(filepath.Join(v1Dir(cgroup1.Blkio, ""), "blkio.weight"))
+}
+
+func (c *v1) add(pid int) error { return c.cg.Add(cgroup1.Process{Pid: pid}) }
+
+func (c *v1) procs() ([]int, error) {
+	ps, err := c.cg.Processes(cgroup1.Pids, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.Pid
+	}
+	return out, nil
+}
+
+func (c *v1) freeze() error { return c.cg.Freeze() }
+func (c *v1) thaw() error   { return c.cg.Thaw() }
+func (c *v1) remove() error {
+	err := c.cg.Delete()
+	if err == cgroup1.ErrCgroupDeleted {
+		return os.ErrNotExist
+	}
+	return err
+}
+func (c *v1) oomFile() string { return filepath.Join(c.mem, "memory.oom_control") }
+
+func (c *v1) stats() (Stats, error) {
+	m, err := c.cg.Stat(cgroup1.IgnoreNotExist)
+	if err != nil {
+		return Stats{}, err
+	}
+	var s Stats
+	if m.CPU != nil && m.CPU.Usage != nil {
+		s.CPUUsage = time.Duration(m.CPU.Usage.Total)
+	}
+	if m.Memory != nil && m.Memory.Usage != nil {
+		s.MemoryUsage = m.Memory.Usage.Usage
+		s.MemoryLimit = m.Memory.Usage.Limit
+		s.MemoryCache = m.Memory.Cache
+	}
+	if m.Pids != nil {
+		s.PIDs = m.Pids.Current
+	}
+	if b, err := os.ReadFile(c.oomFile()); err == nil {
+		s.OOMKills = ParseOOMKills(b)
+	}
+	return s, nil
+}

@@ -1,0 +1,35 @@
+// Package cli is the cove command line: one file per verb.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	// The namespaces driver re-executes this binary as a sandbox's init and
+	// agent; importing it installs that entry point.
+	_ "github.com/covesandbox/cove/internal/isolation/namespaces"
+)
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "cove",
+		Short:         "Cove runs untrusted code in sandboxes that start in milliseconds",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(versionCmd(), envdCmd())
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "cove:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,76 @@
+package envd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+)
+
+// RunConfig configures a running agent.
+type RunConfig struct {
+	Addr    string // listen address, default ":49983"
+	Fixed   map[string]string
+	ReadyFD int // when > 0, one byte is written here once the agent listens
+	OOMFD   int // when > 0, a file whose "oom_kill N" line counts OOM kills
+}
+
+// Run serves the agent until ctx ends. As PID 1 it also reaps orphans and
+// makes itself non-dumpable, so code in the sandbox cannot ptrace it.
+func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
+	if cfg.Addr == "" {
+		cfg.Addr = ":" + strconv.Itoa(Port)
+	}
+	init := os.Getpid() == 1
+	if init {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fmt.Errorf("set non-dumpable: %w", err)
+		}
+	}
+	opts := Config{Fixed: cfg.Fixed}
+	opts.Process.Init = init
+	if cfg.OOMFD > 0 {
+		unix.CloseOnExec(cfg.OOMFD)
+		fd := cfg.OOMFD
+		opts.Process.OOMKills = func() (uint64, error) {
+			buf := make([]byte, 512)
+			n, err := unix.Pread(fd, buf, 0)
+			if err != nil {
+				return 0, err
+			}
+			return cgroups.ParseOOMKills(buf[:n]), nil
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	if cfg.ReadyFD > 0 {
+		ready := os.NewFile(uintptr(cfg.ReadyFD), "ready")
+		_, err := ready.Write([]byte{1})
+		ready.Close()
+		if err != nil {
+			return fmt.Errorf("signal readiness: %w", err)
+		}
+	}
+	srv := &http.Server{Handler: New(opts, log), IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

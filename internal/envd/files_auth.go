@@ -1,0 +1,80 @@
+package envd
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/covesandbox/cove/internal/envd/identity"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Signature is the signed-URL value for path, operation ("read" or "write"),
+// user and token, with an optional expiry in unix seconds (0 = none):
+// "v1_" + base64(sha256("path:op:user:token[:exp]")) without padding.
+func Signature(path, op, user, token string, exp int64) string {
+	msg := fmt.Sprintf("%s:%s:%s:%s", path, op, user, token)
+	if exp != 0 {
+		msg += ":" + strconv.FormatInt(exp, 10)
+	}
+	sum := sha256.Sum256([]byte(msg))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+// filesRequest is what GET and POST /files share: who, where, and whether
+// the caller may.
+type filesRequest struct {
+	user identity.User
+	path string // absolute; "" when the request names none
+}
+
+// authorizeFiles checks the token header or the signature for op and
+// resolves the user and the path query.
+func (s *Server) authorizeFiles(r *http.Request, op string) (filesRequest, error) {
+	q := r.URL.Query()
+	username := q.Get("username")
+	if tok := s.settings.AccessToken(); tok != "" && !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+		if err := checkSignature(q, op, username, tok); err != nil {
+			return filesRequest{}, err
+		}
+	}
+	u, err := identity.Resolve(username, s.settings.DefaultUser())
+	if err != nil {
+		return filesRequest{}, err
+	}
+	out := filesRequest{user: u}
+	if p := q.Get("path"); p != "" {
+		if out.path, err = identity.ExpandPath(u, p, ""); err != nil {
+			return filesRequest{}, err
+		}
+	}
+	return out, nil
+}
+
+func checkSignature(q url.Values, op, username, token string) error {
+	sig := q.Get("signature")
+	if sig == "" {
+		return errUnauthorized
+	}
+	var exp int64
+	if v := q.Get("signature_expiration"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return errs.New(errs.Unauthenticated, "invalid signature expiration")
+		}
+		if n < time.Now().Unix() {
+			return errs.New(errs.Unauthenticated, "signature is already expired")
+		}
+		exp = n
+	}
+	want := Signature(q.Get("path"), op, username, token, exp)
+	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
+		return errs.New(errs.Unauthenticated, "invalid signature")
+	}
+	return nil
+}

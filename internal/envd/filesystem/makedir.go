@@ -1,0 +1,59 @@
+package filesystem
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	"github.com/covesandbox/cove/internal/envd/identity"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// MakeDir creates a directory and its parents, owned by the user. An
+// existing directory is AlreadyExists; an existing file is InvalidArgument.
+func (s *Service) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDirRequest]) (*connect.Response[pb.MakeDirResponse], error) {
+	u, p, err := s.resolve(req.Header(), req.Msg.GetPath())
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	if st, err := os.Stat(p); err == nil {
+		if st.IsDir() {
+			return nil, errs.ConnectError(errs.New(errs.AlreadyExists, "directory '%s' already exists", p))
+		}
+		return nil, errs.ConnectError(errs.New(errs.InvalidArgument, "path '%s' exists and is not a directory", p))
+	}
+	if err := MkdirAllOwned(p, u); err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	e, err := Entry(p)
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	return connect.NewResponse(&pb.MakeDirResponse{Entry: e}), nil
+}
+
+// MkdirAllOwned creates dir and any missing parents, giving each directory
+// it creates to u.
+func MkdirAllOwned(dir string, u identity.User) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return errs.New(errs.InvalidArgument, "path '%s' exists and is not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := MkdirAllOwned(parent, u); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return PathError(dir, err)
+	}
+	if err := os.Lchown(dir, int(u.UID), int(u.GID)); err != nil {
+		return PathError(dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+package filesystem
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Stat describes one path; a missing path is NotFound.
+func (s *Service) Stat(ctx context.Context, req *connect.Request[pb.StatRequest]) (*connect.Response[pb.StatResponse], error) {
+	_, p, err := s.resolve(req.Header(), req.Msg.GetPath())
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	e, err := Entry(p)
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	return connect.NewResponse(&pb.StatResponse{Entry: e}), nil
+}

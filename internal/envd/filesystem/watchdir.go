@@ -1,0 +1,58 @@
+package filesystem
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// WatchDir streams {"start":{}} and then the directory's events, with a
+// keepalive after every quiet Keepalive-Ping-Interval.
+func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDirRequest], stream *connect.ServerStream[pb.WatchDirResponse]) error {
+	_, p, err := s.resolve(req.Header(), req.Msg.GetPath())
+	if err != nil {
+		return errs.ConnectError(err)
+	}
+	d, err := newDirWatch(p, req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
+	if err != nil {
+		return errs.ConnectError(err)
+	}
+	defer d.close()
+	if err := stream.Send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Start{Start: &pb.WatchDirResponse_StartEvent{}}}); err != nil {
+		return err
+	}
+	interval := 90 * time.Second
+	if n, err := time.ParseDuration(req.Header().Get("Keepalive-Ping-Interval") + "s"); err == nil && n > 0 {
+		interval = n
+	}
+	keepalive := time.NewTimer(interval)
+	defer keepalive.Stop()
+	for {
+		var msg *pb.WatchDirResponse
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-d.w.Events:
+			if !ok {
+				return nil
+			}
+			fe, keep := d.convert(ev)
+			if !keep {
+				continue
+			}
+			msg = &pb.WatchDirResponse{Event: &pb.WatchDirResponse_Filesystem{Filesystem: fe}}
+		case err := <-d.w.Errors:
+			return errs.ConnectError(errs.New(errs.Internal, "watch %s: %v", p, err))
+		case <-keepalive.C:
+			msg = &pb.WatchDirResponse{Event: &pb.WatchDirResponse_Keepalive{Keepalive: &pb.WatchDirResponse_KeepAlive{}}}
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		keepalive.Reset(interval)
+	}
+}

@@ -1,0 +1,49 @@
+package envd
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/covesandbox/cove/internal/envd/identity"
+	"github.com/covesandbox/cove/internal/envd/settings"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// InitRequest is the body of POST /init (e2b-wire.md §3.4).
+type InitRequest struct {
+	EnvVars        map[string]string `json:"envVars,omitempty"`
+	AccessToken    *string           `json:"accessToken,omitempty"`
+	Timestamp      string            `json:"timestamp,omitempty"`
+	DefaultUser    string            `json:"defaultUser,omitempty"`
+	DefaultWorkdir *string           `json:"defaultWorkdir,omitempty"`
+}
+
+// init applies the node's settings. Once a token is set, changing anything
+// needs that token, so code inside the sandbox cannot take the agent over.
+func (s *Server) init(w http.ResponseWriter, r *http.Request) {
+	if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+		writeError(w, errUnauthorized)
+		return
+	}
+	var req InitRequest
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+			writeError(w, errs.New(errs.InvalidArgument, "decode init request: %v", err))
+			return
+		}
+	}
+	if req.DefaultUser != "" {
+		if _, err := identity.Lookup(req.DefaultUser); err != nil {
+			writeError(w, errs.New(errs.InvalidArgument, "default user %q does not exist", req.DefaultUser))
+			return
+		}
+	}
+	s.settings.Apply(settings.Update{
+		EnvVars:        req.EnvVars,
+		AccessToken:    req.AccessToken,
+		DefaultUser:    req.DefaultUser,
+		DefaultWorkdir: req.DefaultWorkdir,
+	})
+	w.Header().Set("X-Envd-Version", Version)
+	w.WriteHeader(http.StatusNoContent)
+}

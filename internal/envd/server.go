@@ -1,0 +1,111 @@
+// Package envd is Cove's in-sandbox agent: the E2B envd wire protocol
+// (../../shared/e2b-wire.md §3) over connectrpc.com/connect plus its HTTP
+// endpoints, served on port 49983 inside every sandbox.
+package envd
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/covesandbox/cove/api/envd/filesystem/filesystemconnect"
+	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	"github.com/covesandbox/cove/internal/envd/filesystem"
+	"github.com/covesandbox/cove/internal/envd/process"
+	"github.com/covesandbox/cove/internal/envd/settings"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Version is the envd protocol version the agent reports; the SDKs gate
+// features on it (e2b-wire.md §3.6).
+const Version = "0.6.13"
+
+// Port is the agent's TCP port inside the sandbox.
+const Port = 49983
+
+// Config configures the agent.
+type Config struct {
+	// Fixed are environment variables every process sees (E2B_SANDBOX_ID …).
+	Fixed map[string]string
+	// Process configures the process service (PID 1 reaping, OOM counter).
+	Process process.Options
+}
+
+// Server is the agent's HTTP handler and state.
+type Server struct {
+	settings *settings.Settings
+	log      *slog.Logger
+	mux      *http.ServeMux
+}
+
+// New builds the agent.
+func New(cfg Config, log *slog.Logger) *Server {
+	s := &Server{settings: settings.New(cfg.Fixed), log: log, mux: http.NewServeMux()}
+	procPath, procHandler := processconnect.NewProcessHandler(process.New(s.settings, log, cfg.Process))
+	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(filesystem.New(s.settings, log))
+	s.mux.Handle(procPath, s.requireToken(procHandler))
+	s.mux.Handle(fsPath, s.requireToken(fsHandler))
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("POST /init", s.init)
+	s.mux.Handle("GET /envs", s.requireToken(http.HandlerFunc(s.envs)))
+	s.mux.Handle("GET /metrics", s.requireToken(http.HandlerFunc(s.metrics)))
+	s.mux.HandleFunc("GET /files", s.download)
+	s.mux.HandleFunc("POST /files", s.upload)
+	return s
+}
+
+// ServeHTTP adds permissive CORS, as envd does, and dispatches.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "*")
+	h.Set("Access-Control-Expose-Headers", "*")
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+const tokenHeader = "X-Access-Token"
+
+// requireToken refuses requests without the access token once one is set.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+			writeError(w, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+var errUnauthorized = errs.New(errs.Unauthenticated, "unauthorized access, please provide a valid access token or method signing if supported")
+
+// writeError writes envd's JSON error body {"message","code"}.
+func writeError(w http.ResponseWriter, err error) {
+	status := errs.HTTPStatus(err)
+	writeJSON(w, status, map[string]any{"code": status, "message": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// internalPaths are served to the node only; the proxy must refuse them
+// from outside (e2b-wire.md §3.4).
+var internalPaths = []string{"/init", "/freeze", "/unfreeze", "/collapse", "/fsfreeze", "/fsthaw", "/upgrade"}
+
+// IsInternalPath reports whether an agent path is node-only.
+func IsInternalPath(p string) bool {
+	for _, ip := range internalPaths {
+		if p == ip || strings.HasPrefix(p, ip+"/") {
+			return true
+		}
+	}
+	return false
+}

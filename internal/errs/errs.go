@@ -1,0 +1,146 @@
+// Package errs classifies Cove's errors by kind. Code wraps errors with an
+// operation prefix (fmt.Errorf("create netns %s: %w", id, err)) and marks the
+// kind once, where it is known; the edges (Connect handlers, HTTP handlers)
+// map the kind to a status code in one place: ConnectCode and HTTPStatus.
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"connectrpc.com/connect"
+)
+
+// Kind is the class of an error, independent of the transport.
+type Kind int
+
+const (
+	Internal Kind = iota
+	InvalidArgument
+	NotFound
+	AlreadyExists
+	Unauthenticated
+	PermissionDenied
+	ResourceExhausted
+	Unavailable
+	Conflict
+	Unimplemented
+	Canceled
+)
+
+var kindNames = map[Kind]string{
+	Internal:          "internal",
+	InvalidArgument:   "invalid argument",
+	NotFound:          "not found",
+	AlreadyExists:     "already exists",
+	Unauthenticated:   "unauthenticated",
+	PermissionDenied:  "permission denied",
+	ResourceExhausted: "resource exhausted",
+	Unavailable:       "unavailable",
+	Conflict:          "conflict",
+	Unimplemented:     "unimplemented",
+	Canceled:          "canceled",
+}
+
+func (k Kind) String() string { return kindNames[k] }
+
+type kindError struct {
+	kind Kind
+	err  error
+}
+
+func (e *kindError) Error() string { return e.err.Error() }
+func (e *kindError) Unwrap() error { return e.err }
+
+// Is lets errors.Is(err, errs.NotFound) style checks work through Kind values.
+func (e *kindError) Is(target error) bool {
+	var k kindTarget
+	if errors.As(target, &k) {
+		return e.kind == Kind(k)
+	}
+	return false
+}
+
+type kindTarget Kind
+
+func (k kindTarget) Error() string { return Kind(k).String() }
+
+// Target returns a sentinel usable with errors.Is: errors.Is(err, errs.Target(errs.NotFound)).
+func Target(k Kind) error { return kindTarget(k) }
+
+// New returns a new error of kind k with a formatted message.
+func New(k Kind, format string, args ...any) error {
+	return &kindError{kind: k, err: fmt.Errorf(format, args...)}
+}
+
+// Mark classifies err as kind k, keeping its text and chain.
+func Mark(k Kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{kind: k, err: err}
+}
+
+// KindOf returns the outermost kind found in err's chain, Internal if none.
+func KindOf(err error) Kind {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		return ke.kind
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		for k, c := range connectCodes {
+			if c == ce.Code() {
+				return k
+			}
+		}
+	}
+	return Internal
+}
+
+// Is reports whether err is of kind k.
+func Is(err error, k Kind) bool { return err != nil && KindOf(err) == k }
+
+var connectCodes = map[Kind]connect.Code{
+	Internal:          connect.CodeInternal,
+	InvalidArgument:   connect.CodeInvalidArgument,
+	NotFound:          connect.CodeNotFound,
+	AlreadyExists:     connect.CodeAlreadyExists,
+	Unauthenticated:   connect.CodeUnauthenticated,
+	PermissionDenied:  connect.CodePermissionDenied,
+	ResourceExhausted: connect.CodeResourceExhausted,
+	Unavailable:       connect.CodeUnavailable,
+	Conflict:          connect.CodeFailedPrecondition,
+	Unimplemented:     connect.CodeUnimplemented,
+	Canceled:          connect.CodeCanceled,
+}
+
+var httpStatuses = map[Kind]int{
+	Internal:          http.StatusInternalServerError,
+	InvalidArgument:   http.StatusBadRequest,
+	NotFound:          http.StatusNotFound,
+	AlreadyExists:     http.StatusConflict,
+	Unauthenticated:   http.StatusUnauthorized,
+	PermissionDenied:  http.StatusForbidden,
+	ResourceExhausted: http.StatusInsufficientStorage,
+	Unavailable:       http.StatusServiceUnavailable,
+	Conflict:          http.StatusConflict,
+	Unimplemented:     http.StatusNotImplemented,
+	Canceled:          499,
+}
+
+// ConnectError converts err into a *connect.Error with the code of its kind.
+func ConnectError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return connect.NewError(connectCodes[KindOf(err)], err)
+}
+
+// HTTPStatus returns the HTTP status for err's kind.
+func HTTPStatus(err error) int { return httpStatuses[KindOf(err)] }

@@ -1,0 +1,112 @@
+// Package fsutil holds file system helpers that must be safe as root on a
+// host whose directories may hold mounts.
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// RemoveTree deletes a directory tree without ever crossing into another
+// file system: it refuses if anything is mounted at or below dir, and
+// removes only entries on dir's own device.
+func RemoveTree(dir string) error {
+	if mounted, err := HasMountUnder(dir); err != nil {
+		return err
+	} else if mounted {
+		return fmt.Errorf("refusing to remove %s: something is mounted under it", dir)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	return removeSameDevice(dir, st.Dev)
+}
+
+func removeSameDevice(dir string, dev uint64) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		if st.Dev != dev {
+			return fmt.Errorf("refusing to remove %s: on another file system", p)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if err := removeSameDevice(p, dev); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	return os.Remove(dir)
+}
+
+// HasMountUnder reports whether the host's mount table has a mount at or
+// below dir.
+func HasMountUnder(dir string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	dir = filepath.Clean(dir)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Owner returns a file's uid<<32|gid, for hashing and comparisons.
+func Owner(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+		return uint64(st.Uid)<<32 | uint64(st.Gid)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Uid)<<32 | uint64(st.Gid)
+	}
+	return 0
+}

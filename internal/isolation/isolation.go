@@ -1,0 +1,174 @@
+// Package isolation is the contract between the node and the mechanisms
+// that isolate a sandbox (namespaces today; gVisor and microVMs later). A
+// driver creates a sandbox from a Spec, lets the node reach the agent inside
+// it, reports how it ended and removes every trace of it. Optional behaviour
+// (pause, snapshots, stats) is a separate interface found by type assertion.
+package isolation
+
+import (
+	"context"
+	"net"
+	"regexp"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Driver isolates sandboxes on one host.
+type Driver interface {
+	// Name identifies the driver ("namespaces").
+	Name() string
+	// Capabilities says what the driver can do on this host.
+	Capabilities() Capabilities
+	// Create starts a sandbox whose agent is ready to serve when it
+	// returns. ctx bounds the setup only; a cancelled or failed create
+	// leaves nothing behind.
+	Create(ctx context.Context, id string, spec Spec) (Handle, error)
+	// Dial opens a connection to port inside the sandbox.
+	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+	// Wait blocks until the sandbox's init has ended (or ctx is done) and
+	// says why it ended.
+	Wait(ctx context.Context, id string) (Exit, error)
+	// Destroy ends the sandbox and removes everything it owned. It is
+	// idempotent: destroying an unknown or destroyed sandbox is not an error.
+	Destroy(ctx context.Context, id string) error
+	// Recover re-attaches to a sandbox after the node restarted. It fails
+	// with errs.NotFound when the sandbox is gone (the node then Destroys
+	// what is left of it).
+	Recover(ctx context.Context, h Handle) error
+}
+
+// Lister is implemented by drivers that can list the sandboxes they hold
+// state for on this host, so the node can remove leftovers nobody claims.
+type Lister interface {
+	List(ctx context.Context) ([]string, error)
+}
+
+// Stater is implemented by drivers that report a sandbox's resource use.
+type Stater interface {
+	Stats(ctx context.Context, id string) (Stats, error)
+}
+
+// Pauser is implemented by drivers that can freeze a sandbox in place.
+type Pauser interface {
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+}
+
+// Capabilities describe a driver on this host.
+type Capabilities struct {
+	Pause          bool
+	Snapshot       bool
+	Fork           bool
+	NeedsKVM       bool
+	UserNamespaces bool // sandboxes may ask for a user namespace
+	CgroupVersion  int  // 1 or 2
+}
+
+// Spec is what a sandbox is made of.
+type Spec struct {
+	RootFS RootFS
+	Limits Limits
+	// Env are variables every process in the sandbox sees (E2B_SANDBOX_ID …).
+	Env map[string]string
+	// UserNamespace runs the sandbox in its own user namespace, so its root
+	// is an unprivileged user on the host.
+	UserNamespace bool
+}
+
+// RootFS is a sandbox's file system: read-only layers stacked by overlayfs
+// (lowest first) under a private writable layer, plus read-only binds of
+// host directories (the base template's /usr …).
+type RootFS struct {
+	Layers []string
+	Binds  []Bind
+}
+
+// Bind mounts a host path read-only at Target inside the sandbox.
+type Bind struct {
+	Source string
+	Target string
+}
+
+// Limits are a sandbox's resources.
+type Limits struct {
+	CPUMillis int64 // 1000 = one core
+	MemoryMB  int64
+	DiskMB    int64 // size of the writable layer
+	PIDs      int64
+}
+
+// Limits' accepted ranges.
+const (
+	MinMemoryMB = 64
+	MaxMemoryMB = 65536
+	MinDiskMB   = 16
+	MaxDiskMB   = 262144
+	MinPIDs     = 16
+	MaxPIDs     = 65536
+	MinCPU      = 10
+	MaxCPU      = 64000
+)
+
+// Validate checks every limit is set and within range.
+func (l Limits) Validate() error {
+	switch {
+	case l.CPUMillis < MinCPU || l.CPUMillis > MaxCPU:
+		return errs.New(errs.InvalidArgument, "cpu must be between %d and %d millicores, got %d", MinCPU, MaxCPU, l.CPUMillis)
+	case l.MemoryMB < MinMemoryMB || l.MemoryMB > MaxMemoryMB:
+		return errs.New(errs.InvalidArgument, "memory must be between %d and %d MB, got %d", MinMemoryMB, MaxMemoryMB, l.MemoryMB)
+	case l.DiskMB < MinDiskMB || l.DiskMB > MaxDiskMB:
+		return errs.New(errs.InvalidArgument, "disk must be between %d and %d MB, got %d", MinDiskMB, MaxDiskMB, l.DiskMB)
+	case l.PIDs < MinPIDs || l.PIDs > MaxPIDs:
+		return errs.New(errs.InvalidArgument, "pids must be between %d and %d, got %d", MinPIDs, MaxPIDs, l.PIDs)
+	}
+	return nil
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidateID checks a sandbox id is safe to use in paths and host names.
+func ValidateID(id string) error {
+	if !idPattern.MatchString(id) {
+		return errs.New(errs.InvalidArgument, "invalid sandbox id %q: want 1-63 of [a-z0-9-], starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// Handle is what the node keeps about a sandbox to find it again after a
+// restart. It is plain data, stored as JSON.
+type Handle struct {
+	ID        string    `json:"id"`
+	Driver    string    `json:"driver"`
+	PID       int       `json:"pid"`       // the sandbox's init, as the host sees it
+	StartTime uint64    `json:"startTime"` // the init's start time in clock ticks, against pid reuse
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Exit says how a sandbox ended.
+type Exit struct {
+	Reason ExitReason `json:"reason"`
+	Detail string     `json:"detail,omitempty"`
+}
+
+// ExitReason classifies a sandbox's end.
+type ExitReason string
+
+const (
+	ExitDestroyed ExitReason = "destroyed" // Destroy ended it
+	ExitOOM       ExitReason = "oom"       // the agent was killed for memory
+	ExitCrashed   ExitReason = "crashed"   // the agent died on its own
+)
+
+// Stats is a sandbox's resource use.
+type Stats struct {
+	CPUUsage    time.Duration
+	CPUMillis   int64
+	MemoryUsage uint64
+	MemoryLimit uint64
+	MemoryCache uint64
+	DiskUsed    uint64
+	DiskTotal   uint64
+	PIDs        uint64
+	OOMKills    uint64
+}

@@ -1,0 +1,260 @@
+package namespaces
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+const cloneFlags = unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET
+
+// Create implements isolation.Driver. It returns once the agent inside
+// listens; on any failure or cancellation it removes all it made.
+func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
+	if err := validateSpec(id, spec); err != nil {
+		return h, err
+	}
+	dir := d.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return h, errs.New(errs.AlreadyExists, "sandbox %s already exists", id)
+		}
+		return h, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	var (
+		cmd *exec.Cmd
+		cg  *cgroups.Group
+	)
+	defer func() {
+		if err == nil {
+			return
+		}
+		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if cmd != nil && cmd.Process != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if cg != nil {
+			if derr := cg.Destroy(cleanup); derr != nil {
+				d.log.Error("clean up failed create", logx.SandboxID(id), logx.Err(derr))
+			}
+		}
+		if rerr := fsutil.RemoveTree(dir); rerr != nil {
+			d.log.Error("clean up failed create", logx.SandboxID(id), logx.Err(rerr))
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(dir, "rw"), 0o700); err != nil {
+		return h, fmt.Errorf("create mount point: %w", err)
+	}
+	cg, err = cgroups.New(d.cgroupName(id), cgroups.Limits{
+		CPUMillis:   spec.Limits.CPUMillis,
+		MemoryBytes: spec.Limits.MemoryMB << 20,
+		PIDs:        spec.Limits.PIDs,
+		IOWeight:    100,
+	})
+	if err != nil {
+		return h, err
+	}
+	cmd, ready, err := d.start(id, dir, spec, cg)
+	if err != nil {
+		return h, err
+	}
+	if err := waitReady(ctx, ready, dir); err != nil {
+		return h, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	netns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
+	if err != nil {
+		return h, fmt.Errorf("open sandbox network namespace: %w", err)
+	}
+	start, err := procStartTime(cmd.Process.Pid)
+	if err != nil {
+		netns.Close()
+		return h, fmt.Errorf("read sandbox init: %w", err)
+	}
+	h = isolation.Handle{ID: id, Driver: d.Name(), PID: cmd.Process.Pid, StartTime: start, CreatedAt: time.Now().UTC()}
+	if err := writeState(dir, state{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits}); err != nil {
+		netns.Close()
+		return h, fmt.Errorf("record sandbox state: %w", err)
+	}
+	sb := &sandbox{id: id, handle: h, cg: cg, netns: netns, limits: spec.Limits, done: make(chan struct{})}
+	d.mu.Lock()
+	d.sandboxes[id] = sb
+	d.mu.Unlock()
+	go d.watchChild(sb, cmd)
+	return h, nil
+}
+
+func validateSpec(id string, spec isolation.Spec) error {
+	if err := isolation.ValidateID(id); err != nil {
+		return err
+	}
+	if err := spec.Limits.Validate(); err != nil {
+		return err
+	}
+	if spec.UserNamespace {
+		return errs.New(errs.InvalidArgument, "the namespaces driver does not offer user namespaces on this node")
+	}
+	if len(spec.RootFS.Layers) == 0 {
+		return errs.New(errs.InvalidArgument, "the root file system has no layer")
+	}
+	for _, l := range spec.RootFS.Layers {
+		if st, err := os.Stat(l); err != nil || !st.IsDir() || strings.ContainsAny(l, ":,") {
+			return errs.New(errs.InvalidArgument, "template layer %s is not a usable directory", l)
+		}
+	}
+	for _, b := range spec.RootFS.Binds {
+		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) || strings.Contains(b.Target, "..") {
+			return errs.New(errs.InvalidArgument, "bind %s -> %s must use absolute, clean paths", b.Source, b.Target)
+		}
+	}
+	return nil
+}
+
+// start launches the sandbox's init in its namespaces, moves it into cg and
+// then sends it its config. The returned file reads the agent's readiness.
+func (d *Driver) start(id, dir string, spec isolation.Spec, cg *cgroups.Group) (*exec.Cmd, *os.File, error) {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cfgW.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		cfgR.Close()
+		return nil, nil, err
+	}
+	oom, err := cg.OpenOOMFile()
+	if err != nil {
+		cfgR.Close()
+		readyR.Close()
+		readyW.Close()
+		return nil, nil, fmt.Errorf("open oom counter: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		cfgR.Close()
+		readyR.Close()
+		readyW.Close()
+		oom.Close()
+		return nil, nil, err
+	}
+	cmd := &exec.Cmd{
+		Path:       d.cfg.Binary,
+		Args:       []string{initArg0},
+		Env:        []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		ExtraFiles: []*os.File{cfgR, readyW, oom}, // fdConfig, fdReady, fdOOM
+		Stdout:     logf,
+		Stderr:     logf,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: cloneFlags,
+			Setsid:     true,
+		},
+	}
+	err = cmd.Start()
+	cfgR.Close()
+	readyW.Close()
+	oom.Close()
+	logf.Close()
+	if err != nil {
+		readyR.Close()
+		return nil, nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	if err := cg.Add(cmd.Process.Pid); err != nil {
+		readyR.Close()
+		return cmd, nil, err
+	}
+	cfg := initConfig{
+		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds,
+		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
+		Env: spec.Env,
+	}
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		readyR.Close()
+		return cmd, nil, fmt.Errorf("send sandbox config: %w", err)
+	}
+	return cmd, readyR, nil
+}
+
+// waitReady waits for the agent's readiness byte. EOF means the init died:
+// its log says why.
+func waitReady(ctx context.Context, ready *os.File, dir string) error {
+	result := make(chan error, 1)
+	go func() {
+		var b [1]byte
+		_, err := ready.Read(b[:])
+		result <- err
+	}()
+	select {
+	case err := <-result:
+		ready.Close()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			return errs.New(errs.Internal, "sandbox init failed: %s", agentLogTail(dir))
+		}
+		return err
+	case <-ctx.Done():
+		ready.Close() // unblocks the reader
+		return errs.Mark(errs.Canceled, ctx.Err())
+	}
+}
+
+// agentLogTail returns the end of a sandbox's agent log, for error messages.
+func agentLogTail(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "agent.log"))
+	if err != nil || len(b) == 0 {
+		return "no output"
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// watchChild reaps the init this node started and records why it ended.
+func (d *Driver) watchChild(sb *sandbox, cmd *exec.Cmd) {
+	err := cmd.Wait()
+	detail := "agent exited"
+	if err != nil {
+		detail = err.Error()
+	}
+	d.ended(sb, detail)
+}
+
+// ended records how a sandbox's init ended and wakes Wait.
+func (d *Driver) ended(sb *sandbox, detail string) {
+	switch {
+	case sb.destroying.Load():
+		sb.exit = isolation.Exit{Reason: isolation.ExitDestroyed}
+	case sb.oomKilled():
+		sb.exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox's agent was killed for memory: " + detail}
+	default:
+		sb.exit = isolation.Exit{Reason: isolation.ExitCrashed, Detail: detail}
+	}
+	close(sb.done)
+	d.log.Info("sandbox ended", logx.SandboxID(sb.id), "reason", sb.exit.Reason, "detail", sb.exit.Detail, "pid", strconv.Itoa(sb.handle.PID))
+}
+
+func (sb *sandbox) oomKilled() bool {
+	n, err := sb.cg.OOMKills()
+	return err == nil && n > 0
+}

@@ -1,0 +1,102 @@
+// Package namespaces is Cove's default isolation driver: each sandbox is a
+// process tree in new pid, mount, uts, ipc, net and cgroup namespaces, in
+// its own cgroup, on an overlay root with a size-capped writable layer,
+// with a small capability set, no_new_privs and a seccomp filter. It needs
+// no KVM and no helper binaries: the cove binary re-executes itself as the
+// sandbox's init, which then becomes the agent.
+package namespaces
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/isolation"
+)
+
+// Config configures the driver.
+type Config struct {
+	// Dir holds one directory per sandbox (state, agent log, mount points).
+	Dir string
+	// CgroupParent names the group, under the node's own cgroup, that holds
+	// the sandboxes' groups. Default "cove".
+	CgroupParent string
+	// Binary is the cove binary to re-execute; default this process's own.
+	Binary string
+}
+
+// Driver implements isolation.Driver with Linux namespaces.
+type Driver struct {
+	cfg  Config
+	log  *slog.Logger
+	host *os.File // the node's own network namespace, to return to after Dial
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+}
+
+var (
+	_ isolation.Driver = (*Driver)(nil)
+	_ isolation.Lister = (*Driver)(nil)
+	_ isolation.Stater = (*Driver)(nil)
+)
+
+// sandbox is one live sandbox the driver owns.
+type sandbox struct {
+	id     string
+	handle isolation.Handle
+	cg     *cgroups.Group
+	netns  *os.File
+	limits isolation.Limits
+
+	destroying atomic.Bool
+	done       chan struct{} // closed when the init has exited
+	exit       isolation.Exit
+}
+
+// New returns a driver keeping its state under cfg.Dir.
+func New(cfg Config, log *slog.Logger) (*Driver, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("namespaces driver: no directory")
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = "cove"
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own binary: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", cfg.Dir, err)
+	}
+	host, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("open own network namespace: %w", err)
+	}
+	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}}, nil
+}
+
+// Name implements isolation.Driver.
+func (d *Driver) Name() string { return "namespaces" }
+
+// Capabilities implements isolation.Driver.
+func (d *Driver) Capabilities() isolation.Capabilities {
+	return isolation.Capabilities{Pause: true, CgroupVersion: cgroups.Version()}
+}
+
+func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
+
+func (d *Driver) cgroupName(id string) string { return d.cfg.CgroupParent + "/" + id }
+
+func (d *Driver) get(id string) *sandbox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sandboxes[id]
+}

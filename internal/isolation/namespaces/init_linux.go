@@ -1,0 +1,169 @@
+package namespaces
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/envd"
+)
+
+func init() {
+	switch os.Args[0] {
+	case initArg0:
+		// Package init runs on the main thread with the goroutine locked to
+		// it: every namespace change below stays on the thread that execs.
+		if err := sandboxInit(); err != nil {
+			fmt.Fprintf(os.Stderr, "cove sandbox init: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0) // not reached: sandboxInit execs the agent
+	case agentArg0:
+		os.Exit(agentMain())
+	}
+}
+
+// sandboxInit runs as the sandbox's PID 1 in its new pid, mount, uts, ipc
+// and net namespaces: it waits for its config (sent once the driver put it
+// in its cgroup), builds the root file system, locks itself down and execs
+// the agent.
+func sandboxInit() error {
+	runtime.LockOSThread()
+	var cfg initConfig
+	f := os.NewFile(fdConfig, "config")
+	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	f.Close()
+	// Only now, inside the sandbox's cgroup, so that the cgroup namespace's
+	// root is the sandbox's own group.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("unshare cgroup namespace: %w", err)
+	}
+	self, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open own binary: %w", err)
+	}
+	root, err := buildRoot(cfg)
+	if err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(cfg.ID)); err != nil {
+		return fmt.Errorf("set hostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	if err := pivot(root); err != nil {
+		return err
+	}
+	if err := dropCaps(); err != nil {
+		return err
+	}
+	if err := loadSeccomp(); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	env, _ := json.Marshal(cfg.Env)
+	argv := []string{agentArg0}
+	envv := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", envSandboxEnv + "=" + string(env)}
+	return fmt.Errorf("exec agent: %w", execveat(self, argv, envv))
+}
+
+// execveat executes the file open at fd (AT_EMPTY_PATH): the cove binary,
+// opened before pivot_root hid the host's tree.
+func execveat(fd int, argv, envv []string) error {
+	empty, err := unix.BytePtrFromString("")
+	if err != nil {
+		return err
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return err
+	}
+	envvp, err := syscall.SlicePtrFromStrings(envv)
+	if err != nil {
+		return err
+	}
+	_, _, errno := unix.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+		uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envvp[0])), unix.AT_EMPTY_PATH, 0)
+	return errno
+}
+
+// agentMain is the agent as the sandbox's PID 1.
+func agentMain() int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var fixed map[string]string
+	if v := os.Getenv(envSandboxEnv); v != "" {
+		if err := json.Unmarshal([]byte(v), &fixed); err != nil {
+			log.Error("bad sandbox environment", "err", err)
+			return 1
+		}
+	}
+	os.Unsetenv(envSandboxEnv)
+	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: fdReady, OOMFD: fdOOM}
+	if err := envd.Run(context.Background(), cfg, log); err != nil {
+		log.Error("agent stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// pivot makes root the process's / and detaches the host's tree.
+func pivot(root string) error {
+	if err := unix.Chdir(root); err != nil {
+		return fmt.Errorf("chdir %s: %w", root, err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// loopbackUp brings up lo in the sandbox's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	return nil
+}
+
+// writeIdentity gives the sandbox its own /etc/hostname and /etc/hosts.
+func writeIdentity(root, id string) error {
+	if err := os.WriteFile(filepath.Join(root, "etc/hostname"), []byte(id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write hostname: %w", err)
+	}
+	hosts := strings.Join([]string{
+		"127.0.0.1\tlocalhost " + id,
+		"::1\tlocalhost ip6-localhost ip6-loopback",
+		"",
+	}, "\n")
+	if err := os.WriteFile(filepath.Join(root, "etc/hosts"), []byte(hosts), 0o644); err != nil {
+		return fmt.Errorf("write hosts: %w", err)
+	}
+	return nil
+}
+
+func sizeOpt(bytes int64) string { return "size=" + strconv.FormatInt(bytes, 10) }

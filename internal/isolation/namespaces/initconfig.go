@@ -1,0 +1,34 @@
+package namespaces
+
+import "github.com/covesandbox/cove/internal/isolation"
+
+// Process names the cove binary is re-executed under. Package init checks
+// os.Args[0] for them, so the same binary (or a test binary) serves as the
+// sandbox's init and agent.
+const (
+	initArg0  = "cove-sandbox-init"
+	agentArg0 = "cove-envd"
+)
+
+// Descriptors the sandbox's init inherits.
+const (
+	fdConfig = 3 // the initConfig, JSON, written once the init is in its cgroup
+	fdReady  = 4 // the agent writes one byte here once it listens
+	fdOOM    = 5 // the cgroup file counting OOM kills
+)
+
+// envSandboxEnv carries the sandbox's fixed variables to the agent, JSON.
+const envSandboxEnv = "COVE_SANDBOX_ENV"
+
+// initConfig is what the driver tells the sandbox's init.
+type initConfig struct {
+	ID        string            `json:"id"`
+	Dir       string            `json:"dir"` // the sandbox's directory on the host
+	Layers    []string          `json:"layers"`
+	Binds     []isolation.Bind  `json:"binds"`
+	DiskBytes int64             `json:"diskBytes"`
+	ShmBytes  int64             `json:"shmBytes"`
+	Env       map[string]string `json:"env"`
+	UserNS    bool              `json:"userns"`
+	Mounts    []isolation.Bind  `json:"-"`
+}

@@ -1,0 +1,189 @@
+package namespaces
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Wait implements isolation.Driver.
+func (d *Driver) Wait(ctx context.Context, id string) (isolation.Exit, error) {
+	sb := d.get(id)
+	if sb == nil {
+		return isolation.Exit{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	select {
+	case <-sb.done:
+		return sb.exit, nil
+	case <-ctx.Done():
+		return isolation.Exit{}, ctx.Err()
+	}
+}
+
+// Destroy implements isolation.Driver: kill the init (which takes its whole
+// pid namespace with it), empty and remove the cgroup, drop the network
+// namespace and delete the directory. Safe to call on leftovers of a
+// sandbox the node no longer knows, and to call twice.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	if err := isolation.ValidateID(id); err != nil {
+		return err
+	}
+	if sb := d.get(id); sb != nil {
+		sb.destroying.Store(true)
+		_ = killInit(sb.handle)
+		select {
+		case <-sb.done:
+		case <-ctx.Done():
+			return fmt.Errorf("destroy %s: %w", id, ctx.Err())
+		}
+		sb.netns.Close()
+	} else if st, err := readState(d.dir(id)); err == nil {
+		_ = killInit(st.Handle)
+		if err := waitGone(ctx, st.Handle); err != nil {
+			return fmt.Errorf("destroy %s: %w", id, err)
+		}
+	}
+	if cg, err := cgroups.Load(d.cgroupName(id)); err == nil {
+		if err := cg.Destroy(ctx); err != nil {
+			return fmt.Errorf("destroy %s: %w", id, err)
+		}
+	}
+	if err := fsutil.RemoveTree(d.dir(id)); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
+	}
+	d.mu.Lock()
+	delete(d.sandboxes, id)
+	d.mu.Unlock()
+	return nil
+}
+
+// killInit SIGKILLs a sandbox's init if it is still the same process.
+func killInit(h isolation.Handle) error {
+	if h.PID <= 1 || !sameProcess(h.PID, h.StartTime) {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(h.PID, 0)
+	if err != nil {
+		return nil // already gone
+	}
+	defer unix.Close(fd)
+	if !sameProcess(h.PID, h.StartTime) { // the pidfd now pins the process
+		return nil
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// waitGone waits until a process that is not our child has exited.
+func waitGone(ctx context.Context, h isolation.Handle) error {
+	for sameProcess(h.PID, h.StartTime) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Recover implements isolation.Driver: re-adopt a sandbox whose init is
+// still the process the handle names.
+func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
+	if err := isolation.ValidateID(h.ID); err != nil {
+		return err
+	}
+	if d.get(h.ID) != nil {
+		return nil
+	}
+	st, err := readState(d.dir(h.ID))
+	if err != nil {
+		return errs.New(errs.NotFound, "sandbox %s has no state: %v", h.ID, err)
+	}
+	if st.Handle.PID != h.PID || st.Handle.StartTime != h.StartTime {
+		return errs.New(errs.NotFound, "sandbox %s: handle does not match its state", h.ID)
+	}
+	pidfd, err := unix.PidfdOpen(h.PID, 0)
+	if err != nil || !sameProcess(h.PID, h.StartTime) {
+		if err == nil {
+			unix.Close(pidfd)
+		}
+		return errs.New(errs.NotFound, "sandbox %s: its init is gone", h.ID)
+	}
+	cg, err := cgroups.Load(st.Cgroup)
+	if err != nil {
+		unix.Close(pidfd)
+		return errs.New(errs.NotFound, "sandbox %s: %v", h.ID, err)
+	}
+	netns, err := os.Open("/proc/" + strconv.Itoa(h.PID) + "/ns/net")
+	if err != nil {
+		unix.Close(pidfd)
+		return errs.New(errs.NotFound, "sandbox %s: %v", h.ID, err)
+	}
+	sb := &sandbox{id: h.ID, handle: h, cg: cg, netns: netns, limits: st.Limits, done: make(chan struct{})}
+	d.mu.Lock()
+	d.sandboxes[h.ID] = sb
+	d.mu.Unlock()
+	go d.watchAdopted(sb, pidfd)
+	d.log.Info("sandbox recovered", logx.SandboxID(h.ID), logx.PID(h.PID))
+	return nil
+}
+
+// watchAdopted waits, through a pidfd, for an init this node did not start.
+func (d *Driver) watchAdopted(sb *sandbox, pidfd int) {
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == nil || !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	d.ended(sb, "agent exited")
+}
+
+// List implements isolation.Lister: every sandbox with a directory here.
+func (d *Driver) List(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(d.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && isolation.ValidateID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// Stats implements isolation.Stater from the sandbox's cgroup.
+func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) {
+	sb := d.get(id)
+	if sb == nil {
+		return isolation.Stats{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	s, err := sb.cg.Stats()
+	if err != nil {
+		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
+	}
+	out := isolation.Stats{
+		CPUUsage: s.CPUUsage, CPUMillis: sb.limits.CPUMillis,
+		MemoryUsage: s.MemoryUsage, MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache,
+		PIDs: s.PIDs, OOMKills: s.OOMKills, DiskTotal: uint64(sb.limits.DiskMB) << 20,
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/", sb.handle.PID), &fs); err == nil {
+		out.DiskUsed = (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
+	}
+	return out, nil
+}

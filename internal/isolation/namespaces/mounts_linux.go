@@ -1,0 +1,144 @@
+package namespaces
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// buildRoot mounts the sandbox's root file system inside its own mount
+// namespace and returns where: a size-capped tmpfs holding the writable
+// layer, an overlay of the template's layers under it, read-only binds of
+// host directories, and private /proc and /dev. Every mount lives in the
+// sandbox's namespace and vanishes with it; nothing propagates to the host.
+func buildRoot(cfg initConfig) (string, error) {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return "", fmt.Errorf("make mounts private: %w", err)
+	}
+	rw := filepath.Join(cfg.Dir, "rw")
+	if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+sizeOpt(cfg.DiskBytes)); err != nil {
+		return "", err
+	}
+	upper, work, root := filepath.Join(rw, "upper"), filepath.Join(rw, "work"), filepath.Join(rw, "root")
+	for _, d := range []string{upper, work, root} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "", fmt.Errorf("mkdir %s: %w", d, err)
+		}
+	}
+	lower := make([]string, len(cfg.Layers))
+	for i, l := range cfg.Layers { // overlayfs lists the topmost lower first
+		lower[len(cfg.Layers)-1-i] = l
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
+	if err := mount("overlay", root, "overlay", 0, opts); err != nil {
+		return "", err
+	}
+	for _, b := range cfg.Binds {
+		if err := bindReadOnly(b.Source, filepath.Join(root, b.Target)); err != nil {
+			return "", err
+		}
+	}
+	if err := mountDev(root, cfg.ShmBytes); err != nil {
+		return "", err
+	}
+	if err := mountProc(root); err != nil {
+		return "", err
+	}
+	if err := writeIdentity(root, cfg.ID); err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
+func mount(src, dst, fstype string, flags uintptr, data string) error {
+	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", fstype, dst, err)
+	}
+	return nil
+}
+
+// bindReadOnly binds src at dst (not recursively: the host's submounts stay
+// out) and makes the bind read-only, nosuid and nodev. The host's own mount
+// is untouched.
+func bindReadOnly(src, dst string) error {
+	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// mountProc mounts the sandbox's own /proc, with the files that reach the
+// host kernel masked (by the sandbox's /dev/null) or read-only.
+func mountProc(root string) error {
+	proc := filepath.Join(root, "proc")
+	if err := mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	for _, p := range []string{"sys", "sysrq-trigger", "irq", "bus", "fs"} {
+		target := filepath.Join(proc, p)
+		if _, err := os.Lstat(target); err != nil {
+			continue
+		}
+		if err := bindReadOnly(target, target); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "latency_stats"} {
+		target := filepath.Join(proc, p)
+		if _, err := os.Lstat(target); err != nil {
+			continue
+		}
+		if err := mount(filepath.Join(root, "dev/null"), target, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// devices are the only device nodes a sandbox gets.
+var devices = []struct {
+	name         string
+	major, minor uint32
+}{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
+}
+
+// mountDev builds a minimal /dev: the nodes above, a private devpts with
+// ptmx, a size-capped /dev/shm and the usual symlinks.
+func mountDev(root string, shmBytes int64) error {
+	dev := filepath.Join(root, "dev")
+	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=65536"); err != nil {
+		return err
+	}
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	for _, d := range devices {
+		p := filepath.Join(dev, d.name)
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
+			return fmt.Errorf("mknod %s: %w", p, err)
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(filepath.Join(dev, d), 0o755); err != nil {
+			return fmt.Errorf("mkdir /dev/%s: %w", d, err)
+		}
+	}
+	if err := mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
+		return err
+	}
+	if err := mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,"+sizeOpt(shmBytes)); err != nil {
+		return err
+	}
+	for name, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return fmt.Errorf("symlink /dev/%s: %w", name, err)
+		}
+	}
+	return nil
+}

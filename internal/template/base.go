@@ -1,0 +1,269 @@
+// Package template provides sandbox root file systems. A template is an
+// ordered list of read-only layers, content-addressed on disk and shared by
+// every sandbox that uses it. The built-in "base" template needs nothing
+// from the network: the host's /usr (and /bin, /sbin, /lib* where they are
+// real directories) bound read-only under a small layer with Cove's own /etc.
+package template
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+)
+
+// BaseName is the built-in template's name.
+const BaseName = "base"
+
+// Template is a resolved template: what a driver needs to build a root.
+type Template struct {
+	ID     string
+	RootFS isolation.RootFS
+	// DefaultUser and DefaultWorkdir go to the agent's /init.
+	DefaultUser    string
+	DefaultWorkdir string
+}
+
+// UserUID is the uid (and gid) of the sandbox's "user" account.
+const UserUID = 1000
+
+// hostEtc are the host /etc entries the base template copies: what
+// dynamic linking, locales, TLS roots, shells and alternatives need. No
+// secrets (shadow, ssh keys, ssl/private) are copied.
+var hostEtc = []string{
+	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version",
+	"environment", "ethertypes", "gai.conf", "host.conf", "inputrc", "ld.so.cache", "ld.so.conf",
+	"ld.so.conf.d", "locale.alias", "locale.gen", "localtime", "login.defs", "magic", "magic.mime",
+	"mime.types", "networks", "os-release", "profile", "profile.d", "protocols", "python3",
+	"python3.11", "rpc", "services", "skel", "ssl", "terminfo", "timezone", "X11",
+}
+
+// skipEtc are never copied even inside a listed directory.
+var skipEtc = map[string]bool{"ssl/private": true}
+
+// BaseBinds are the host directories the base template binds read-only.
+func BaseBinds() []isolation.Bind {
+	binds := []isolation.Bind{{Source: "/usr", Target: "/usr"}}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() {
+			binds = append(binds, isolation.Bind{Source: d, Target: d})
+		}
+	}
+	return binds
+}
+
+// EnsureBase builds the base template's layer under dir (once per content:
+// the layer is named by the hash of what it holds) and returns the template.
+func EnsureBase(dir string) (Template, error) {
+	layers := filepath.Join(dir, "layers")
+	if err := os.MkdirAll(layers, 0o755); err != nil {
+		return Template{}, err
+	}
+	stage, err := os.MkdirTemp(dir, ".stage-")
+	if err != nil {
+		return Template{}, err
+	}
+	defer fsutil.RemoveTree(stage)
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return Template{}, err
+	}
+	if err := writeBaseLayer(stage); err != nil {
+		return Template{}, fmt.Errorf("build base layer: %w", err)
+	}
+	sum, err := hashTree(stage)
+	if err != nil {
+		return Template{}, fmt.Errorf("hash base layer: %w", err)
+	}
+	layer := filepath.Join(layers, "sha256-"+sum)
+	if _, err := os.Stat(layer); os.IsNotExist(err) {
+		if err := os.Rename(stage, layer); err != nil {
+			return Template{}, fmt.Errorf("store base layer: %w", err)
+		}
+	}
+	return Template{
+		ID:             BaseName,
+		RootFS:         isolation.RootFS{Layers: []string{layer}, Binds: BaseBinds()},
+		DefaultUser:    "user",
+		DefaultWorkdir: "/home/user",
+	}, nil
+}
+
+// writeBaseLayer lays out the base root under root.
+func writeBaseLayer(root string) error {
+	dirs := []struct {
+		path string
+		mode os.FileMode
+		uid  int
+	}{
+		{"usr", 0o755, 0}, {"proc", 0o555, 0}, {"dev", 0o755, 0}, {"sys", 0o555, 0},
+		{"tmp", 0o1777, 0}, {"root", 0o700, 0}, {"home", 0o755, 0}, {"home/user", 0o755, UserUID},
+		{"run", 0o755, 0}, {"var", 0o755, 0}, {"var/tmp", 0o1777, 0}, {"var/log", 0o755, 0},
+		{"var/lib", 0o755, 0}, {"var/cache", 0o755, 0}, {"opt", 0o755, 0}, {"mnt", 0o755, 0},
+		{"srv", 0o755, 0}, {"etc", 0o755, 0}, {"etc/sudoers.d", 0o750, 0}, {"code", 0o777, 0},
+	}
+	for _, d := range dirs {
+		p := filepath.Join(root, d.path)
+		if err := os.Mkdir(p, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.mode); err != nil { // past the umask
+			return err
+		}
+		if err := os.Lchown(p, d.uid, d.uid); err != nil {
+			return err
+		}
+	}
+	// /bin, /sbin, /lib* mirror the host: symlinks where it has merged /usr,
+	// empty directories (bind targets) where it has real ones.
+	for _, d := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		st, err := os.Lstat("/" + d)
+		switch {
+		case err != nil:
+			continue
+		case st.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink("/" + d)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, filepath.Join(root, d)); err != nil {
+				return err
+			}
+		case st.IsDir():
+			if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range hostEtc {
+		if err := copyHost(filepath.Join("/etc", name), filepath.Join(root, "etc", name), name); err != nil {
+			return err
+		}
+	}
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/bash\n" +
+			"user:x:1000:1000:user:/home/user:/bin/bash\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"etc/group":          "root:x:0:\ntty:x:5:\nsudo:x:27:user\nusers:x:100:\nuser:x:1000:\nnogroup:x:65534:\n",
+		"etc/shadow":         "root:*:19000:0:99999:7:::\nuser::19000:0:99999:7:::\n",
+		"etc/hostname":       "sandbox\n",
+		"etc/hosts":          "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"etc/resolv.conf":    "nameserver 127.0.0.1\noptions ndots:0\n",
+		"etc/nsswitch.conf":  "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+		"etc/sudoers":        "Defaults env_reset\nDefaults secure_path=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\nroot ALL=(ALL:ALL) ALL\n@includedir /etc/sudoers.d\n",
+		"etc/sudoers.d/user": "user ALL=(ALL:ALL) NOPASSWD: ALL\n",
+		"etc/e2b":            "ENV_ID=base\nTEMPLATE_ID=base\n",
+	}
+	for name, content := range files {
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(name, "etc/sudoers") || name == "etc/shadow" {
+			mode = 0o440
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyHost copies a host file, symlink or directory tree (skipping
+// skipEtc), keeping modes.
+func copyHost(src, dst, rel string) error {
+	if skipEtc[rel] {
+		return nil
+	}
+	st, err := os.Lstat(src)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case st.IsDir():
+		if err := os.Mkdir(dst, st.Mode().Perm()); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyHost(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), rel+"/"+e.Name()); err != nil {
+				return err
+			}
+		}
+		return nil
+	case st.Mode().IsRegular():
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm())
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	}
+	return nil // devices, sockets, fifos: not part of a template
+}
+
+// hashTree hashes names, types, modes, owners, link targets and contents.
+func hashTree(root string) (string, error) {
+	h := sha256.New()
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		st, err := os.Lstat(p)
+		if err != nil {
+			return "", err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fmt.Fprintf(h, "%s\x00%v\x00%d\x00", rel, st.Mode(), fsutil.Owner(st))
+		switch {
+		case st.Mode()&fs.ModeSymlink != 0:
+			t, _ := os.Readlink(p)
+			io.WriteString(h, t)
+		case st.Mode().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return "", err
+			}
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return "", err
+			}
+		}
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs what building and testing Cove needs on a fresh Debian/Ubuntu
+# machine, and nothing when it is already there. "tools" adds the code
+# generators.
+set -eu
+need=""
+command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
+for pair in python3:python3 node:nodejs; do
+	cmd=${pair%%:*} pkg=${pair#*:}
+	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
+done
+if [ "${1:-}" = tools ]; then
+	command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
+fi
+if [ -n "$need" ]; then
+	if [ "$(id -u)" != 0 ]; then echo "deps: need root to install:$need" >&2; exit 1; fi
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
+fi
+go mod download
+if [ "${1:-}" = tools ]; then
+	GOBIN="$(go env GOPATH)/bin" go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	GOBIN="$(go env GOPATH)/bin" go install connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1
+fi
