@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -30,7 +31,22 @@ type Client struct {
 	Base       string
 	Process    processconnect.ProcessClient
 	Filesystem filesystemconnect.FilesystemClient
+	mu         sync.Mutex
 	token      string
+}
+
+// tokenTransport adds the agent's access token to every request.
+type tokenTransport struct {
+	c    *Client
+	next http.RoundTripper
+}
+
+func (t tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if tok := t.c.Token(); tok != "" && req.Header.Get("X-Access-Token") == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("X-Access-Token", tok)
+	}
+	return t.next.RoundTrip(req)
 }
 
 // New returns a client that reaches the agent through dial.
@@ -40,7 +56,8 @@ func New(dial DialFunc) *Client {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	c := &Client{HTTP: &http.Client{Transport: tr}, Base: "http://agent"}
+	c := &Client{Base: "http://agent"}
+	c.HTTP = &http.Client{Transport: tokenTransport{c: c, next: tr}}
 	c.Process = processconnect.NewProcessClient(c.HTTP, c.Base)
 	c.Filesystem = filesystemconnect.NewFilesystemClient(c.HTTP, c.Base)
 	return c
@@ -48,6 +65,13 @@ func New(dial DialFunc) *Client {
 
 // Close drops idle connections.
 func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+
+// Token is the access token the client sends ("" = none).
+func (c *Client) Token() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.token
+}
 
 // Health reports whether the agent answers GET /health with 204.
 func (c *Client) Health(ctx context.Context) error {
@@ -77,7 +101,6 @@ func (c *Client) Init(ctx context.Context, in envd.InitRequest) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	c.authorize(req.Header)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
@@ -88,15 +111,9 @@ func (c *Client) Init(ctx context.Context, in envd.InitRequest) error {
 		return fmt.Errorf("agent init: %s: %s", resp.Status, msg)
 	}
 	if in.AccessToken != nil {
-		c.token = *in.AccessToken
+		c.SetToken(*in.AccessToken)
 	}
 	return nil
-}
-
-func (c *Client) authorize(h http.Header) {
-	if c.token != "" {
-		h.Set("X-Access-Token", c.token)
-	}
 }
 
 // Result is a finished command.
@@ -114,7 +131,6 @@ func (c *Client) Run(ctx context.Context, user, cmd string, timeout time.Duratio
 		Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}},
 		Stdin:   new(bool),
 	})
-	c.authorize(req.Header())
 	if user != "" {
 		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
 	}
@@ -144,4 +160,12 @@ func (c *Client) Run(ctx context.Context, user, cmd string, timeout time.Duratio
 		return res, err
 	}
 	return res, fmt.Errorf("stream ended without an end event")
+}
+
+// SetToken sets the access token sent with every call (after a node
+// restart, when Init is not sent again).
+func (c *Client) SetToken(token string) {
+	c.mu.Lock()
+	c.token = token
+	c.mu.Unlock()
 }

@@ -1,0 +1,113 @@
+package namespaces
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// env is one test binary's host state: a data directory, the base
+// template and a cgroup parent of its own.
+type env struct {
+	dir, cgroupParent string
+	tpl               template.Template
+}
+
+var (
+	sharedOnce sync.Once
+	shared     env
+	sharedErr  error
+)
+
+func testEnv(t *testing.T) env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the namespaces driver needs root")
+	}
+	sharedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cove-ns-test-")
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
+		shared = env{dir: dir, cgroupParent: "cove-test-" + strconv.Itoa(os.Getpid()), tpl: tpl}
+		sharedErr = err
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		if g, err := cgroups.Load(shared.cgroupParent); err == nil {
+			_ = g.Destroy(context.Background())
+		}
+		_ = os.RemoveAll(filepath.Join(shared.dir, "templates"))
+		_ = os.Remove(filepath.Join(shared.dir, "sandboxes"))
+		_ = os.Remove(shared.dir)
+	}
+	os.Exit(code)
+}
+
+func (e env) driver(t *testing.T) *Driver {
+	t.Helper()
+	d, err := New(Config{Dir: filepath.Join(e.dir, "sandboxes"), CgroupParent: e.cgroupParent}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (e env) spec() isolation.Spec {
+	return isolation.Spec{
+		RootFS: e.tpl.RootFS,
+		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 256, PIDs: 256},
+		Env:    map[string]string{"E2B_SANDBOX": "true"},
+	}
+}
+
+// leaks lists what remains on the host of sandbox id.
+func (e env) leaks(t *testing.T, id string) []string {
+	var left []string
+	if _, err := os.Lstat(filepath.Join(e.dir, "sandboxes", id)); err == nil {
+		left = append(left, "directory")
+	}
+	if _, err := cgroups.Load(e.cgroupParent + "/" + id); err == nil {
+		left = append(left, "cgroup")
+	}
+	if mounted, _ := hostMountsMention(id); mounted {
+		left = append(left, "mount")
+	}
+	return left
+}
+
+func hostMountsMention(s string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	return strings.Contains(string(b), s), err
+}
+
+func TestConformance(t *testing.T) {
+	e := testEnv(t)
+	isolationtest.Run(t, isolationtest.Config{
+		New:   func(t *testing.T) isolation.Driver { return e.driver(t) },
+		Spec:  func(*testing.T) isolation.Spec { return e.spec() },
+		Leaks: e.leaks,
+	})
+}
+
+var _ = fmt.Sprint

@@ -1,0 +1,125 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// CreateRequest describes a new sandbox.
+type CreateRequest struct {
+	ID          string // "" = generate
+	Template    string // "" = base
+	Timeout     time.Duration
+	Limits      isolation.Limits // zero fields take the node's defaults
+	EnvVars     map[string]string
+	Metadata    map[string]string
+	AccessToken string // "" = the agent accepts every caller
+}
+
+// Create makes a sandbox and returns once its agent is initialized and
+// ready. A failed or cancelled create leaves nothing behind.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
+	if req.ID == "" {
+		req.ID = NewID()
+	}
+	if req.Template == "" {
+		req.Template = "base"
+	}
+	if req.Timeout <= 0 {
+		return Info{}, errs.New(errs.InvalidArgument, "timeout must be greater than 0")
+	}
+	if req.Timeout > m.cfg.MaxTimeout {
+		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+	}
+	limits := withDefaults(req.Limits, m.cfg.DefaultLimits)
+	if err := limits.Validate(); err != nil {
+		return Info{}, err
+	}
+	tpl, err := m.templates.Resolve(ctx, req.Template)
+	if err != nil {
+		return Info{}, err
+	}
+	now := time.Now().UTC()
+	sb := &sandbox{ended: make(chan struct{}), info: Info{
+		ID: req.ID, TemplateID: tpl.ID, State: StateCreating, Limits: limits,
+		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
+		EnvVars: maps.Clone(req.EnvVars), AccessToken: req.AccessToken,
+	}}
+	m.mu.Lock()
+	if _, ok := m.sandboxes[req.ID]; ok {
+		m.mu.Unlock()
+		return Info{}, errs.New(errs.AlreadyExists, "sandbox %s already exists", req.ID)
+	}
+	m.sandboxes[req.ID] = sb
+	m.mu.Unlock()
+
+	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir)
+	if err != nil {
+		m.mu.Lock()
+		delete(m.sandboxes, req.ID)
+		m.mu.Unlock()
+		return Info{}, err
+	}
+	return info, nil
+}
+
+func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string) (Info, error) {
+	info := sb.snapshot()
+	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
+	h, err := m.driver.Create(ctx, info.ID, isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env})
+	if err != nil {
+		return Info{}, fmt.Errorf("create sandbox %s: %w", info.ID, err)
+	}
+	agent := m.agentFor(info.ID)
+	init := envd.InitRequest{EnvVars: info.EnvVars, DefaultUser: user, DefaultWorkdir: &workdir,
+		Timestamp: time.Now().UTC().Format(time.RFC3339Nano)}
+	if info.AccessToken != "" {
+		init.AccessToken = &info.AccessToken
+	}
+	err = agent.Init(ctx, init)
+	if err == nil {
+		info.Handle, info.State = h, StateRunning
+		err = m.writeRecord(info)
+	}
+	if err != nil {
+		agent.Close()
+		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if derr := m.driver.Destroy(cleanup, info.ID); derr != nil {
+			m.log.Error("clean up failed create", logx.SandboxID(info.ID), logx.Err(derr))
+		}
+		m.removeRecord(info.ID)
+		return Info{}, fmt.Errorf("initialize sandbox %s: %w", info.ID, err)
+	}
+	sb.mu.Lock()
+	sb.info = info
+	sb.agent = agent
+	sb.timer = time.AfterFunc(time.Until(info.EndAt), func() { m.expire(info.ID) })
+	sb.mu.Unlock()
+	m.watch(sb)
+	m.log.Info("sandbox created", logx.SandboxID(info.ID), "template", info.TemplateID)
+	return info, nil
+}
+
+func withDefaults(l, def isolation.Limits) isolation.Limits {
+	if l.CPUMillis == 0 {
+		l.CPUMillis = def.CPUMillis
+	}
+	if l.MemoryMB == 0 {
+		l.MemoryMB = def.MemoryMB
+	}
+	if l.DiskMB == 0 {
+		l.DiskMB = def.DiskMB
+	}
+	if l.PIDs == 0 {
+		l.PIDs = def.PIDs
+	}
+	return l
+}

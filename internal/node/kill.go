@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Kill ends a sandbox and removes everything it owned. Killing a sandbox
+// that is already gone is NotFound; concurrent kills all wait for the same
+// teardown.
+func (m *Manager) Kill(ctx context.Context, id string) error {
+	sb := m.lookup(id)
+	if sb == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed})
+}
+
+// end moves a sandbox to killed (once), destroys it through the driver and
+// drops it from the table.
+func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) error {
+	sb.mu.Lock()
+	if sb.info.State == StateKilled {
+		sb.mu.Unlock()
+		select {
+		case <-sb.ended:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if sb.info.State == StateCreating {
+		sb.mu.Unlock()
+		return errs.New(errs.Conflict, "sandbox %s is still being created", sb.info.ID)
+	}
+	sb.info.State = StateKilled
+	sb.info.Exit = exit
+	if sb.timer != nil {
+		sb.timer.Stop()
+	}
+	id := sb.info.ID
+	sb.mu.Unlock()
+
+	if sb.agent != nil {
+		sb.agent.Close()
+	}
+	if err := m.driver.Destroy(ctx, id); err != nil {
+		// Keep the record: Recover retries the teardown after a restart.
+		return fmt.Errorf("kill sandbox %s: %w", id, err)
+	}
+	m.removeRecord(id)
+	m.mu.Lock()
+	if m.sandboxes[id] == sb {
+		delete(m.sandboxes, id)
+	}
+	m.mu.Unlock()
+	close(sb.ended)
+	m.log.Info("sandbox killed", logx.SandboxID(id), "reason", exit.Reason, "detail", exit.Detail)
+	return nil
+}
+
+// expire is the reaper: a sandbox's timer fired.
+func (m *Manager) expire(id string) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: "timeout"}); err != nil {
+		m.log.Error("end expired sandbox", logx.SandboxID(id), logx.Err(err))
+	}
+}
+
+// watch ends a sandbox whose init died on its own (agent crash, OOM of the
+// agent), recording why.
+func (m *Manager) watch(sb *sandbox) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-m.closing:
+				cancel()
+			case <-sb.ended:
+				cancel()
+			}
+		}()
+		exit, err := m.driver.Wait(ctx, sb.snapshot().ID)
+		if err != nil || exit.Reason == isolation.ExitDestroyed {
+			return
+		}
+		end, endCancel := context.WithTimeout(context.Background(), time.Minute)
+		defer endCancel()
+		if err := m.end(end, sb, exit); err != nil {
+			m.log.Error("clean up dead sandbox", logx.SandboxID(sb.snapshot().ID), logx.Err(err))
+		}
+	}()
+}

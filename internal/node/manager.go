@@ -1,0 +1,185 @@
+// Package node owns the sandboxes of one host: the sandbox table and its
+// lifecycle (creating → running → killed), the reaper that ends sandboxes
+// at their timeout, and Recover after the node process restarts.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// Templates resolves a template reference (id, name or name:tag).
+type Templates interface {
+	Resolve(ctx context.Context, ref string) (template.Template, error)
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Dir holds the node's sandbox records.
+	Dir string
+	// DefaultLimits apply where a request leaves a limit at zero.
+	DefaultLimits isolation.Limits
+	// MaxTimeout caps a sandbox's lifetime.
+	MaxTimeout time.Duration
+}
+
+// DefaultLimits are E2B's base sandbox: 2 vCPU, 512 MB.
+var DefaultLimits = isolation.Limits{CPUMillis: 2000, MemoryMB: 512, DiskMB: 1024, PIDs: 1024}
+
+// Manager is the node's sandbox table.
+type Manager struct {
+	cfg       Config
+	driver    isolation.Driver
+	templates Templates
+	log       *slog.Logger
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+	wg        sync.WaitGroup
+	closing   chan struct{}
+}
+
+// New returns a manager over driver. Call Recover before serving.
+func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Logger) (*Manager, error) {
+	if cfg.DefaultLimits == (isolation.Limits{}) {
+		cfg.DefaultLimits = DefaultLimits
+	}
+	if cfg.MaxTimeout == 0 {
+		cfg.MaxTimeout = 24 * time.Hour
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create node directory: %w", err)
+	}
+	return &Manager{cfg: cfg, driver: driver, templates: templates, log: log,
+		sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}, nil
+}
+
+// Driver is the isolation driver the manager uses.
+func (m *Manager) Driver() isolation.Driver { return m.driver }
+
+// Get returns a sandbox's info.
+func (m *Manager) Get(id string) (Info, error) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return sb.snapshot(), nil
+}
+
+// List returns every sandbox in the table, oldest first.
+func (m *Manager) List() []Info {
+	m.mu.Lock()
+	out := make([]Info, 0, len(m.sandboxes))
+	for _, sb := range m.sandboxes {
+		out = append(out, sb.snapshot())
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
+	return out
+}
+
+// Agent returns a client for a running sandbox's agent.
+func (m *Manager) Agent(id string) (*agentclient.Client, error) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.info.State != StateRunning {
+		return nil, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+	}
+	return sb.agent, nil
+}
+
+// Stats returns a running sandbox's resource use, where the driver can tell.
+func (m *Manager) Stats(ctx context.Context, id string) (isolation.Stats, error) {
+	if _, err := m.Agent(id); err != nil {
+		return isolation.Stats{}, err
+	}
+	st, ok := m.driver.(isolation.Stater)
+	if !ok {
+		return isolation.Stats{}, errs.New(errs.Unimplemented, "driver %s reports no stats", m.driver.Name())
+	}
+	return st.Stats(ctx, id)
+}
+
+func (m *Manager) lookup(id string) *sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sandboxes[id]
+}
+
+// Close stops the manager's timers and watchers. Sandboxes keep running: a
+// restarted node adopts them through Recover.
+func (m *Manager) Close() {
+	close(m.closing)
+	m.mu.Lock()
+	for _, sb := range m.sandboxes {
+		sb.mu.Lock()
+		if sb.timer != nil {
+			sb.timer.Stop()
+		}
+		sb.mu.Unlock()
+		if sb.agent != nil {
+			sb.agent.Close()
+		}
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+// NewID returns a fresh sandbox id: "i" and 19 characters of [a-z0-9].
+func NewID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [19]byte
+	_, _ = rand.Read(b[:])
+	out := []byte{'i'}
+	for _, c := range b {
+		out = append(out, alphabet[int(c)%len(alphabet)])
+	}
+	return string(out)
+}
+
+func (m *Manager) recordPath(id string) string { return filepath.Join(m.cfg.Dir, id+".json") }
+
+func (m *Manager) writeRecord(info Info) error {
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	tmp := m.recordPath(info.ID) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, m.recordPath(info.ID))
+}
+
+func (m *Manager) removeRecord(id string) {
+	if err := os.Remove(m.recordPath(id)); err != nil && !os.IsNotExist(err) {
+		m.log.Warn("remove sandbox record", logx.SandboxID(id), logx.Err(err))
+	}
+}
+
+// agentFor builds the agent client of a sandbox.
+func (m *Manager) agentFor(id string) *agentclient.Client {
+	return agentclient.New(func(ctx context.Context) (net.Conn, error) {
+		return m.driver.Dial(ctx, id, envd.Port)
+	})
+}

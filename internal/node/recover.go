@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Recover rebuilds the table after the node restarted: sandboxes still
+// alive are adopted (with their timers), records of dead ones and whatever
+// the driver holds without a record are removed. It returns how many were
+// adopted and how many removed.
+func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error) {
+	entries, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	known := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			_ = os.Remove(filepath.Join(m.cfg.Dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		var info Info
+		b, err := os.ReadFile(filepath.Join(m.cfg.Dir, name))
+		if err == nil {
+			err = json.Unmarshal(b, &info)
+		}
+		if err != nil || isolation.ValidateID(info.ID) != nil {
+			m.log.Warn("drop unreadable sandbox record", "file", name, logx.Err(err))
+			_ = os.Remove(filepath.Join(m.cfg.Dir, name))
+			continue
+		}
+		known[info.ID] = true
+		if m.adopt(ctx, info) {
+			adopted++
+			continue
+		}
+		if err := m.driver.Destroy(ctx, info.ID); err != nil {
+			m.log.Error("remove dead sandbox", logx.SandboxID(info.ID), logx.Err(err))
+			continue
+		}
+		m.removeRecord(info.ID)
+		removed++
+	}
+	if lister, ok := m.driver.(isolation.Lister); ok {
+		ids, err := lister.List(ctx)
+		if err != nil {
+			return adopted, removed, err
+		}
+		for _, id := range ids {
+			if known[id] {
+				continue
+			}
+			if err := m.driver.Destroy(ctx, id); err != nil {
+				m.log.Error("remove leftover sandbox", logx.SandboxID(id), logx.Err(err))
+				continue
+			}
+			removed++
+		}
+	}
+	m.log.Info("node recovered", "adopted", adopted, "removed", removed)
+	return adopted, removed, nil
+}
+
+// adopt re-attaches a recorded sandbox if it is alive and not yet expired.
+func (m *Manager) adopt(ctx context.Context, info Info) bool {
+	if info.State != StateRunning || !time.Now().Before(info.EndAt) {
+		return false
+	}
+	if err := m.driver.Recover(ctx, info.Handle); err != nil {
+		m.log.Info("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
+		return false
+	}
+	sb := &sandbox{info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
+	if info.AccessToken != "" {
+		sb.agent.SetToken(info.AccessToken)
+	}
+	sb.timer = time.AfterFunc(time.Until(info.EndAt), func() { m.expire(info.ID) })
+	m.mu.Lock()
+	m.sandboxes[info.ID] = sb
+	m.mu.Unlock()
+	m.watch(sb)
+	return true
+}

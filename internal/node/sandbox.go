@@ -1,0 +1,51 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/isolation"
+)
+
+// State is a sandbox's place in its lifecycle: creating → running → killed.
+type State string
+
+const (
+	StateCreating State = "creating"
+	StateRunning  State = "running"
+	StateKilled   State = "killed"
+)
+
+// Info is what the node knows about a sandbox; it is also the record kept
+// on disk so a restarted node can adopt the sandbox.
+type Info struct {
+	ID         string            `json:"id"`
+	TemplateID string            `json:"templateID"`
+	State      State             `json:"state"`
+	Handle     isolation.Handle  `json:"handle"`
+	Limits     isolation.Limits  `json:"limits"`
+	StartedAt  time.Time         `json:"startedAt"`
+	EndAt      time.Time         `json:"endAt"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	EnvVars    map[string]string `json:"envVars,omitempty"`
+	// AccessToken guards the agent ("" = open). Kept so a restarted node
+	// can still talk to the agent.
+	AccessToken string         `json:"accessToken,omitempty"`
+	Exit        isolation.Exit `json:"exit,omitzero"`
+}
+
+// sandbox is a live entry of the table.
+type sandbox struct {
+	mu    sync.Mutex
+	info  Info
+	timer *time.Timer
+	agent *agentclient.Client
+	ended chan struct{} // closed once the sandbox is killed and cleaned up
+}
+
+func (s *sandbox) snapshot() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}

@@ -1,0 +1,47 @@
+package node
+
+import (
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// SetTimeout makes a running sandbox end timeout from now (it may shorten
+// its life, as E2B's POST /sandboxes/{id}/timeout does).
+func (m *Manager) SetTimeout(id string, timeout time.Duration) (Info, error) {
+	return m.retime(id, timeout, false)
+}
+
+// ExtendTimeout moves a running sandbox's end to timeout from now unless
+// it already ends later (E2B's connect semantics).
+func (m *Manager) ExtendTimeout(id string, timeout time.Duration) (Info, error) {
+	return m.retime(id, timeout, true)
+}
+
+func (m *Manager) retime(id string, timeout time.Duration, extendOnly bool) (Info, error) {
+	if timeout <= 0 {
+		return Info{}, errs.New(errs.InvalidArgument, "timeout must be greater than 0")
+	}
+	if timeout > m.cfg.MaxTimeout {
+		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+	}
+	sb := m.lookup(id)
+	if sb == nil {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.info.State != StateRunning {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+	}
+	end := time.Now().UTC().Add(timeout)
+	if extendOnly && end.Before(sb.info.EndAt) {
+		return sb.info, nil
+	}
+	sb.info.EndAt = end
+	sb.timer.Reset(time.Until(end))
+	if err := m.writeRecord(sb.info); err != nil {
+		return Info{}, err
+	}
+	return sb.info, nil
+}
