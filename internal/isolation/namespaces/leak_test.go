@@ -1,0 +1,152 @@
+package namespaces
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+)
+
+// hostSnapshot is what sandboxes could leave on the host.
+type hostSnapshot struct {
+	netns     map[string]bool // network namespaces held by any process
+	links     int             // network interfaces in the node's namespace
+	processes []string        // sandbox inits and agents still running
+	cgroups   []string        // groups under the test's cgroup parent
+	files     []string        // entries under the sandboxes directory
+}
+
+func snapshot(t *testing.T, e env) hostSnapshot {
+	t.Helper()
+	s := hostSnapshot{netns: map[string]bool{}}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		if ns, err := os.Readlink(p + "/ns/net"); err == nil {
+			s.netns[ns] = true
+		}
+		if cmd, err := os.ReadFile(p + "/cmdline"); err == nil {
+			argv0, _, _ := strings.Cut(string(cmd), "\x00")
+			if argv0 == initArg0 || argv0 == agentArg0 {
+				s.processes = append(s.processes, p)
+			}
+		}
+	}
+	links, _ := os.ReadDir("/sys/class/net")
+	s.links = len(links)
+	for _, h := range []string{"memory", "pids", "cpu", "freezer"} {
+		dir := v1GroupDir(h, e.cgroupParent)
+		if entries, err := os.ReadDir(dir); err == nil {
+			for _, en := range entries {
+				if en.IsDir() {
+					s.cgroups = append(s.cgroups, h+"/"+en.Name())
+				}
+			}
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(e.dir, "sandboxes")); err == nil {
+		for _, en := range entries {
+			s.files = append(s.files, en.Name())
+		}
+	}
+	return s
+}
+
+// v1GroupDir finds the test's cgroup parent in a v1 hierarchy (or under
+// the unified mount on v2), nested under this process's own group.
+func v1GroupDir(hierarchy, parent string) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == hierarchy {
+				return filepath.Join("/sys/fs/cgroup", hierarchy, parts[2], parent)
+			}
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+				return filepath.Join("/sys/fs/cgroup", filepath.Dir(parts[2]), parent)
+			}
+		}
+	}
+	return ""
+}
+
+// TestNoLeaksAfterManyCycles creates and destroys 200 sandboxes, four at a
+// time, and then finds nothing of them on the host.
+func TestNoLeaksAfterManyCycles(t *testing.T) {
+	e := testEnv(t)
+	d := e.driver(t)
+	before := snapshot(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const cycles, workers = 200, 4
+	var wg sync.WaitGroup
+	errc := make(chan error, cycles)
+	jobs := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				id := isolationtest.NewID()
+				if _, err := d.Create(ctx, id, e.spec()); err != nil {
+					errc <- err
+					continue
+				}
+				if err := d.Destroy(ctx, id); err != nil {
+					errc <- err
+				}
+			}
+		}()
+	}
+	for i := range cycles {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	// The kernel frees a dead sandbox's namespaces asynchronously.
+	var after hostSnapshot
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after = snapshot(t, e)
+		if len(after.netns) <= len(before.netns) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for ns := range after.netns {
+		if !before.netns[ns] {
+			t.Errorf("network namespace %s appeared and stayed", ns)
+		}
+	}
+	if after.links != before.links {
+		t.Errorf("%d network interfaces before, %d after", before.links, after.links)
+	}
+	if len(after.processes) > len(before.processes) {
+		t.Errorf("sandbox processes left: %v", after.processes)
+	}
+	if len(after.cgroups) > 0 {
+		t.Errorf("cgroups left: %v", after.cgroups)
+	}
+	if len(after.files) > 0 {
+		t.Errorf("files left under the data directory: %v", after.files)
+	}
+	if mounted, _ := hostMountsMention(e.dir); mounted {
+		t.Errorf("a mount under %s is left on the host", e.dir)
+	}
+}
