@@ -160,7 +160,9 @@ func TestFilesUploadDownload(t *testing.T) {
 			return a.post(t, "/files?path="+url.QueryEscape(dir), "x", "Content-Type", "application/octet-stream").StatusCode
 		}},
 		{"raw upload without path", 400, func() int { return a.post(t, "/files", "x", "Content-Type", "application/octet-stream").StatusCode }},
-		{"same path twice", 400, func() int { return a.post(t, "/files", dup.String(), "Content-Type", mw.FormDataContentType()).StatusCode }},
+		{"same path twice", 400, func() int {
+			return a.post(t, "/files", dup.String(), "Content-Type", mw.FormDataContentType()).StatusCode
+		}},
 		{"unknown user", 401, func() int {
 			r, _ := a.get(t, "/files?username=nosuchuser&path="+url.QueryEscape(target))
 			return r.StatusCode

@@ -5,6 +5,7 @@ package fsutil
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -109,4 +110,84 @@ func Owner(fi os.FileInfo) uint64 {
 		return uint64(st.Uid)<<32 | uint64(st.Gid)
 	}
 	return 0
+}
+
+// CopyOptions tune CopyTree.
+type CopyOptions struct {
+	// Shift is added to every uid and gid (an id-mapped copy for a user
+	// namespace); 0 keeps owners.
+	Shift uint32
+	// Skip, when set, leaves out paths (relative to the source root).
+	Skip func(rel string) bool
+}
+
+// CopyTree copies a file, symlink or directory tree to dst (which must not
+// exist), keeping modes and, shifted by opts.Shift, owners. Devices,
+// sockets and fifos are left out.
+func CopyTree(src, dst string, opts CopyOptions) error {
+	return copyTree(src, dst, ".", opts)
+}
+
+func copyTree(src, dst, rel string, opts CopyOptions) error {
+	if opts.Skip != nil && opts.Skip(rel) {
+		return nil
+	}
+	st, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(target, dst); err != nil {
+			return err
+		}
+	case st.IsDir():
+		if err := os.Mkdir(dst, 0o700); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), filepath.Join(rel, e.Name()), opts); err != nil {
+				return err
+			}
+		}
+	case st.Mode().IsRegular():
+		if err := copyFile(src, dst); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	owner := Owner(st)
+	if err := os.Lchown(dst, int(uint32(owner>>32)+opts.Shift), int(uint32(owner)+opts.Shift)); err != nil {
+		return err
+	}
+	if st.Mode()&os.ModeSymlink == 0 {
+		return os.Chmod(dst, st.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

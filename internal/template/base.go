@@ -143,7 +143,12 @@ func writeBaseLayer(root string) error {
 		}
 	}
 	for _, name := range hostEtc {
-		if err := copyHost(filepath.Join("/etc", name), filepath.Join(root, "etc", name), name); err != nil {
+		src := filepath.Join("/etc", name)
+		if _, err := os.Lstat(src); os.IsNotExist(err) {
+			continue
+		}
+		skip := func(rel string) bool { return skipEtc[filepath.Join(name, rel)] }
+		if err := fsutil.CopyTree(src, filepath.Join(root, "etc", name), fsutil.CopyOptions{Skip: skip}); err != nil {
 			return err
 		}
 	}
@@ -171,59 +176,6 @@ func writeBaseLayer(root string) error {
 		}
 	}
 	return nil
-}
-
-// copyHost copies a host file, symlink or directory tree (skipping
-// skipEtc), keeping modes.
-func copyHost(src, dst, rel string) error {
-	if skipEtc[rel] {
-		return nil
-	}
-	st, err := os.Lstat(src)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	switch {
-	case st.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return os.Symlink(target, dst)
-	case st.IsDir():
-		if err := os.Mkdir(dst, st.Mode().Perm()); err != nil {
-			return err
-		}
-		entries, err := os.ReadDir(src)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if err := copyHost(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), rel+"/"+e.Name()); err != nil {
-				return err
-			}
-		}
-		return nil
-	case st.Mode().IsRegular():
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	}
-	return nil // devices, sockets, fifos: not part of a template
 }
 
 // hashTree hashes names, types, modes, owners, link targets and contents.

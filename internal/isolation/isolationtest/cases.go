@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -289,5 +290,45 @@ func (s *suite) recoverAfterRestart(t *testing.T) {
 	stale := h
 	if err := restarted.Recover(ctx, stale); !errs.Is(err, errs.NotFound) {
 		t.Errorf("recover of a destroyed sandbox: %v, want not found", err)
+	}
+}
+
+func (s *suite) userNamespace(t *testing.T) {
+	t.Parallel()
+	spec := s.cfg.Spec(t)
+	spec.UserNamespace = true
+	ctx := ctxFor(t, time.Minute)
+	id := NewID()
+	h, err := s.d.Create(ctx, id, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.d.Destroy(context.Background(), id); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+		s.noLeaks(t, id)
+	}()
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return s.d.Dial(ctx, id, 49983) })
+	defer c.Close()
+	res, err := c.Run(ctx, "user", "id -un; echo mine > ~/f && cat ~/f", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != "user\nmine\n" {
+		t.Errorf("user in a user namespace: %q %q", got, res.Stderr)
+	}
+	if res := run(t, c, "echo root > /etc/x && cat /etc/x && id -u"); string(res.Stdout) != "root\n0\n" {
+		t.Errorf("the namespace's root cannot write its own /etc: %q %q", res.Stdout, res.Stderr)
+	}
+	// On the host, the sandbox's root is an unprivileged user.
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(h.PID) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == "0" {
+			t.Errorf("the sandbox's init runs as host root: %s", line)
+		}
 	}
 }

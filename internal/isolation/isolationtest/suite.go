@@ -45,6 +45,9 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("DiskLimit", s.diskLimit)
 	t.Run("AgentDeathIsReported", s.agentDeath)
 	t.Run("RecoverAfterRestart", s.recoverAfterRestart)
+	if d.Capabilities().UserNamespaces {
+		t.Run("UserNamespace", s.userNamespace)
+	}
 }
 
 type suite struct {

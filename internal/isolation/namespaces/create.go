@@ -64,6 +64,11 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := os.Mkdir(filepath.Join(dir, "rw"), 0o700); err != nil {
 		return h, fmt.Errorf("create mount point: %w", err)
 	}
+	if spec.UserNamespace {
+		if spec, err = d.userNSSpec(dir, spec); err != nil {
+			return h, err
+		}
+	}
 	cg, err = cgroups.New(d.cgroupName(id), cgroups.Limits{
 		CPUMillis:   spec.Limits.CPUMillis,
 		MemoryBytes: spec.Limits.MemoryMB << 20,
@@ -102,15 +107,32 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	return h, nil
 }
 
+// userNSSpec prepares a sandbox that runs in a user namespace: its layers
+// become id-shifted copies and its directory belongs to its root.
+func (d *Driver) userNSSpec(dir string, spec isolation.Spec) (isolation.Spec, error) {
+	layers := make([]string, len(spec.RootFS.Layers))
+	for i, l := range spec.RootFS.Layers {
+		shifted, err := d.shiftedLayer(l)
+		if err != nil {
+			return spec, err
+		}
+		layers[i] = shifted
+	}
+	spec.RootFS.Layers = layers
+	for _, p := range []string{dir, filepath.Join(dir, "rw")} {
+		if err := os.Chown(p, int(d.cfg.UserNSBase), int(d.cfg.UserNSBase)); err != nil {
+			return spec, fmt.Errorf("give %s to the sandbox: %w", p, err)
+		}
+	}
+	return spec, nil
+}
+
 func validateSpec(id string, spec isolation.Spec) error {
 	if err := isolation.ValidateID(id); err != nil {
 		return err
 	}
 	if err := spec.Limits.Validate(); err != nil {
 		return err
-	}
-	if spec.UserNamespace {
-		return errs.New(errs.InvalidArgument, "the namespaces driver does not offer user namespaces on this node")
 	}
 	if len(spec.RootFS.Layers) == 0 {
 		return errs.New(errs.InvalidArgument, "the root file system has no layer")
@@ -156,17 +178,22 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, cg *cgroups.Group) (
 		oom.Close()
 		return nil, nil, err
 	}
+	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
+	if spec.UserNamespace {
+		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UserNSBase), Size: userNSSize}}
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings, attr.GidMappings = ids, ids
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
 	cmd := &exec.Cmd{
-		Path:       d.cfg.Binary,
-		Args:       []string{initArg0},
-		Env:        []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		ExtraFiles: []*os.File{cfgR, readyW, oom}, // fdConfig, fdReady, fdOOM
-		Stdout:     logf,
-		Stderr:     logf,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: cloneFlags,
-			Setsid:     true,
-		},
+		Path:        d.cfg.Binary,
+		Args:        []string{initArg0},
+		Env:         []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		ExtraFiles:  []*os.File{cfgR, readyW, oom}, // fdConfig, fdReady, fdOOM
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: attr,
 	}
 	err = cmd.Start()
 	cfgR.Close()
@@ -184,7 +211,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, cg *cgroups.Group) (
 	cfg := initConfig{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds,
 		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
-		Env: spec.Env,
+		Env: spec.Env, UserNS: spec.UserNamespace,
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		readyR.Close()

@@ -25,8 +25,13 @@ type Config struct {
 	// CgroupParent names the group, under the node's own cgroup, that holds
 	// the sandboxes' groups. Default "cove".
 	CgroupParent string
-	// Binary is the cove binary to re-execute; default this process's own.
+	// Binary is the cove binary to re-execute; default /proc/self/exe,
+	// which a user-namespaced child can exec even when the binary's
+	// directory is closed to it.
 	Binary string
+	// UserNSBase is the first host uid and gid of sandboxes that ask for a
+	// user namespace; DefaultUserNSBase when zero.
+	UserNSBase uint32
 }
 
 // Driver implements isolation.Driver with Linux namespaces.
@@ -37,6 +42,7 @@ type Driver struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	shiftMu   sync.Mutex // serializes making id-shifted layer copies
 }
 
 var (
@@ -67,14 +73,18 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 		cfg.CgroupParent = "cove"
 	}
 	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find own binary: %w", err)
-		}
-		cfg.Binary = exe
+		cfg.Binary = "/proc/self/exe"
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if cfg.UserNSBase == 0 {
+		cfg.UserNSBase = DefaultUserNSBase
+	}
+	// 0711: user-namespaced sandboxes (unprivileged on the host) must be
+	// able to reach their own directory, never to list the others.
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("create %s: %w", cfg.Dir, err)
+	}
+	if err := os.Chmod(cfg.Dir, 0o711); err != nil {
+		return nil, err
 	}
 	host, err := os.Open("/proc/self/ns/net")
 	if err != nil {
@@ -88,7 +98,7 @@ func (d *Driver) Name() string { return "namespaces" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{Pause: true, CgroupVersion: cgroups.Version()}
+	return isolation.Capabilities{Pause: true, UserNamespaces: true, CgroupVersion: cgroups.Version()}
 }
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }

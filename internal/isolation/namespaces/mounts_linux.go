@@ -41,7 +41,7 @@ func buildRoot(cfg initConfig) (string, error) {
 			return "", err
 		}
 	}
-	if err := mountDev(root, cfg.ShmBytes); err != nil {
+	if err := mountDev(root, cfg.ShmBytes, cfg.UserNS); err != nil {
 		return "", err
 	}
 	if err := mountProc(root); err != nil {
@@ -62,12 +62,26 @@ func mount(src, dst, fstype string, flags uintptr, data string) error {
 
 // bindReadOnly binds src at dst (not recursively: the host's submounts stay
 // out) and makes the bind read-only, nosuid and nodev. The host's own mount
-// is untouched.
+// is untouched. The source mount's flags are kept: in a user namespace they
+// are locked, and dropping one fails.
 func bindReadOnly(src, dst string) error {
 	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 		return err
 	}
-	return mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	var st unix.Statfs_t
+	if err := unix.Statfs(dst, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dst, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	for _, f := range []struct{ st, ms int64 }{
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if st.Flags&f.st != 0 {
+			flags |= uintptr(f.ms)
+		}
+	}
+	return mount("", dst, "", flags, "")
 }
 
 // mountProc mounts the sandbox's own /proc, with the files that reach the
@@ -106,9 +120,10 @@ var devices = []struct {
 	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
 }
 
-// mountDev builds a minimal /dev: the nodes above, a private devpts with
-// ptmx, a size-capped /dev/shm and the usual symlinks.
-func mountDev(root string, shmBytes int64) error {
+// mountDev builds a minimal /dev: the nodes above (made with mknod, or
+// bound from the host's inside a user namespace, which may not mknod), a
+// private devpts with ptmx, a size-capped /dev/shm and the usual symlinks.
+func mountDev(root string, shmBytes int64, userNS bool) error {
 	dev := filepath.Join(root, "dev")
 	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=65536"); err != nil {
 		return err
@@ -117,8 +132,17 @@ func mountDev(root string, shmBytes int64) error {
 	defer unix.Umask(old)
 	for _, d := range devices {
 		p := filepath.Join(dev, d.name)
-		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
-			return fmt.Errorf("mknod %s: %w", p, err)
+		if !userNS {
+			if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
+				return fmt.Errorf("mknod %s: %w", p, err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, nil, 0o666); err != nil {
+			return err
+		}
+		if err := mount("/dev/"+d.name, p, "", unix.MS_BIND, ""); err != nil {
+			return err
 		}
 	}
 	for _, d := range []string{"pts", "shm"} {

@@ -2,7 +2,6 @@ package namespaces
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/logx"
@@ -41,6 +41,9 @@ func testEnv(t *testing.T) env {
 			sharedErr = err
 			return
 		}
+		if sharedErr = os.Chmod(dir, 0o711); sharedErr != nil { // user-namespaced sandboxes traverse it
+			return
+		}
 		tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
 		shared = env{dir: dir, cgroupParent: "cove-test-" + strconv.Itoa(os.Getpid()), tpl: tpl}
 		sharedErr = err
@@ -57,7 +60,7 @@ func TestMain(m *testing.M) {
 		if g, err := cgroups.Load(shared.cgroupParent); err == nil {
 			_ = g.Destroy(context.Background())
 		}
-		_ = os.RemoveAll(filepath.Join(shared.dir, "templates"))
+		_ = fsutil.RemoveTree(filepath.Join(shared.dir, "templates"))
 		_ = os.Remove(filepath.Join(shared.dir, "sandboxes"))
 		_ = os.Remove(shared.dir)
 	}
@@ -109,5 +112,3 @@ func TestConformance(t *testing.T) {
 		Leaks: e.leaks,
 	})
 }
-
-var _ = fmt.Sprint
