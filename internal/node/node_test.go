@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
 )
+
+var hostSeq atomic.Int32
 
 type host struct {
 	dir, cgroupParent string
@@ -32,7 +35,7 @@ func newHost(t *testing.T) host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := host{dir: dir, cgroupParent: "cove-node-test-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(dir), templates: store}
+	h := host{dir: dir, cgroupParent: "cove-node-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(hostSeq.Add(1))), templates: store}
 	t.Cleanup(func() {
 		if g, err := cgroups.Load(h.cgroupParent); err == nil {
 			_ = g.Destroy(context.Background())
