@@ -114,9 +114,9 @@ func (g *Group) Add(pid int) error {
 // Procs lists the processes in the group.
 func (g *Group) Procs() ([]int, error) { return g.impl.procs() }
 
-// OpenOOMFile opens, read-only, the file whose "oom_kill" line counts the
-// group's OOM kills; the sandbox's agent reads it to report OOM kills.
-func (g *Group) OpenOOMFile() (*os.File, error) { return os.Open(g.impl.oomFile()) }
+// OOMFile is the file whose "oom_kill" line counts the group's OOM kills;
+// the sandbox's agent keeps it open to report OOM kills.
+func (g *Group) OOMFile() string { return g.impl.oomFile() }
 
 // OOMKills reads the group's OOM kill count.
 func (g *Group) OOMKills() (uint64, error) {

@@ -3,31 +3,45 @@ package cgroups
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// v1Subsystems are the hierarchies a sandbox joins on a v1 host.
+// v1Subsystems are the hierarchies a sandbox joins on a v1 host. Each one
+// costs a task migration (an RCU grace period, 1–3 ms measured here), so
+// only what limits or measures the sandbox: no freezer (a pid namespace
+// dies with its init, no freeze is needed to kill it) and blkio only where
+// the io scheduler offers weights.
 var v1Subsystems = map[cgroup1.Name]bool{
-	cgroup1.Memory: true, cgroup1.Cpu: true, cgroup1.Cpuacct: true,
-	cgroup1.Pids: true, cgroup1.Freezer: true, cgroup1.Blkio: true,
+	cgroup1.Memory: true, cgroup1.Cpu: true, cgroup1.Cpuacct: true, cgroup1.Pids: true,
 }
 
-func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+// v1Mounts caches the host's v1 hierarchies: parsing mountinfo for every
+// sandbox showed in profiles.
+var v1Mounts = sync.OnceValues(func() ([]cgroup1.Subsystem, error) {
 	all, err := cgroup1.Default()
 	if err != nil {
 		return nil, err
 	}
+	blkio := false
+	for _, s := range all {
+		if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Blkio {
+			blkio = fileExists(filepath.Join(p.Path("/"), "blkio.weight"))
+		}
+	}
 	var out []cgroup1.Subsystem
 	for _, s := range all {
-		if v1Subsystems[s.Name()] {
+		if v1Subsystems[s.Name()] || (s.Name() == cgroup1.Blkio && blkio) {
 			out = append(out, s)
 		}
 	}
 	return out, nil
-}
+})
+
+func v1Hierarchy() ([]cgroup1.Subsystem, error) { return v1Mounts() }
 
 type v1 struct {
 	cg  cgroup1.Cgroup
@@ -80,7 +94,7 @@ func loadV1(name string) (*v1, error) {
 // v1Dir is name's directory in subsystem's hierarchy, nested under the
 // node's own group there ("" when the host lacks the hierarchy).
 func v1Dir(subsystem cgroup1.Name, name string) string {
-	subs, err := cgroup1.Default()
+	subs, err := v1Mounts()
 	if err != nil {
 		return ""
 	}
@@ -103,12 +117,12 @@ func v1Dir(subsystem cgroup1.Name, name string) string {
 
 func v1MemoryDir(name string) string { return v1Dir(cgroup1.Memory, name) }
 
-func memswAvailable() bool {
+var memswAvailable = sync.OnceValue(func() bool {
 	return fileExists(filepath.Join(v1Dir(cgroup1.Memory, ""), "memory.memsw.limit_in_bytes"))
-}
+})
 
 func blkioWeightAvailable() bool {
-	return fileExists(filepath.Join(v1Dir(cgroup1.Blkio, ""), "blkio.weight"))
+	return v1Dir(cgroup1.Blkio, "") != "" && fileExists(filepath.Join(v1Dir(cgroup1.Blkio, ""), "blkio.weight"))
 }
 
 func (c *v1) add(pid int) error { return c.cg.Add(cgroup1.Process{Pid: pid}) }
@@ -125,8 +139,10 @@ func (c *v1) procs() ([]int, error) {
 	return out, nil
 }
 
-func (c *v1) freeze() error { return c.cg.Freeze() }
-func (c *v1) thaw() error   { return c.cg.Thaw() }
+// freeze and thaw are no-ops on v1: sandboxes do not join the freezer
+// hierarchy (see v1Subsystems); Destroy's kill loop repeats until empty.
+func (c *v1) freeze() error { return nil }
+func (c *v1) thaw() error   { return nil }
 func (c *v1) remove() error {
 	err := c.cg.Delete()
 	if err == cgroup1.ErrCgroupDeleted {

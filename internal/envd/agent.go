@@ -22,6 +22,8 @@ type RunConfig struct {
 	Fixed   map[string]string
 	ReadyFD int // when > 0, one byte is written here once the agent listens
 	OOMFD   int // when > 0, a file whose "oom_kill N" line counts OOM kills
+	// Spawn, when set, runs every fork of a process (see process.Options).
+	Spawn func(fork func() (int, error)) (int, error)
 }
 
 // Run serves the agent until ctx ends. As PID 1 it also reaps orphans and
@@ -38,6 +40,7 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 	}
 	opts := Config{Fixed: cfg.Fixed}
 	opts.Process.Init = init
+	opts.Process.Spawn = cfg.Spawn
 	if cfg.OOMFD > 0 {
 		unix.CloseOnExec(cfg.OOMFD)
 		fd := cfg.OOMFD

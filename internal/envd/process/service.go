@@ -27,6 +27,9 @@ type Options struct {
 	OOMKills func() (uint64, error)
 	// DefaultPath is PATH for processes when the agent's own is unset.
 	DefaultPath string
+	// Spawn, when set, runs each fork: the sandbox's init forks from the one
+	// thread that holds the sandbox's bounding set and cgroup namespace.
+	Spawn func(fork func() (int, error)) (int, error)
 }
 
 // Service implements processconnect.ProcessHandler.

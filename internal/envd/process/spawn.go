@@ -53,9 +53,14 @@ func (s *Service) spawn(req *pb.StartRequest, u identity.User) (*proc, *subscrib
 		attr.Sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
 	oomBefore := s.oomCount()
-	pid, wait, err := s.reaper.start(func() (int, error) {
+	fork := func() (int, error) {
 		return syscall.ForkExec(argv0, append([]string{cfg.GetCmd()}, cfg.GetArgs()...), attr)
-	})
+	}
+	if s.opts.Spawn != nil {
+		direct := fork
+		fork = func() (int, error) { return s.opts.Spawn(direct) }
+	}
+	pid, wait, err := s.reaper.start(fork)
 	for _, f := range files[:3] {
 		if f != nil && f != os.Stdin {
 			f.Close() // the child's ends

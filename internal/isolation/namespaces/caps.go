@@ -2,6 +2,9 @@ package namespaces
 
 import (
 	"fmt"
+	"runtime"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,15 +18,22 @@ var keptCaps = []uintptr{
 	unix.CAP_NET_BIND_SERVICE, unix.CAP_AUDIT_WRITE,
 }
 
-// dropCaps shrinks the bounding set to keptCaps and sets the calling
-// thread's effective, permitted and inheritable sets to it, with no
-// ambient capabilities. The exec that follows keeps exactly these.
-func dropCaps() error {
-	keep := map[uintptr]bool{}
+// capMask is keptCaps as the two 32-bit words capset takes.
+func capMask() [2]uint32 {
 	var mask [2]uint32
 	for _, c := range keptCaps {
-		keep[c] = true
 		mask[c/32] |= 1 << (c % 32)
+	}
+	return mask
+}
+
+// dropCaps shrinks the calling thread's bounding set to keptCaps and sets
+// its effective, permitted and inheritable sets to them, with no ambient
+// capabilities. What this thread forks or execs keeps exactly these.
+func dropCaps() error {
+	keep := map[uintptr]bool{}
+	for _, c := range keptCaps {
+		keep[c] = true
 	}
 	for c := uintptr(0); c <= unix.CAP_LAST_CAP; c++ {
 		if keep[c] {
@@ -36,13 +46,49 @@ func dropCaps() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
+	return capset(thisThread)
+}
+
+// capset sets effective, permitted and inheritable to keptCaps on the
+// threads sys reaches.
+func capset(sys threadSyscall) error {
+	mask := capMask()
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := [2]unix.CapUserData{
 		{Effective: mask[0], Permitted: mask[0], Inheritable: mask[0]},
 		{Effective: mask[1], Permitted: mask[1], Inheritable: mask[1]},
 	}
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
+	err := sys(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&data)
+	if err != nil {
 		return fmt.Errorf("set capabilities: %w", err)
 	}
 	return nil
+}
+
+// threadSyscall runs a raw syscall on some threads of the process.
+type threadSyscall func(trap, a1, a2, a3 uintptr) error
+
+// allThreads runs it on every thread (a stop-the-world each: use sparingly).
+func allThreads(trap, a1, a2, a3 uintptr) error {
+	if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// thisThread runs it on the calling (locked) thread.
+func thisThread(trap, a1, a2, a3 uintptr) error {
+	if _, _, e := syscall.RawSyscall(trap, a1, a2, a3); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// allThreadsSupported reports whether AllThreadsSyscall works: not in
+// binaries linked with cgo (race-enabled test binaries, for one).
+func allThreadsSupported() bool {
+	_, _, e := syscall.AllThreadsSyscall(syscall.SYS_GETPID, 0, 0, 0)
+	return e != syscall.ENOTSUP
 }

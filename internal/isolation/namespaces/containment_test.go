@@ -15,8 +15,14 @@ import (
 // TestContainment runs hostile commands inside one sandbox and checks each
 // was stopped.
 func TestContainment(t *testing.T) {
+	for name, bin := range binaries() {
+		t.Run(name, func(t *testing.T) { testContainment(t, bin) })
+	}
+}
+
+func testContainment(t *testing.T, binary string) {
 	e := testEnv(t)
-	d := e.driver(t)
+	d := e.driverWith(t, binary)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	id := isolationtest.NewID()
@@ -45,7 +51,7 @@ func TestContainment(t *testing.T) {
 		want            string // the command's stdout must contain this
 	}{
 		{"sees only its own processes", "root", `ls /proc | grep -c "^[0-9]" | awk '{print ($1 < 10) ? "few" : "many: " $1}'`, "few"},
-		{"the agent is its PID 1", "root", `tr "\\0" " " < /proc/1/cmdline`, "cove-envd"},
+		{"the agent is its PID 1", "root", `tr "\\0" " " < /proc/1/cmdline`, "cove-"},
 		{"cannot read host files", "root", "cat " + secret.Name() + " 2>&1; ls /work 2>&1", "No such file"},
 		{"has its own /etc/shadow", "root", "grep -c host /etc/shadow; true", "0"},
 		{"cannot mount", "root", "mount -t tmpfs none /mnt 2>&1; echo rc=$?", "rc=32"},
@@ -65,6 +71,9 @@ except PermissionError: print("denied")`), "denied"},
 		{"user is uid 1000 without capabilities", "user", "id -u; grep CapEff /proc/self/status", "1000\nCapEff:\t0000000000000000"},
 		{"user cannot read /root", "user", "ls /root 2>&1", "Permission denied"},
 		{"no_new_privs is set", "user", "grep NoNewPrivs /proc/self/status", "NoNewPrivs:\t1"},
+		{"root has only the small capability set", "root", "grep -E 'CapEff|CapBnd' /proc/self/status", "CapEff:\t00000000200005fb\nCapBnd:\t00000000200005fb"},
+		{"seccomp filters every process", "user", "grep Seccomp: /proc/self/status", "Seccomp:\t2"},
+		{"its cgroup namespace is rooted at its own cgroup", "root", "cut -d: -f3 /proc/self/cgroup | sort -u | tr '\\n' ' '", "/ "},
 		{"has its own hostname", "user", "hostname", id},
 		{"bash, coreutils, python3 and node work", "user", "python3 -c 'print(6*7)'; node -e 'console.log(6*7)'; echo hi | tr a-z A-Z", "42\n42\nHI"},
 	}

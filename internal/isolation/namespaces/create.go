@@ -39,8 +39,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	var (
-		cmd *exec.Cmd
-		cg  *cgroups.Group
+		cmd   *exec.Cmd
+		cg    *cgroups.Group
+		ready *os.File
 	)
 	defer func() {
 		if err == nil {
@@ -69,16 +70,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 			return h, err
 		}
 	}
-	cg, err = cgroups.New(d.cgroupName(id), cgroups.Limits{
-		CPUMillis:   spec.Limits.CPUMillis,
-		MemoryBytes: spec.Limits.MemoryMB << 20,
-		PIDs:        spec.Limits.PIDs,
-		IOWeight:    100,
-	})
-	if err != nil {
-		return h, err
-	}
-	cmd, ready, err := d.start(id, dir, spec, cg)
+	cmd, cg, ready, err = d.start(id, dir, spec)
 	if err != nil {
 		return h, err
 	}
@@ -150,33 +142,27 @@ func validateSpec(id string, spec isolation.Spec) error {
 	return nil
 }
 
-// start launches the sandbox's init in its namespaces, moves it into cg and
-// then sends it its config. The returned file reads the agent's readiness.
-func (d *Driver) start(id, dir string, spec isolation.Spec, cg *cgroups.Group) (*exec.Cmd, *os.File, error) {
+// start launches the sandbox's init in its namespaces and, while the init
+// starts up, creates its cgroup, moves it in and only then sends it its
+// config. The returned file reads the agent's readiness. On error the
+// returned cmd and group (if any) are the caller's to clean up.
+func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups.Group, *os.File, error) {
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer cfgW.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		cfgR.Close()
-		return nil, nil, err
-	}
-	oom, err := cg.OpenOOMFile()
-	if err != nil {
-		cfgR.Close()
-		readyR.Close()
-		readyW.Close()
-		return nil, nil, fmt.Errorf("open oom counter: %w", err)
+		return nil, nil, nil, err
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		cfgR.Close()
 		readyR.Close()
 		readyW.Close()
-		oom.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
 	if spec.UserNamespace {
@@ -190,7 +176,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, cg *cgroups.Group) (
 		Path:        d.cfg.Binary,
 		Args:        []string{initArg0},
 		Env:         []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		ExtraFiles:  []*os.File{cfgR, readyW, oom}, // fdConfig, fdReady, fdOOM
+		ExtraFiles:  []*os.File{cfgR, readyW}, // fdConfig, fdReady
 		Stdout:      logf,
 		Stderr:      logf,
 		SysProcAttr: attr,
@@ -198,26 +184,35 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, cg *cgroups.Group) (
 	err = cmd.Start()
 	cfgR.Close()
 	readyW.Close()
-	oom.Close()
 	logf.Close()
 	if err != nil {
 		readyR.Close()
-		return nil, nil, fmt.Errorf("start sandbox init: %w", err)
+		return nil, nil, nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
+		CPUMillis:   spec.Limits.CPUMillis,
+		MemoryBytes: spec.Limits.MemoryMB << 20,
+		PIDs:        spec.Limits.PIDs,
+		IOWeight:    100,
+	})
+	if err != nil {
+		readyR.Close()
+		return cmd, nil, nil, err
 	}
 	if err := cg.Add(cmd.Process.Pid); err != nil {
 		readyR.Close()
-		return cmd, nil, err
+		return cmd, cg, nil, err
 	}
 	cfg := initConfig{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds,
 		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
-		Env: spec.Env, UserNS: spec.UserNamespace,
+		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		readyR.Close()
-		return cmd, nil, fmt.Errorf("send sandbox config: %w", err)
+		return cmd, cg, nil, fmt.Errorf("send sandbox config: %w", err)
 	}
-	return cmd, readyR, nil
+	return cmd, cg, readyR, nil
 }
 
 // waitReady waits for the agent's readiness byte. EOF means the init died:

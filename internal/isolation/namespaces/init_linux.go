@@ -35,10 +35,19 @@ func init() {
 
 // sandboxInit runs as the sandbox's PID 1 in its new pid, mount, uts, ipc
 // and net namespaces: it waits for its config (sent once the driver put it
-// in its cgroup), builds the root file system, locks itself down and execs
-// the agent.
+// in its cgroup), builds the root file system, locks itself down and
+// becomes the agent.
+//
+// Capabilities, the bounding set and the cgroup namespace belong to a
+// thread. This (main, locked) thread gets all of them and forks every
+// process the agent starts, so each inherits them; the process's other
+// threads get the capability sets in one all-threads call, and the seccomp
+// filter with no_new_privs through TSYNC. That saves a second Go start-up
+// (an exec of the agent). Binaries linked with cgo cannot make all-threads
+// calls: they exec the agent from this thread instead.
 func sandboxInit() error {
 	runtime.LockOSThread()
+	inPlace := allThreadsSupported()
 	var cfg initConfig
 	f := os.NewFile(fdConfig, "config")
 	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
@@ -50,6 +59,16 @@ func sandboxInit() error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("unshare cgroup namespace: %w", err)
 	}
+	// The host's cgroup file system is still in view: keep the OOM counter
+	// open for the agent.
+	oom, err := unix.Open(cfg.OOMFile, unix.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open oom counter: %w", err)
+	}
+	if err := unix.Dup3(oom, fdOOM, 0); err != nil {
+		return fmt.Errorf("place oom counter: %w", err)
+	}
+	unix.Close(oom)
 	self, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open own binary: %w", err)
@@ -70,8 +89,25 @@ func sandboxInit() error {
 	if err := dropCaps(); err != nil {
 		return err
 	}
+	if inPlace {
+		if err := capset(allThreads); err != nil {
+			return err
+		}
+	}
 	if err := loadSeccomp(); err != nil {
 		return fmt.Errorf("seccomp: %w", err)
+	}
+	if inPlace {
+		unix.Close(self)
+		os.Clearenv()
+		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+		os.Setenv("HOME", "/root")
+		forks := make(chan spawnRequest)
+		go func() { os.Exit(runAgent(cfg.Env, spawnOn(forks))) }()
+		for req := range forks { // this thread forks every process of the sandbox
+			pid, err := req.fork()
+			req.done <- spawnResult{pid, err}
+		}
 	}
 	env, _ := json.Marshal(cfg.Env)
 	argv := []string{agentArg0}
@@ -99,18 +135,44 @@ func execveat(fd int, argv, envv []string) error {
 	return errno
 }
 
-// agentMain is the agent as the sandbox's PID 1.
+// agentMain is the agent as the sandbox's PID 1, exec'd by sandboxInit.
 func agentMain() int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var fixed map[string]string
 	if v := os.Getenv(envSandboxEnv); v != "" {
 		if err := json.Unmarshal([]byte(v), &fixed); err != nil {
-			log.Error("bad sandbox environment", "err", err)
+			fmt.Fprintf(os.Stderr, "bad sandbox environment: %v\n", err)
 			return 1
 		}
 	}
 	os.Unsetenv(envSandboxEnv)
-	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: fdReady, OOMFD: fdOOM}
+	return runAgent(fixed, nil)
+}
+
+type spawnRequest struct {
+	fork func() (int, error)
+	done chan spawnResult
+}
+
+type spawnResult struct {
+	pid int
+	err error
+}
+
+// spawnOn runs forks on the thread that reads requests.
+func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error) {
+	return func(fork func() (int, error)) (int, error) {
+		done := make(chan spawnResult, 1)
+		requests <- spawnRequest{fork, done}
+		r := <-done
+		return r.pid, r.err
+	}
+}
+
+// runAgent serves the agent until it fails. spawn, when set, runs the
+// agent's forks.
+func runAgent(fixed map[string]string, spawn func(func() (int, error)) (int, error)) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: fdReady, OOMFD: fdOOM, Spawn: spawn}
 	if err := envd.Run(context.Background(), cfg, log); err != nil {
 		log.Error("agent stopped", "err", err)
 		return 1

@@ -14,7 +14,7 @@ const (
 const (
 	fdConfig = 3 // the initConfig, JSON, written once the init is in its cgroup
 	fdReady  = 4 // the agent writes one byte here once it listens
-	fdOOM    = 5 // the cgroup file counting OOM kills
+	fdOOM    = 5 // the cgroup file counting OOM kills, opened by the init
 )
 
 // envSandboxEnv carries the sandbox's fixed variables to the agent, JSON.
@@ -29,6 +29,7 @@ type initConfig struct {
 	DiskBytes int64             `json:"diskBytes"`
 	ShmBytes  int64             `json:"shmBytes"`
 	Env       map[string]string `json:"env"`
-	UserNS    bool              `json:"userns"`
+	UserNS    bool              `json:"userns"`  // in a user namespace: no mknod
+	OOMFile   string            `json:"oomFile"` // host path of the cgroup OOM kill counter
 	Mounts    []isolation.Bind  `json:"-"`
 }

@@ -68,8 +68,36 @@ func TestMain(m *testing.M) {
 }
 
 func (e env) driver(t *testing.T) *Driver {
+	return e.driverWith(t, "")
+}
+
+// releaseBinary is the static cove binary `make build` leaves in bin/, if
+// there: unlike a test binary it has no cgo, so the sandbox's init takes
+// the in-place path (no second exec) that production uses.
+func releaseBinary() string {
+	p, err := filepath.Abs("../../../bin/cove")
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// binaries are the sandbox binaries to test with: this test binary (the
+// exec path) and the release binary (the in-place path) when built.
+func binaries() map[string]string {
+	out := map[string]string{"test-binary": ""}
+	if p := releaseBinary(); p != "" {
+		out["release-binary"] = p
+	}
+	return out
+}
+
+func (e env) driverWith(t *testing.T, binary string) *Driver {
 	t.Helper()
-	d, err := New(Config{Dir: filepath.Join(e.dir, "sandboxes"), CgroupParent: e.cgroupParent}, logx.Discard())
+	d, err := New(Config{Dir: filepath.Join(e.dir, "sandboxes"), CgroupParent: e.cgroupParent, Binary: binary}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +134,13 @@ func hostMountsMention(s string) (bool, error) {
 
 func TestConformance(t *testing.T) {
 	e := testEnv(t)
-	isolationtest.Run(t, isolationtest.Config{
-		New:   func(t *testing.T) isolation.Driver { return e.driver(t) },
-		Spec:  func(*testing.T) isolation.Spec { return e.spec() },
-		Leaks: e.leaks,
-	})
+	for name, bin := range binaries() {
+		t.Run(name, func(t *testing.T) {
+			isolationtest.Run(t, isolationtest.Config{
+				New:   func(t *testing.T) isolation.Driver { return e.driverWith(t, bin) },
+				Spec:  func(*testing.T) isolation.Spec { return e.spec() },
+				Leaks: e.leaks,
+			})
+		})
+	}
 }

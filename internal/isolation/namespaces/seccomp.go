@@ -39,7 +39,8 @@ func sandboxPolicy() seccomp.Policy {
 	}
 }
 
-// loadSeccomp sets no_new_privs and installs the filter on the calling thread.
+// loadSeccomp sets no_new_privs and installs the filter on every thread of
+// the process (TSYNC also sets no_new_privs on each).
 func loadSeccomp() error {
-	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Policy: sandboxPolicy()})
+	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Flag: seccomp.FilterFlagTSync, Policy: sandboxPolicy()})
 }
