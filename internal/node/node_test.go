@@ -195,6 +195,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	if err := syscallKill(dead.Handle.PID); err != nil {
 		t.Fatal(err)
 	}
+	waitDead(t, dead.Handle.PID)
 	// A sandbox the driver holds but the node never recorded (a crash
 	// between the two) is a leftover too.
 	orphanDir := filepath.Join(h.dir, "sandboxes", "orphan1")

@@ -42,8 +42,9 @@ func readState(dir string) (state, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
-// procStartTime returns a process's start time (clock ticks after boot),
-// which together with the pid names one process for good.
+// procStartTime returns a live process's start time (clock ticks after
+// boot), which together with the pid names one process for good. A zombie
+// is not live.
 func procStartTime(pid int) (uint64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -57,6 +58,9 @@ func procStartTime(pid int) (uint64, error) {
 	fields := strings.Fields(string(b[i+1:]))
 	if len(fields) < 20 {
 		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, fmt.Errorf("process %d has exited", pid)
 	}
 	return strconv.ParseUint(fields[19], 10, 64)
 }
