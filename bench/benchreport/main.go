@@ -1,0 +1,102 @@
+// Command benchreport turns `go test -bench` output (on stdin) into the
+// markdown tables of docs/BENCHMARKS.md: per benchmark the median of each
+// metric over the runs, and the ratios the goals are stated in.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	out := flag.String("o", "docs/BENCHMARKS.md", "file to write")
+	flag.Parse()
+	samples := map[string]map[string][]float64{} // benchmark → unit → values
+	var order []string
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i] // drop the GOMAXPROCS suffix
+		}
+		if samples[name] == nil {
+			samples[name] = map[string][]float64{}
+			order = append(order, name)
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				samples[name][f[i+1]] = append(samples[name][f[i+1]], v)
+			}
+		}
+	}
+	median := func(name, unit string) float64 {
+		xs := slices.Clone(samples[name][unit])
+		if len(xs) == 0 {
+			return 0
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (scripts/bench.sh) on %s. Medians over the runs of one\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "`make bench`; p50/p95/p99 are over the individual operations of a run. Compare ratios measured\nin one run, not absolute times across runs: this machine is a shared, nested VM.\n\n")
+	fmt.Fprintf(&b, "## Machine\n\n```\n%s```\n\n", machine())
+	fmt.Fprintf(&b, "## Create → agent ready (namespaces driver)\n\n")
+	fmt.Fprintf(&b, "| benchmark | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|\n")
+	for _, name := range order {
+		if len(samples[name]["p50-ms"]) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", name, median(name, "p50-ms"), median(name, "p95-ms"), median(name, "p99-ms"))
+	}
+	floor := median("Floor/unshare-exec", "p50-ms")
+	userFloor := median("Floor/unshare-userns-exec", "p50-ms")
+	if floor > 0 {
+		fmt.Fprintf(&b, "\n| ratio (p50) | value | goal |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| create → ready / `unshare` + exec floor | %.1f× | ≤ 2× |\n", median("CreateReady/namespaces", "p50-ms")/floor)
+		fmt.Fprintf(&b, "| create → ready / fork+exec floor | %.1f× | |\n", median("CreateReady/namespaces", "p50-ms")/median("Floor/fork-exec", "p50-ms"))
+		if userFloor > 0 {
+			fmt.Fprintf(&b, "| create → ready with a user namespace / `unshare -U` + exec floor | %.1f× | |\n", median("CreateReady/namespaces+userns", "p50-ms")/userFloor)
+			fmt.Fprintf(&b, "| user namespace cost, sandbox (p50 userns − p50 plain) | %+.2f ms | |\n", median("CreateReady/namespaces+userns", "p50-ms")-median("CreateReady/namespaces", "p50-ms"))
+			fmt.Fprintf(&b, "| user namespace cost, kernel floor | %+.2f ms | |\n", userFloor-floor)
+		}
+	}
+	if notes, err := os.ReadFile("bench/NOTES.md"); err == nil {
+		b.WriteString("\n")
+		b.Write(notes)
+	}
+	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func machine() string {
+	var b strings.Builder
+	run := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).Output()
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(string(out))
+	}
+	fmt.Fprintf(&b, "kernel   %s\n", run("uname", "-srm"))
+	fmt.Fprintf(&b, "cpus     %d (%s)\n", runtime.NumCPU(), run("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"))
+	fmt.Fprintf(&b, "memory   %s\n", run("sh", "-c", "grep MemTotal /proc/meminfo | tr -s ' '"))
+	fmt.Fprintf(&b, "cgroups  %s\n", run("sh", "-c", "stat -fc %T /sys/fs/cgroup"))
+	fmt.Fprintf(&b, "go       %s\n", runtime.Version())
+	return b.String()
+}
