@@ -310,3 +310,33 @@ func TestTimeoutBoundsProcessAndKeepalive(t *testing.T) {
 		t.Errorf("%d processes still run after their deadline", n)
 	}
 }
+
+func TestStreamInput(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	on := true
+	r := sh("cat")
+	r.Stdin = &on
+	pid, out := startBackground(t, a, req(r))
+	s := a.proc.StreamInput(ctx(t))
+	sel := &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}
+	msgs := []*pb.StreamInputRequest{
+		{Event: &pb.StreamInputRequest_Start{Start: &pb.StreamInputRequest_StartEvent{Process: sel}}},
+		{Event: &pb.StreamInputRequest_Data{Data: &pb.StreamInputRequest_DataEvent{Input: &pb.ProcessInput{Input: &pb.ProcessInput_Stdin{Stdin: []byte("one ")}}}}},
+		{Event: &pb.StreamInputRequest_Data{Data: &pb.StreamInputRequest_DataEvent{Input: &pb.ProcessInput{Input: &pb.ProcessInput_Stdin{Stdin: []byte("two\n")}}}}},
+	}
+	for _, m := range msgs {
+		if err := s.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CloseAndReceive(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.proc.CloseStdin(ctx(t), req(&pb.CloseStdinRequest{Process: sel})); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-out; ev.stdout.String() != "one two\n" {
+		t.Errorf("stdout %q, want %q", ev.stdout.String(), "one two\n")
+	}
+}
