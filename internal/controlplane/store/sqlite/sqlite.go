@@ -1,0 +1,267 @@
+// Package sqlite is the embedded store: a pure-Go SQLite database
+// (modernc.org/sqlite, so the binary stays static) with goose migrations.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store implements store.Store.
+type Store struct{ db *sql.DB }
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating and migrating) the database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1) // one writer; SQLite serializes anyway
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, mustSub(migrations, "migrations"))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// AddAPIKey implements store.Store.
+func (s *Store) AddAPIKey(ctx context.Context, k store.APIKey) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO api_keys (hash, team, name, created_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (hash) DO NOTHING`, k.Hash, k.Team, k.Name, k.CreatedAt.Unix())
+	if err != nil {
+		return fmt.Errorf("add api key: %w", err)
+	}
+	return nil
+}
+
+// APIKey implements store.Store.
+func (s *Store) APIKey(ctx context.Context, hash string) (store.APIKey, error) {
+	k := store.APIKey{Hash: hash}
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT team, name, created_at FROM api_keys WHERE hash = ?`, hash).Scan(&k.Team, &k.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, errs.New(errs.NotFound, "api key not found")
+	}
+	if err != nil {
+		return k, fmt.Errorf("look up api key: %w", err)
+	}
+	k.CreatedAt = time.Unix(created, 0).UTC()
+	return k, nil
+}
+
+// CountAPIKeys implements store.Store.
+func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count api keys: %w", err)
+	}
+	return n, nil
+}
+
+// Secret implements store.Store.
+func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error) {
+	var v []byte
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&v)
+	if err == nil {
+		return v, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read secret %s: %w", name, err)
+	}
+	if v, err = gen(); err != nil {
+		return nil, err
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, v); err != nil {
+		return nil, fmt.Errorf("store secret %s: %w", name, err)
+	}
+	// Another writer may have won the race: read what is stored.
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&v); err != nil {
+		return nil, fmt.Errorf("read secret %s: %w", name, err)
+	}
+	return v, nil
+}
+
+// InsertSandbox implements store.Store.
+func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	meta, err := json.Marshal(sb.Metadata)
+	if err != nil {
+		return err
+	}
+	var internet any
+	if sb.AllowInternetAccess != nil {
+		internet = *sb.AllowInternetAccess
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
+		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
+		sb.CPUCount, sb.MemoryMB, sb.DiskMB, string(meta), internet, sb.AutoPause, sb.Secure, sb.EnvdVersion)
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE") {
+			return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
+		}
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+const sandboxColumns = `id, team, template_id, alias, state, started_at, end_at, cpu_count, memory_mb, disk_mb,
+	metadata, allow_internet_access, auto_pause, secure, envd_version`
+
+func scanSandbox(row interface{ Scan(...any) error }) (store.Sandbox, error) {
+	var (
+		sb                store.Sandbox
+		started, end      int64
+		meta              string
+		internet          sql.NullBool
+		autoPause, secure bool
+	)
+	err := row.Scan(&sb.ID, &sb.Team, &sb.TemplateID, &sb.Alias, &sb.State, &started, &end, &sb.CPUCount,
+		&sb.MemoryMB, &sb.DiskMB, &meta, &internet, &autoPause, &secure, &sb.EnvdVersion)
+	if err != nil {
+		return sb, err
+	}
+	sb.StartedAt, sb.EndAt = time.Unix(0, started).UTC(), time.Unix(0, end).UTC()
+	if err := json.Unmarshal([]byte(meta), &sb.Metadata); err != nil {
+		return sb, fmt.Errorf("sandbox %s metadata: %w", sb.ID, err)
+	}
+	if internet.Valid {
+		sb.AllowInternetAccess = &internet.Bool
+	}
+	sb.AutoPause, sb.Secure = autoPause, secure
+	return sb, nil
+}
+
+// Sandbox implements store.Store.
+func (s *Store) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
+	sb, err := scanSandbox(s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return sb, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if err != nil {
+		return sb, fmt.Errorf("read sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// SetSandboxEnd implements store.Store.
+func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET end_at = ? WHERE id = ?`, end.UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return nil
+}
+
+// DeleteSandbox implements store.Store.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListSandboxes implements store.Store. Metadata is filtered here, after
+// the query: it is a JSON column.
+func (s *Store) ListSandboxes(ctx context.Context, f store.ListFilter) ([]store.Sandbox, error) {
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes WHERE team = ?`
+	args := []any{f.Team}
+	if len(f.States) > 0 {
+		q += ` AND state IN (?` + strings.Repeat(", ?", len(f.States)-1) + `)`
+		for _, st := range f.States {
+			args = append(args, st)
+		}
+	}
+	order, cmp := "DESC", "<"
+	if f.Ascending {
+		order, cmp = "ASC", ">"
+	}
+	if f.After != nil {
+		q += fmt.Sprintf(` AND (started_at %s ? OR (started_at = ? AND id %s ?))`, cmp, cmp)
+		n := f.After.StartedAt.UnixNano()
+		args = append(args, n, n, f.After.ID)
+	}
+	q += fmt.Sprintf(` ORDER BY started_at %s, id %s`, order, order)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, err
+		}
+		if !matches(sb.Metadata, f.Metadata) {
+			continue
+		}
+		out = append(out, sb)
+		if f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+	}
+	return out, rows.Err()
+}
+
+func matches(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// AllSandboxIDs implements store.Store.
+func (s *Store) AllSandboxIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM sandboxes`)
+	if err != nil {
+		return nil, fmt.Errorf("list sandbox ids: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

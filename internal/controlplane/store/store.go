@@ -1,0 +1,76 @@
+// Package store defines the control plane's state: API keys, the server
+// secret and the sandboxes the API has handed out. Implementations:
+// sqlite (embedded, the default) and, later, postgres; storetest is the
+// suite both pass.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// APIKey is a stored key: only its hash is kept.
+type APIKey struct {
+	Hash      string // hex SHA-256 of the key
+	Team      string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Sandbox is the API's record of a sandbox.
+type Sandbox struct {
+	ID                  string
+	Team                string
+	TemplateID          string
+	Alias               string
+	State               string // "running" (paused later)
+	StartedAt           time.Time
+	EndAt               time.Time
+	CPUCount            int
+	MemoryMB            int
+	DiskMB              int
+	Metadata            map[string]string
+	AllowInternetAccess *bool
+	AutoPause           bool
+	Secure              bool
+	EnvdVersion         string
+}
+
+// ListFilter selects sandboxes of one team.
+type ListFilter struct {
+	Team     string
+	States   []string          // empty = any
+	Metadata map[string]string // every pair must match
+	// After continues a listing: sandboxes strictly after this position in
+	// (StartedAt, ID) order (descending unless Ascending).
+	After     *Cursor
+	Ascending bool
+	Limit     int
+}
+
+// Cursor is a position in a listing.
+type Cursor struct {
+	StartedAt time.Time
+	ID        string
+}
+
+// Store is what the control plane keeps.
+type Store interface {
+	AddAPIKey(ctx context.Context, k APIKey) error
+	APIKey(ctx context.Context, hash string) (APIKey, error) // errs.NotFound
+	CountAPIKeys(ctx context.Context) (int, error)
+
+	// Secret returns the named secret, storing gen()'s value on first use.
+	Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error)
+
+	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
+	Sandbox(ctx context.Context, id string) (Sandbox, error)
+	SetSandboxEnd(ctx context.Context, id string, end time.Time) error
+	DeleteSandbox(ctx context.Context, id string) error // a missing one is fine
+	// ListSandboxes returns one page and the total of matching sandboxes.
+	ListSandboxes(ctx context.Context, f ListFilter) ([]Sandbox, error)
+	// AllSandboxIDs returns every recorded id (for reconciling with nodes).
+	AllSandboxIDs(ctx context.Context) ([]string, error)
+
+	Close() error
+}

@@ -1,0 +1,116 @@
+// Package storetest is the suite every store implementation passes.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Run runs the suite against a fresh, empty store from open.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("APIKeys", func(t *testing.T) {
+		s := open(t)
+		ctx := context.Background()
+		if _, err := s.APIKey(ctx, "nope"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("missing key: %v", err)
+		}
+		k := store.APIKey{Hash: "abc", Team: "t1", Name: "first", CreatedAt: time.Unix(1700000000, 0).UTC()}
+		for range 2 { // adding twice is fine
+			if err := s.AddAPIKey(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.APIKey(ctx, "abc")
+		if err != nil || got != k {
+			t.Errorf("key %+v %v, want %+v", got, err, k)
+		}
+		if n, err := s.CountAPIKeys(ctx); err != nil || n != 1 {
+			t.Errorf("count %d %v", n, err)
+		}
+	})
+	t.Run("Secret", func(t *testing.T) {
+		s := open(t)
+		ctx := context.Background()
+		calls := 0
+		gen := func() ([]byte, error) { calls++; return []byte{byte(calls)}, nil }
+		a, err := s.Secret(ctx, "hmac", gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Secret(ctx, "hmac", gen)
+		if err != nil || string(a) != string(b) || calls != 1 {
+			t.Errorf("secret changed: %v %v (%d generations)", a, b, calls)
+		}
+	})
+	t.Run("Sandboxes", func(t *testing.T) {
+		s := open(t)
+		ctx := context.Background()
+		base := time.Unix(1700000000, 0).UTC()
+		yes := true
+		for i, id := range []string{"a1", "a2", "a3", "a4"} {
+			sb := store.Sandbox{ID: id, Team: "t1", TemplateID: "base", State: "running",
+				StartedAt: base.Add(time.Duration(i) * time.Second), EndAt: base.Add(time.Hour),
+				CPUCount: 2, MemoryMB: 512, DiskMB: 1024, Metadata: map[string]string{"n": id, "kind": []string{"odd", "even"}[i%2]},
+				AllowInternetAccess: &yes, Secure: true, EnvdVersion: "0.6.13"}
+			if err := s.InsertSandbox(ctx, sb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.InsertSandbox(ctx, store.Sandbox{ID: "a1", Team: "t1", Metadata: map[string]string{}}); !errs.Is(err, errs.AlreadyExists) {
+			t.Errorf("duplicate insert: %v", err)
+		}
+		if err := s.InsertSandbox(ctx, store.Sandbox{ID: "b1", Team: "t2", State: "running", StartedAt: base, EndAt: base}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Sandbox(ctx, "a2")
+		if err != nil || got.Metadata["n"] != "a2" || got.AllowInternetAccess == nil || !*got.AllowInternetAccess || !got.StartedAt.Equal(base.Add(time.Second)) {
+			t.Errorf("get %+v %v", got, err)
+		}
+		if err := s.SetSandboxEnd(ctx, "a2", base.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Sandbox(ctx, "a2"); !got.EndAt.Equal(base.Add(2 * time.Hour)) {
+			t.Errorf("end not updated: %v", got.EndAt)
+		}
+		ids := func(list []store.Sandbox) (out []string) {
+			for _, sb := range list {
+				out = append(out, sb.ID)
+			}
+			return out
+		}
+		page, err := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", Limit: 3})
+		if err != nil || len(page) != 3 || page[0].ID != "a4" {
+			t.Fatalf("first page %v %v", ids(page), err)
+		}
+		last := page[len(page)-1]
+		rest, err := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", Limit: 3, After: &store.Cursor{StartedAt: last.StartedAt, ID: last.ID}})
+		if err != nil || len(rest) != 1 || rest[0].ID != "a1" {
+			t.Errorf("second page %v %v", ids(rest), err)
+		}
+		even, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", Metadata: map[string]string{"kind": "even"}, Ascending: true})
+		if got := ids(even); len(got) != 2 || got[0] != "a2" || got[1] != "a4" {
+			t.Errorf("metadata filter: %v", got)
+		}
+		none, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []string{"paused"}})
+		if len(none) != 0 {
+			t.Errorf("state filter: %v", ids(none))
+		}
+		if err := s.DeleteSandbox(ctx, "a1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteSandbox(ctx, "a1"); err != nil {
+			t.Errorf("second delete: %v", err)
+		}
+		if _, err := s.Sandbox(ctx, "a1"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("deleted sandbox: %v", err)
+		}
+		all, err := s.AllSandboxIDs(ctx)
+		if err != nil || len(all) != 4 {
+			t.Errorf("all ids %v %v", all, err)
+		}
+	})
+}
