@@ -25,7 +25,7 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), envdCmd())
+	root.AddCommand(versionCmd(), envdCmd(), serverCmd())
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "cove:", err)

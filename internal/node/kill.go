@@ -61,6 +61,9 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	m.mu.Unlock()
 	close(sb.ended)
 	m.log.Info("sandbox killed", logx.SandboxID(id), "reason", exit.Reason, "detail", exit.Detail)
+	if m.cfg.OnEnd != nil {
+		m.cfg.OnEnd(sb.snapshot())
+	}
 	return nil
 }
 

@@ -37,6 +37,9 @@ type Config struct {
 	DefaultLimits isolation.Limits
 	// MaxTimeout caps a sandbox's lifetime.
 	MaxTimeout time.Duration
+	// OnEnd, when set, is told of every sandbox that ended (killed, timed
+	// out, crashed) once it is cleaned up.
+	OnEnd func(Info)
 }
 
 // DefaultLimits are E2B's base sandbox: 2 vCPU, 512 MB.

@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/covesandbox/cove/internal/server"
+)
+
+func serverCmd() *cobra.Command {
+	var (
+		cfg     server.Config
+		apiKey  string
+		verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run Cove on this host: the E2B-compatible API, the sandbox proxy and a node",
+		Long: `Run Cove on this host: the E2B-compatible REST API and the sandbox proxy on one
+address, sandboxes on this machine, state in SQLite under the data directory.
+
+Point the official E2B SDK at it with:
+  E2B_API_URL=http://<listen>  E2B_SANDBOX_URL=http://<listen>  E2B_API_KEY=<key>
+
+Every flag can also be set through its environment variable.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.APIKeys = []string{apiKey}
+			cfg.Out = cmd.OutOrStdout()
+			return server.Run(cmd.Context(), cfg, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", envOr("COVE_LISTEN", "127.0.0.1:3000"), "address for the API and the sandbox proxy (COVE_LISTEN)")
+	f.StringVar(&cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
+	f.StringVar(&apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
+	f.StringVar(&cfg.Domain, "domain", envOr("COVE_DOMAIN", "localhost"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (COVE_DOMAIN)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	return cmd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/cove"
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local/share/cove")
+	}
+	return ".cove"
+}

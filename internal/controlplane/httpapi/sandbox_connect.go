@@ -1,0 +1,34 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// connect serves POST /sandboxes/{id}/connect and its v2 form: extend the
+// sandbox's life to at least timeout from now and return it (200: it was
+// running; resuming paused sandboxes comes with persistence).
+func (a *API) connect(w http.ResponseWriter, r *http.Request) {
+	id, err := sandboxID(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	timeout := int64(defaultTimeout)
+	if req.Timeout != nil {
+		timeout = *req.Timeout
+	}
+	sb, err := a.svc.Connect(r.Context(), team(r), id, time.Duration(timeout)*time.Second)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSandbox(sb))
+}

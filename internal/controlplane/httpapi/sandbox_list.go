@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+const maxListLimit = 100
+
+// listSandboxes serves GET /v2/sandboxes: state and metadata filters,
+// newest first (order=asc for oldest), pages of limit (≤ 100) continued by
+// the X-Next-Token header's value.
+func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.ListFilter{Team: team(r), Limit: maxListLimit, Ascending: strings.EqualFold(q.Get("order"), "asc")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			writeError(w, errs.New(errs.InvalidArgument, "limit must be between 1 and %d", maxListLimit))
+			return
+		}
+		f.Limit = n
+	}
+	for _, st := range q["state"] {
+		for _, s := range strings.Split(st, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				f.States = append(f.States, s)
+			}
+		}
+	}
+	meta, err := parseMetadata(q.Get("metadata"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f.Metadata = meta
+	if tok := q.Get("nextToken"); tok != "" {
+		c, err := decodeCursor(tok)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		f.After = &c
+	}
+	f.Limit++ // one more tells whether a next page exists
+	list, err := a.svc.List(r.Context(), f)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(list) == f.Limit {
+		list = list[:f.Limit-1]
+		last := list[len(list)-1]
+		w.Header().Set("X-Next-Token", encodeCursor(store.Cursor{StartedAt: last.StartedAt, ID: last.ID}))
+	}
+	out := make([]sandboxDetail, len(list))
+	for i, sb := range list {
+		out[i] = toDetail(sb, false)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listSandboxesV1 serves GET /sandboxes (running only, ?metadata=).
+func (a *API) listSandboxesV1(w http.ResponseWriter, r *http.Request) {
+	meta, err := parseMetadata(r.URL.Query().Get("metadata"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := a.svc.List(r.Context(), store.ListFilter{Team: team(r), States: []string{"running"}, Metadata: meta})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]sandboxDetail, len(list))
+	for i, sb := range list {
+		out[i] = toDetail(sb, false)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseMetadata reads the SDK's metadata filter: one query value holding
+// URL-encoded "k=v&k2=v2".
+func parseMetadata(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	vals, err := url.ParseQuery(v)
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "malformed metadata filter: %v", err)
+	}
+	out := map[string]string{}
+	for k, vs := range vals {
+		out[k] = vs[0]
+	}
+	return out, nil
+}
+
+func encodeCursor(c store.Cursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.StartedAt.UTC().Format(time.RFC3339Nano) + "__" + c.ID))
+}
+
+func decodeCursor(tok string) (store.Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return store.Cursor{}, errs.New(errs.InvalidArgument, "invalid nextToken")
+	}
+	ts, id, ok := strings.Cut(string(b), "__")
+	t, terr := time.Parse(time.RFC3339Nano, ts)
+	if !ok || terr != nil {
+		return store.Cursor{}, errs.New(errs.InvalidArgument, "invalid nextToken")
+	}
+	return store.Cursor{StartedAt: t, ID: id}, nil
+}

@@ -1,0 +1,140 @@
+// Package httpapi is the E2B-compatible REST API (e2b-wire.md §2): one file
+// per resource and verb, errors as {"code","message"} with the HTTP status.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// API serves the REST API.
+type API struct {
+	svc   *service.Service
+	store store.Store
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// New returns the API handler.
+func New(svc *service.Service, st store.Store, log *slog.Logger) *API {
+	a := &API{svc: svc, store: st, log: log, mux: http.NewServeMux()}
+	a.mux.HandleFunc("GET /health", a.health)
+	for _, p := range []string{"POST /sandboxes", "POST /v2/sandboxes"} {
+		a.handle(p, a.createSandbox)
+	}
+	a.handle("GET /sandboxes", a.listSandboxesV1)
+	a.handle("GET /v2/sandboxes", a.listSandboxes)
+	a.handle("GET /sandboxes/metrics", a.metricsMany)
+	a.handle("GET /sandboxes/{id}", a.getSandbox)
+	a.handle("DELETE /sandboxes/{id}", a.killSandbox)
+	a.handle("POST /sandboxes/{id}/timeout", a.setTimeout)
+	a.handle("POST /sandboxes/{id}/refreshes", a.refresh)
+	for _, p := range []string{"POST /sandboxes/{id}/connect", "POST /v2/sandboxes/{id}/connect"} {
+		a.handle(p, a.connect)
+	}
+	a.handle("GET /sandboxes/{id}/metrics", a.metrics)
+	a.unimplemented()
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return a
+}
+
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+type teamKey struct{}
+
+// handle registers an authenticated route.
+func (a *API) handle(pattern string, h http.HandlerFunc) {
+	a.mux.Handle(pattern, a.authenticate(h))
+}
+
+// authenticate resolves X-API-Key to its team.
+func (a *API) authenticate(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		if key == "" {
+			writeError(w, errs.New(errs.Unauthenticated, "missing API key: send it in the X-API-Key header"))
+			return
+		}
+		k, err := a.store.APIKey(r.Context(), auth.HashAPIKey(key))
+		if err != nil {
+			if errs.Is(err, errs.NotFound) {
+				err = errs.New(errs.Unauthenticated, "invalid API key")
+			}
+			writeError(w, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), teamKey{}, k.Team)))
+	})
+}
+
+func team(r *http.Request) string { s, _ := r.Context().Value(teamKey{}).(string); return s }
+
+// sandboxID reads the path id; "<id>-<clientID>" forms are accepted.
+func sandboxID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		id = id[:i]
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return "", errs.New(errs.InvalidArgument, "invalid sandbox id %q", r.PathValue("id"))
+		}
+	}
+	if id == "" {
+		return "", errs.New(errs.InvalidArgument, "missing sandbox id")
+	}
+	return id, nil
+}
+
+// decode reads a JSON body into v; an empty body leaves v as is.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.As(err, &tooBig):
+			return errs.New(errs.InvalidArgument, "request body is larger than %d bytes", maxBody)
+		default:
+			return errs.New(errs.InvalidArgument, "malformed JSON body: %v", err)
+		}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// apiError is the E2B error body.
+type apiError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := errs.HTTPStatus(err)
+	if status == 499 {
+		status = http.StatusRequestTimeout
+	}
+	writeJSON(w, status, apiError{Code: status, Message: err.Error()})
+}

@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/service"
+)
+
+// clientID is E2B's constant filler field.
+const clientID = "6532622b"
+
+// newSandbox is the body of POST /sandboxes (unknown fields are ignored).
+type newSandbox struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             *int64            `json:"timeout"`
+	AutoPause           *bool             `json:"autoPause"`
+	Secure              *bool             `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+}
+
+// sandboxJSON is the Sandbox schema (create, connect).
+type sandboxJSON struct {
+	TemplateID         string  `json:"templateID"`
+	SandboxID          string  `json:"sandboxID"`
+	ClientID           string  `json:"clientID"`
+	EnvdVersion        string  `json:"envdVersion"`
+	Alias              string  `json:"alias,omitempty"`
+	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken *string `json:"trafficAccessToken"`
+	Domain             *string `json:"domain"`
+}
+
+func toSandbox(s service.Sandbox) sandboxJSON {
+	return sandboxJSON{
+		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, EnvdVersion: s.EnvdVersion,
+		Alias: s.Alias, EnvdAccessToken: s.EnvdAccessToken, Domain: &s.Domain,
+	}
+}
+
+// lifecycle is SandboxDetail.lifecycle.
+type lifecycle struct {
+	AutoResume bool   `json:"autoResume"`
+	OnTimeout  string `json:"onTimeout"`
+}
+
+// sandboxDetail is the SandboxDetail and ListedSandbox schema.
+type sandboxDetail struct {
+	TemplateID          string            `json:"templateID"`
+	SandboxID           string            `json:"sandboxID"`
+	ClientID            string            `json:"clientID"`
+	Alias               string            `json:"alias,omitempty"`
+	StartedAt           time.Time         `json:"startedAt"`
+	EndAt               time.Time         `json:"endAt"`
+	CPUCount            int               `json:"cpuCount"`
+	MemoryMB            int               `json:"memoryMB"`
+	DiskSizeMB          int               `json:"diskSizeMB"`
+	State               string            `json:"state"`
+	EnvdVersion         string            `json:"envdVersion"`
+	EnvdAccessToken     string            `json:"envdAccessToken,omitempty"`
+	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
+	Domain              *string           `json:"domain,omitempty"`
+	Metadata            map[string]string `json:"metadata"`
+	Lifecycle           *lifecycle        `json:"lifecycle,omitempty"`
+}
+
+func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
+	d := sandboxDetail{
+		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, Alias: s.Alias,
+		StartedAt: s.StartedAt, EndAt: s.EndAt, CPUCount: s.CPUCount, MemoryMB: s.MemoryMB,
+		DiskSizeMB: s.DiskMB, State: s.State, EnvdVersion: s.EnvdVersion, Metadata: s.Metadata,
+	}
+	if withSecrets {
+		onTimeout := "kill"
+		if s.AutoPause {
+			onTimeout = "pause"
+		}
+		d.EnvdAccessToken, d.AllowInternetAccess, d.Domain = s.EnvdAccessToken, s.AllowInternetAccess, &s.Domain
+		d.Lifecycle = &lifecycle{OnTimeout: onTimeout}
+	}
+	if d.Metadata == nil {
+		d.Metadata = map[string]string{}
+	}
+	return d
+}
+
+// metricJSON is the SandboxMetric schema.
+type metricJSON struct {
+	Timestamp     time.Time `json:"timestamp"`
+	TimestampUnix int64     `json:"timestampUnix"`
+	CPUCount      int       `json:"cpuCount"`
+	CPUUsedPct    float64   `json:"cpuUsedPct"`
+	MemUsed       uint64    `json:"memUsed"`
+	MemTotal      uint64    `json:"memTotal"`
+	MemCache      uint64    `json:"memCache"`
+	DiskUsed      uint64    `json:"diskUsed"`
+	DiskTotal     uint64    `json:"diskTotal"`
+}
+
+func toMetric(m service.Metric) metricJSON {
+	return metricJSON{
+		Timestamp: m.At, TimestampUnix: m.At.Unix(), CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
+		MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache, DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+	}
+}

@@ -1,0 +1,192 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
+)
+
+// CreateRequest is a validated POST /sandboxes.
+type CreateRequest struct {
+	Team                string
+	TemplateID          string
+	Timeout             time.Duration
+	Metadata            map[string]string
+	EnvVars             map[string]string
+	Secure              bool
+	AllowInternetAccess *bool
+	AutoPause           bool
+}
+
+// Sandbox is what the API reports of a sandbox.
+type Sandbox struct {
+	store.Sandbox
+	EnvdAccessToken string // "" unless secure
+	Domain          string
+}
+
+func (s *Service) view(sb store.Sandbox) Sandbox {
+	v := Sandbox{Sandbox: sb, Domain: s.cfg.Domain}
+	if sb.Secure {
+		v.EnvdAccessToken = auth.EnvdToken(s.secret, sb.ID)
+	}
+	return v
+}
+
+// Create starts a sandbox for a team and records it. It answers once the
+// sandbox's agent is ready; on failure nothing is left.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
+	if req.Timeout <= 0 {
+		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
+	}
+	if req.Timeout > s.cfg.MaxTimeout {
+		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
+	}
+	id := node.NewID()
+	token := ""
+	if req.Secure {
+		token = auth.EnvdToken(s.secret, id)
+	}
+	info, err := s.node.Create(ctx, node.CreateRequest{
+		ID: id, Template: req.TemplateID, Timeout: req.Timeout,
+		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token,
+	})
+	if err != nil {
+		return Sandbox{}, err
+	}
+	sb := store.Sandbox{
+		ID: id, Team: req.Team, TemplateID: info.TemplateID, State: "running",
+		StartedAt: info.StartedAt, EndAt: info.EndAt,
+		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
+		Metadata: maps.Clone(req.Metadata), AllowInternetAccess: req.AllowInternetAccess,
+		AutoPause: req.AutoPause, Secure: req.Secure, EnvdVersion: envd.Version,
+	}
+	if sb.Metadata == nil {
+		sb.Metadata = map[string]string{}
+	}
+	if err := s.store.InsertSandbox(context.WithoutCancel(ctx), sb); err != nil {
+		if kerr := s.node.Kill(context.WithoutCancel(ctx), id); kerr != nil {
+			s.log.Error("kill unrecorded sandbox", logx.SandboxID(id), logx.Err(kerr))
+		}
+		return Sandbox{}, err
+	}
+	return s.view(sb), nil
+}
+
+// Get returns a team's sandbox; other teams' sandboxes are not found.
+func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
+	sb, err := s.store.Sandbox(ctx, id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if sb.Team != team {
+		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return s.view(sb), nil
+}
+
+// Kill ends a team's sandbox.
+func (s *Service) Kill(ctx context.Context, team, id string) error {
+	if _, err := s.Get(ctx, team, id); err != nil {
+		return err
+	}
+	if err := s.node.Kill(ctx, id); err != nil && !errs.Is(err, errs.NotFound) {
+		return err
+	}
+	return s.store.DeleteSandbox(ctx, id)
+}
+
+// SetTimeout makes the sandbox end timeout from now.
+func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.Duration) error {
+	return s.retime(ctx, team, id, timeout, s.node.SetTimeout)
+}
+
+// Connect extends the sandbox's life to at least timeout from now and
+// returns it.
+func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration) (Sandbox, error) {
+	if err := s.retime(ctx, team, id, timeout, s.node.ExtendTimeout); err != nil {
+		return Sandbox{}, err
+	}
+	return s.Get(ctx, team, id)
+}
+
+func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(string, time.Duration) (node.Info, error)) error {
+	if timeout <= 0 {
+		return errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
+	}
+	if timeout > s.cfg.MaxTimeout {
+		return errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
+	}
+	if _, err := s.Get(ctx, team, id); err != nil {
+		return err
+	}
+	info, err := fn(id, timeout)
+	if err != nil {
+		return err
+	}
+	return s.store.SetSandboxEnd(ctx, id, info.EndAt)
+}
+
+// List returns one page of a team's sandboxes.
+func (s *Service) List(ctx context.Context, f store.ListFilter) ([]Sandbox, error) {
+	list, err := s.store.ListSandboxes(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Sandbox, len(list))
+	for i, sb := range list {
+		out[i] = s.view(sb)
+	}
+	return out, nil
+}
+
+// Metric is one sample of a sandbox's resource use.
+type Metric struct {
+	At         time.Time
+	CPUCount   int
+	CPUUsedPct float64
+	MemUsed    uint64
+	MemTotal   uint64
+	MemCache   uint64
+	DiskUsed   uint64
+	DiskTotal  uint64
+}
+
+// Metrics samples a sandbox's use now; CPU is averaged since the previous
+// sample (or since the sandbox started).
+func (s *Service) Metrics(ctx context.Context, team, id string) (Metric, error) {
+	sb, err := s.Get(ctx, team, id)
+	if err != nil {
+		return Metric{}, err
+	}
+	st, err := s.node.Stats(ctx, id)
+	if errors.Is(err, errs.Target(errs.Unimplemented)) {
+		st = isolation.Stats{}
+	} else if err != nil {
+		return Metric{}, err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	prev, ok := s.samples[id]
+	s.samples[id] = cpuSample{at: now, usage: st.CPUUsage}
+	s.mu.Unlock()
+	if !ok {
+		prev = cpuSample{at: sb.StartedAt}
+	}
+	m := Metric{At: now.UTC(), CPUCount: sb.CPUCount, MemUsed: st.MemoryUsage, MemTotal: st.MemoryLimit,
+		MemCache: st.MemoryCache, DiskUsed: st.DiskUsed, DiskTotal: st.DiskTotal}
+	if wall := now.Sub(prev.at); wall > 0 && sb.CPUCount > 0 {
+		m.CPUUsedPct = 100 * float64(st.CPUUsage-prev.usage) / float64(wall) / float64(sb.CPUCount)
+		m.CPUUsedPct = max(0, min(100, m.CPUUsedPct))
+	}
+	return m, nil
+}

@@ -1,0 +1,98 @@
+// Package service holds the control plane's use cases: create, list,
+// inspect, time out and kill sandboxes for a team, keeping the store and
+// the node in step.
+package service
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
+)
+
+// Node is where sandboxes run: the in-process node manager in `cove
+// server`, a remote node later.
+type Node interface {
+	Create(ctx context.Context, req node.CreateRequest) (node.Info, error)
+	Kill(ctx context.Context, id string) error
+	Get(id string) (node.Info, error)
+	List() []node.Info
+	SetTimeout(id string, timeout time.Duration) (node.Info, error)
+	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
+	Stats(ctx context.Context, id string) (isolation.Stats, error)
+}
+
+// Config configures the service.
+type Config struct {
+	Domain     string        // the sandbox domain reported to SDKs
+	MaxTimeout time.Duration // the longest a sandbox may live
+}
+
+// Service implements the use cases.
+type Service struct {
+	cfg    Config
+	store  store.Store
+	node   Node
+	secret []byte
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	samples map[string]cpuSample // last metrics sample per sandbox
+}
+
+type cpuSample struct {
+	at    time.Time
+	usage time.Duration
+}
+
+// New returns the service; secret derives sandbox tokens.
+func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *Service {
+	if cfg.MaxTimeout == 0 {
+		cfg.MaxTimeout = 24 * time.Hour
+	}
+	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, samples: map[string]cpuSample{}}
+}
+
+// Ended forgets a sandbox that ended on the node (timeout, crash, kill).
+func (s *Service) Ended(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.store.DeleteSandbox(ctx, id); err != nil {
+		s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
+	}
+	s.mu.Lock()
+	delete(s.samples, id)
+	s.mu.Unlock()
+}
+
+// Reconcile makes the store and the node agree after a start: records of
+// sandboxes the node no longer runs are dropped, sandboxes the node runs
+// without a record (a crash between the two) are killed.
+func (s *Service) Reconcile(ctx context.Context) error {
+	ids, err := s.store.AllSandboxIDs(ctx)
+	if err != nil {
+		return err
+	}
+	recorded := map[string]bool{}
+	for _, id := range ids {
+		recorded[id] = true
+		if _, err := s.node.Get(id); err != nil {
+			if err := s.store.DeleteSandbox(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	for _, info := range s.node.List() {
+		if !recorded[info.ID] {
+			if err := s.node.Kill(ctx, info.ID); err != nil {
+				s.log.Error("kill unrecorded sandbox", logx.SandboxID(info.ID), logx.Err(err))
+			}
+		}
+	}
+	return nil
+}

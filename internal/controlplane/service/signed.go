@@ -1,0 +1,33 @@
+package service
+
+import (
+	"crypto/subtle"
+	"strconv"
+
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/node"
+)
+
+// SandboxForSignature finds the running sandbox whose access token made a
+// signed file URL's signature (proxy.SignedFiles). It checks every running
+// sandbox with a token: a few microseconds each.
+func (s *Service) SandboxForSignature(path, operation, user, signature, expiration string) (string, bool) {
+	var exp int64
+	if expiration != "" {
+		n, err := strconv.ParseInt(expiration, 10, 64)
+		if err != nil {
+			return "", false
+		}
+		exp = n
+	}
+	for _, info := range s.node.List() {
+		if info.State != node.StateRunning || info.AccessToken == "" {
+			continue
+		}
+		want := envd.Signature(path, operation, user, info.AccessToken, exp)
+		if subtle.ConstantTimeCompare([]byte(want), []byte(signature)) == 1 {
+			return info.ID, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,212 @@
+// Package proxy routes sandbox traffic: a request carrying E2b-Sandbox-Id
+// and E2b-Sandbox-Port, or sent to a host named {port}-{id}.{domain}, goes
+// to that port inside that sandbox (e2b-wire.md §1, §6). Responses stream
+// (no buffering) and upgrades (WebSockets) pass through.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/envd"
+)
+
+// Sandboxes is what the proxy needs of the node.
+type Sandboxes interface {
+	// Running reports whether a sandbox exists and runs.
+	Running(id string) bool
+	// Dial connects to port inside the sandbox.
+	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+}
+
+// SignedFiles finds the sandbox a signed file URL was made for. With
+// E2B_SANDBOX_URL set, the SDK's uploadUrl/downloadUrl carry no sandbox id:
+// the signature, keyed by one sandbox's token, is what names it.
+type SignedFiles interface {
+	SandboxForSignature(path, operation, user, signature, expiration string) (id string, ok bool)
+}
+
+// Proxy is the sandbox traffic handler.
+type Proxy struct {
+	sandboxes Sandboxes
+	signed    SignedFiles
+	domain    string
+	log       *slog.Logger
+	rp        *httputil.ReverseProxy
+}
+
+type target struct {
+	id     string
+	port   int
+	denied string // set when the request is sandbox traffic that must be refused
+}
+
+type targetKey struct{}
+
+// New returns a proxy for host names under domain; signed (may be nil)
+// routes signed file URLs that name no sandbox.
+func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Proxy {
+	p := &Proxy{sandboxes: sb, signed: signed, domain: strings.ToLower(domain), log: log}
+	tr := &http.Transport{
+		DialContext:         p.dial,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(targetKey{}).(target)
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = t.id + "." + strconv.Itoa(t.port) + ".sandbox"
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Del("E2b-Sandbox-Id")
+			pr.Out.Header.Del("E2b-Sandbox-Port")
+			pr.SetXForwarded()
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			t := r.Context().Value(targetKey{}).(target)
+			writeJSON(w, http.StatusBadGateway, map[string]any{
+				"sandboxId": t.id, "port": t.port, "code": http.StatusBadGateway,
+				"message": fmt.Sprintf("The sandbox is running but port %d is not open", t.port),
+			})
+		},
+	}
+	return p
+}
+
+// dial reads the target back from the outgoing URL's host.
+func (p *Proxy) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	parts := strings.Split(host, ".")
+	if len(parts) != 3 || parts[2] != "sandbox" {
+		return nil, fmt.Errorf("proxy: unexpected upstream %q", addr)
+	}
+	port, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return nil, fmt.Errorf("proxy: unexpected upstream %q", addr)
+	}
+	return p.sandboxes.Dial(ctx, parts[0], port)
+}
+
+// Match reports whether r is sandbox traffic.
+func (p *Proxy) Match(r *http.Request) bool {
+	_, ok := p.route(r)
+	return ok
+}
+
+// route finds the sandbox and port a request is for.
+func (p *Proxy) route(r *http.Request) (target, bool) {
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
+		port := envd.Port
+		if v := r.Header.Get("E2b-Sandbox-Port"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 65535 {
+				port = -1
+			} else {
+				port = n
+			}
+		}
+		return target{id: stripClientID(id), port: port}, true
+	}
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, ok := strings.CutSuffix(host, "."+p.domain)
+	if !ok || strings.Contains(label, ".") {
+		return p.routeSigned(r)
+	}
+	portStr, id, ok := strings.Cut(label, "-")
+	port, err := strconv.Atoi(portStr)
+	if !ok || err != nil || id == "" {
+		return target{}, false
+	}
+	if port < 1 || port > 65535 {
+		port = -1
+	}
+	return target{id: stripClientID(id), port: port}, true
+}
+
+// routeSigned routes GET and POST /files?…&signature=… to the sandbox
+// whose token made the signature.
+func (p *Proxy) routeSigned(r *http.Request) (target, bool) {
+	if p.signed == nil || r.URL.Path != "/files" {
+		return target{}, false
+	}
+	q := r.URL.Query()
+	sig := q.Get("signature")
+	if sig == "" {
+		return target{}, false
+	}
+	op := map[string]string{http.MethodGet: "read", http.MethodPost: "write"}[r.Method]
+	if op == "" {
+		return target{}, false
+	}
+	id, ok := p.signed.SandboxForSignature(q.Get("path"), op, q.Get("username"), sig, q.Get("signature_expiration"))
+	if !ok {
+		return target{denied: "invalid signature: no sandbox signed this URL"}, true
+	}
+	return target{id: id, port: envd.Port}, true
+}
+
+// stripClientID accepts E2B's "<id>-<clientID>" form.
+func stripClientID(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// ServeHTTP forwards r to its sandbox. Unknown sandboxes and the agent's
+// internal paths are refused.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t, ok := p.route(r)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if t.denied != "" {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": http.StatusUnauthorized, "message": t.denied})
+		return
+	}
+	if t.port < 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"sandboxId": t.id, "code": http.StatusBadRequest, "message": "invalid sandbox port"})
+		return
+	}
+	if !validID(t.id) || !p.sandboxes.Running(t.id) {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
+		return
+	}
+	if t.port == envd.Port && envd.IsInternalPath(r.URL.Path) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
+		return
+	}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 63 {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

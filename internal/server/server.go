@@ -1,0 +1,149 @@
+// Package server wires `cove server`: the E2B-compatible API, the sandbox
+// proxy and a node, on one listener, with SQLite state.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/httpapi"
+	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/proxy"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// Config configures the all-in-one server.
+type Config struct {
+	Listen  string
+	DataDir string
+	Domain  string
+	APIKeys []string // added at start (team "default")
+	// Out receives the one-time message with a generated API key.
+	Out io.Writer
+	// Ready, when set, receives the listener's address once serving.
+	Ready func(addr net.Addr)
+}
+
+// Run serves until ctx ends, then shuts down cleanly; running sandboxes
+// keep running and are adopted by the next start.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
+		return err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "cove.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := setupKeys(ctx, st, cfg); err != nil {
+		return err
+	}
+	secret, err := st.Secret(ctx, "envd-token", auth.NewSecret)
+	if err != nil {
+		return err
+	}
+	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"))
+	if err != nil {
+		return fmt.Errorf("prepare templates: %w", err)
+	}
+	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes")}, log)
+	if err != nil {
+		return err
+	}
+	var svc *service.Service
+	mgr, err := node.New(node.Config{
+		Dir:   filepath.Join(cfg.DataDir, "node"),
+		OnEnd: func(info node.Info) { svc.Ended(info.ID) },
+	}, driver, templates, log)
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	svc = service.New(service.Config{Domain: cfg.Domain}, st, mgr, secret, log)
+	if _, _, err := mgr.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	if err := svc.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile sandboxes: %w", err)
+	}
+
+	api := httpapi.New(svc, st, log)
+	px := proxy.New(mgr, svc, cfg.Domain, log)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if px.Match(r) {
+			px.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 640 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("cove server listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "domain", cfg.Domain)
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; sandboxes keep running and are adopted on the next start")
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// setupKeys adds the configured keys; with none stored at all, it creates
+// one and prints it once.
+func setupKeys(ctx context.Context, st store.Store, cfg Config) error {
+	now := time.Now().UTC()
+	for _, k := range cfg.APIKeys {
+		if k == "" {
+			continue
+		}
+		if !auth.ValidKeyFormat(k) {
+			return fmt.Errorf("api key must be \"e2b_\" followed by 40 lowercase hex digits (the form the E2B SDKs accept)")
+		}
+		if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(k), Team: "default", Name: "flag", CreatedAt: now}); err != nil {
+			return err
+		}
+	}
+	n, err := st.CountAPIKeys(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	key := auth.NewAPIKey()
+	if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(key), Team: "default", Name: "generated", CreatedAt: now}); err != nil {
+		return err
+	}
+	out := cfg.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, "Created an API key. It is stored hashed and shown only now:\n\n    E2B_API_KEY=%s\n\n", key)
+	return nil
+}

@@ -1,0 +1,166 @@
+// The official e2b SDK (npm e2b@2.51.0) against a real `cove server`.
+// compat_test.go starts the server and sets E2B_API_URL, E2B_SANDBOX_URL,
+// E2B_API_KEY and E2B_DOMAIN; this file uses nothing else.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, CommandExitError, AuthenticationError, TimeoutError, NotFoundError } from 'e2b'
+
+let sbx
+
+before(async () => {
+  sbx = await Sandbox.create({ metadata: { suite: 'compat', run: process.env.COMPAT_RUN } })
+})
+
+after(async () => {
+  await sbx?.kill()
+})
+
+const waitUntil = async (cond, ms = 20000) => {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    if (await cond()) return true
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return false
+}
+
+test('create answers with an id, a token and the envd version', () => {
+  assert.match(sbx.sandboxId, /^i[a-z0-9]{19}$/)
+  assert.ok(sbx.sandboxId)
+})
+
+test('commands: stdout, stderr and exit codes', async () => {
+  const r = await sbx.commands.run('echo out; echo err >&2')
+  assert.equal(r.stdout, 'out\n')
+  assert.equal(r.stderr, 'err\n')
+  assert.equal(r.exitCode, 0)
+  await assert.rejects(sbx.commands.run('echo bad >&2; exit 7'), (e) => {
+    assert.ok(e instanceof CommandExitError, `got ${e}`)
+    assert.equal(e.exitCode, 7)
+    assert.equal(e.stderr, 'bad\n')
+    return true
+  })
+})
+
+test('commands: envs, cwd, user, streaming callbacks', async () => {
+  const chunks = []
+  const r = await sbx.commands.run('echo $GREETING; pwd; whoami', {
+    envs: { GREETING: 'hello' }, cwd: '/tmp', user: 'root', onStdout: (d) => chunks.push(d),
+  })
+  assert.equal(r.stdout, 'hello\n/tmp\nroot\n')
+  assert.equal(chunks.join(''), r.stdout)
+  const d = await sbx.commands.run('whoami; echo $HOME; pwd')
+  assert.equal(d.stdout, 'user\n/home/user\n/home/user\n')
+  const n = await sbx.commands.run('node -v && python3 -c "print(6*7)"')
+  assert.match(n.stdout, /^v\d+\.\d+\.\d+\n42\n$/)
+})
+
+test('commands: timeoutMs ends a long command', async () => {
+  const start = Date.now()
+  await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 500 }))
+  assert.ok(Date.now() - start < 10000)
+  const ps = await sbx.commands.list()
+  assert.ok(!ps.some((p) => p.args?.join(' ').includes('sleep 30')), 'the timed-out command still runs')
+})
+
+test('commands: background, connect, sendStdin, kill', async () => {
+  const h = await sbx.commands.run('read line; echo got:$line; sleep 60', { background: true, stdin: true })
+  assert.ok(h.pid > 0)
+  const listed = await sbx.commands.list()
+  assert.ok(listed.some((p) => p.pid === h.pid))
+  let seen = ''
+  const c = await sbx.commands.connect(h.pid, { onStdout: (d) => { seen += d } })
+  await sbx.commands.sendStdin(h.pid, 'ping\n')
+  assert.ok(await waitUntil(() => seen.includes('got:ping')), `connected stream saw ${JSON.stringify(seen)}`)
+  assert.equal(await sbx.commands.kill(h.pid), true)
+  await assert.rejects(c.wait(), CommandExitError)
+  assert.equal(await sbx.commands.kill(999999), false)
+})
+
+test('files: text and bytes, list, exists, getInfo, makeDir, rename, remove', async () => {
+  await sbx.files.write('/home/user/dir/a.txt', 'alpha')
+  const bytes = new Uint8Array([0, 1, 2, 250, 255])
+  await sbx.files.write('/home/user/dir/b.bin', bytes)
+  assert.equal(await sbx.files.read('/home/user/dir/a.txt'), 'alpha')
+  assert.deepEqual(new Uint8Array(await sbx.files.read('/home/user/dir/b.bin', { format: 'bytes' })), bytes)
+  assert.equal(await sbx.files.makeDir('/home/user/dir/sub/deeper'), true)
+  assert.equal(await sbx.files.makeDir('/home/user/dir/sub/deeper'), false)
+  const one = await sbx.files.list('/home/user/dir')
+  assert.deepEqual(one.map((e) => e.name).sort(), ['a.txt', 'b.bin', 'sub'])
+  const two = await sbx.files.list('/home/user/dir', { depth: 3 })
+  assert.ok(two.some((e) => e.path === '/home/user/dir/sub/deeper' && e.type === 'dir'))
+  const info = await sbx.files.getInfo('/home/user/dir/a.txt')
+  assert.equal(info.size, 5)
+  assert.equal(info.type, 'file')
+  assert.equal(info.owner, 'user')
+  assert.equal(await sbx.files.exists('/home/user/dir/a.txt'), true)
+  assert.equal(await sbx.files.exists('/home/user/dir/nope'), false)
+  await sbx.files.rename('/home/user/dir/a.txt', '/home/user/dir/c.txt')
+  assert.equal(await sbx.files.read('/home/user/dir/c.txt'), 'alpha')
+  await sbx.files.remove('/home/user/dir')
+  assert.equal(await sbx.files.exists('/home/user/dir'), false)
+  await assert.rejects(sbx.files.read('/home/user/missing.txt'), NotFoundError)
+})
+
+test('files: watchDir sees a new file', async () => {
+  await sbx.files.makeDir('/home/user/watched')
+  const events = []
+  const w = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e))
+  await sbx.files.write('/home/user/watched/new.txt', 'x')
+  assert.ok(await waitUntil(() => events.some((e) => e.name === 'new.txt')), `events ${JSON.stringify(events)}`)
+  await w.stop()
+})
+
+test('files: uploadUrl and downloadUrl', async () => {
+  const up = await sbx.uploadUrl('/home/user/up.txt')
+  const form = new FormData()
+  form.append('file', new Blob(['uploaded']), 'up.txt')
+  const res = await fetch(up, { method: 'POST', body: form })
+  assert.equal(res.status, 200, await res.clone().text())
+  const down = await sbx.downloadUrl('/home/user/up.txt')
+  const got = await fetch(down)
+  assert.equal(got.status, 200)
+  assert.equal(await got.text(), 'uploaded')
+  const bad = new URL(down)
+  bad.searchParams.set('signature', 'v1_forged')
+  assert.equal((await fetch(bad)).status, 401)
+})
+
+test('pty: create, sendInput, resize, kill', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const t = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d) } })
+  await sbx.pty.resize(t.pid, { cols: 100, rows: 30 })
+  await sbx.pty.sendInput(t.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'))
+  assert.ok(await waitUntil(() => out.includes('30 100') && out.includes('pty-42')), `pty output ${JSON.stringify(out)}`)
+  assert.equal(await sbx.pty.kill(t.pid), true)
+})
+
+test('getInfo and list with a metadata filter', async () => {
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.templateId, 'base')
+  assert.equal(info.metadata.suite, 'compat')
+  assert.equal(info.state, 'running')
+  const p = Sandbox.list({ query: { metadata: { run: process.env.COMPAT_RUN } } })
+  const items = await p.nextItems()
+  assert.deepEqual(items.map((s) => s.sandboxId), [sbx.sandboxId])
+  const none = await Sandbox.list({ query: { metadata: { run: 'nothing-has-this' } } }).nextItems()
+  assert.equal(none.length, 0)
+})
+
+test('setTimeout ends the sandbox on time; isRunning and kill', async () => {
+  const s = await Sandbox.create()
+  assert.equal(await s.isRunning(), true)
+  await s.setTimeout(1000)
+  assert.ok(await waitUntil(async () => !(await s.isRunning()), 15000), 'sandbox outlived its timeout')
+  await assert.rejects(s.getInfo(), NotFoundError)
+  const k = await Sandbox.create()
+  assert.equal(await k.kill(), true)
+  assert.equal(await k.isRunning(), false)
+  assert.equal(await Sandbox.kill(k.sandboxId), false)
+})
+
+test('a wrong API key is refused', async () => {
+  await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + 'f'.repeat(40) }), AuthenticationError)
+})
