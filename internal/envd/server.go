@@ -4,6 +4,7 @@
 package envd
 
 import (
+	"connectrpc.com/connect"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -44,8 +45,8 @@ func New(cfg Config, log *slog.Logger) *Server {
 	s := &Server{settings: settings.New(cfg.Fixed), log: log, mux: http.NewServeMux()}
 	procPath, procHandler := processconnect.NewProcessHandler(process.New(s.settings, log, cfg.Process))
 	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(filesystem.New(s.settings, log))
-	s.mux.Handle(procPath, s.requireToken(procHandler))
-	s.mux.Handle(fsPath, s.requireToken(fsHandler))
+	s.mux.Handle(procPath, s.requireTokenRPC(procHandler))
+	s.mux.Handle(fsPath, s.requireTokenRPC(fsHandler))
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("POST /init", s.init)
 	s.mux.Handle("GET /envs", s.requireToken(http.HandlerFunc(s.envs)))
@@ -76,6 +77,21 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
 			writeError(w, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rpcErrors writes errors in the protocol of the request (Connect, gRPC…).
+var rpcErrors = connect.NewErrorWriter()
+
+// requireTokenRPC is requireToken for the Connect services: the refusal is
+// a Connect error ("unauthenticated") the SDKs map to AuthenticationError.
+func (s *Server) requireTokenRPC(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+			_ = rpcErrors.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errUnauthorized))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
-	"github.com/covesandbox/cove/internal/errs"
 )
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
@@ -26,10 +25,6 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 		timeout = *req.Timeout
 	}
 	secure := strings.HasPrefix(r.URL.Path, "/v2/") || (req.Secure != nil && *req.Secure)
-	if timeout <= 0 {
-		writeError(w, errs.New(errs.InvalidArgument, "Timeout must be greater than 0"))
-		return
-	}
 	sb, err := a.svc.Create(r.Context(), service.CreateRequest{
 		Team: team(r), TemplateID: req.TemplateID, Timeout: time.Duration(timeout) * time.Second,
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,

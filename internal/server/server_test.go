@@ -1,0 +1,241 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/covesandbox/cove/api/envd/process"
+	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/server"
+)
+
+const (
+	keyA = "e2b_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	keyB = "e2b_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" // another team
+)
+
+type srv struct {
+	url, dataDir string
+}
+
+func start(t *testing.T) srv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dataDir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddAPIKey(context.Background(), store.APIKey{Hash: auth.HashAPIKey(keyB), Team: "other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Run(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: dataDir, Domain: "localhost",
+			APIKeys: []string{keyA}, Out: io.Discard, Ready: func(a net.Addr) { ready <- a }}, logx.Discard())
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("server: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return srv{url: "http://" + addr.String(), dataDir: dataDir}
+}
+
+func (s srv) do(t *testing.T, method, path, key, body string) (int, map[string]any, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m, raw
+}
+
+func (s srv) create(t *testing.T, key string) map[string]any {
+	t.Helper()
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", key, `{"templateID":"base","timeout":120}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	return m
+}
+
+// leftovers lists what the node still holds on disk.
+func (s srv) leftovers() []string {
+	var out []string
+	for _, d := range []string{"node", "sandboxes"} {
+		entries, _ := os.ReadDir(filepath.Join(s.dataDir, d))
+		for _, e := range entries {
+			out = append(out, d+"/"+e.Name())
+		}
+	}
+	return out
+}
+
+func TestAPIErrors(t *testing.T) {
+	s := start(t)
+	sb := s.create(t, keyA)
+	id := sb["sandboxID"].(string)
+	tests := []struct {
+		name, method, path, key, body string
+		status                        int
+		message                       string
+	}{
+		{"no key", "POST", "/v2/sandboxes", "", `{}`, 401, "missing API key"},
+		{"wrong key", "GET", "/v2/sandboxes", "e2b_" + strings.Repeat("0", 40), "", 401, "invalid API key"},
+		{"malformed JSON", "POST", "/v2/sandboxes", keyA, `{"templateID":`, 400, "malformed JSON"},
+		{"negative timeout", "POST", "/v2/sandboxes", keyA, `{"timeout":-5}`, 400, "Timeout must be greater than 0"},
+		{"too long a timeout", "POST", "/v2/sandboxes", keyA, `{"timeout":999999}`, 400, "Timeout cannot be greater"},
+		{"unknown template", "POST", "/v2/sandboxes", keyA, `{"templateID":"nope"}`, 404, "template 'nope' not found"},
+		{"wrong type", "POST", "/v2/sandboxes", keyA, `{"timeout":"soon"}`, 400, "malformed JSON"},
+		{"oversized body", "POST", "/v2/sandboxes", keyA, `{"metadata":{"k":"` + strings.Repeat("x", 2<<20) + `"}}`, 400, "larger than"},
+		{"unknown sandbox", "GET", "/sandboxes/iunknown", keyA, "", 404, "not found"},
+		{"bad id", "GET", "/sandboxes/NOT_AN_ID", keyA, "", 400, "invalid sandbox id"},
+		{"another team's sandbox", "GET", "/sandboxes/" + id, keyB, "", 404, "not found"},
+		{"kill another team's sandbox", "DELETE", "/sandboxes/" + id, keyB, "", 404, "not found"},
+		{"time out another team's sandbox", "POST", "/sandboxes/" + id + "/timeout", keyB, `{"timeout":1}`, 404, "not found"},
+		{"connect another team's sandbox", "POST", "/sandboxes/" + id + "/connect", keyB, `{"timeout":10}`, 404, "not found"},
+		{"metrics of another team's sandbox", "GET", "/sandboxes/" + id + "/metrics", keyB, "", 404, "not found"},
+		{"negative timeout update", "POST", "/sandboxes/" + id + "/timeout", keyA, `{"timeout":-1}`, 400, "greater than 0"},
+		{"later: pause", "POST", "/sandboxes/" + id + "/pause", keyA, `{}`, 501, "not available yet"},
+		{"later: templates", "POST", "/v3/templates", keyA, `{}`, 501, "not available yet"},
+		{"bad list limit", "GET", "/v2/sandboxes?limit=0", keyA, "", 400, "limit"},
+		{"bad next token", "GET", "/v2/sandboxes?nextToken=not-a-token!", keyA, "", 400, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, m, raw := s.do(t, tc.method, tc.path, tc.key, tc.body)
+			if code != tc.status || int(m["code"].(float64)) != tc.status || !strings.Contains(fmt.Sprint(m["message"]), tc.message) {
+				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, raw, tc.status, tc.message)
+			}
+		})
+	}
+	// The other team sees none of team A's sandboxes.
+	if code, _, raw := s.do(t, "GET", "/v2/sandboxes", keyB, ""); code != 200 || string(bytes.TrimSpace(raw)) != "[]" {
+		t.Errorf("other team's list: %d %s", code, raw)
+	}
+	// Failed creates left nothing: one sandbox, one record.
+	if left := s.leftovers(); len(left) != 2 {
+		t.Errorf("after failed creates the node holds %v, want just %s", left, id)
+	}
+	if code, _, _ := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+		t.Errorf("kill: %d", code)
+	}
+	if left := s.leftovers(); len(left) != 0 {
+		t.Errorf("after the kill the node holds %v", left)
+	}
+}
+
+// headerTransport routes every request to one sandbox through the proxy.
+type headerTransport struct{ id, token string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("E2b-Sandbox-Id", h.id)
+	r.Header.Set("E2b-Sandbox-Port", "49983")
+	r.Header.Set("X-Access-Token", h.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func run(ctx context.Context, url, id, token, cmd string) (string, error) {
+	c := processconnect.NewProcessClient(&http.Client{Transport: headerTransport{id, token}}, url)
+	off := false
+	stream, err := c.Start(ctx, connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", cmd}}, Stdin: &off}))
+	if err != nil {
+		return "", err
+	}
+	defer stream.Close()
+	var out strings.Builder
+	for stream.Receive() {
+		out.Write(stream.Msg().GetEvent().GetData().GetStdout())
+	}
+	return out.String(), stream.Err()
+}
+
+// TestConcurrentCreates creates 100 sandboxes at once through the API, runs
+// a command in each through the proxy, kills them all and finds nothing left.
+func TestConcurrentCreates(t *testing.T) {
+	s := start(t)
+	const n = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	ids := make(chan string, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":300}`)
+			if code != 201 {
+				errc <- fmt.Errorf("create: %d %s", code, raw)
+				return
+			}
+			id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+			ids <- id
+			out, err := run(ctx, s.url, id, tok, "echo $E2B_SANDBOX_ID")
+			if err != nil || out != id+"\n" {
+				errc <- fmt.Errorf("run in %s: %q %v", id, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	close(ids)
+	for err := range errc {
+		t.Error(err)
+	}
+	count := 0
+	for id := range ids {
+		count++
+		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+			t.Errorf("kill %s: %d %s", id, code, raw)
+		}
+	}
+	if count != n {
+		t.Errorf("%d of %d creates succeeded", count, n)
+	}
+	if code, _, raw := s.do(t, "GET", "/v2/sandboxes", keyA, ""); code != 200 || string(bytes.TrimSpace(raw)) != "[]" {
+		t.Errorf("list after killing all: %d %s", code, raw)
+	}
+	if left := s.leftovers(); len(left) != 0 {
+		t.Errorf("left after killing all: %v", left)
+	}
+}
