@@ -340,3 +340,17 @@ func TestStreamInput(t *testing.T) {
 		t.Errorf("stdout %q, want %q", ev.stdout.String(), "one two\n")
 	}
 }
+
+func TestBackgroundChildKeepsOutputOpen(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	// The shell ends at once; its background child holds stdout for 30 s.
+	start := time.Now()
+	ev := a.start(t, req(sh("echo before; sleep 30 & echo after")))
+	if ev.stdout.String() != "before\nafter\n" || ev.end.GetExitCode() != 0 {
+		t.Errorf("stdout %q end %v", ev.stdout.String(), ev.end)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("the end waited for the background child")
+	}
+}

@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,10 +163,10 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 	}()
 	ws := <-wait
 	// A background child may keep the output open after the process ended:
-	// give readers a moment to drain, then cut them off.
+	// give readers a moment, then cut them off (they drain what is buffered).
 	select {
 	case <-drained:
-	case <-time.After(100 * time.Millisecond):
+	case <-time.After(250 * time.Millisecond):
 		for _, o := range outs {
 			if o.f.SetReadDeadline(time.Now()) != nil {
 				o.f.Close()
@@ -182,17 +183,42 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 
 func (p *proc) pump(o output) {
 	buf := make([]byte, chunkSize)
+	emit := func(b []byte) {
+		p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: o.wrap(append([]byte(nil), b...))}})
+	}
 	for {
 		n, err := o.f.Read(buf)
 		if n > 0 {
-			p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: o.wrap(append([]byte(nil), buf[:n]...))}})
+			emit(buf[:n])
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Cut off because a background child keeps the stream open:
+			// still deliver what the process wrote before it ended.
+			drain(o.f, buf, emit)
+			return
 		}
 		if err != nil {
-			// io.EOF for pipes, EIO for a PTY whose last writer is gone, a
-			// deadline error when cut off: all mean the stream is over.
+			// io.EOF for pipes, EIO for a PTY whose last writer is gone.
 			return
 		}
 	}
+}
+
+// drain reads what is buffered in f without waiting for more.
+func drain(f *os.File, buf []byte, emit func([]byte)) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := unix.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return true // EAGAIN (nothing more now), EOF or an error: done
+			}
+			emit(buf[:n])
+		}
+	})
 }
 
 // killAfter kills the process group when ctx's deadline passes before the
