@@ -4,12 +4,17 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/covesandbox/cove/internal/version.Version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build test test-long bench deps tools generate check-generated lint run clean
+.PHONY: all build test test-long bench deps tools generate check-generated run clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cove ./cmd/cove
+
+# run starts cove server on 127.0.0.1:3000 (as root; data in /var/lib/cove).
+# The first start prints an API key.
+run: build
+	./bin/cove server
 
 # deps installs what the tests need on a fresh Debian/Ubuntu machine.
 deps:
@@ -17,7 +22,9 @@ deps:
 
 test: deps build
 	CGO_ENABLED=1 $(GO) vet $(PKGS)
+	cd sdk/go && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd sdk/go && $(GO) test -race -count=1 -timeout 10m ./...
 
 test-long: deps build
 	COVE_LONG=1 $(GO) test -count=1 -timeout 80m $(PKGS)

@@ -1,12 +1,15 @@
 #!/bin/sh
-# Regenerates the Go code for the .proto files under api/. Needs protoc,
-# protoc-gen-go and protoc-gen-connect-go (make tools installs them).
+# Regenerates the Go code for the agent's .proto files under api/. The code
+# lives in the Go SDK's module (sdk/go/envdpb), which Cove itself imports:
+# one copy of the wire types in every binary. Needs protoc, protoc-gen-go
+# and protoc-gen-connect-go (make tools installs them).
 set -eu
 cd "$(dirname "$0")"
 PATH="$(go env GOPATH)/bin:$PATH"
+sdk=github.com/covesandbox/cove/sdk/go
 for p in envd/process/process.proto envd/filesystem/filesystem.proto; do
 	protoc -I . -I /usr/include \
-		--go_out=. --go_opt=paths=source_relative \
-		--connect-go_out=. --connect-go_opt=paths=source_relative \
+		--go_out=../sdk/go --go_opt=module=$sdk \
+		--connect-go_out=../sdk/go --connect-go_opt=module=$sdk \
 		"$p"
 done

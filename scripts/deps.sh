@@ -3,9 +3,10 @@
 # machine, and nothing when it is already there. "tools" adds the code
 # generators.
 set -eu
+cd "$(dirname "$0")/.."
 need=""
 command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
-for pair in python3:python3 node:nodejs; do
+for pair in python3:python3 node:nodejs npm:npm; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done
@@ -17,6 +18,10 @@ if [ -n "$need" ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
 fi
 go mod download
+# The official E2B SDKs for the compatibility suite (test/compat).
+if [ ! -f test/compat/node_modules/e2b/package.json ]; then
+	(cd test/compat && npm ci --no-audit --no-fund)
+fi
 if [ "${1:-}" = tools ]; then
 	GOBIN="$(go env GOPATH)/bin" go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	GOBIN="$(go env GOPATH)/bin" go install connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1

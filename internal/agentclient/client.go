@@ -16,9 +16,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/covesandbox/cove/api/envd/filesystem/filesystemconnect"
-	pb "github.com/covesandbox/cove/api/envd/process"
-	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/envd"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	fspb "github.com/covesandbox/cove/api/envd/filesystem"
-	"github.com/covesandbox/cove/api/envd/filesystem/filesystemconnect"
-	pb "github.com/covesandbox/cove/api/envd/process"
-	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/logx"
 )

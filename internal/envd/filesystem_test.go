@@ -8,7 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	fspb "github.com/covesandbox/cove/api/envd/filesystem"
+	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
 func TestFilesystemRPCs(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 func TestStartStreamsStartDataEnd(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/covesandbox/cove/api/envd/filesystem/filesystemconnect"
-	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/envd/filesystem"
 	"github.com/covesandbox/cove/internal/envd/process"
 	"github.com/covesandbox/cove/internal/envd/settings"

@@ -17,8 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
-	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/errs"
 )
 

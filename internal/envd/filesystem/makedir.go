@@ -7,7 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 )

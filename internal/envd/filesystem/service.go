@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/covesandbox/cove/api/envd/filesystem/filesystemconnect"
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/envd/settings"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/errs"
 )
 

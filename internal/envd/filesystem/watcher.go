@@ -8,7 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/api/envd/filesystem"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/errs"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 // List returns the processes that are still running, ordered by pid.

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"golang.org/x/sys/unix"
 )
 

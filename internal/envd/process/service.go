@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
-	"github.com/covesandbox/cove/api/envd/process/processconnect"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 // relay forwards a subscription's events to send until the process's end

@@ -6,7 +6,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/creack/pty"
 
-	pb "github.com/covesandbox/cove/api/envd/process"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/errs"
 )
 

@@ -1817,7 +1817,7 @@ const file_envd_process_process_proto_rawDesc = "" +
 	"\n" +
 	"SendSignal\x12\x1a.process.SendSignalRequest\x1a\x1b.process.SendSignalResponse\x12E\n" +
 	"\n" +
-	"CloseStdin\x12\x1a.process.CloseStdinRequest\x1a\x1b.process.CloseStdinResponseB6Z4github.com/covesandbox/cove/api/envd/process;processb\x06proto3"
+	"CloseStdin\x12\x1a.process.CloseStdinRequest\x1a\x1b.process.CloseStdinResponseB;Z9github.com/covesandbox/cove/sdk/go/envdpb/process;processb\x06proto3"
 
 var (
 	file_envd_process_process_proto_rawDescOnce sync.Once

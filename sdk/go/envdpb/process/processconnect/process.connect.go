@@ -12,7 +12,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	process "github.com/covesandbox/cove/api/envd/process"
+	process "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	http "net/http"
 	strings "strings"
 )

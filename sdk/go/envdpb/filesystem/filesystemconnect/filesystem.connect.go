@@ -12,7 +12,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	filesystem "github.com/covesandbox/cove/api/envd/filesystem"
+	filesystem "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	http "net/http"
 	strings "strings"
 )

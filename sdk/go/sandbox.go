@@ -1,0 +1,199 @@
+package cove
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
+)
+
+// CreateOptions describe a new sandbox; zero values take the server's
+// defaults (template "base", 5 minutes).
+type CreateOptions struct {
+	Template string
+	Timeout  time.Duration
+	Metadata map[string]string
+	Envs     map[string]string
+}
+
+// SandboxInfo is what the server reports of a sandbox.
+type SandboxInfo struct {
+	ID         string            `json:"sandboxID"`
+	TemplateID string            `json:"templateID"`
+	State      string            `json:"state"`
+	StartedAt  time.Time         `json:"startedAt"`
+	EndAt      time.Time         `json:"endAt"`
+	CPUCount   int               `json:"cpuCount"`
+	MemoryMB   int               `json:"memoryMB"`
+	DiskSizeMB int               `json:"diskSizeMB"`
+	Metadata   map[string]string `json:"metadata"`
+}
+
+// Sandbox is a running sandbox: its commands, files and terminals.
+type Sandbox struct {
+	ID         string
+	TemplateID string
+	Commands   *Commands
+	Files      *Files
+	PTY        *PTY
+
+	client *Client
+	token  string
+	envd   *http.Client
+}
+
+type sandboxJSON struct {
+	SandboxID       string `json:"sandboxID"`
+	TemplateID      string `json:"templateID"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+}
+
+// Create starts a sandbox and returns once it is ready.
+func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, error) {
+	body := map[string]any{"templateID": opts.Template}
+	if opts.Template == "" {
+		body["templateID"] = "base"
+	}
+	if opts.Timeout > 0 {
+		body["timeout"] = int64((opts.Timeout + time.Second - 1) / time.Second)
+	}
+	if opts.Metadata != nil {
+		body["metadata"] = opts.Metadata
+	}
+	if opts.Envs != nil {
+		body["envVars"] = opts.Envs
+	}
+	var out sandboxJSON
+	if _, err := c.do(ctx, http.MethodPost, "/v2/sandboxes", body, &out); err != nil {
+		return nil, err
+	}
+	return c.attach(out), nil
+}
+
+// Connect attaches to a running sandbox (and makes it live at least timeout
+// more; zero keeps the server's default).
+func (c *Client) Connect(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	body := map[string]any{}
+	if timeout > 0 {
+		body["timeout"] = int64((timeout + time.Second - 1) / time.Second)
+	}
+	var out sandboxJSON
+	if _, err := c.do(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(id)+"/connect", body, &out); err != nil {
+		return nil, err
+	}
+	return c.attach(out), nil
+}
+
+func (c *Client) attach(j sandboxJSON) *Sandbox {
+	s := &Sandbox{ID: j.SandboxID, TemplateID: j.TemplateID, client: c, token: j.EnvdAccessToken}
+	s.envd = &http.Client{Transport: sandboxTransport{s: s, next: c.http.Transport}}
+	proc := processconnect.NewProcessClient(s.envd, c.sandboxURL)
+	fs := filesystemconnect.NewFilesystemClient(s.envd, c.sandboxURL)
+	s.Commands = &Commands{s: s, rpc: proc}
+	s.PTY = &PTY{s: s, rpc: proc}
+	s.Files = &Files{s: s, rpc: fs}
+	return s
+}
+
+// sandboxTransport addresses every request to the sandbox's agent.
+type sandboxTransport struct {
+	s    *Sandbox
+	next http.RoundTripper
+}
+
+func (t sandboxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("E2b-Sandbox-Id", t.s.ID)
+	r.Header.Set("E2b-Sandbox-Port", "49983")
+	if t.s.token != "" {
+		r.Header.Set("X-Access-Token", t.s.token)
+	}
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}
+
+// Info returns the sandbox's current state.
+func (s *Sandbox) Info(ctx context.Context) (SandboxInfo, error) { return s.client.Info(ctx, s.ID) }
+
+// Info returns a sandbox's current state.
+func (c *Client) Info(ctx context.Context, id string) (SandboxInfo, error) {
+	var out SandboxInfo
+	_, err := c.do(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// SetTimeout makes the sandbox end timeout from now.
+func (s *Sandbox) SetTimeout(ctx context.Context, timeout time.Duration) error {
+	_, err := s.client.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(s.ID)+"/timeout",
+		map[string]int64{"timeout": int64((timeout + time.Second - 1) / time.Second)}, nil)
+	return err
+}
+
+// Kill ends the sandbox.
+func (s *Sandbox) Kill(ctx context.Context) error { return s.client.Kill(ctx, s.ID) }
+
+// Kill ends a sandbox; an unknown one is ErrNotFound.
+func (c *Client) Kill(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(id), nil, nil)
+	return err
+}
+
+// Metric is a sample of a sandbox's resource use.
+type Metric struct {
+	Timestamp  time.Time `json:"timestamp"`
+	CPUCount   int       `json:"cpuCount"`
+	CPUUsedPct float64   `json:"cpuUsedPct"`
+	MemUsed    uint64    `json:"memUsed"`
+	MemTotal   uint64    `json:"memTotal"`
+	DiskUsed   uint64    `json:"diskUsed"`
+	DiskTotal  uint64    `json:"diskTotal"`
+}
+
+// Metrics returns the sandbox's resource use.
+func (s *Sandbox) Metrics(ctx context.Context) ([]Metric, error) {
+	var out []Metric
+	_, err := s.client.do(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(s.ID)+"/metrics", nil, &out)
+	return out, err
+}
+
+// ListOptions filter List.
+type ListOptions struct {
+	Metadata map[string]string
+	States   []string // "running", "paused"; empty = both
+}
+
+// List returns every sandbox of the key's team that matches, newest first.
+func (c *Client) List(ctx context.Context, opts ListOptions) ([]SandboxInfo, error) {
+	q := url.Values{}
+	if len(opts.Metadata) > 0 {
+		m := url.Values{}
+		for k, v := range opts.Metadata {
+			m.Set(k, v)
+		}
+		q.Set("metadata", m.Encode())
+	}
+	if len(opts.States) > 0 {
+		q.Set("state", strings.Join(opts.States, ","))
+	}
+	var all []SandboxInfo
+	for {
+		var page []SandboxInfo
+		resp, err := c.do(ctx, http.MethodGet, "/v2/sandboxes?"+q.Encode(), nil, &page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		next := resp.Header.Get("X-Next-Token")
+		if next == "" {
+			return all, nil
+		}
+		q.Set("nextToken", next)
+	}
+}
