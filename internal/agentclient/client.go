@@ -16,10 +16,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
-	"github.com/covesandbox/cove/internal/envd"
 )
 
 // DialFunc opens a connection to the agent.

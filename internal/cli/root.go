@@ -3,6 +3,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -25,11 +26,17 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), envdCmd(), serverCmd())
+	root.AddCommand(versionCmd(), envdCmd(), serverCmd(), sandboxCmd())
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	var exit exitCodeError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.code
+	default:
 		fmt.Fprintln(os.Stderr, "cove:", err)
 		return 1
 	}
-	return 0
 }

@@ -11,12 +11,12 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/logx"
 	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
-	"github.com/covesandbox/cove/internal/envd"
-	"github.com/covesandbox/cove/internal/logx"
 )
 
 // agent is an in-process agent (not PID 1) for tests.

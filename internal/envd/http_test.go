@@ -16,8 +16,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/envd"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 func (a *agent) get(t *testing.T, path string, headers ...string) (*http.Response, []byte) {

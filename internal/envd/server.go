@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
-	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/envd/filesystem"
 	"github.com/covesandbox/cove/internal/envd/process"
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 )
 
 // Version is the envd protocol version the agent reports; the SDKs gate

@@ -17,13 +17,13 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
-	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 )
 
 const (

@@ -29,10 +29,10 @@ type CommandResult struct {
 }
 
 type commandOptions struct {
-	envs             map[string]string
-	cwd, user, tag   string
-	timeout          time.Duration
-	stdin            bool
+	envs                      map[string]string
+	cwd, user, tag            string
+	timeout                   time.Duration
+	stdin                     bool
 	onStdout, onStderr, onPty func([]byte)
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
 // Move renames source to destination, creating the destination's parents.

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/envd/settings"
+	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 )
 
 // Service implements filesystemconnect.FilesystemHandler.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
 // dirWatch turns fsnotify events under one directory into FilesystemEvents

@@ -8,8 +8,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
 // maxPendingEvents bounds what a polled watcher keeps between polls.

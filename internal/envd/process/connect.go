@@ -5,8 +5,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 // Connect attaches to a process: start{pid}, then only new output, then its

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
-	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
+	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 )
 
 // Options configure a Service.

@@ -12,10 +12,10 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 const chunkSize = 32 << 10

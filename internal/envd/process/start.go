@@ -5,9 +5,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 // Start runs a new process and streams start, data and end events. The

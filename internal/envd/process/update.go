@@ -6,8 +6,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/creack/pty"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/internal/errs"
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 // Update resizes a process's PTY.

@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+func sandboxListCmd() *cobra.Command {
+	var (
+		meta   []string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List sandboxes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			m, err := keyValues(meta, "metadata")
+			if err != nil {
+				return err
+			}
+			list, err := c.List(cmd.Context(), cove.ListOptions{Metadata: m})
+			if err != nil {
+				return explain(c, err, "")
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tTEMPLATE\tSTATE\tSTARTED\tENDS IN\tMETADATA")
+			for _, s := range list {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.TemplateID, s.State, s.StartedAt.Local().Format(time.DateTime),
+					time.Until(s.EndAt).Round(time.Second), formatMeta(s.Metadata))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringArrayVarP(&meta, "metadata", "m", nil, "only sandboxes with this metadata key=value (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func formatMeta(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
