@@ -190,6 +190,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
 		return
 	}
+	// The upstream may answer (and the answer be flushed) before the
+	// request body is fully forwarded, as the agent's streaming RPCs do. An
+	// HTTP/1 server drops the request body at the first flush unless told
+	// the handler is full duplex; the transport then fails writing the body
+	// and closes the upstream connection mid-stream.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 

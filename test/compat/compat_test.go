@@ -4,94 +4,17 @@ package compat
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 const apiKey = "e2b_00000000000000000000000000000000c0ffee00"
-
-// startServer runs bin/cove server on a free port and returns its address.
-func startServer(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("cove server needs root")
-	}
-	bin, err := filepath.Abs("../../bin/cove")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run make build (make test does)", bin)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dataDir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", dataDir, "--api-key", apiKey)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("server log:\n%s", b)
-		}
-		killLeftovers(t, dataDir)
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("server did not listen on %s", addr)
-	return ""
-}
-
-// killLeftovers ends sandboxes the server left running (it leaves them on
-// purpose at shutdown, for the next start to adopt) and checks each is gone.
-func killLeftovers(t *testing.T, dataDir string) {
-	entries, _ := os.ReadDir(filepath.Join(dataDir, "node"))
-	if len(entries) > 0 {
-		t.Errorf("sandboxes left after the suite: %d records", len(entries))
-	}
-	// A second start adopts and the test kills through the API: here, make
-	// sure nothing of the suite keeps running.
-	for _, e := range entries {
-		id := strings.TrimSuffix(e.Name(), ".json")
-		b, _ := os.ReadFile(filepath.Join(dataDir, "sandboxes", id, "state.json"))
-		if i := strings.Index(string(b), `"pid":`); i >= 0 {
-			f := strings.FieldsFunc(string(b[i+6:]), func(r rune) bool { return r < '0' || r > '9' })
-			if len(f) > 0 {
-				if pid, err := strconv.Atoi(f[0]); err == nil {
-					_ = syscallKill(pid)
-				}
-			}
-		}
-	}
-}
 
 func npmInstall(t *testing.T) {
 	t.Helper()
@@ -106,8 +29,14 @@ func npmInstall(t *testing.T) {
 
 // TestOfficialJSSDK runs sdk.test.mjs with node's test runner.
 func TestOfficialJSSDK(t *testing.T) {
-	addr := startServer(t)
+	srv := testutil.StartServer(t, apiKey)
 	npmInstall(t)
+	defer func() {
+		if left := srv.Leftovers(); len(left) > 0 {
+			t.Errorf("the suite left sandboxes behind: %v", left)
+		}
+	}()
+	addr := srv.Addr
 	cmd := exec.Command("node", "--test", "--test-concurrency=1", "--test-timeout=120000", "sdk.test.mjs")
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL=http://"+addr,

@@ -1,0 +1,99 @@
+// Package testutil holds helpers shared by Cove's end-to-end tests.
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Binary returns bin/cove of the repository (make build makes it).
+func Binary(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(filepath.Dir(file), "../../bin/cove")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run make build (make test does)", bin)
+	}
+	return bin
+}
+
+// Server is a `cove server` process started for one test.
+type Server struct {
+	Addr    string // host:port
+	URL     string // http://host:port
+	DataDir string
+}
+
+// lockedBuffer is the server's log, written by the process, read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// StartServer runs bin/cove server with apiKey on a free loopback port and
+// stops it (SIGINT) when the test ends; the log is shown if the test failed.
+func StartServer(t *testing.T, apiKey string) Server {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("cove server needs root")
+	}
+	bin := Binary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			logs.mu.Lock()
+			t.Logf("server log:\n%s", logs.b.String())
+			logs.mu.Unlock()
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return s
+		}
+	}
+	t.Fatalf("cove server did not listen on %s", addr)
+	return s
+}
+
+// Leftovers lists the sandboxes a server's node still holds on disk.
+func (s Server) Leftovers() []string {
+	var out []string
+	for _, d := range []string{"node", "sandboxes"} {
+		entries, _ := os.ReadDir(filepath.Join(s.DataDir, d))
+		for _, e := range entries {
+			out = append(out, d+"/"+e.Name())
+		}
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+// Package cli_test drives the cove CLI (bin/cove) against a real server.
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+const key = "e2b_000000000000000000000000000000000000c11e"
+
+type cli struct {
+	bin string
+	env []string
+}
+
+// run runs bin/cove with args and returns stdout, stderr and the exit code.
+func (c cli) run(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = c.env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	code := 0
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestCLI(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+
+	out, errOut, code := c.run(t, "", "sandbox", "create", "--metadata", "owner=cli", "--env", "GREETING=hi", "--timeout", "2m")
+	id := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(id, "i") {
+		t.Fatalf("create: %q %q %d", out, errOut, code)
+	}
+	if out, _, _ := c.run(t, "", "sandbox", "list", "-m", "owner=cli"); !strings.Contains(out, id) || !strings.Contains(out, "owner=cli") {
+		t.Errorf("list: %q", out)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "info", id); code != 0 || !strings.Contains(out, `"sandboxID": "`+id+`"`) {
+		t.Errorf("info: %q %d", out, code)
+	}
+	out, errOut, code = c.run(t, "", "sandbox", "exec", id, "--", "sh", "-c", "echo $GREETING; echo oops >&2; exit 3")
+	if out != "hi\n" || errOut != "oops\n" || code != 3 {
+		t.Errorf("exec: %q %q %d, want hi, oops, 3", out, errOut, code)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "exec", "-u", "root", "-w", "/tmp", id, "--", "pwd; whoami"); out != "/tmp\nroot\n" || code != 0 {
+		t.Errorf("exec as root in /tmp: %q %d", out, code)
+	}
+
+	local := filepath.Join(t.TempDir(), "in.txt")
+	os.WriteFile(local, []byte("through cp"), 0o644)
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", local, id+":/home/user/in.txt"); code != 0 {
+		t.Fatalf("cp in: %q", errOut)
+	}
+	back := filepath.Join(t.TempDir(), "back.txt")
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", id+":/home/user/in.txt", back); code != 0 {
+		t.Fatalf("cp out: %q", errOut)
+	}
+	if b, _ := os.ReadFile(back); string(b) != "through cp" {
+		t.Errorf("round trip through cp: %q", b)
+	}
+	if out, _, _ := c.run(t, "", "sandbox", "cp", id+":/home/user/in.txt", "-"); out != "through cp" {
+		t.Errorf("cp to stdout: %q", out)
+	}
+	// shell without a terminal: commands from stdin, the shell's exit code.
+	out, _, code = c.run(t, "echo in-shell-$((6*7))\nexit 7\n", "sandbox", "shell", id)
+	if code != 7 || !strings.Contains(out, "in-shell-42") {
+		t.Errorf("shell: %q %d, want in-shell-42 and exit 7", out, code)
+	}
+
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", "a", "b"); code == 0 || !strings.Contains(errOut, "SANDBOX:/path") {
+		t.Errorf("cp between local paths: %q %d", errOut, code)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "kill", id); code != 0 || !strings.Contains(out, "killed "+id) {
+		t.Errorf("kill: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "info", id); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Errorf("info after kill: %q %d", errOut, code)
+	}
+	bad := cli{bin: c.bin, env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY=e2b_"+strings.Repeat("9", 40))}
+	if _, errOut, code := bad.run(t, "", "sandbox", "list"); code == 0 || !strings.Contains(errOut, "refused the API key") {
+		t.Errorf("wrong key: %q %d", errOut, code)
+	}
+	none := cli{bin: c.bin, env: append(os.Environ(), "COVE_API_URL=http://127.0.0.1:1", "COVE_API_KEY="+key)}
+	if _, errOut, code := none.run(t, "", "sandbox", "list"); code == 0 || !strings.Contains(errOut, "is `cove server` running") {
+		t.Errorf("no server: %q %d", errOut, code)
+	}
+	if left := srv.Leftovers(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
