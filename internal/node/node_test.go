@@ -16,6 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 var hostSeq atomic.Int32
@@ -59,17 +60,7 @@ func (h host) manager(t *testing.T) *node.Manager {
 	return m
 }
 
-func (h host) leftovers(t *testing.T) []string {
-	t.Helper()
-	var left []string
-	for _, sub := range []string{"sandboxes", "node"} {
-		entries, _ := os.ReadDir(filepath.Join(h.dir, sub))
-		for _, e := range entries {
-			left = append(left, sub+"/"+e.Name())
-		}
-	}
-	return left
-}
+func (h host) leftovers(t *testing.T) []string { return testutil.Leftovers(h.dir) }
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -22,6 +22,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/testutil"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 )
@@ -97,17 +98,7 @@ func (s srv) create(t *testing.T, key string) map[string]any {
 	return m
 }
 
-// leftovers lists what the node still holds on disk.
-func (s srv) leftovers() []string {
-	var out []string
-	for _, d := range []string{"node", "sandboxes"} {
-		entries, _ := os.ReadDir(filepath.Join(s.dataDir, d))
-		for _, e := range entries {
-			out = append(out, d+"/"+e.Name())
-		}
-	}
-	return out
-}
+func (s srv) leftovers() []string { return testutil.Leftovers(s.dataDir) }
 
 func TestAPIErrors(t *testing.T) {
 	s := start(t)

@@ -87,10 +87,14 @@ func StartServer(t *testing.T, apiKey string) Server {
 }
 
 // Leftovers lists the sandboxes a server's node still holds on disk.
-func (s Server) Leftovers() []string {
+func (s Server) Leftovers() []string { return Leftovers(s.DataDir) }
+
+// Leftovers lists what a node with data directory dir still holds of its
+// sandboxes: records under node/ and driver directories under sandboxes/.
+func Leftovers(dir string) []string {
 	var out []string
 	for _, d := range []string{"node", "sandboxes"} {
-		entries, _ := os.ReadDir(filepath.Join(s.DataDir, d))
+		entries, _ := os.ReadDir(filepath.Join(dir, d))
 		for _, e := range entries {
 			out = append(out, d+"/"+e.Name())
 		}

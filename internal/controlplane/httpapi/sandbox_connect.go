@@ -14,16 +14,11 @@ func (a *API) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var req struct {
-		Timeout *int64 `json:"timeout"`
-	}
-	if err := decode(w, r, &req); err != nil {
+	def := int64(defaultTimeout)
+	timeout, err := decodeSeconds(w, r, "timeout", &def)
+	if err != nil {
 		writeError(w, err)
 		return
-	}
-	timeout := int64(defaultTimeout)
-	if req.Timeout != nil {
-		timeout = *req.Timeout
 	}
 	sb, err := a.svc.Connect(r.Context(), team(r), id, time.Duration(timeout)*time.Second)
 	if err != nil {

@@ -15,18 +15,11 @@ func (a *API) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var req struct {
-		Timeout *int64 `json:"timeout"`
+	timeout, err := decodeSeconds(w, r, "timeout", nil)
+	if err == nil {
+		err = a.svc.SetTimeout(r.Context(), team(r), id, time.Duration(timeout)*time.Second)
 	}
-	if err := decode(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if req.Timeout == nil {
-		writeError(w, errs.New(errs.InvalidArgument, "timeout is required"))
-		return
-	}
-	if err := a.svc.SetTimeout(r.Context(), team(r), id, time.Duration(*req.Timeout)*time.Second); err != nil {
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -41,26 +34,17 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var req struct {
-		Duration *int64 `json:"duration"`
+	def := int64(defaultTimeout)
+	d, err := decodeSeconds(w, r, "duration", &def)
+	if err == nil && (d < 0 || d > 3600) {
+		err = errs.New(errs.InvalidArgument, "duration must be between 0 and 3600 seconds")
 	}
-	if err := decode(w, r, &req); err != nil {
+	if err == nil && d > 0 {
+		_, err = a.svc.Connect(r.Context(), team(r), id, time.Duration(d)*time.Second)
+	}
+	if err != nil {
 		writeError(w, err)
 		return
-	}
-	d := int64(defaultTimeout)
-	if req.Duration != nil {
-		d = *req.Duration
-	}
-	if d < 0 || d > 3600 {
-		writeError(w, errs.New(errs.InvalidArgument, "duration must be between 0 and 3600 seconds"))
-		return
-	}
-	if d > 0 {
-		if _, err := a.svc.Connect(r.Context(), team(r), id, time.Duration(d)*time.Second); err != nil {
-			writeError(w, err)
-			return
-		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -119,6 +119,22 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// decodeSeconds reads {"<field>": seconds} from the body; a missing field
+// is def, or an error when def is nil.
+func decodeSeconds(w http.ResponseWriter, r *http.Request, field string, def *int64) (int64, error) {
+	var body map[string]*int64
+	if err := decode(w, r, &body); err != nil {
+		return 0, err
+	}
+	if v := body[field]; v != nil {
+		return *v, nil
+	}
+	if def == nil {
+		return 0, errs.New(errs.InvalidArgument, "%s is required", field)
+	}
+	return *def, nil
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -228,19 +228,7 @@ func (s *suite) diskLimit(t *testing.T) {
 func (s *suite) agentDeath(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t, time.Minute)
-	id := NewID()
-	h, err := s.d.Create(ctx, id, s.cfg.Spec(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.d.Destroy(context.Background(), id); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-		s.noLeaks(t, id)
-	}()
-	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return s.d.Dial(ctx, id, 49983) })
-	defer c.Close()
+	id, h, c := s.createHandle(t, s.cfg.Spec(t))
 	// The sandbox's init ignores signals sent from inside, even by its root.
 	run(t, c, "kill -9 1; true")
 	if err := c.Health(ctx); err != nil {
@@ -298,19 +286,7 @@ func (s *suite) userNamespace(t *testing.T) {
 	spec := s.cfg.Spec(t)
 	spec.UserNamespace = true
 	ctx := ctxFor(t, time.Minute)
-	id := NewID()
-	h, err := s.d.Create(ctx, id, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.d.Destroy(context.Background(), id); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-		s.noLeaks(t, id)
-	}()
-	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return s.d.Dial(ctx, id, 49983) })
-	defer c.Close()
+	_, h, c := s.createHandle(t, spec)
 	res, err := c.Run(ctx, "user", "id -un; echo mine > ~/f && cat ~/f", 0)
 	if err != nil {
 		t.Fatal(err)

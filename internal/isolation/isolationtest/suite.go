@@ -71,9 +71,16 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // create makes a sandbox that is destroyed (and checked for leaks) when the
 // test ends.
 func (s *suite) create(t *testing.T, spec isolation.Spec) (string, *agentclient.Client) {
+	id, _, c := s.createHandle(t, spec)
+	return id, c
+}
+
+// createHandle is create that also returns the sandbox's handle.
+func (s *suite) createHandle(t *testing.T, spec isolation.Spec) (string, isolation.Handle, *agentclient.Client) {
 	t.Helper()
 	id := NewID()
-	if _, err := s.d.Create(ctxFor(t, time.Minute), id, spec); err != nil {
+	h, err := s.d.Create(ctxFor(t, time.Minute), id, spec)
+	if err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
 	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return s.d.Dial(ctx, id, 49983) })
@@ -84,7 +91,7 @@ func (s *suite) create(t *testing.T, spec isolation.Spec) (string, *agentclient.
 		}
 		s.noLeaks(t, id)
 	})
-	return id, c
+	return id, h, c
 }
 
 func (s *suite) noLeaks(t *testing.T, id string) {
