@@ -206,6 +206,10 @@ func (p *proc) pump(o output) {
 
 // drain reads what is buffered in f without waiting for more.
 func drain(f *os.File, buf []byte, emit func([]byte)) {
+	// A passed deadline would fail the raw read before it is tried.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		return
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
