@@ -59,8 +59,8 @@ test('commands: timeoutMs ends a long command', async () => {
   const start = Date.now()
   await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 500 }))
   assert.ok(Date.now() - start < 10000)
-  const ps = await sbx.commands.list()
-  assert.ok(!ps.some((p) => p.args?.join(' ').includes('sleep 30')), 'the timed-out command still runs')
+  const gone = await waitUntil(async () => !(await sbx.commands.list()).some((p) => p.args?.join(' ').includes('sleep 30')), 5000)
+  assert.ok(gone, 'the timed-out command still runs')
 })
 
 test('commands: background, connect, sendStdin, kill', async () => {

@@ -181,8 +181,9 @@ for k in kids:
 	}
 }
 
+// cpuLimit runs alone (not parallel): other sandboxes of the suite would
+// take the CPU its quota promises.
 func (s *suite) cpuLimit(t *testing.T) {
-	t.Parallel()
 	st, ok := s.d.(isolation.Stater)
 	if !ok {
 		t.Skip("driver reports no stats")
