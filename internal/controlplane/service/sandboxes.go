@@ -91,6 +91,11 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 	if sb.Team != team {
 		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
+	// A sandbox that is ending is gone for the API already, even while the
+	// node still tears it down and before its record is dropped.
+	if info, err := s.node.Get(id); err != nil || info.State == node.StateKilled {
+		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
 	return s.view(sb), nil
 }
 
