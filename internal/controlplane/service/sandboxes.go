@@ -147,9 +147,12 @@ func (s *Service) List(ctx context.Context, f store.ListFilter) ([]Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Sandbox, len(list))
-	for i, sb := range list {
-		out[i] = s.view(sb)
+	out := make([]Sandbox, 0, len(list))
+	for _, sb := range list {
+		if info, err := s.node.Get(sb.ID); err != nil || info.State == node.StateKilled {
+			continue // ending: gone for the API already
+		}
+		out = append(out, s.view(sb))
 	}
 	return out, nil
 }
