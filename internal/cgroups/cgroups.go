@@ -181,3 +181,11 @@ func (g *Group) Destroy(ctx context.Context) error {
 		}
 	}
 }
+
+// RemoveEmpty removes the group name (a parent of sandbox groups) when it
+// holds no process and no child group; otherwise it leaves it.
+func RemoveEmpty(name string) {
+	if g, err := Load(name); err == nil {
+		_ = g.impl.remove()
+	}
+}

@@ -43,6 +43,7 @@ Every flag can also be set through its environment variable.`,
 	f.StringVar(&cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
 	f.StringVar(&apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
 	f.StringVar(&cfg.Domain, "domain", envOr("COVE_DOMAIN", "localhost"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (COVE_DOMAIN)")
+	f.StringVar(&cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }

@@ -31,6 +31,9 @@ type Config struct {
 	DataDir string
 	Domain  string
 	APIKeys []string // added at start (team "default")
+	// CgroupParent names the group, under the server's own cgroup, holding
+	// the sandboxes' groups (default "cove").
+	CgroupParent string
 	// Out receives the one-time message with a generated API key.
 	Out io.Writer
 	// Ready, when set, receives the listener's address once serving.
@@ -62,10 +65,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
-	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes")}, log)
+	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent}, log)
 	if err != nil {
 		return err
 	}
+	defer driver.Close()
 	var svc *service.Service
 	mgr, err := node.New(node.Config{
 		Dir:   filepath.Join(cfg.DataDir, "node"),

@@ -55,7 +55,8 @@ func start(t *testing.T) srv {
 	done := make(chan error, 1)
 	go func() {
 		done <- server.Run(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: dataDir, Domain: "localhost",
-			APIKeys: []string{keyA}, Out: io.Discard, Ready: func(a net.Addr) { ready <- a }}, logx.Discard())
+			CgroupParent: "cove-test-" + filepath.Base(filepath.Dir(dataDir)),
+			APIKeys:      []string{keyA}, Out: io.Discard, Ready: func(a net.Addr) { ready <- a }}, logx.Discard())
 	}()
 	var addr net.Addr
 	select {

@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,6 +26,8 @@ func Binary(t *testing.T) string {
 	}
 	return bin
 }
+
+var serverSeq atomic.Int32
 
 // Server is a `cove server` process started for one test.
 type Server struct {
@@ -60,7 +64,8 @@ func StartServer(t *testing.T, apiKey string) Server {
 	ln.Close()
 	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey)
+	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
+	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

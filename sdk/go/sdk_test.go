@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -35,7 +36,8 @@ func server(t *testing.T) *cove.Client {
 	addr := ln.Addr().String()
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", t.TempDir(), "--api-key", testKey)
+	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", t.TempDir(), "--api-key", testKey,
+		"--cgroup-parent", fmt.Sprintf("cove-sdk-test-%d", os.Getpid()))
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -93,6 +93,13 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}}, nil
 }
 
+// Close releases the driver's handles and removes its cgroup parent if no
+// sandbox is left in it. Running sandboxes are not touched.
+func (d *Driver) Close() {
+	d.host.Close()
+	cgroups.RemoveEmpty(d.cfg.CgroupParent)
+}
+
 // Name implements isolation.Driver.
 func (d *Driver) Name() string { return "namespaces" }
 
