@@ -21,6 +21,8 @@ type CreateRequest struct {
 	EnvVars     map[string]string
 	Metadata    map[string]string
 	AccessToken string // "" = the agent accepts every caller
+	// TrafficToken, when set, guards the sandbox's ports through the proxy.
+	TrafficToken string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -50,7 +52,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	sb := &sandbox{ended: make(chan struct{}), info: Info{
 		ID: req.ID, TemplateID: tpl.ID, State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
-		EnvVars: maps.Clone(req.EnvVars), AccessToken: req.AccessToken,
+		EnvVars: maps.Clone(req.EnvVars), AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 	}}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {

@@ -20,3 +20,12 @@ func (m *Manager) Dial(ctx context.Context, id string, port int) (net.Conn, erro
 	}
 	return m.driver.Dial(ctx, id, port)
 }
+
+// TrafficToken is the token a sandbox's ports require ("" = public).
+func (m *Manager) TrafficToken(id string) string {
+	info, err := m.Get(id)
+	if err != nil {
+		return ""
+	}
+	return info.TrafficToken
+}

@@ -31,8 +31,11 @@ type Info struct {
 	EnvVars    map[string]string `json:"envVars,omitempty"`
 	// AccessToken guards the agent ("" = open). Kept so a restarted node
 	// can still talk to the agent.
-	AccessToken string         `json:"accessToken,omitempty"`
-	Exit        isolation.Exit `json:"exit,omitzero"`
+	AccessToken string `json:"accessToken,omitempty"`
+	// TrafficToken, when set, must come with traffic to the sandbox's ports
+	// (all but the agent's).
+	TrafficToken string         `json:"trafficToken,omitempty"`
+	Exit         isolation.Exit `json:"exit,omitzero"`
 }
 
 // sandbox is a live entry of the table.

@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,13 @@ type Sandboxes interface {
 	Running(id string) bool
 	// Dial connects to port inside the sandbox.
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+	// TrafficToken is the token the sandbox's ports (all but the agent's)
+	// require; "" when its traffic is public.
+	TrafficToken(id string) string
 }
+
+// trafficTokenHeader carries the traffic token (e2b-wire.md §6).
+const trafficTokenHeader = "E2b-Traffic-Access-Token"
 
 // SignedFiles finds the sandbox a signed file URL was made for. With
 // E2B_SANDBOX_URL set, the SDK's uploadUrl/downloadUrl carry no sandbox id:
@@ -72,6 +79,7 @@ func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Pro
 		},
 		Transport:     tr,
 		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			t := r.Context().Value(targetKey{}).(target)
 			writeJSON(w, http.StatusBadGateway, map[string]any{
@@ -189,6 +197,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t.port == envd.Port && envd.IsInternalPath(r.URL.Path) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
 		return
+	}
+	if t.port != envd.Port {
+		if tok := p.sandboxes.TrafficToken(t.id); tok != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(trafficTokenHeader)), []byte(tok)) != 1 {
+			writeJSON(w, http.StatusForbidden, map[string]any{"sandboxId": t.id, "code": http.StatusForbidden,
+				"message": "this sandbox's traffic is private: send its traffic access token in the " + trafficTokenHeader + " header"})
+			return
+		}
+		r.Header.Del(trafficTokenHeader)
 	}
 	// The upstream may answer (and the answer be flushed) before the
 	// request body is fully forwarded, as the agent's streaming RPCs do. An

@@ -231,3 +231,70 @@ func TestConcurrentCreates(t *testing.T) {
 		t.Errorf("left after killing all: %v", left)
 	}
 }
+
+// TestPorts reaches a server a sandbox runs on 127.0.0.1 through the proxy,
+// by header and by host name, with and without the traffic token.
+func TestPorts(t *testing.T) {
+	s := start(t)
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"network":{"allowPublicTraffic":false}}`)
+	if code != 201 || m["trafficAccessToken"] == nil {
+		t.Fatalf("create private: %d %s", code, raw)
+	}
+	id, tok, traffic := m["sandboxID"].(string), m["envdAccessToken"].(string), m["trafficAccessToken"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go run(ctx, s.url, id, tok, "cd /tmp && echo served > index.html && exec python3 -m http.server 8080 --bind 127.0.0.1")
+
+	get := func(port, host, token string) (int, string) {
+		req, _ := http.NewRequest("GET", s.url+"/index.html", nil)
+		if host != "" {
+			req.Host = host
+		} else {
+			req.Header.Set("E2b-Sandbox-Id", id)
+			req.Header.Set("E2b-Sandbox-Port", port)
+		}
+		if token != "" {
+			req.Header.Set("E2b-Traffic-Access-Token", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, _ := get("8080", "", traffic); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox's server never answered through the proxy")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, port, _ := strings.Cut(strings.TrimPrefix(s.url, "http://"), ":")
+	tests := []struct {
+		name, port, host, token string
+		status                  int
+		body                    string
+	}{
+		{"by header with the token", "8080", "", traffic, 200, "served\n"},
+		{"by host name with the token", "", "8080-" + id + ".localhost:" + port, traffic, 200, "served\n"},
+		{"without the token", "8080", "", "", 403, "traffic is private"},
+		{"with a wrong token", "8080", "", "nope", 403, "traffic is private"},
+		{"a closed port", "9999", "", traffic, 502, `"port":9999`},
+		{"an unknown sandbox", "", "8080-inosuchsandbox.localhost:" + port, traffic, 502, "The sandbox was not found"},
+		{"the agent needs no traffic token", "49983", "", "", 404, ""},
+	}
+	for _, tc := range tests {
+		code, body := get(tc.port, tc.host, tc.token)
+		if code != tc.status || !strings.Contains(body, tc.body) {
+			t.Errorf("%s: %d %q, want %d with %q", tc.name, code, body, tc.status, tc.body)
+		}
+	}
+	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+		t.Errorf("kill: %d %s", code, raw)
+	}
+}

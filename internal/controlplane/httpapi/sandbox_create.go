@@ -29,6 +29,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Team: team(r), TemplateID: req.TemplateID, Timeout: time.Duration(timeout) * time.Second,
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: req.AutoPause != nil && *req.AutoPause,
+		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 	})
 	if err != nil {
 		writeError(w, err)

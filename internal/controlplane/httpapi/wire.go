@@ -18,6 +18,13 @@ type newSandbox struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
+	Network             *networkConfig    `json:"network"`
+}
+
+// networkConfig is SandboxNetworkConfig; the egress rules arrive with
+// sandbox networking.
+type networkConfig struct {
+	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
 }
 
 // sandboxJSON is the Sandbox schema (create, connect).
@@ -33,10 +40,14 @@ type sandboxJSON struct {
 }
 
 func toSandbox(s service.Sandbox) sandboxJSON {
-	return sandboxJSON{
+	out := sandboxJSON{
 		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, EnvdVersion: s.EnvdVersion,
 		Alias: s.Alias, EnvdAccessToken: s.EnvdAccessToken, Domain: &s.Domain,
 	}
+	if s.TrafficAccessToken != "" {
+		out.TrafficAccessToken = &s.TrafficAccessToken
+	}
+	return out
 }
 
 // lifecycle is SandboxDetail.lifecycle.

@@ -25,19 +25,25 @@ type CreateRequest struct {
 	Secure              bool
 	AllowInternetAccess *bool
 	AutoPause           bool
+	// PublicTraffic false makes the sandbox's ports require the traffic token.
+	PublicTraffic bool
 }
 
 // Sandbox is what the API reports of a sandbox.
 type Sandbox struct {
 	store.Sandbox
-	EnvdAccessToken string // "" unless secure
-	Domain          string
+	EnvdAccessToken    string // "" unless secure
+	TrafficAccessToken string // "" unless its traffic is private
+	Domain             string
 }
 
 func (s *Service) view(sb store.Sandbox) Sandbox {
 	v := Sandbox{Sandbox: sb, Domain: s.cfg.Domain}
 	if sb.Secure {
 		v.EnvdAccessToken = auth.EnvdToken(s.secret, sb.ID)
+	}
+	if !sb.PublicTraffic {
+		v.TrafficAccessToken = auth.TrafficToken(s.secret, sb.ID)
 	}
 	return v
 }
@@ -51,14 +57,20 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if req.Timeout > s.cfg.MaxTimeout {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
 	}
+	if !req.PublicTraffic && !req.Secure {
+		return Sandbox{}, errs.New(errs.InvalidArgument, "allowPublicTraffic=false requires a secure sandbox")
+	}
 	id := node.NewID()
-	token := ""
+	token, traffic := "", ""
 	if req.Secure {
 		token = auth.EnvdToken(s.secret, id)
 	}
+	if !req.PublicTraffic {
+		traffic = auth.TrafficToken(s.secret, id)
+	}
 	info, err := s.node.Create(ctx, node.CreateRequest{
 		ID: id, Template: req.TemplateID, Timeout: req.Timeout,
-		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token,
+		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token, TrafficToken: traffic,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -68,7 +80,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		StartedAt: info.StartedAt, EndAt: info.EndAt,
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
 		Metadata: maps.Clone(req.Metadata), AllowInternetAccess: req.AllowInternetAccess,
-		AutoPause: req.AutoPause, Secure: req.Secure, EnvdVersion: envd.Version,
+		AutoPause: req.AutoPause, Secure: req.Secure, EnvdVersion: envd.Version, PublicTraffic: req.PublicTraffic,
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}

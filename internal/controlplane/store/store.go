@@ -34,6 +34,8 @@ type Sandbox struct {
 	AutoPause           bool
 	Secure              bool
 	EnvdVersion         string
+	// PublicTraffic false: the sandbox's ports need the traffic token.
+	PublicTraffic bool
 }
 
 // ListFilter selects sandboxes of one team.
