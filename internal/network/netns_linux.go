@@ -1,0 +1,125 @@
+package network
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// make builds a network: a new namespace with lo and eth0 up, eth0
+// addressed and routed through the host end of a veth pair.
+func (m *Manager) make() (*Net, error) {
+	slot, err := m.reserve()
+	if err != nil {
+		return nil, err
+	}
+	gw, addr := m.slotAddrs(slot)
+	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: vethName(slot)}
+	if err := build(n); err != nil {
+		if n.NS != nil {
+			n.NS.Close()
+		}
+		if l, lerr := netlink.LinkByName(n.Veth); lerr == nil {
+			_ = netlink.LinkDel(l)
+		}
+		m.unreserve(slot)
+		return nil, fmt.Errorf("build network %s: %w", addr, err)
+	}
+	return n, nil
+}
+
+func build(n *Net) error {
+	ns, err := newNamespace()
+	if err != nil {
+		return err
+	}
+	n.NS = os.NewFile(uintptr(ns), "netns")
+	peer := n.Veth + "p"
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: n.Veth}, PeerName: peer, PeerNamespace: netlink.NsFd(ns)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add veth: %w", err)
+	}
+	host, err := netlink.LinkByName(n.Veth)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipnet(n.Gateway, 30)}); err != nil {
+		return fmt.Errorf("address host end: %w", err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return err
+	}
+	h, err := netlink.NewHandleAt(netns.NsHandle(ns))
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	inner, err := h.LinkByName(peer)
+	if err != nil {
+		return err
+	}
+	if err := h.LinkSetName(inner, "eth0"); err != nil {
+		return err
+	}
+	if err := h.AddrAdd(inner, &netlink.Addr{IPNet: ipnet(n.Addr, 30)}); err != nil {
+		return fmt.Errorf("address sandbox end: %w", err)
+	}
+	if err := h.LinkSetUp(inner); err != nil {
+		return err
+	}
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return err
+	}
+	return h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.IP(n.Gateway.AsSlice())})
+}
+
+// newNamespace creates a network namespace without entering it for long:
+// a locked thread unshares, keeps a handle and returns to the original. If
+// it cannot return, the thread stays locked and dies with its goroutine.
+func newNamespace() (int, error) {
+	type result struct {
+		fd  int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		fd, err := unshareNet()
+		ch <- result{fd, err}
+	}()
+	r := <-ch
+	return r.fd, r.err
+}
+
+func unshareNet() (int, error) {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	defer orig.Close()
+	ns, err := netns.New()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return -1, fmt.Errorf("new network namespace: %w", err)
+	}
+	if err := netns.Set(orig); err != nil {
+		ns.Close()
+		return -1, fmt.Errorf("return to the host network namespace: %w", err) // the thread stays locked and dies
+	}
+	runtime.UnlockOSThread()
+	return int(ns), nil
+}
+
+func ipnet(a netip.Addr, bits int) *net.IPNet {
+	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, 32)}
+}

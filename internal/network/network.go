@@ -1,0 +1,300 @@
+// Package network gives each sandbox a network of its own: a network
+// namespace joined to the host by a veth pair, an address from a private
+// range, a default route through the host, NAT to the outside, and a
+// firewall (nftables) that keeps it off the host, its neighbours,
+// link-local (cloud metadata) and private networks. Networks are made
+// ahead of time in a pool, so a create does not wait for netlink.
+package network
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Config configures the networks.
+type Config struct {
+	// Range is where sandbox addresses come from, a /30 each. Default
+	// 198.18.0.0/15 (reserved for benchmarking, so it rarely clashes).
+	Range netip.Prefix
+	// PoolSize is how many networks are kept ready. Default 8.
+	PoolSize int
+	// Table names the nftables table. Default "cove".
+	Table string
+	// DNS are the resolvers sandboxes use (and may reach); default the
+	// host's non-loopback ones from /etc/resolv.conf.
+	DNS []netip.Addr
+	// Allow are ranges sandboxes may reach although they are private
+	// (an operator's opt-in).
+	Allow []netip.Prefix
+}
+
+// DefaultRange is the default sandbox address range.
+var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")
+
+// Manager hands out networks.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+	fw  *firewall
+
+	forwardWas []byte // ip_forward before the manager set it
+
+	mu    sync.Mutex
+	used  map[int]bool
+	next  int
+	ready chan *Net
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// Net is one sandbox's network.
+type Net struct {
+	Slot    int
+	Addr    netip.Addr // the sandbox's address
+	Gateway netip.Addr // the host's end
+	NS      *os.File   // the network namespace; the sandbox's init is started inside it
+	Veth    string     // the host end's name
+}
+
+// New sets up the firewall and starts filling the pool.
+func New(cfg Config, log *slog.Logger) (*Manager, error) {
+	if !cfg.Range.IsValid() {
+		cfg.Range = DefaultRange
+	}
+	if cfg.Range.Bits() > 29 || !cfg.Range.Addr().Is4() {
+		return nil, fmt.Errorf("network range %s: want an IPv4 prefix of /29 or larger", cfg.Range)
+	}
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = 8
+	}
+	if cfg.Table == "" {
+		cfg.Table = "cove"
+	}
+	if cfg.DNS == nil {
+		cfg.DNS = hostResolvers()
+	}
+	blocked, err := blockedRanges(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fw, err := newFirewall(cfg.Table, cfg.Range, blocked, cfg.DNS)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, log: log, fw: fw, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
+	if m.forwardWas, err = enableForwarding(); err != nil {
+		fw.close()
+		return nil, err
+	}
+	m.wg.Add(1)
+	go m.fill()
+	return m, nil
+}
+
+// DNS are the resolvers to write into sandboxes' resolv.conf.
+func (m *Manager) DNS() []netip.Addr { return m.cfg.DNS }
+
+// slots is how many /30 networks the range holds.
+func (m *Manager) slots() int { return 1 << (32 - m.cfg.Range.Bits() - 2) }
+
+func (m *Manager) slotAddrs(slot int) (gw, addr netip.Addr) {
+	base := m.cfg.Range.Masked().Addr().As4()
+	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	n += uint32(slot) * 4
+	a := func(v uint32) netip.Addr { return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}) }
+	return a(n + 1), a(n + 2)
+}
+
+func vethName(slot int) string { return vethPrefix + strconv.FormatInt(int64(slot), 36) }
+
+// reserve picks a free slot whose previous veth the kernel has removed.
+func (m *Manager) reserve() (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for range m.slots() {
+		slot := m.next
+		m.next = (m.next + 1) % m.slots()
+		if m.used[slot] {
+			continue
+		}
+		if _, err := netlink.LinkByName(vethName(slot)); err == nil {
+			continue // still being torn down
+		}
+		m.used[slot] = true
+		return slot, nil
+	}
+	return 0, errors.New("no free sandbox network: the address range is used up")
+}
+
+func (m *Manager) unreserve(slot int) {
+	m.mu.Lock()
+	delete(m.used, slot)
+	m.mu.Unlock()
+}
+
+// Acquire returns a ready network with egress allowed or not.
+func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
+	var n *Net
+	select {
+	case n = <-m.ready:
+	default:
+		var err error
+		if n, err = m.make(); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.fw.setInternet(n.Addr, internet); err != nil {
+		m.Release(n)
+		return nil, fmt.Errorf("set egress of %s: %w", n.Addr, err)
+	}
+	return n, nil
+}
+
+// SetInternet turns a network's egress on or off.
+func (m *Manager) SetInternet(n *Net, allowed bool) error { return m.fw.setInternet(n.Addr, allowed) }
+
+// Adopt marks the slot of a network a restarted node finds in use.
+func (m *Manager) Adopt(slot int, internet bool) (*Net, error) {
+	m.mu.Lock()
+	m.used[slot] = true
+	m.mu.Unlock()
+	gw, addr := m.slotAddrs(slot)
+	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: vethName(slot)}
+	return n, m.fw.setInternet(addr, internet)
+}
+
+// Release gives a network back: its namespace goes when its last process
+// does, taking the veth pair with it (the kernel does it in the
+// background, which is much cheaper than deleting the link).
+func (m *Manager) Release(n *Net) {
+	if n.NS != nil {
+		n.NS.Close()
+	}
+	_ = m.fw.setInternet(n.Addr, true)
+	m.unreserve(n.Slot)
+}
+
+func (m *Manager) fill() {
+	defer m.wg.Done()
+	for {
+		n, err := m.make()
+		if err != nil {
+			m.log.Error("prepare a sandbox network", logx.Err(err))
+			select {
+			case <-m.stop:
+				return
+			default:
+			}
+			continue
+		}
+		select {
+		case m.ready <- n:
+		case <-m.stop:
+			m.Release(n)
+			return
+		}
+	}
+}
+
+// Close stops the pool, frees the ready networks and removes the firewall
+// table. Sandboxes still running lose their rules: call it on a clean
+// shutdown only when none runs, or let the next start rebuild them.
+func (m *Manager) Close(removeRules bool) {
+	close(m.stop)
+	m.wg.Wait()
+	for {
+		select {
+		case n := <-m.ready:
+			m.Release(n)
+			continue
+		default:
+		}
+		break
+	}
+	if removeRules {
+		_ = m.fw.close()
+		restoreForwarding(m.forwardWas)
+	}
+}
+
+func enableForwarding() ([]byte, error) {
+	const p = "/proc/sys/net/ipv4/ip_forward"
+	was, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(string(was)) == "1" {
+		return nil, nil
+	}
+	return was, os.WriteFile(p, []byte("1"), 0)
+}
+
+func restoreForwarding(was []byte) {
+	if was != nil {
+		_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", was, 0)
+	}
+}
+
+// hostResolvers reads the host's non-loopback resolvers.
+func hostResolvers() []netip.Addr {
+	f, err := os.Open("/etc/resolv.conf")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []netip.Addr
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 2 && fields[0] == "nameserver" {
+			if a, err := netip.ParseAddr(fields[1]); err == nil && a.Is4() && !a.IsLoopback() {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// blockedRanges is alwaysBlocked plus every network of the host's own
+// interfaces, less what the operator allows.
+func blockedRanges(cfg Config) ([]netip.Prefix, error) {
+	out := append([]netip.Prefix(nil), alwaysBlocked...)
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if p, err := netip.ParsePrefix(ipn.String()); err == nil && p.Addr().Is4() {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	if len(cfg.Allow) == 0 {
+		return out, nil
+	}
+	var kept []netip.Prefix
+	for _, p := range out {
+		allowed := false
+		for _, a := range cfg.Allow {
+			allowed = allowed || (a.Contains(p.Addr()) && a.Bits() <= p.Bits())
+		}
+		if !allowed {
+			kept = append(kept, p)
+		}
+	}
+	return kept, nil
+}

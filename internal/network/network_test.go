@@ -1,0 +1,232 @@
+package network
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// inNS runs fn on a thread inside the network namespace ns.
+func inNS(t *testing.T, ns *os.File, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		orig, _ := netns.Get()
+		defer orig.Close()
+		if err := netns.Set(netns.NsHandle(ns.Fd())); err != nil {
+			t.Error(err)
+			return
+		}
+		fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	<-done
+}
+
+// fakeInternet is a namespace of the test's own: a web server at
+// 203.0.113.1 (TEST-NET-3) and a fake metadata service at
+// 169.254.169.254, both reachable from the host by its routes.
+func fakeInternet(t *testing.T) {
+	t.Helper()
+	ns, err := newNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsf := os.NewFile(uintptr(ns), "inet")
+	t.Cleanup(func() { nsf.Close() })
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "tinet0"}, PeerName: "tinet0p", PeerNamespace: netlink.NsFd(ns)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName("tinet0"); err == nil {
+			netlink.LinkDel(l)
+		}
+	})
+	host, _ := netlink.LinkByName("tinet0")
+	must(t, netlink.AddrAdd(host, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr("203.0.113.254"), 24)}))
+	must(t, netlink.LinkSetUp(host))
+	must(t, netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipnet(netip.MustParseAddr("169.254.169.254"), 32), Gw: net.ParseIP("203.0.113.1")}))
+	h, _ := netlink.NewHandleAt(netns.NsHandle(ns))
+	defer h.Close()
+	inner, _ := h.LinkByName("tinet0p")
+	must(t, h.AddrAdd(inner, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr("203.0.113.1"), 24)}))
+	lo, _ := h.LinkByName("lo")
+	must(t, h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr("169.254.169.254"), 32)}))
+	must(t, h.LinkSetUp(inner))
+	must(t, h.LinkSetUp(lo))
+	must(t, h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.ParseIP("203.0.113.254")}))
+	for _, addr := range []string{"203.0.113.1:8080", "169.254.169.254:80"} {
+		var ln net.Listener
+		inNS(t, nsf, func() { ln, err = net.Listen("tcp", addr) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			from, _, _ := net.SplitHostPort(r.RemoteAddr)
+			fmt.Fprint(w, "hello from "+addr+" to "+from)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get fetches http://addr/ from inside network n; "" when it cannot
+// connect. The socket is made on a thread inside n (an http.Client would
+// dial from another goroutine, outside it).
+func get(t *testing.T, n *Net, addr string) string {
+	t.Helper()
+	var conn net.Conn
+	inNS(t, n.NS, func() { conn, _ = net.DialTimeout("tcp", addr, 3*time.Second) })
+	if conn == nil {
+		return ""
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestEgressAndIsolation(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	table := fmt.Sprintf("cove-test-%d", os.Getpid())
+	forwardBefore, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+	linksBefore := sandboxLinks()
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.250.0/24"), PoolSize: 2, Table: table}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		m.Close(true)
+		if now, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); string(now) != string(forwardBefore) {
+			t.Errorf("ip_forward %q after Close, %q before", now, forwardBefore)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			links := sandboxLinks()
+			if links <= linksBefore {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%d sandbox links before, %d after", linksBefore, links)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c, _ := nftables.New()
+		tables, _ := c.ListTables()
+		for _, tb := range tables {
+			if tb.Name == table {
+				t.Errorf("table %s left after Close", table)
+			}
+		}
+	}()
+	fakeInternet(t) // after New: its network is not one of the host's blocked ones
+	ctx := context.Background()
+	open, err := m.Acquire(ctx, true)
+	must(t, err)
+	defer m.Release(open)
+	closed, err := m.Acquire(ctx, false)
+	must(t, err)
+	defer m.Release(closed)
+	neighbour, err := m.Acquire(ctx, true)
+	must(t, err)
+	defer m.Release(neighbour)
+
+	// A service on the host (like the API port) and one in the neighbour.
+	hostLn, err := net.Listen("tcp", "0.0.0.0:0")
+	must(t, err)
+	defer hostLn.Close()
+	go http.Serve(hostLn, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "host") }))
+	hostPort := hostLn.Addr().(*net.TCPAddr).Port
+	var nbLn net.Listener
+	inNS(t, neighbour.NS, func() { nbLn, err = net.Listen("tcp", "0.0.0.0:8081") })
+	must(t, err)
+	defer nbLn.Close()
+	go http.Serve(nbLn, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "neighbour") }))
+
+	tests := []struct {
+		name string
+		n    *Net
+		url  string
+		want string // "" = must not connect
+	}{
+		{"NAT egress works", open, "203.0.113.1:8080", "hello from 203.0.113.1:8080 to 203.0.113.254"},
+		{"no egress without internet", closed, "203.0.113.1:8080", ""},
+		{"no metadata service", open, "169.254.169.254:80", ""},
+		{"no host service through the gateway", open, fmt.Sprintf("%s:%d", open.Gateway, hostPort), ""},
+		{"no host service through the host's address", open, fmt.Sprintf("%s:%d", hostAddr(t), hostPort), ""},
+		{"no neighbour", open, fmt.Sprintf("%s:8081", neighbour.Addr), ""},
+	}
+	for _, tc := range tests {
+		if got := get(t, tc.n, tc.url); !strings.Contains(got, tc.want) || (tc.want == "" && got != "") {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// Rules change live.
+	must(t, m.SetInternet(closed, true))
+	if got := get(t, closed, "203.0.113.1:8080"); !strings.HasPrefix(got, "hello from 203.0.113.1:8080") {
+		t.Errorf("after turning egress on: %q", got)
+	}
+	must(t, m.SetInternet(open, false))
+	if got := get(t, open, "203.0.113.1:8080"); got != "" {
+		t.Errorf("after turning egress off: %q", got)
+	}
+}
+
+// hostAddr is one of the host's own non-loopback IPv4 addresses.
+func hostAddr(t *testing.T) string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !strings.HasPrefix(ipn.IP.String(), "203.0.113.") {
+			return ipn.IP.String()
+		}
+	}
+	t.Skip("the host has no IPv4 address besides loopback")
+	return ""
+}
+
+func sandboxLinks() int {
+	links, _ := netlink.LinkList()
+	n := 0
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, vethPrefix) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,189 @@
+package network
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// The node's firewall is one nftables table of its own, rebuilt whole on
+// start (idempotent across restarts) and deleted on close:
+//
+//	table ip <name> {
+//	  set nointernet { ipv4_addr }            sandboxes without egress
+//	  set dns        { ipv4_addr }            resolvers sandboxes may use
+//	  set blocked    { ipv4_addr, interval }  private, link-local, loopback, host and sandbox networks
+//	  chain forward  { iifname cv*: nointernet → reject, dns → accept, blocked → reject, else accept;
+//	                   oifname cv*: established → accept, else drop }
+//	  chain input    { iifname cv*: established → accept, else reject }   (the host itself)
+//	  chain postrouting (nat) { saddr in sandbox range, oifname not cv* → masquerade }
+//	}
+type firewall struct {
+	conn       *nftables.Conn
+	table      *nftables.Table
+	noInternet *nftables.Set
+	dns        *nftables.Set
+
+	mu      sync.Mutex
+	offline map[netip.Addr]bool // what noInternet holds
+}
+
+// vethPrefix names the host ends of sandbox veths; rules match on it.
+const vethPrefix = "cv"
+
+func ifname(prefix string) []byte { return []byte(prefix) } // a prefix compare: only len(prefix) bytes
+
+func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dns []netip.Addr) (*firewall, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}}
+	fw.table = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
+	c.AddTable(fw.table)
+	c.DelTable(fw.table) // start from nothing, whatever a previous run left
+	c.AddTable(fw.table)
+	fw.noInternet = &nftables.Set{Table: fw.table, Name: "nointernet", KeyType: nftables.TypeIPAddr}
+	fw.dns = &nftables.Set{Table: fw.table, Name: "dns", KeyType: nftables.TypeIPAddr}
+	blockedSet := &nftables.Set{Table: fw.table, Name: "blocked", KeyType: nftables.TypeIPAddr, Interval: true}
+	if err := c.AddSet(fw.noInternet, nil); err != nil {
+		return nil, err
+	}
+	var dnsElems []nftables.SetElement
+	for _, a := range dns {
+		dnsElems = append(dnsElems, nftables.SetElement{Key: a.AsSlice()})
+	}
+	if err := c.AddSet(fw.dns, dnsElems); err != nil {
+		return nil, err
+	}
+	if err := c.AddSet(blockedSet, intervals(append(blocked, sandboxes))); err != nil {
+		return nil, err
+	}
+	accept := nftables.ChainPolicyAccept
+	fwd := c.AddChain(&nftables.Chain{Name: "forward", Table: fw.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	in := c.AddChain(&nftables.Chain{Name: "input", Table: fw.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	post := c.AddChain(&nftables.Chain{Name: "postrouting", Table: fw.table, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
+
+	rule := func(ch *nftables.Chain, exprs ...expr.Any) {
+		c.AddRule(&nftables.Rule{Table: fw.table, Chain: ch, Exprs: exprs})
+	}
+	fromSandbox := matchIfname(expr.MetaKeyIIFNAME, unix.NFT_CMP_EQ)
+	toSandbox := matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_EQ)
+	rule(fwd, cat(fromSandbox, lookup(12, fw.noInternet), rejectAdmin())...)
+	rule(fwd, cat(fromSandbox, lookup(16, fw.dns), verdict(expr.VerdictAccept))...)
+	rule(fwd, cat(fromSandbox, lookup(16, blockedSet), rejectAdmin())...)
+	rule(fwd, cat(fromSandbox, verdict(expr.VerdictAccept))...)
+	rule(fwd, cat(toSandbox, established(), verdict(expr.VerdictAccept))...)
+	rule(fwd, cat(toSandbox, verdict(expr.VerdictDrop))...)
+	rule(in, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
+	rule(in, cat(fromSandbox, rejectAdmin())...)
+	rule(post, cat(
+		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: prefixMask(sandboxes), Xor: make([]byte, 4)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: sandboxes.Masked().Addr().AsSlice()}},
+		matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_NEQ),
+		[]expr.Any{&expr.Masq{}})...)
+	if err := c.Flush(); err != nil {
+		return nil, fmt.Errorf("install nftables rules: %w", err)
+	}
+	return fw, nil
+}
+
+func cat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func matchIfname(key expr.MetaKey, op expr.CmpOp) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: ifname(vethPrefix)}}
+}
+
+// lookup matches the IPv4 address at offset (12 source, 16 destination) in set.
+func lookup(offset uint32, set *nftables.Set) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+	}
+}
+
+func established() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+	}
+}
+
+// rejectAdmin answers ICMP "administratively prohibited": connects fail at
+// once instead of timing out.
+func rejectAdmin() []expr.Any {
+	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 13}}
+}
+
+func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
+
+func prefixMask(p netip.Prefix) []byte {
+	m := make([]byte, 4)
+	for i := 0; i < p.Bits(); i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return m
+}
+
+// intervals turns prefixes into interval-set elements (start, end+1 marked
+// as an interval end; a range reaching 255.255.255.255 has no end mark).
+func intervals(prefixes []netip.Prefix) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, p := range mergePrefixes(prefixes) {
+		out = append(out, nftables.SetElement{Key: p.Masked().Addr().AsSlice()})
+		if end := lastAddr(p).Next(); end.IsValid() && end.Is4() {
+			out = append(out, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return out
+}
+
+// setInternet adds or removes a sandbox address from the no-egress set.
+func (fw *firewall) setInternet(addr netip.Addr, allowed bool) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.offline[addr] == !allowed {
+		return nil
+	}
+	elems := []nftables.SetElement{{Key: addr.AsSlice()}}
+	var err error
+	if allowed {
+		err = fw.conn.SetDeleteElements(fw.noInternet, elems)
+	} else {
+		err = fw.conn.SetAddElements(fw.noInternet, elems)
+	}
+	if err == nil {
+		err = fw.conn.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	if allowed {
+		delete(fw.offline, addr)
+	} else {
+		fw.offline[addr] = true
+	}
+	return nil
+}
+
+func (fw *firewall) close() error {
+	fw.conn.DelTable(fw.table)
+	return fw.conn.Flush()
+}
