@@ -1,20 +1,25 @@
 package cli
 
 import (
+	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/server"
 )
 
 func serverCmd() *cobra.Command {
 	var (
-		cfg     server.Config
-		apiKey  string
-		verbose bool
+		cfg      server.Config
+		apiKey   string
+		verbose  bool
+		netOn    bool
+		netRange string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -34,6 +39,13 @@ Every flag can also be set through its environment variable.`,
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg.APIKeys = []string{apiKey}
+			if netOn {
+				r, err := netip.ParsePrefix(netRange)
+				if err != nil {
+					return fmt.Errorf("--network-range %q: %w", netRange, err)
+				}
+				cfg.Network = &network.Config{Range: r}
+			}
 			cfg.Out = cmd.OutOrStdout()
 			return server.Run(cmd.Context(), cfg, log)
 		},
@@ -44,6 +56,8 @@ Every flag can also be set through its environment variable.`,
 	f.StringVar(&apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
 	f.StringVar(&cfg.Domain, "domain", envOr("COVE_DOMAIN", "localhost"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (COVE_DOMAIN)")
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
+	f.BoolVar(&netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
+	f.StringVar(&netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }

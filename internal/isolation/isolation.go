@@ -8,6 +8,7 @@ package isolation
 import (
 	"context"
 	"net"
+	"os"
 	"regexp"
 	"time"
 
@@ -74,6 +75,12 @@ type Spec struct {
 	// UserNamespace runs the sandbox in its own user namespace, so its root
 	// is an unprivileged user on the host.
 	UserNamespace bool
+	// NetNS, when set, is the network namespace the sandbox runs in (made
+	// and wired by the node's network pool); nil gives it an empty one with
+	// loopback only. The driver does not keep it open.
+	NetNS *os.File
+	// DNS are the resolvers written to the sandbox's /etc/resolv.conf.
+	DNS []string
 }
 
 // RootFS is a sandbox's file system: read-only layers stacked by overlayfs

@@ -19,7 +19,7 @@ func (m *Manager) make() (*Net, error) {
 		return nil, err
 	}
 	gw, addr := m.slotAddrs(slot)
-	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: vethName(slot)}
+	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot)}
 	if err := build(n); err != nil {
 		if n.NS != nil {
 			n.NS.Close()

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -114,11 +115,21 @@ func (m *Manager) slotAddrs(slot int) (gw, addr netip.Addr) {
 	base := m.cfg.Range.Masked().Addr().As4()
 	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
 	n += uint32(slot) * 4
-	a := func(v uint32) netip.Addr { return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}) }
+	a := func(v uint32) netip.Addr {
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
 	return a(n + 1), a(n + 2)
 }
 
-func vethName(slot int) string { return vethPrefix + strconv.FormatInt(int64(slot), 36) }
+// vethName names a slot's host end: the prefix, two characters telling
+// this range's networks from another node's on the same host, the slot.
+func (m *Manager) vethName(slot int) string {
+	h := fnv.New32a()
+	h.Write([]byte(m.cfg.Range.String()))
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	v := h.Sum32() % (36 * 36)
+	return vethPrefix + string(digits[v/36]) + string(digits[v%36]) + strconv.FormatInt(int64(slot), 36)
+}
 
 // reserve picks a free slot whose previous veth the kernel has removed.
 func (m *Manager) reserve() (int, error) {
@@ -130,7 +141,7 @@ func (m *Manager) reserve() (int, error) {
 		if m.used[slot] {
 			continue
 		}
-		if _, err := netlink.LinkByName(vethName(slot)); err == nil {
+		if _, err := netlink.LinkByName(m.vethName(slot)); err == nil {
 			continue // still being torn down
 		}
 		m.used[slot] = true
@@ -163,6 +174,17 @@ func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 	return n, nil
 }
 
+// InUse lists the slots handed out and not released.
+func (m *Manager) InUse() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for slot := range m.used {
+		out = append(out, slot)
+	}
+	return out
+}
+
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error { return m.fw.setInternet(n.Addr, allowed) }
 
@@ -172,7 +194,7 @@ func (m *Manager) Adopt(slot int, internet bool) (*Net, error) {
 	m.used[slot] = true
 	m.mu.Unlock()
 	gw, addr := m.slotAddrs(slot)
-	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: vethName(slot)}
+	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot)}
 	return n, m.fw.setInternet(addr, internet)
 }
 
@@ -209,10 +231,11 @@ func (m *Manager) fill() {
 	}
 }
 
-// Close stops the pool, frees the ready networks and removes the firewall
-// table. Sandboxes still running lose their rules: call it on a clean
-// shutdown only when none runs, or let the next start rebuild them.
-func (m *Manager) Close(removeRules bool) {
+// Close stops the pool and frees the ready networks. When no network is in
+// use any more it also removes the firewall table and restores
+// ip_forward; otherwise the rules stay for the running sandboxes (the next
+// start rebuilds them and adopts their networks).
+func (m *Manager) Close() {
 	close(m.stop)
 	m.wg.Wait()
 	for {
@@ -224,7 +247,7 @@ func (m *Manager) Close(removeRules bool) {
 		}
 		break
 	}
-	if removeRules {
+	if len(m.InUse()) == 0 {
 		_ = m.fw.close()
 		restoreForwarding(m.forwardWas)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 // inNS runs fn on a thread inside the network namespace ns.
@@ -40,54 +41,6 @@ func inNS(t *testing.T, ns *os.File, fn func()) {
 		}
 	}()
 	<-done
-}
-
-// fakeInternet is a namespace of the test's own: a web server at
-// 203.0.113.1 (TEST-NET-3) and a fake metadata service at
-// 169.254.169.254, both reachable from the host by its routes.
-func fakeInternet(t *testing.T) {
-	t.Helper()
-	ns, err := newNamespace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsf := os.NewFile(uintptr(ns), "inet")
-	t.Cleanup(func() { nsf.Close() })
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "tinet0"}, PeerName: "tinet0p", PeerNamespace: netlink.NsFd(ns)}
-	if err := netlink.LinkAdd(veth); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName("tinet0"); err == nil {
-			netlink.LinkDel(l)
-		}
-	})
-	host, _ := netlink.LinkByName("tinet0")
-	must(t, netlink.AddrAdd(host, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr("203.0.113.254"), 24)}))
-	must(t, netlink.LinkSetUp(host))
-	must(t, netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipnet(netip.MustParseAddr("169.254.169.254"), 32), Gw: net.ParseIP("203.0.113.1")}))
-	h, _ := netlink.NewHandleAt(netns.NsHandle(ns))
-	defer h.Close()
-	inner, _ := h.LinkByName("tinet0p")
-	must(t, h.AddrAdd(inner, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr("203.0.113.1"), 24)}))
-	lo, _ := h.LinkByName("lo")
-	must(t, h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr("169.254.169.254"), 32)}))
-	must(t, h.LinkSetUp(inner))
-	must(t, h.LinkSetUp(lo))
-	must(t, h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.ParseIP("203.0.113.254")}))
-	for _, addr := range []string{"203.0.113.1:8080", "169.254.169.254:80"} {
-		var ln net.Listener
-		inNS(t, nsf, func() { ln, err = net.Listen("tcp", addr) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			from, _, _ := net.SplitHostPort(r.RemoteAddr)
-			fmt.Fprint(w, "hello from "+addr+" to "+from)
-		})}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-	}
 }
 
 func must(t *testing.T, err error) {
@@ -125,27 +78,29 @@ func TestEgressAndIsolation(t *testing.T) {
 	}
 	table := fmt.Sprintf("cove-test-%d", os.Getpid())
 	forwardBefore, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	linksBefore := sandboxLinks()
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.250.0/24"), PoolSize: 2, Table: table}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
+	var open, closed, neighbour *Net
 	defer func() {
-		m.Close(true)
+		m.Close()
 		if now, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); string(now) != string(forwardBefore) {
 			t.Errorf("ip_forward %q after Close, %q before", now, forwardBefore)
 		}
+		// The kernel removes a released network's veth in the background.
 		deadline := time.Now().Add(10 * time.Second)
-		for {
-			links := sandboxLinks()
-			if links <= linksBefore {
-				break
+		for _, n := range []*Net{open, closed, neighbour} {
+			for {
+				if _, err := netlink.LinkByName(n.Veth); err != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("veth %s left after its network was released", n.Veth)
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d sandbox links before, %d after", linksBefore, links)
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 		c, _ := nftables.New()
 		tables, _ := c.ListTables()
@@ -155,17 +110,19 @@ func TestEgressAndIsolation(t *testing.T) {
 			}
 		}
 	}()
-	fakeInternet(t) // after New: its network is not one of the host's blocked ones
+	testutil.FakeInternet(t) // after New: its network is not one of the host's blocked ones
 	ctx := context.Background()
-	open, err := m.Acquire(ctx, true)
+	open, err = m.Acquire(ctx, true)
 	must(t, err)
-	defer m.Release(open)
-	closed, err := m.Acquire(ctx, false)
+	closed, err = m.Acquire(ctx, false)
 	must(t, err)
-	defer m.Release(closed)
-	neighbour, err := m.Acquire(ctx, true)
+	neighbour, err = m.Acquire(ctx, true)
 	must(t, err)
-	defer m.Release(neighbour)
+	defer func() { // before Close (deferred earlier), which then removes the rules
+		m.Release(open)
+		m.Release(closed)
+		m.Release(neighbour)
+	}()
 
 	// A service on the host (like the API port) and one in the neighbour.
 	hostLn, err := net.Listen("tcp", "0.0.0.0:0")
@@ -218,15 +175,4 @@ func hostAddr(t *testing.T) string {
 	}
 	t.Skip("the host has no IPv4 address besides loopback")
 	return ""
-}
-
-func sandboxLinks() int {
-	links, _ := netlink.LinkList()
-	n := 0
-	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, vethPrefix) {
-			n++
-		}
-	}
-	return n
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // CreateRequest describes a new sandbox.
@@ -23,6 +24,8 @@ type CreateRequest struct {
 	AccessToken string // "" = the agent accepts every caller
 	// TrafficToken, when set, guards the sandbox's ports through the proxy.
 	TrafficToken string
+	// NoInternet turns the sandbox's egress off (it has some by default).
+	NoInternet bool
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -62,7 +65,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.sandboxes[req.ID] = sb
 	m.mu.Unlock()
 
-	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir)
+	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir, !req.NoInternet)
 	if err != nil {
 		m.mu.Lock()
 		delete(m.sandboxes, req.ID)
@@ -72,11 +75,31 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	return info, nil
 }
 
-func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string) (Info, error) {
+func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string, internet bool) (Info, error) {
 	info := sb.snapshot()
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
-	h, err := m.driver.Create(ctx, info.ID, isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env})
+	spec := isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env}
+	var n *network.Net
+	if nets := m.cfg.Networks; nets != nil {
+		var err error
+		if n, err = nets.Acquire(ctx, internet); err != nil {
+			return Info{}, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
+		}
+		spec.NetNS = n.NS
+		for _, d := range nets.DNS() {
+			spec.DNS = append(spec.DNS, d.String())
+		}
+		info.Network = &NetworkInfo{Slot: n.Slot, Addr: n.Addr.String(), Internet: internet}
+	}
+	h, err := m.driver.Create(ctx, info.ID, spec)
+	if n != nil {
+		n.NS.Close() // the sandbox's processes hold the namespace now
+		n.NS = nil
+	}
 	if err != nil {
+		if n != nil {
+			m.cfg.Networks.Release(n)
+		}
 		return Info{}, fmt.Errorf("create sandbox %s: %w", info.ID, err)
 	}
 	agent := m.agentFor(info.ID)
@@ -96,6 +119,8 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 		defer cancel()
 		if derr := m.driver.Destroy(cleanup, info.ID); derr != nil {
 			m.log.Error("clean up failed create", logx.SandboxID(info.ID), logx.Err(derr))
+		} else if n != nil {
+			m.cfg.Networks.Release(n)
 		}
 		m.removeRecord(info.ID)
 		return Info{}, fmt.Errorf("initialize sandbox %s: %w", info.ID, err)
@@ -103,6 +128,7 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 	sb.mu.Lock()
 	sb.info = info
 	sb.agent = agent
+	sb.net = n
 	sb.timer = time.AfterFunc(time.Until(info.EndAt), func() { m.expire(info.ID) })
 	sb.mu.Unlock()
 	m.watch(sb)

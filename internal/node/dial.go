@@ -29,3 +29,23 @@ func (m *Manager) TrafficToken(id string) string {
 	}
 	return info.TrafficToken
 }
+
+// SetInternet turns a running sandbox's egress on or off.
+func (m *Manager) SetInternet(id string, allowed bool) error {
+	sb := m.lookup(id)
+	if sb == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.net == nil || sb.info.Network == nil {
+		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
+	}
+	if err := m.cfg.Networks.SetInternet(sb.net, allowed); err != nil {
+		return err
+	}
+	ni := *sb.info.Network // snapshots share the old one
+	ni.Internet = allowed
+	sb.info.Network = &ni
+	return m.writeRecord(sb.info)
+}

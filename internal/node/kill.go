@@ -53,6 +53,9 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		// Keep the record: Recover retries the teardown after a restart.
 		return fmt.Errorf("kill sandbox %s: %w", id, err)
 	}
+	if sb.net != nil {
+		m.cfg.Networks.Release(sb.net)
+	}
 	m.removeRecord(id)
 	m.mu.Lock()
 	if m.sandboxes[id] == sb {

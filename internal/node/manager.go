@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -40,6 +42,18 @@ type Config struct {
 	// OnEnd, when set, is told of every sandbox that ended (killed, timed
 	// out, crashed) once it is cleaned up.
 	OnEnd func(Info)
+	// Networks, when set, gives every sandbox a network of its own;
+	// without it sandboxes have loopback only.
+	Networks Networks
+}
+
+// Networks hands out sandbox networks (network.Manager).
+type Networks interface {
+	Acquire(ctx context.Context, internet bool) (*network.Net, error)
+	Adopt(slot int, internet bool) (*network.Net, error)
+	Release(n *network.Net)
+	SetInternet(n *network.Net, allowed bool) error
+	DNS() []netip.Addr
 }
 
 // DefaultLimits are E2B's base sandbox: 2 vCPU, 512 MB.

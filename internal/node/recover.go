@@ -83,6 +83,13 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 		return false
 	}
 	sb := &sandbox{info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
+	if info.Network != nil && m.cfg.Networks != nil {
+		n, err := m.cfg.Networks.Adopt(info.Network.Slot, info.Network.Internet)
+		if err != nil {
+			m.log.Error("adopt sandbox network", logx.SandboxID(info.ID), logx.Err(err))
+		}
+		sb.net = n
+	}
 	if info.AccessToken != "" {
 		sb.agent.SetToken(info.AccessToken)
 	}

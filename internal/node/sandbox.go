@@ -6,6 +6,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // State is a sandbox's place in its lifecycle: creating → running → killed.
@@ -36,6 +37,14 @@ type Info struct {
 	// (all but the agent's).
 	TrafficToken string         `json:"trafficToken,omitempty"`
 	Exit         isolation.Exit `json:"exit,omitzero"`
+	Network      *NetworkInfo   `json:"network,omitempty"`
+}
+
+// NetworkInfo is a sandbox's network, when the node gives it one.
+type NetworkInfo struct {
+	Slot     int    `json:"slot"`
+	Addr     string `json:"addr"`
+	Internet bool   `json:"internet"`
 }
 
 // sandbox is a live entry of the table.
@@ -44,6 +53,7 @@ type sandbox struct {
 	info  Info
 	timer *time.Timer
 	agent *agentclient.Client
+	net   *network.Net  // nil without node networking
 	ended chan struct{} // closed once the sandbox is killed and cleaned up
 }
 

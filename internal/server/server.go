@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
 	"github.com/covesandbox/cove/internal/template"
@@ -34,6 +35,9 @@ type Config struct {
 	// CgroupParent names the group, under the server's own cgroup, holding
 	// the sandboxes' groups (default "cove").
 	CgroupParent string
+	// Network, when set, gives every sandbox its own network (veth, NAT,
+	// firewall); nil leaves sandboxes with loopback only.
+	Network *network.Config
 	// Out receives the one-time message with a generated API key.
 	Out io.Writer
 	// Ready, when set, receives the listener's address once serving.
@@ -71,10 +75,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer driver.Close()
 	var svc *service.Service
-	mgr, err := node.New(node.Config{
+	nodeCfg := node.Config{
 		Dir:   filepath.Join(cfg.DataDir, "node"),
 		OnEnd: func(info node.Info) { svc.Ended(info.ID) },
-	}, driver, templates, log)
+	}
+	if cfg.Network != nil {
+		nets, err := network.New(*cfg.Network, log)
+		if err != nil {
+			return fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
+		}
+		nodeCfg.Networks = nets
+		defer nets.Close() // rules stay while sandboxes do; the next start rebuilds them
+
+	}
+	mgr, err := node.New(nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
 	}

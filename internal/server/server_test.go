@@ -36,7 +36,10 @@ type srv struct {
 	url, dataDir string
 }
 
-func start(t *testing.T) srv {
+func start(t *testing.T) srv { return startWith(t, nil) }
+
+// startWith starts a server in this process; edit adjusts its config.
+func startWith(t *testing.T, edit func(*server.Config)) srv {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -53,11 +56,13 @@ func start(t *testing.T) srv {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- server.Run(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: dataDir, Domain: "localhost",
-			CgroupParent: "cove-test-" + filepath.Base(filepath.Dir(dataDir)),
-			APIKeys:      []string{keyA}, Out: io.Discard, Ready: func(a net.Addr) { ready <- a }}, logx.Discard())
-	}()
+	cfg := server.Config{Listen: "127.0.0.1:0", DataDir: dataDir, Domain: "localhost",
+		CgroupParent: "cove-test-" + filepath.Base(filepath.Dir(dataDir)),
+		APIKeys:      []string{keyA}, Out: io.Discard, Ready: func(a net.Addr) { ready <- a }}
+	if edit != nil {
+		edit(&cfg)
+	}
+	go func() { done <- server.Run(ctx, cfg, logx.Discard()) }()
 	var addr net.Addr
 	select {
 	case addr = <-ready:

@@ -65,7 +65,7 @@ func StartServer(t *testing.T, apiKey string) Server {
 	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
 	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent)
+	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/errs"
 )
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
@@ -18,6 +19,10 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req newSandbox
 	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
+		return
+	}
+	if n := req.Network; n != nil && (len(n.AllowOut) > 0 || len(n.DenyOut) > 0) {
+		writeError(w, errs.New(errs.Unimplemented, "egress rules by address and domain (allowOut, denyOut) are not available yet"))
 		return
 	}
 	timeout := int64(defaultTimeout)

@@ -46,6 +46,7 @@ func New(svc *service.Service, st store.Store, log *slog.Logger) *API {
 		a.handle(p, a.connect)
 	}
 	a.handle("GET /sandboxes/{id}/metrics", a.metrics)
+	a.handle("PUT /sandboxes/{id}/network", a.updateNetwork)
 	a.unimplemented()
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))

@@ -13,7 +13,6 @@ var later = map[string]string{
 	"POST /sandboxes/{id}/snapshots":                      "snapshots are not available yet (persistence)",
 	"GET /snapshots":                                      "snapshots are not available yet (persistence)",
 	"POST /sandboxes/{id}/fork":                           "forking sandboxes is not available yet",
-	"PUT /sandboxes/{id}/network":                         "changing a sandbox's network rules is not available yet (networking)",
 	"GET /sandboxes/{id}/logs":                            "sandbox logs are not available yet",
 	"GET /v2/sandboxes/{id}/logs":                         "sandbox logs are not available yet",
 	"POST /templates":                                     "building templates is not available yet (templates)",

@@ -24,7 +24,9 @@ type newSandbox struct {
 // networkConfig is SandboxNetworkConfig; the egress rules arrive with
 // sandbox networking.
 type networkConfig struct {
-	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
+	AllowOut           []string `json:"allowOut"`
+	DenyOut            []string `json:"denyOut"`
 }
 
 // sandboxJSON is the Sandbox schema (create, connect).

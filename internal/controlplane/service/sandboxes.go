@@ -71,6 +71,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	info, err := s.node.Create(ctx, node.CreateRequest{
 		ID: id, Template: req.TemplateID, Timeout: req.Timeout,
 		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token, TrafficToken: traffic,
+		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -209,4 +210,12 @@ func (s *Service) Metrics(ctx context.Context, team, id string) (Metric, error) 
 		m.CPUUsedPct = max(0, min(100, m.CPUUsedPct))
 	}
 	return m, nil
+}
+
+// SetInternet turns a sandbox's egress on or off while it runs.
+func (s *Service) SetInternet(ctx context.Context, team, id string, allowed bool) error {
+	if _, err := s.Get(ctx, team, id); err != nil {
+		return err
+	}
+	return s.node.SetInternet(id, allowed)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,6 +166,9 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		return nil, nil, nil, err
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
+	if spec.NetNS != nil {
+		attr.Cloneflags &^= syscall.CLONE_NEWNET // born inside the pooled one, below
+	}
 	if spec.UserNamespace {
 		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UserNSBase), Size: userNSSize}}
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
@@ -181,7 +185,11 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		Stderr:      logf,
 		SysProcAttr: attr,
 	}
-	err = cmd.Start()
+	if spec.NetNS != nil {
+		err = startIn(spec.NetNS, cmd)
+	} else {
+		err = cmd.Start()
+	}
 	cfgR.Close()
 	readyW.Close()
 	logf.Close()
@@ -207,6 +215,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds,
 		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
+		OwnNet: spec.NetNS == nil, DNS: spec.DNS,
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		readyR.Close()
@@ -279,4 +288,31 @@ func (d *Driver) ended(sb *sandbox, detail string) {
 func (sb *sandbox) oomKilled() bool {
 	n, err := sb.cg.OOMKills()
 	return err == nil && n > 0
+}
+
+// startIn starts cmd from a thread inside the network namespace ns, so the
+// child is born there (a user-namespaced child could not join it later).
+func startIn(ns *os.File, cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		host, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer host.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter the sandbox network: %w", err)
+			return
+		}
+		err = cmd.Start()
+		if unix.Setns(int(host.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and dies with this goroutine
+		errc <- err
+	}()
+	return <-errc
 }

@@ -80,8 +80,10 @@ func sandboxInit() error {
 	if err := unix.Sethostname([]byte(cfg.ID)); err != nil {
 		return fmt.Errorf("set hostname: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return err
+	if cfg.OwnNet {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
 	}
 	if err := pivot(root); err != nil {
 		return err
@@ -212,8 +214,18 @@ func loopbackUp() error {
 	return nil
 }
 
-// writeIdentity gives the sandbox its own /etc/hostname and /etc/hosts.
-func writeIdentity(root, id string) error {
+// writeIdentity gives the sandbox its own /etc/hostname, /etc/hosts and,
+// when resolvers are given, /etc/resolv.conf.
+func writeIdentity(root, id string, dns []string) error {
+	if len(dns) > 0 {
+		var b strings.Builder
+		for _, d := range dns {
+			b.WriteString("nameserver " + d + "\n")
+		}
+		if err := os.WriteFile(filepath.Join(root, "etc/resolv.conf"), []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("write resolv.conf: %w", err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(root, "etc/hostname"), []byte(id+"\n"), 0o644); err != nil {
 		return fmt.Errorf("write hostname: %w", err)
 	}

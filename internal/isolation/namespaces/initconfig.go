@@ -31,5 +31,7 @@ type initConfig struct {
 	Env       map[string]string `json:"env"`
 	UserNS    bool              `json:"userns"`  // in a user namespace: no mknod
 	OOMFile   string            `json:"oomFile"` // host path of the cgroup OOM kill counter
+	OwnNet    bool              `json:"ownNet"`  // a fresh network namespace: bring lo up
+	DNS       []string          `json:"dns"`     // resolvers for /etc/resolv.conf
 	Mounts    []isolation.Bind  `json:"-"`
 }

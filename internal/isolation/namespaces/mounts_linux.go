@@ -47,7 +47,7 @@ func buildRoot(cfg initConfig) (string, error) {
 	if err := mountProc(root); err != nil {
 		return "", err
 	}
-	if err := writeIdentity(root, cfg.ID); err != nil {
+	if err := writeIdentity(root, cfg.ID, cfg.DNS); err != nil {
 		return "", err
 	}
 	return root, nil

@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// TestSandboxNetwork: egress through NAT to a fake internet, none when
+// turned off (and back on, live), never to the metadata address or the
+// host's API port; the firewall table goes with the server.
+func TestSandboxNetwork(t *testing.T) {
+	table := fmt.Sprintf("cove-test-%d", os.Getpid())
+	t.Cleanup(func() { // registered first, so it runs after the server stopped
+		c, _ := nftables.New()
+		tables, _ := c.ListTables()
+		for _, tb := range tables {
+			if tb.Name == table {
+				t.Errorf("firewall table %s left after the server stopped", table)
+			}
+		}
+	})
+	var gateway string
+	s := startWith(t, func(c *server.Config) {
+		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.252.0/24"), Table: table, PoolSize: 2}
+		gateway = "198.19.252.1" // the first network's host end
+	})
+	testutil.FakeInternet(t)
+	_, apiPort, _ := strings.Cut(strings.TrimPrefix(s.url, "http://"), ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	create := func(body string) (string, string) {
+		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, body)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, raw)
+		}
+		return m["sandboxID"].(string), m["envdAccessToken"].(string)
+	}
+	curl := func(id, tok, url string) string {
+		out, err := run(ctx, s.url, id, tok, "curl -s -m 3 "+url+" || echo unreachable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	open, openTok := create(`{}`)
+	closed, closedTok := create(`{"allow_internet_access": false}`)
+	tests := []struct {
+		name, id, tok, url, want string
+	}{
+		{"NAT egress", open, openTok, "http://" + testutil.InternetAddr + ":8080/", "hello from " + testutil.InternetAddr + ":8080 to 203.0.113.254"},
+		{"no egress when off", closed, closedTok, "http://" + testutil.InternetAddr + ":8080/", "unreachable"},
+		{"no metadata service", open, openTok, "http://" + testutil.MetadataAddr + "/", "unreachable"},
+		{"no host API port", open, openTok, "http://" + gateway + ":" + apiPort + "/health", "unreachable"},
+	}
+	for _, tc := range tests {
+		if got := curl(tc.id, tc.tok, tc.url); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if code, _, raw := s.do(t, "PUT", "/sandboxes/"+closed+"/network", keyA, `{"allow_internet_access": true}`); code != 204 {
+		t.Fatalf("turn egress on: %d %s", code, raw)
+	}
+	if got := curl(closed, closedTok, "http://"+testutil.InternetAddr+":8080/"); !strings.HasPrefix(got, "hello from") {
+		t.Errorf("after turning egress on: %q", got)
+	}
+	if code, _, raw := s.do(t, "PUT", "/sandboxes/"+closed+"/network", keyA, `{"denyOut": ["0.0.0.0/0"]}`); code != 501 {
+		t.Errorf("address rules: %d %s, want 501 until they exist", code, raw)
+	}
+	for _, id := range []string{open, closed} {
+		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+			t.Errorf("kill %s: %d %s", id, code, raw)
+		}
+	}
+}

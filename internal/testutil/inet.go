@@ -1,0 +1,131 @@
+package testutil
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Fake internet addresses: a web server at InternetAddr:8080 and a fake
+// cloud metadata service at MetadataAddr:80, in a network namespace of the
+// test's own (TEST-NET-3), routed from the host through a veth. Nothing
+// leaves the machine.
+const (
+	InternetAddr = "203.0.113.1"
+	MetadataAddr = "169.254.169.254"
+	internetHost = "203.0.113.254"
+)
+
+// FakeInternet builds the fake internet; its servers answer
+// "hello from <addr> to <client ip>". Everything is removed at cleanup.
+func FakeInternet(t *testing.T) {
+	t.Helper()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	var ns netns.NsHandle
+	done := make(chan error, 1)
+	go func() { // a thread of its own: it leaves the namespace before unlocking
+		runtime.LockOSThread()
+		h, err := netns.New()
+		if err == nil {
+			ns = h
+			if err = netns.Set(orig); err == nil {
+				runtime.UnlockOSThread()
+			}
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	name := fmt.Sprintf("tinet%d", os.Getpid()%100000)
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p", PeerNamespace: netlink.NsFd(ns)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+	step := func(err error) {
+		if err != nil {
+			t.Helper()
+			t.Fatal(err)
+		}
+	}
+	host, err := netlink.LinkByName(name)
+	step(err)
+	step(netlink.AddrAdd(host, mustAddr(internetHost+"/24")))
+	step(netlink.LinkSetUp(host))
+	step(netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: mustAddr(MetadataAddr + "/32").IPNet, Gw: net.ParseIP(InternetAddr)}))
+	h, err := netlink.NewHandleAt(ns)
+	step(err)
+	defer h.Close()
+	inner, err := h.LinkByName(name + "p")
+	step(err)
+	lo, err := h.LinkByName("lo")
+	step(err)
+	step(h.AddrAdd(inner, mustAddr(InternetAddr+"/24")))
+	step(h.AddrAdd(lo, mustAddr(MetadataAddr+"/32")))
+	step(h.LinkSetUp(inner))
+	step(h.LinkSetUp(lo))
+	step(h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.ParseIP(internetHost)}))
+	for _, addr := range []string{InternetAddr + ":8080", MetadataAddr + ":80"} {
+		ln, err := ListenIn(ns, addr)
+		step(err)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			from, _, _ := net.SplitHostPort(r.RemoteAddr)
+			fmt.Fprint(w, "hello from "+addr+" to "+from)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+}
+
+// ListenIn opens a TCP listener inside the network namespace ns.
+func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			ch <- result{err: err}
+			return
+		}
+		ln, err := net.Listen("tcp", addr)
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- result{ln, err}
+	}()
+	r := <-ch
+	return r.ln, r.err
+}
+
+func mustAddr(s string) *netlink.Addr {
+	a, err := netlink.ParseAddr(s)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
