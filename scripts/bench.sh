@@ -11,6 +11,7 @@ addr=127.0.0.1:${BENCH_PORT:-3999}
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$out" "$data"' EXIT
 
 go test -run '^$' -bench . -benchtime 100x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee "$out"
+go test -run '^$' -bench TCPStream -benchtime 5x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
 
 # Time to interactive through the SDKs, against a real server on loopback.
 ./bin/cove server --listen "$addr" --data-dir "$data" --api-key "$key" >"$data.log" 2>&1 &

@@ -86,6 +86,18 @@ func main() {
 			fmt.Fprintf(&b, "| user namespace cost, kernel floor | %+.2f ms | |\n", userFloor-floor)
 		}
 	}
+	if plain, withNet := median("CreateReady/namespaces", "p50-ms"), median("CreateReady/namespaces+network", "p50-ms"); withNet > 0 {
+		fmt.Fprintf(&b, "\n## Sandbox networking\n\n| figure | value | goal |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| create → ready with a pooled network − without (p50) | %+.2f ms | < 2 ms |\n", withNet-plain)
+		lo, veth, nat := median("TCPStream/host-loopback", "MB/s"), median("TCPStream/host-veth", "MB/s"), median("TCPStream/sandbox-nat", "MB/s")
+		if lo > 0 && nat > 0 {
+			fmt.Fprintf(&b, "| one TCP stream, host loopback | %.0f MB/s | |\n", lo)
+			fmt.Fprintf(&b, "| one TCP stream, host → fake internet over one veth (no NAT) | %.0f MB/s | |\n", veth)
+			fmt.Fprintf(&b, "| one TCP stream, sandbox → NAT → fake internet | %.0f MB/s | |\n", nat)
+			fmt.Fprintf(&b, "| NAT egress / host loopback | %.0f%% | ≥ 80%% |\n", 100*nat/lo)
+			fmt.Fprintf(&b, "| NAT egress / the same veth hop without Cove | %.0f%% | |\n", 100*nat/veth)
+		}
+	}
 	if notes, err := os.ReadFile("bench/NOTES.md"); err == nil {
 		b.WriteString("\n")
 		b.Write(notes)

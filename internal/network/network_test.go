@@ -23,7 +23,7 @@ import (
 )
 
 // inNS runs fn on a thread inside the network namespace ns.
-func inNS(t *testing.T, ns *os.File, fn func()) {
+func inNS(t testing.TB, ns *os.File, fn func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {

@@ -18,7 +18,8 @@ import (
 //	  set nointernet { ipv4_addr }            sandboxes without egress
 //	  set dns        { ipv4_addr }            resolvers sandboxes may use
 //	  set blocked    { ipv4_addr, interval }  private, link-local, loopback, host and sandbox networks
-//	  chain forward  { iifname cv*: nointernet → reject, dns → accept, blocked → reject, else accept;
+//	  chain forward  { iifname cv*: established → accept, nointernet → reject, dns → accept,
+//	                   blocked → reject, else accept;
 //	                   oifname cv*: established → accept, else drop }
 //	  chain input    { iifname cv*: established → accept, else reject }   (the host itself)
 //	  chain postrouting (nat) { saddr in sandbox range, oifname not cv* → masquerade }
@@ -77,6 +78,9 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	}
 	fromSandbox := matchIfname(expr.MetaKeyIIFNAME, unix.NFT_CMP_EQ)
 	toSandbox := matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_EQ)
+	// Established flows skip the lookups (changes take effect for new
+	// connections; turning egress off also flushes the sandbox's flows).
+	rule(fwd, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(fromSandbox, lookup(12, fw.noInternet), rejectAdmin())...)
 	rule(fwd, cat(fromSandbox, lookup(16, fw.dns), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(fromSandbox, lookup(16, blockedSet), rejectAdmin())...)

@@ -22,9 +22,10 @@ const (
 	internetHost = "203.0.113.254"
 )
 
-// FakeInternet builds the fake internet; its servers answer
-// "hello from <addr> to <client ip>". Everything is removed at cleanup.
-func FakeInternet(t *testing.T) {
+// FakeInternet builds the fake internet and returns its namespace; its
+// servers answer "hello from <addr> to <client ip>". Everything is removed
+// at cleanup.
+func FakeInternet(t testing.TB) netns.NsHandle {
 	t.Helper()
 	orig, err := netns.Get()
 	if err != nil {
@@ -91,6 +92,7 @@ func FakeInternet(t *testing.T) {
 		go srv.Serve(ln)
 		t.Cleanup(func() { srv.Close() })
 	}
+	return ns
 }
 
 // ListenIn opens a TCP listener inside the network namespace ns.

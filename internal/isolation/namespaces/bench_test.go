@@ -2,6 +2,7 @@ package namespaces
 
 import (
 	"context"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"syscall"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // reportLatency adds median and tail figures of individual runs.
@@ -26,24 +29,40 @@ func reportLatency(b *testing.B, samples []time.Duration) {
 }
 
 // BenchmarkCreateReady measures Create until the agent inside listens
-// (destroy is not timed), with the release binary when it is built.
+// (destroy is not timed), with the release binary when it is built: plain,
+// in a user namespace, and with a network from the pool (taking it from
+// the pool is timed).
 func BenchmarkCreateReady(b *testing.B) {
-	for _, userNS := range []bool{false, true} {
-		name := "namespaces"
-		if userNS {
-			name = "namespaces+userns"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, variant := range []string{"namespaces", "namespaces+userns", "namespaces+network"} {
+		b.Run(variant, func(b *testing.B) {
 			t := &testing.T{}
 			e := testEnv(t)
 			d := e.driverWith(t, releaseBinary())
 			spec := e.spec()
-			spec.UserNamespace = userNS
+			spec.UserNamespace = variant == "namespaces+userns"
+			var nets *network.Manager
+			if variant == "namespaces+network" {
+				var err error
+				nets, err = network.New(network.Config{Range: netip.MustParsePrefix("198.19.248.0/22"), Table: "cove-bench", PoolSize: 16}, logx.Discard())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nets.Close()
+				time.Sleep(500 * time.Millisecond) // let the pool fill, as a running node's is
+			}
 			ctx := context.Background()
 			var samples []time.Duration
 			for b.Loop() {
 				id := isolationtest.NewID()
 				start := time.Now()
+				var n *network.Net
+				if nets != nil {
+					var err error
+					if n, err = nets.Acquire(ctx, true); err != nil {
+						b.Fatal(err)
+					}
+					spec.NetNS = n.NS
+				}
 				if _, err := d.Create(ctx, id, spec); err != nil {
 					b.Fatal(err)
 				}
@@ -51,6 +70,9 @@ func BenchmarkCreateReady(b *testing.B) {
 				b.StopTimer()
 				if err := d.Destroy(ctx, id); err != nil {
 					b.Fatal(err)
+				}
+				if n != nil {
+					nets.Release(n)
 				}
 				b.StartTimer()
 			}
