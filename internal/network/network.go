@@ -185,6 +185,14 @@ func (m *Manager) InUse() []int {
 	return out
 }
 
+// SetRules gives a network egress rules of its own: destinations in allow
+// are reachable even when deny covers them; deny ("0.0.0.0/0" = all
+// traffic) is refused. Host, neighbour, link-local and private ranges stay
+// blocked whatever allow says. Empty lists remove the rules.
+func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
+	return m.fw.setRules(n.Slot, n.Addr, allow, deny)
+}
+
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error { return m.fw.setInternet(n.Addr, allowed) }
 
@@ -206,6 +214,7 @@ func (m *Manager) Release(n *Net) {
 		n.NS.Close()
 	}
 	_ = m.fw.setInternet(n.Addr, true)
+	_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
 	m.unreserve(n.Slot)
 }
 

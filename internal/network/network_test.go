@@ -159,6 +159,19 @@ func TestEgressAndIsolation(t *testing.T) {
 	if got := get(t, closed, "203.0.113.1:8080"); !strings.HasPrefix(got, "hello from 203.0.113.1:8080") {
 		t.Errorf("after turning egress on: %q", got)
 	}
+	// Rules of its own: deny everything but the fake internet host.
+	must(t, m.SetRules(neighbour, []netip.Prefix{netip.MustParsePrefix(testutil.InternetAddr + "/32")}, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}))
+	if got := get(t, neighbour, testutil.InternetAddr+":8080"); !strings.HasPrefix(got, "hello from") {
+		t.Errorf("allowed destination refused: %q", got)
+	}
+	must(t, m.SetRules(neighbour, []netip.Prefix{netip.MustParsePrefix("203.0.113.99/32")}, []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}))
+	if got := get(t, neighbour, testutil.InternetAddr+":8080"); got != "" {
+		t.Errorf("denied destination reached: %q", got)
+	}
+	must(t, m.SetRules(neighbour, nil, nil))
+	if got := get(t, neighbour, testutil.InternetAddr+":8080"); !strings.HasPrefix(got, "hello from") {
+		t.Errorf("after removing the rules: %q", got)
+	}
 	must(t, m.SetInternet(open, false))
 	if got := get(t, open, "203.0.113.1:8080"); got != "" {
 		t.Errorf("after turning egress off: %q", got)

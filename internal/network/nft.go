@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"sync"
 
 	"github.com/google/nftables"
@@ -18,6 +19,7 @@ import (
 //	  set nointernet { ipv4_addr }            sandboxes without egress
 //	  set dns        { ipv4_addr }            resolvers sandboxes may use
 //	  set blocked    { ipv4_addr, interval }  private, link-local, loopback, host and sandbox networks
+//	  map rules      { ipv4_addr : verdict }  sandbox → jump s<slot> { daddr @a<slot> return; daddr @d<slot> reject }
 //	  chain forward  { iifname cv*: established → accept, nointernet → reject, dns → accept,
 //	                   blocked → reject, else accept;
 //	                   oifname cv*: established → accept, else drop }
@@ -29,9 +31,11 @@ type firewall struct {
 	table      *nftables.Table
 	noInternet *nftables.Set
 	dns        *nftables.Set
+	rules      *nftables.Set // vmap: sandbox address → jump to its own chain
 
 	mu      sync.Mutex
 	offline map[netip.Addr]bool // what noInternet holds
+	ruled   map[int]bool        // slots with rules of their own
 }
 
 // vethPrefix names the host ends of sandbox veths; rules match on it.
@@ -44,7 +48,7 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}}
+	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}, ruled: map[int]bool{}}
 	fw.table = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
 	c.AddTable(fw.table)
 	c.DelTable(fw.table) // start from nothing, whatever a previous run left
@@ -65,6 +69,10 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	if err := c.AddSet(blockedSet, intervals(append(blocked, sandboxes))); err != nil {
 		return nil, err
 	}
+	fw.rules = &nftables.Set{Table: fw.table, Name: "rules", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
+	if err := c.AddSet(fw.rules, nil); err != nil {
+		return nil, err
+	}
 	accept := nftables.ChainPolicyAccept
 	fwd := c.AddChain(&nftables.Chain{Name: "forward", Table: fw.table, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
@@ -82,6 +90,10 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	// connections; turning egress off also flushes the sandbox's flows).
 	rule(fwd, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(fromSandbox, lookup(12, fw.noInternet), rejectAdmin())...)
+	rule(fwd, cat(fromSandbox, []expr.Any{ // the sandbox's own allowOut/denyOut, if any
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Lookup{SourceRegister: 1, SetName: fw.rules.Name, SetID: fw.rules.ID, IsDestRegSet: true, DestRegister: 0},
+	})...)
 	rule(fwd, cat(fromSandbox, lookup(16, fw.dns), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(fromSandbox, lookup(16, blockedSet), rejectAdmin())...)
 	rule(fwd, cat(fromSandbox, verdict(expr.VerdictAccept))...)
@@ -184,6 +196,54 @@ func (fw *firewall) setInternet(addr netip.Addr, allowed bool) error {
 	} else {
 		fw.offline[addr] = true
 	}
+	return nil
+}
+
+// setRules installs a sandbox's own egress rules: allow (which wins) and
+// deny lists of prefixes. Both empty removes them. The always-blocked
+// ranges stay blocked whatever allow says.
+func (fw *firewall) setRules(slot int, addr netip.Addr, allow, deny []netip.Prefix) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	c := fw.conn
+	name := "s" + strconv.Itoa(slot)
+	chain := &nftables.Chain{Name: name, Table: fw.table}
+	allowSet := &nftables.Set{Table: fw.table, Name: "a" + strconv.Itoa(slot), KeyType: nftables.TypeIPAddr, Interval: true}
+	denySet := &nftables.Set{Table: fw.table, Name: "d" + strconv.Itoa(slot), KeyType: nftables.TypeIPAddr, Interval: true}
+	key := []nftables.SetElement{{Key: addr.AsSlice()}}
+	if fw.ruled[slot] { // drop the old ones first, in the same transaction
+		if err := c.SetDeleteElements(fw.rules, key); err != nil {
+			return err
+		}
+		c.FlushChain(chain)
+		c.DelChain(chain)
+		c.DelSet(allowSet)
+		c.DelSet(denySet)
+	}
+	if len(allow) == 0 && len(deny) == 0 {
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		delete(fw.ruled, slot)
+		return nil
+	}
+	c.AddChain(chain)
+	if err := c.AddSet(allowSet, intervals(allow)); err != nil {
+		return err
+	}
+	if err := c.AddSet(denySet, intervals(deny)); err != nil {
+		return err
+	}
+	c.AddRule(&nftables.Rule{Table: fw.table, Chain: chain, Exprs: cat(lookup(16, allowSet), verdict(expr.VerdictReturn))})
+	c.AddRule(&nftables.Rule{Table: fw.table, Chain: chain, Exprs: cat(lookup(16, denySet), rejectAdmin())})
+	if err := c.SetAddElements(fw.rules, []nftables.SetElement{{Key: addr.AsSlice(),
+		VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name}}}); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("install egress rules of %s: %w", addr, err)
+	}
+	fw.ruled[slot] = true
 	return nil
 }
 

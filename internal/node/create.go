@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"time"
 
 	"github.com/covesandbox/cove/internal/envd"
@@ -26,6 +27,8 @@ type CreateRequest struct {
 	TrafficToken string
 	// NoInternet turns the sandbox's egress off (it has some by default).
 	NoInternet bool
+	// AllowOut and DenyOut are the sandbox's own egress rules (allow wins).
+	AllowOut, DenyOut []netip.Prefix
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -65,7 +68,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.sandboxes[req.ID] = sb
 	m.mu.Unlock()
 
-	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir, !req.NoInternet)
+	netInfo := &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut}
+	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir, netInfo)
 	if err != nil {
 		m.mu.Lock()
 		delete(m.sandboxes, req.ID)
@@ -75,21 +79,29 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	return info, nil
 }
 
-func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string, internet bool) (Info, error) {
+func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string, want *NetworkInfo) (Info, error) {
 	info := sb.snapshot()
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
 	spec := isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env}
 	var n *network.Net
 	if nets := m.cfg.Networks; nets != nil {
 		var err error
-		if n, err = nets.Acquire(ctx, internet); err != nil {
+		if n, err = nets.Acquire(ctx, want.Internet); err != nil {
 			return Info{}, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
+		}
+		if len(want.AllowOut) > 0 || len(want.DenyOut) > 0 {
+			if err := nets.SetRules(n, want.AllowOut, want.DenyOut); err != nil {
+				nets.Release(n)
+				return Info{}, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
+			}
 		}
 		spec.NetNS = n.NS
 		for _, d := range nets.DNS() {
 			spec.DNS = append(spec.DNS, d.String())
 		}
-		info.Network = &NetworkInfo{Slot: n.Slot, Addr: n.Addr.String(), Internet: internet}
+		ni := *want
+		ni.Slot, ni.Addr = n.Slot, n.Addr.String()
+		info.Network = &ni
 	}
 	h, err := m.driver.Create(ctx, info.ID, spec)
 	if n != nil {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"net"
+	"net/netip"
 
 	"github.com/covesandbox/cove/internal/errs"
 )
@@ -30,8 +31,14 @@ func (m *Manager) TrafficToken(id string) string {
 	return info.TrafficToken
 }
 
-// SetInternet turns a running sandbox's egress on or off.
-func (m *Manager) SetInternet(id string, allowed bool) error {
+// NetworkUpdate changes a running sandbox's egress; nil fields stay.
+type NetworkUpdate struct {
+	Internet          *bool
+	AllowOut, DenyOut *[]netip.Prefix
+}
+
+// UpdateNetwork applies an update to a running sandbox's network.
+func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 	sb := m.lookup(id)
 	if sb == nil {
 		return errs.New(errs.NotFound, "sandbox %s not found", id)
@@ -41,11 +48,24 @@ func (m *Manager) SetInternet(id string, allowed bool) error {
 	if sb.net == nil || sb.info.Network == nil {
 		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
 	}
-	if err := m.cfg.Networks.SetInternet(sb.net, allowed); err != nil {
-		return err
-	}
 	ni := *sb.info.Network // snapshots share the old one
-	ni.Internet = allowed
+	if u.Internet != nil {
+		if err := m.cfg.Networks.SetInternet(sb.net, *u.Internet); err != nil {
+			return err
+		}
+		ni.Internet = *u.Internet
+	}
+	if u.AllowOut != nil || u.DenyOut != nil {
+		if u.AllowOut != nil {
+			ni.AllowOut = *u.AllowOut
+		}
+		if u.DenyOut != nil {
+			ni.DenyOut = *u.DenyOut
+		}
+		if err := m.cfg.Networks.SetRules(sb.net, ni.AllowOut, ni.DenyOut); err != nil {
+			return err
+		}
+	}
 	sb.info.Network = &ni
 	return m.writeRecord(sb.info)
 }

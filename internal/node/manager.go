@@ -53,6 +53,7 @@ type Networks interface {
 	Adopt(slot int, internet bool) (*network.Net, error)
 	Release(n *network.Net)
 	SetInternet(n *network.Net, allowed bool) error
+	SetRules(n *network.Net, allow, deny []netip.Prefix) error
 	DNS() []netip.Addr
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -42,9 +43,11 @@ type Info struct {
 
 // NetworkInfo is a sandbox's network, when the node gives it one.
 type NetworkInfo struct {
-	Slot     int    `json:"slot"`
-	Addr     string `json:"addr"`
-	Internet bool   `json:"internet"`
+	Slot     int            `json:"slot"`
+	Addr     string         `json:"addr"`
+	Internet bool           `json:"internet"`
+	AllowOut []netip.Prefix `json:"allowOut,omitempty"`
+	DenyOut  []netip.Prefix `json:"denyOut,omitempty"`
 }
 
 // sandbox is a live entry of the table.

@@ -75,10 +75,31 @@ func TestSandboxNetwork(t *testing.T) {
 	if got := curl(closed, closedTok, "http://"+testutil.InternetAddr+":8080/"); !strings.HasPrefix(got, "hello from") {
 		t.Errorf("after turning egress on: %q", got)
 	}
-	if code, _, raw := s.do(t, "PUT", "/sandboxes/"+closed+"/network", keyA, `{"denyOut": ["0.0.0.0/0"]}`); code != 501 {
-		t.Errorf("address rules: %d %s, want 501 until they exist", code, raw)
+	// Address rules, live: deny everything, then allow the one host back.
+	fake := "http://" + testutil.InternetAddr + ":8080/"
+	rules := []struct {
+		body, want string
+		status     int
+	}{
+		{`{"denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},
+		{`{"allowOut": ["` + testutil.InternetAddr + `"]}`, "hello from", 204},
+		{`{"allowOut": [], "denyOut": []}`, "hello from", 204},
+		{`{"allowOut": ["example.com"], "denyOut": ["0.0.0.0/0"]}`, "hello from", 501},
+		{`{"denyOut": ["::/0"]}`, "hello from", 400},
 	}
-	for _, id := range []string{open, closed} {
+	for _, r := range rules {
+		if code, _, raw := s.do(t, "PUT", "/sandboxes/"+closed+"/network", keyA, r.body); code != r.status {
+			t.Errorf("PUT %s: %d %s, want %d", r.body, code, raw, r.status)
+		}
+		if got := curl(closed, closedTok, fake); !strings.HasPrefix(got, r.want) {
+			t.Errorf("after %s: %q, want %q", r.body, got, r.want)
+		}
+	}
+	denied, deniedTok := create(`{"network": {"denyOut": ["203.0.113.0/24"]}}`)
+	if got := curl(denied, deniedTok, fake); got != "unreachable" {
+		t.Errorf("created with denyOut: %q", got)
+	}
+	for _, id := range []string{open, closed, denied} {
 		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 			t.Errorf("kill %s: %d %s", id, code, raw)
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
-	"github.com/covesandbox/cove/internal/errs"
 )
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
@@ -21,10 +20,6 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if n := req.Network; n != nil && (len(n.AllowOut) > 0 || len(n.DenyOut) > 0) {
-		writeError(w, errs.New(errs.Unimplemented, "egress rules by address and domain (allowOut, denyOut) are not available yet"))
-		return
-	}
 	timeout := int64(defaultTimeout)
 	if req.Timeout != nil {
 		timeout = *req.Timeout
@@ -35,10 +30,22 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: req.AutoPause != nil && *req.AutoPause,
 		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
+		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
 	})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, toSandbox(sb))
+}
+
+func egress(n *networkConfig, allow bool) []string {
+	switch {
+	case n == nil:
+		return nil
+	case allow:
+		return n.AllowOut
+	default:
+		return n.DenyOut
+	}
 }

@@ -3,17 +3,18 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/controlplane/service"
 )
 
 // networkUpdate is SandboxNetworkUpdateConfig.
 type networkUpdate struct {
-	AllowInternetAccess *bool    `json:"allow_internet_access"`
-	AllowOut            []string `json:"allowOut"`
-	DenyOut             []string `json:"denyOut"`
+	AllowInternetAccess *bool     `json:"allow_internet_access"`
+	AllowOut            *[]string `json:"allowOut"`
+	DenyOut             *[]string `json:"denyOut"`
 }
 
-// updateNetwork serves PUT /sandboxes/{id}/network: egress on or off, live.
+// updateNetwork serves PUT /sandboxes/{id}/network: egress on or off and
+// allowOut/denyOut (IPs, CIDRs), live; omitted fields stay as they are.
 func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	id, err := sandboxID(r)
 	if err != nil {
@@ -25,15 +26,11 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(req.AllowOut) > 0 || len(req.DenyOut) > 0 {
-		writeError(w, errs.New(errs.Unimplemented, "egress rules by address and domain (allowOut, denyOut) are not available yet"))
+	err = a.svc.UpdateNetwork(r.Context(), team(r), id, service.NetworkRules{
+		Internet: req.AllowInternetAccess, AllowOut: req.AllowOut, DenyOut: req.DenyOut})
+	if err != nil {
+		writeError(w, err)
 		return
-	}
-	if req.AllowInternetAccess != nil {
-		if err := a.svc.SetInternet(r.Context(), team(r), id, *req.AllowInternetAccess); err != nil {
-			writeError(w, err)
-			return
-		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
@@ -24,6 +26,7 @@ type CreateRequest struct {
 	EnvVars             map[string]string
 	Secure              bool
 	AllowInternetAccess *bool
+	AllowOut, DenyOut   []string // IPs and CIDRs
 	AutoPause           bool
 	// PublicTraffic false makes the sandbox's ports require the traffic token.
 	PublicTraffic bool
@@ -57,6 +60,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if req.Timeout > s.cfg.MaxTimeout {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
 	}
+	allow, err := ParseEgress(req.AllowOut)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	deny, err := ParseEgress(req.DenyOut)
+	if err != nil {
+		return Sandbox{}, err
+	}
 	if !req.PublicTraffic && !req.Secure {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "allowPublicTraffic=false requires a secure sandbox")
 	}
@@ -72,6 +83,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		ID: id, Template: req.TemplateID, Timeout: req.Timeout,
 		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token, TrafficToken: traffic,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
+		AllowOut:   allow, DenyOut: deny,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -212,10 +224,51 @@ func (s *Service) Metrics(ctx context.Context, team, id string) (Metric, error) 
 	return m, nil
 }
 
-// SetInternet turns a sandbox's egress on or off while it runs.
-func (s *Service) SetInternet(ctx context.Context, team, id string, allowed bool) error {
+// NetworkRules are egress settings as the API gives them.
+type NetworkRules struct {
+	Internet          *bool
+	AllowOut, DenyOut *[]string // IPs and CIDRs; nil = unchanged
+}
+
+// ParseEgress reads allowOut/denyOut entries: IPs and CIDRs. Domain names
+// are refused until the egress proxy exists.
+func ParseEgress(entries []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(entries))
+	for _, e := range entries {
+		if p, err := netip.ParsePrefix(e); err == nil && p.Addr().Is4() {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil && a.Is4() {
+			out = append(out, netip.PrefixFrom(a, 32))
+			continue
+		}
+		if strings.Contains(e, ":") {
+			return nil, errs.New(errs.InvalidArgument, "egress rule %q: only IPv4 addresses and CIDRs are supported (sandboxes have no IPv6)", e)
+		}
+		return nil, errs.New(errs.Unimplemented, "egress rule %q: rules by domain name are not available yet; use IPs or CIDRs", e)
+	}
+	return out, nil
+}
+
+// UpdateNetwork changes a running sandbox's egress.
+func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkRules) error {
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return err
 	}
-	return s.node.SetInternet(id, allowed)
+	u := node.NetworkUpdate{Internet: r.Internet}
+	for _, pair := range []struct {
+		in  *[]string
+		out **[]netip.Prefix
+	}{{r.AllowOut, &u.AllowOut}, {r.DenyOut, &u.DenyOut}} {
+		if pair.in == nil {
+			continue
+		}
+		ps, err := ParseEgress(*pair.in)
+		if err != nil {
+			return err
+		}
+		*pair.out = &ps
+	}
+	return s.node.UpdateNetwork(id, u)
 }

@@ -25,7 +25,7 @@ type Node interface {
 	SetTimeout(id string, timeout time.Duration) (node.Info, error)
 	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
 	Stats(ctx context.Context, id string) (isolation.Stats, error)
-	SetInternet(id string, allowed bool) error
+	UpdateNetwork(id string, u node.NetworkUpdate) error
 }
 
 // Config configures the service.
