@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ func serverCmd() *cobra.Command {
 		verbose  bool
 		netOn    bool
 		netRange string
+		netAllow []string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -45,6 +47,13 @@ Every flag can also be set through its environment variable.`,
 					return fmt.Errorf("--network-range %q: %w", netRange, err)
 				}
 				cfg.Network = &network.Config{Range: r}
+				for _, a := range netAllow {
+					p, err := netip.ParsePrefix(a)
+					if err != nil {
+						return fmt.Errorf("--network-allow %q: want a CIDR: %w", a, err)
+					}
+					cfg.Network.Allow = append(cfg.Network.Allow, p)
+				}
 			}
 			cfg.Out = cmd.OutOrStdout()
 			return server.Run(cmd.Context(), cfg, log)
@@ -58,6 +67,7 @@ Every flag can also be set through its environment variable.`,
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
 	f.BoolVar(&netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
 	f.StringVar(&netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
+	f.StringSliceVar(&netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }
@@ -77,4 +87,11 @@ func defaultDataDir() string {
 		return filepath.Join(home, ".local/share/cove")
 	}
 	return ".cove"
+}
+
+func splitEnv(name string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
 }

@@ -328,5 +328,10 @@ func blockedRanges(cfg Config) ([]netip.Prefix, error) {
 			kept = append(kept, p)
 		}
 	}
+	// Loopback, link-local (metadata), multicast and reserved space stay
+	// blocked whatever the operator allows.
+	for _, p := range neverAllowed {
+		kept = append(kept, p)
+	}
 	return kept, nil
 }

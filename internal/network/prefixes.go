@@ -21,6 +21,15 @@ var alwaysBlocked = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 }
 
+// neverAllowed stay blocked even inside an operator's Allow.
+var neverAllowed = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
 func lastAddr(p netip.Prefix) netip.Addr {
 	a := p.Masked().Addr().As4()
 	for i := p.Bits(); i < 32; i++ {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,57 @@ func TestSandboxNetwork(t *testing.T) {
 		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 			t.Errorf("kill %s: %d %s", id, code, raw)
 		}
+	}
+}
+
+// TestNetworkSurvivesRestart: a server stops with a sandbox running; the
+// next start adopts it with its network and rules, and the firewall table
+// goes once the last sandbox is gone.
+func TestNetworkSurvivesRestart(t *testing.T) {
+	table := fmt.Sprintf("cove-test-r%d", os.Getpid())
+	dataDir := t.TempDir()
+	// The fake internet exists when the server restarts, so it is one of
+	// the host's networks then: the operator's opt-in lets sandboxes reach it.
+	netCfg := &network.Config{Range: netip.MustParsePrefix("198.19.253.0/24"), Table: table, PoolSize: 1,
+		Allow: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
+	edit := func(c *server.Config) {
+		c.Network, c.DataDir, c.CgroupParent = netCfg, dataDir, "cove-test-"+filepath.Base(dataDir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	curl := func(s srv, id, tok string) string {
+		out, err := run(ctx, s.url, id, tok, "curl -s -m 3 http://"+testutil.InternetAddr+":8080/ || echo unreachable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	first, stop := startStoppable(t, edit)
+	testutil.FakeInternet(t)
+	code, m, raw := first.do(t, "POST", "/v2/sandboxes", keyA, `{"network": {"denyOut": ["203.0.113.0/24"]}}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if got := curl(first, id, tok); got != "unreachable" {
+		t.Fatalf("denied before the restart: %q", got)
+	}
+	stop()
+
+	second := startWith(t, edit)
+	if got := curl(second, id, tok); got != "unreachable" {
+		t.Errorf("the rule did not survive the restart: %q", got)
+	}
+	if code, _, raw := second.do(t, "PUT", "/sandboxes/"+id+"/network", keyA, `{"denyOut": []}`); code != 204 {
+		t.Fatalf("lift the rule: %d %s", code, raw)
+	}
+	if got := curl(second, id, tok); !strings.HasPrefix(got, "hello from") {
+		t.Errorf("adopted sandbox's egress: %q", got)
+	}
+	if code, _, raw := second.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+		t.Errorf("kill: %d %s", code, raw)
+	}
+	if left := testutil.Leftovers(dataDir); len(left) > 0 {
+		t.Errorf("left after the kill: %v", left)
 	}
 }

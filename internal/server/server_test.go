@@ -38,8 +38,16 @@ type srv struct {
 
 func start(t *testing.T) srv { return startWith(t, nil) }
 
-// startWith starts a server in this process; edit adjusts its config.
+// startWith starts a server in this process that stops when the test ends.
 func startWith(t *testing.T, edit func(*server.Config)) srv {
+	s, stop := startStoppable(t, edit)
+	t.Cleanup(stop)
+	return s
+}
+
+// startStoppable starts a server in this process; edit adjusts its
+// config; stop (idempotent) shuts it down.
+func startStoppable(t *testing.T, edit func(*server.Config)) (srv, func()) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -69,13 +77,16 @@ func startWith(t *testing.T, edit func(*server.Config)) srv {
 	case err := <-done:
 		t.Fatalf("server: %v", err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return srv{url: "http://" + addr.String(), dataDir: dataDir}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("server: %v", err)
+			}
+		})
+	}
+	return srv{url: "http://" + addr.String(), dataDir: cfg.DataDir}, stop
 }
 
 func (s srv) do(t *testing.T, method, path, key, body string) (int, map[string]any, []byte) {

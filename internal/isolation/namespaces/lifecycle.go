@@ -39,6 +39,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := isolation.ValidateID(id); err != nil {
 		return err
 	}
+	// The sandbox's group is where it was made, even if the node's cgroup
+	// parent changed since (it is in the state file).
+	group := d.cgroupName(id)
 	if sb := d.get(id); sb != nil {
 		sb.destroying.Store(true)
 		_ = killInit(sb.handle)
@@ -48,13 +51,15 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			return fmt.Errorf("destroy %s: %w", id, ctx.Err())
 		}
 		sb.netns.Close()
+		group = sb.cg.Name()
 	} else if st, err := readState(d.dir(id)); err == nil {
 		_ = killInit(st.Handle)
 		if err := waitGone(ctx, st.Handle); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
 		}
+		group = st.Cgroup
 	}
-	if cg, err := cgroups.Load(d.cgroupName(id)); err == nil {
+	if cg, err := cgroups.Load(group); err == nil {
 		if err := cg.Destroy(ctx); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
 		}
