@@ -47,9 +47,10 @@ var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")
 
 // Manager hands out networks.
 type Manager struct {
-	cfg Config
-	log *slog.Logger
-	fw  *firewall
+	cfg   Config
+	log   *slog.Logger
+	fw    *firewall
+	proxy *egressProxy
 
 	forwardWas []byte // ip_forward before the manager set it
 
@@ -91,13 +92,19 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	fw, err := newFirewall(cfg.Table, cfg.Range, blocked, cfg.DNS)
+	proxy, err := newEgressProxy(append(blocked, cfg.Range), log)
 	if err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	fw, err := newFirewall(cfg.Table, cfg.Range, blocked, cfg.DNS, proxy.port())
+	if err != nil {
+		proxy.close()
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log, fw: fw, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
 	if m.forwardWas, err = enableForwarding(); err != nil {
 		fw.close()
+		proxy.close()
 		return nil, err
 	}
 	m.wg.Add(1)
@@ -193,6 +200,15 @@ func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
 	return m.fw.setRules(n.Slot, n.Addr, allow, deny)
 }
 
+// SetDomains lets a network reach these names (exact, or "*.example.com")
+// on ports 80 and 443 through the egress proxy, which checks TLS SNI and the
+// HTTP Host. Meant with a deny of all traffic (E2B's rule); empty turns it
+// off.
+func (m *Manager) SetDomains(n *Net, domains []string) error {
+	m.proxy.set(n.Addr, domains)
+	return m.fw.setProxied(n.Addr, len(domains) > 0)
+}
+
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error { return m.fw.setInternet(n.Addr, allowed) }
 
@@ -215,6 +231,7 @@ func (m *Manager) Release(n *Net) {
 	}
 	_ = m.fw.setInternet(n.Addr, true)
 	_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
+	_ = m.SetDomains(n, nil)
 	m.unreserve(n.Slot)
 }
 
@@ -256,6 +273,7 @@ func (m *Manager) Close() {
 		}
 		break
 	}
+	m.proxy.close()
 	if len(m.InUse()) == 0 {
 		_ = m.fw.close()
 		restoreForwarding(m.forwardWas)

@@ -25,6 +25,7 @@ import (
 //	                   oifname cv*: established → accept, else drop }
 //	  chain input    { iifname cv*: established → accept, else reject }   (the host itself)
 //	  chain postrouting (nat) { saddr in sandbox range, oifname not cv* → masquerade }
+//	  chain prerouting (nat)  { saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
 //	}
 type firewall struct {
 	conn       *nftables.Conn
@@ -32,10 +33,13 @@ type firewall struct {
 	noInternet *nftables.Set
 	dns        *nftables.Set
 	rules      *nftables.Set // vmap: sandbox address → jump to its own chain
+	proxied    *nftables.Set // sandboxes whose ports 80 and 443 go to the egress proxy
 
 	mu      sync.Mutex
 	offline map[netip.Addr]bool // what noInternet holds
 	ruled   map[int]bool        // slots with rules of their own
+
+	proxiedAddrs map[netip.Addr]bool // what proxied holds
 }
 
 // vethPrefix names the host ends of sandbox veths; rules match on it.
@@ -43,12 +47,12 @@ const vethPrefix = "cv"
 
 func ifname(prefix string) []byte { return []byte(prefix) } // a prefix compare: only len(prefix) bytes
 
-func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dns []netip.Addr) (*firewall, error) {
+func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dns []netip.Addr, proxyPort uint16) (*firewall, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}, ruled: map[int]bool{}}
+	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}, ruled: map[int]bool{}, proxiedAddrs: map[netip.Addr]bool{}}
 	fw.table = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
 	c.AddTable(fw.table)
 	c.DelTable(fw.table) // start from nothing, whatever a previous run left
@@ -73,6 +77,10 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	if err := c.AddSet(fw.rules, nil); err != nil {
 		return nil, err
 	}
+	fw.proxied = &nftables.Set{Table: fw.table, Name: "proxied", KeyType: nftables.TypeIPAddr}
+	if err := c.AddSet(fw.proxied, nil); err != nil {
+		return nil, err
+	}
 	accept := nftables.ChainPolicyAccept
 	fwd := c.AddChain(&nftables.Chain{Name: "forward", Table: fw.table, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
@@ -80,6 +88,8 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 	post := c.AddChain(&nftables.Chain{Name: "postrouting", Table: fw.table, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
+	pre := c.AddChain(&nftables.Chain{Name: "prerouting", Table: fw.table, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
 
 	rule := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: fw.table, Chain: ch, Exprs: exprs})
@@ -100,7 +110,14 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	rule(fwd, cat(toSandbox, established(), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(toSandbox, verdict(expr.VerdictDrop))...)
 	rule(in, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
+	rule(in, cat(fromSandbox, tcpDport(proxyPort), verdict(expr.VerdictAccept))...)
 	rule(in, cat(fromSandbox, rejectAdmin())...)
+	for _, port := range []uint16{80, 443} { // name-checked egress
+		rule(pre, cat(fromSandbox, lookup(12, fw.proxied), tcpDport(port), []expr.Any{
+			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(proxyPort)},
+			&expr.Redir{RegisterProtoMin: 1},
+		})...)
+	}
 	rule(post, cat(
 		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: prefixMask(sandboxes), Xor: make([]byte, 4)},
@@ -149,6 +166,16 @@ func rejectAdmin() []expr.Any {
 }
 
 func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
+
+// tcpDport matches TCP to a destination port.
+func tcpDport(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
 
 func prefixMask(p netip.Prefix) []byte {
 	m := make([]byte, 4)
@@ -244,6 +271,35 @@ func (fw *firewall) setRules(slot int, addr netip.Addr, allow, deny []netip.Pref
 		return fmt.Errorf("install egress rules of %s: %w", addr, err)
 	}
 	fw.ruled[slot] = true
+	return nil
+}
+
+// setProxied sends (or stops sending) a sandbox's ports 80 and 443 to the
+// egress proxy.
+func (fw *firewall) setProxied(addr netip.Addr, on bool) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.proxiedAddrs[addr] == on {
+		return nil
+	}
+	elems := []nftables.SetElement{{Key: addr.AsSlice()}}
+	var err error
+	if on {
+		err = fw.conn.SetAddElements(fw.proxied, elems)
+	} else {
+		err = fw.conn.SetDeleteElements(fw.proxied, elems)
+	}
+	if err == nil {
+		err = fw.conn.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	if on {
+		fw.proxiedAddrs[addr] = true
+	} else {
+		delete(fw.proxiedAddrs, addr)
+	}
 	return nil
 }
 

@@ -27,8 +27,10 @@ type CreateRequest struct {
 	TrafficToken string
 	// NoInternet turns the sandbox's egress off (it has some by default).
 	NoInternet bool
-	// AllowOut and DenyOut are the sandbox's own egress rules (allow wins).
+	// AllowOut and DenyOut are the sandbox's own egress rules (allow wins);
+	// AllowDomains are names reachable on ports 80 and 443.
 	AllowOut, DenyOut []netip.Prefix
+	AllowDomains      []string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -68,7 +70,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.sandboxes[req.ID] = sb
 	m.mu.Unlock()
 
-	netInfo := &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut}
+	netInfo := &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}
 	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir, netInfo)
 	if err != nil {
 		m.mu.Lock()
@@ -89,11 +91,9 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 		if n, err = nets.Acquire(ctx, want.Internet); err != nil {
 			return Info{}, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
 		}
-		if len(want.AllowOut) > 0 || len(want.DenyOut) > 0 {
-			if err := nets.SetRules(n, want.AllowOut, want.DenyOut); err != nil {
-				nets.Release(n)
-				return Info{}, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
-			}
+		if err := applyRules(nets, n, want); err != nil {
+			nets.Release(n)
+			return Info{}, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
 		}
 		spec.NetNS = n.NS
 		for _, d := range nets.DNS() {
@@ -162,4 +162,17 @@ func withDefaults(l, def isolation.Limits) isolation.Limits {
 		l.PIDs = def.PIDs
 	}
 	return l
+}
+
+// applyRules installs a network's own egress rules, if it has any.
+func applyRules(nets Networks, n *network.Net, ni *NetworkInfo) error {
+	if len(ni.AllowOut) > 0 || len(ni.DenyOut) > 0 {
+		if err := nets.SetRules(n, ni.AllowOut, ni.DenyOut); err != nil {
+			return err
+		}
+	}
+	if len(ni.AllowDomains) > 0 {
+		return nets.SetDomains(n, ni.AllowDomains)
+	}
+	return nil
 }

@@ -35,6 +35,7 @@ func (m *Manager) TrafficToken(id string) string {
 type NetworkUpdate struct {
 	Internet          *bool
 	AllowOut, DenyOut *[]netip.Prefix
+	AllowDomains      *[]string
 }
 
 // UpdateNetwork applies an update to a running sandbox's network.
@@ -63,6 +64,12 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 			ni.DenyOut = *u.DenyOut
 		}
 		if err := m.cfg.Networks.SetRules(sb.net, ni.AllowOut, ni.DenyOut); err != nil {
+			return err
+		}
+	}
+	if u.AllowDomains != nil {
+		ni.AllowDomains = *u.AllowDomains
+		if err := m.cfg.Networks.SetDomains(sb.net, ni.AllowDomains); err != nil {
 			return err
 		}
 	}

@@ -54,6 +54,7 @@ type Networks interface {
 	Release(n *network.Net)
 	SetInternet(n *network.Net, allowed bool) error
 	SetRules(n *network.Net, allow, deny []netip.Prefix) error
+	SetDomains(n *network.Net, domains []string) error
 	DNS() []netip.Addr
 }
 

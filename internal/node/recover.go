@@ -85,8 +85,8 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	sb := &sandbox{info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	if info.Network != nil && m.cfg.Networks != nil {
 		n, err := m.cfg.Networks.Adopt(info.Network.Slot, info.Network.Internet)
-		if err == nil && (len(info.Network.AllowOut) > 0 || len(info.Network.DenyOut) > 0) {
-			err = m.cfg.Networks.SetRules(n, info.Network.AllowOut, info.Network.DenyOut)
+		if err == nil {
+			err = applyRules(m.cfg.Networks, n, info.Network)
 		}
 		if err != nil {
 			m.log.Error("adopt sandbox network", logx.SandboxID(info.ID), logx.Err(err))

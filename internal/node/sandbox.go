@@ -48,6 +48,8 @@ type NetworkInfo struct {
 	Internet bool           `json:"internet"`
 	AllowOut []netip.Prefix `json:"allowOut,omitempty"`
 	DenyOut  []netip.Prefix `json:"denyOut,omitempty"`
+	// AllowDomains pass the egress proxy (ports 80 and 443, by SNI or Host).
+	AllowDomains []string `json:"allowDomains,omitempty"`
 }
 
 // sandbox is a live entry of the table.

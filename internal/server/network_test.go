@@ -85,8 +85,9 @@ func TestSandboxNetwork(t *testing.T) {
 		{`{"denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},
 		{`{"allowOut": ["` + testutil.InternetAddr + `"]}`, "hello from", 204},
 		{`{"allowOut": [], "denyOut": []}`, "hello from", 204},
-		{`{"allowOut": ["example.com"], "denyOut": ["0.0.0.0/0"]}`, "hello from", 501},
+		{`{"allowOut": ["allowed.test"]}`, "hello from", 400}, // names need all else denied
 		{`{"denyOut": ["::/0"]}`, "hello from", 400},
+		{`{"allowOut": ["allowed.test", "*.wild.test"], "denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},
 	}
 	for _, r := range rules {
 		if code, _, raw := s.do(t, "PUT", "/sandboxes/"+closed+"/network", keyA, r.body); code != r.status {
@@ -94,6 +95,19 @@ func TestSandboxNetwork(t *testing.T) {
 		}
 		if got := curl(closed, closedTok, fake); !strings.HasPrefix(got, r.want) {
 			t.Errorf("after %s: %q, want %q", r.body, got, r.want)
+		}
+	}
+	// By name, through the egress proxy: the same server, another Host.
+	byName := func(host string) string {
+		out, err := run(ctx, s.url, closed, closedTok, "curl -s -m 3 --resolve "+host+":80:"+testutil.InternetAddr+" http://"+host+"/ || echo unreachable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	for host, want := range map[string]string{"allowed.test": "served allowed.test", "a.wild.test": "served a.wild.test", "denied.test": "unreachable"} {
+		if got := byName(host); got != want {
+			t.Errorf("by name %s: %q, want %q", host, got, want)
 		}
 	}
 	denied, deniedTok := create(`{"network": {"denyOut": ["203.0.113.0/24"]}}`)

@@ -12,8 +12,9 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// Fake internet addresses: a web server at InternetAddr:8080 and a fake
-// cloud metadata service at MetadataAddr:80, in a network namespace of the
+// Fake internet addresses: web servers at InternetAddr:8080 and :80 (the
+// latter answers "served <Host>") and a fake cloud metadata service at
+// MetadataAddr:80, in a network namespace of the
 // test's own (TEST-NET-3), routed from the host through a veth. Nothing
 // leaves the machine.
 const (
@@ -82,6 +83,11 @@ func FakeInternet(t testing.TB) netns.NsHandle {
 	step(h.LinkSetUp(inner))
 	step(h.LinkSetUp(lo))
 	step(h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.ParseIP(internetHost)}))
+	web, err := ListenIn(ns, InternetAddr+":80") // names its Host, for egress rules by name
+	step(err)
+	webSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served "+r.Host) })}
+	go webSrv.Serve(web)
+	t.Cleanup(func() { webSrv.Close() })
 	for _, addr := range []string{InternetAddr + ":8080", MetadataAddr + ":80"} {
 		ln, err := ListenIn(ns, addr)
 		step(err)

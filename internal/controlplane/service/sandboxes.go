@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"regexp"
 	"strings"
 	"time"
 
@@ -60,11 +61,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if req.Timeout > s.cfg.MaxTimeout {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
 	}
-	allow, err := ParseEgress(req.AllowOut)
-	if err != nil {
-		return Sandbox{}, err
-	}
-	deny, err := ParseEgress(req.DenyOut)
+	egress, err := ParseEgress(req.AllowOut, req.DenyOut)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -83,7 +80,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		ID: id, Template: req.TemplateID, Timeout: req.Timeout,
 		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token, TrafficToken: traffic,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
-		AllowOut:   allow, DenyOut: deny,
+		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -230,25 +227,52 @@ type NetworkRules struct {
 	AllowOut, DenyOut *[]string // IPs and CIDRs; nil = unchanged
 }
 
-// ParseEgress reads allowOut/denyOut entries: IPs and CIDRs. Domain names
-// are refused until the egress proxy exists.
-func ParseEgress(entries []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(entries))
-	for _, e := range entries {
-		if p, err := netip.ParsePrefix(e); err == nil && p.Addr().Is4() {
-			out = append(out, p.Masked())
-			continue
+var domainPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?$`)
+
+// Egress is a sandbox's parsed allowOut/denyOut.
+type Egress struct {
+	Allow, Deny  []netip.Prefix
+	AllowDomains []string
+}
+
+// ParseEgress reads allowOut (IPv4 addresses, CIDRs, domain names, "*."
+// wildcards) and denyOut (addresses and CIDRs). As in E2B, domains in
+// allowOut need all traffic denied ("0.0.0.0/0" in denyOut).
+func ParseEgress(allowOut, denyOut []string) (Egress, error) {
+	var e Egress
+	denyAll := false
+	for _, d := range denyOut {
+		p, ok := parsePrefix(d)
+		if !ok {
+			return e, errs.New(errs.InvalidArgument, "denyOut %q: want an IPv4 address or CIDR", d)
 		}
-		if a, err := netip.ParseAddr(e); err == nil && a.Is4() {
-			out = append(out, netip.PrefixFrom(a, 32))
-			continue
-		}
-		if strings.Contains(e, ":") {
-			return nil, errs.New(errs.InvalidArgument, "egress rule %q: only IPv4 addresses and CIDRs are supported (sandboxes have no IPv6)", e)
-		}
-		return nil, errs.New(errs.Unimplemented, "egress rule %q: rules by domain name are not available yet; use IPs or CIDRs", e)
+		denyAll = denyAll || p.Bits() == 0
+		e.Deny = append(e.Deny, p)
 	}
-	return out, nil
+	for _, a := range allowOut {
+		if p, ok := parsePrefix(a); ok {
+			e.Allow = append(e.Allow, p)
+			continue
+		}
+		if !domainPattern.MatchString(strings.ToLower(a)) {
+			return e, errs.New(errs.InvalidArgument, "allowOut %q: want an IPv4 address, a CIDR or a domain name", a)
+		}
+		e.AllowDomains = append(e.AllowDomains, strings.ToLower(a))
+	}
+	if len(e.AllowDomains) > 0 && !denyAll {
+		return e, errs.New(errs.InvalidArgument, "domains in allowOut need all other traffic denied: add \"0.0.0.0/0\" to denyOut")
+	}
+	return e, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, bool) {
+	if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
+		return p.Masked(), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+		return netip.PrefixFrom(a, 32), true
+	}
+	return netip.Prefix{}, false
 }
 
 // UpdateNetwork changes a running sandbox's egress.
@@ -257,18 +281,38 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 		return err
 	}
 	u := node.NetworkUpdate{Internet: r.Internet}
-	for _, pair := range []struct {
-		in  *[]string
-		out **[]netip.Prefix
-	}{{r.AllowOut, &u.AllowOut}, {r.DenyOut, &u.DenyOut}} {
-		if pair.in == nil {
-			continue
-		}
-		ps, err := ParseEgress(*pair.in)
+	if r.AllowOut != nil || r.DenyOut != nil {
+		info, err := s.node.Get(id)
 		if err != nil {
 			return err
 		}
-		*pair.out = &ps
+		// Unchanged lists keep their current value for the checks.
+		var allow, deny []string
+		if info.Network != nil {
+			allow, deny = egressStrings(info.Network)
+		}
+		if r.AllowOut != nil {
+			allow = *r.AllowOut
+		}
+		if r.DenyOut != nil {
+			deny = *r.DenyOut
+		}
+		e, err := ParseEgress(allow, deny)
+		if err != nil {
+			return err
+		}
+		u.AllowOut, u.DenyOut, u.AllowDomains = &e.Allow, &e.Deny, &e.AllowDomains
 	}
 	return s.node.UpdateNetwork(id, u)
+}
+
+func egressStrings(ni *node.NetworkInfo) (allow, deny []string) {
+	for _, p := range ni.AllowOut {
+		allow = append(allow, p.String())
+	}
+	allow = append(allow, ni.AllowDomains...)
+	for _, p := range ni.DenyOut {
+		deny = append(deny, p.String())
+	}
+	return allow, deny
 }

@@ -1,0 +1,244 @@
+package network
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// soOriginalDst is SO_ORIGINAL_DST (linux/netfilter_ipv4.h): the address a
+// redirected connection was sent to.
+const soOriginalDst = 80
+
+// egressProxy enforces allowOut domain names. The firewall redirects the
+// TCP ports 80 and 443 of sandboxes with domain rules here; the proxy reads
+// the name the client asks for (TLS SNI, or the HTTP Host header), lets
+// allowed names through to the address the client dialled and closes the
+// rest. Nothing is decrypted.
+type egressProxy struct {
+	ln      net.Listener
+	log     *slog.Logger
+	blocked []netip.Prefix // never dialled, whatever the name
+
+	mu      sync.RWMutex
+	domains map[netip.Addr][]string // sandbox address → allowed names
+}
+
+func newEgressProxy(blocked []netip.Prefix, log *slog.Logger) (*egressProxy, error) {
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &egressProxy{ln: ln, log: log, blocked: blocked, domains: map[netip.Addr][]string{}}
+	go p.serve()
+	return p, nil
+}
+
+func (p *egressProxy) port() uint16 { return uint16(p.ln.Addr().(*net.TCPAddr).Port) }
+
+func (p *egressProxy) close() { p.ln.Close() }
+
+func (p *egressProxy) set(addr netip.Addr, domains []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(domains) == 0 {
+		delete(p.domains, addr)
+		return
+	}
+	p.domains[addr] = domains
+}
+
+func (p *egressProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.handle(c.(*net.TCPConn))
+	}
+}
+
+func (p *egressProxy) handle(c *net.TCPConn) {
+	defer c.Close()
+	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	p.mu.RLock()
+	allowed, known := p.domains[src.Addr().Unmap()]
+	p.mu.RUnlock()
+	if !known {
+		return // not a sandbox with domain rules
+	}
+	dst, err := originalDst(c)
+	if err != nil || p.isBlocked(dst.Addr()) {
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(c, 16<<10)
+	name, err := requestedName(br)
+	if err != nil || !matchDomain(name, allowed) {
+		p.log.Debug("egress refused", "sandbox", src.Addr().String(), "name", name, "dst", dst.String(), logx.Err(err))
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	up, err := d.DialContext(ctx, "tcp4", dst.String())
+	cancel()
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, br); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); c.CloseWrite(); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+func (p *egressProxy) isBlocked(a netip.Addr) bool {
+	for _, b := range p.blocked {
+		if b.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// originalDst reads where a redirected connection was going.
+func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	var (
+		mreq *unix.IPv6Mreq
+		serr error
+	)
+	err = rc.Control(func(fd uintptr) {
+		mreq, serr = unix.GetsockoptIPv6Mreq(int(fd), unix.SOL_IP, soOriginalDst)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	// The bytes are a struct sockaddr_in: family, port (big endian), address.
+	b := mreq.Multiaddr
+	port := binary.BigEndian.Uint16(b[2:4])
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{b[4], b[5], b[6], b[7]}), port), nil
+}
+
+// requestedName peeks at the first bytes: the SNI of a TLS ClientHello, or
+// the Host of an HTTP request. Nothing is consumed.
+func requestedName(br *bufio.Reader) (string, error) {
+	first, err := br.Peek(1)
+	if err != nil {
+		return "", err
+	}
+	if first[0] == 0x16 { // a TLS handshake record
+		return sniOf(br)
+	}
+	return hostOf(br)
+}
+
+// sniOf lets crypto/tls parse the ClientHello from peeked bytes and stops
+// it at the first callback.
+func sniOf(br *bufio.Reader) (string, error) {
+	hdr, err := br.Peek(5)
+	if err != nil {
+		return "", err
+	}
+	n := 5 + int(binary.BigEndian.Uint16(hdr[3:5]))
+	hello, err := br.Peek(n)
+	if err != nil {
+		return "", err
+	}
+	var name string
+	errDone := errors.New("done")
+	srv := tls.Server(readOnlyConn{r: bytes.NewReader(hello)}, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			name = h.ServerName
+			return nil, errDone
+		},
+	})
+	_ = srv.Handshake()
+	if name == "" {
+		return "", errors.New("no server name in the TLS ClientHello")
+	}
+	return name, nil
+}
+
+// hostOf reads the Host of an HTTP/1 request from peeked bytes, waiting
+// for more only while the request head is incomplete.
+func hostOf(br *bufio.Reader) (string, error) {
+	want := 1
+	for {
+		buf, err := br.Peek(want)
+		if err != nil {
+			return "", fmt.Errorf("no complete HTTP request head: %w", err)
+		}
+		buf, _ = br.Peek(br.Buffered())
+		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
+			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(buf[:i+4])))
+			if err != nil {
+				return "", err
+			}
+			host := req.Host
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				host = h
+			}
+			return host, nil
+		}
+		if len(buf) >= br.Size() {
+			return "", errors.New("HTTP request head too large")
+		}
+		want = len(buf) + 1 // block for at least one more byte
+	}
+}
+
+// matchDomain: exact names, and "*.example.com" for any name below it.
+func matchDomain(name string, allowed []string) bool {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	for _, a := range allowed {
+		a = strings.ToLower(a)
+		if suffix, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(name, "."+suffix) {
+				return true
+			}
+		} else if name == a {
+			return true
+		}
+	}
+	return false
+}
+
+// readOnlyConn feeds crypto/tls the peeked ClientHello.
+type readOnlyConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readOnlyConn) Read(b []byte) (int, error)       { return c.r.Read(b) }
+func (c readOnlyConn) Write(b []byte) (int, error)      { return 0, io.ErrClosedPipe }
+func (c readOnlyConn) Close() error                     { return nil }
+func (c readOnlyConn) SetDeadline(time.Time) error      { return nil }
+func (c readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
+func (c readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
+func (c readOnlyConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c readOnlyConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }

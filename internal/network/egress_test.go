@@ -1,0 +1,121 @@
+package network
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+func TestMatchDomain(t *testing.T) {
+	allowed := []string{"api.example.com", "*.wild.test"}
+	for name, want := range map[string]bool{
+		"api.example.com": true, "API.Example.com.": true, "example.com": false, "x.api.example.com": false,
+		"a.wild.test": true, "a.b.wild.test": true, "wild.test": false, "evilwild.test": false,
+	} {
+		if got := matchDomain(name, allowed); got != want {
+			t.Errorf("matchDomain(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestDomainEgress: with all traffic denied, names in allowOut pass on
+// ports 80 (HTTP Host) and 443 (TLS SNI) to the same server that refuses
+// every other name; other ports stay closed.
+func TestDomainEgress(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.249.0/24"), Table: fmt.Sprintf("cove-test-d%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ns := testutil.FakeInternet(t)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served "+r.Host) })
+	tlsLn, err := testutil.ListenIn(ns, testutil.InternetAddr+":443")
+	must(t, err)
+	ts := httptest.NewUnstartedServer(handler)
+	ts.Listener = tlsLn
+	ts.StartTLS()
+	defer ts.Close()
+
+	n, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	defer m.Release(n)
+	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}))
+	must(t, m.SetDomains(n, []string{"allowed.test", "*.wild.test"}))
+
+	dial := func(port int) net.Conn {
+		var c net.Conn
+		inNS(t, n.NS, func() {
+			c, _ = net.DialTimeout("tcp", fmt.Sprintf("%s:%d", testutil.InternetAddr, port), 3*time.Second)
+		})
+		return c
+	}
+	httpGet := func(host string) string {
+		c := dial(80)
+		if c == nil {
+			return ""
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	httpsGet := func(name string) string {
+		c := dial(443)
+		if c == nil {
+			return ""
+		}
+		tc := tls.Client(c, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		defer tc.Close()
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			return ""
+		}
+		fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", name)
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	tests := []struct {
+		name, got, want string
+	}{
+		{"HTTP to an allowed name", httpGet("allowed.test"), "served allowed.test"},
+		{"HTTP to a wildcard name", httpGet("a.wild.test"), "served a.wild.test"},
+		{"HTTP to another name, same server", httpGet("denied.test"), ""},
+		{"TLS to an allowed name", httpsGet("allowed.test"), "served allowed.test"},
+		{"TLS to another name, same server", httpsGet("denied.test"), ""},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if c := dial(8080); c != nil {
+		c.Close()
+		t.Error("a port the proxy does not check is open despite the deny")
+	}
+}
