@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,8 +52,6 @@ type Manager struct {
 	log   *slog.Logger
 	fw    *firewall
 	proxy *egressProxy
-
-	forwardWas []byte // ip_forward before the manager set it
 
 	mu    sync.Mutex
 	used  map[int]bool
@@ -102,7 +101,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
-	if m.forwardWas, err = enableForwarding(); err != nil {
+	if _, err = enableForwarding(); err != nil {
 		fw.close()
 		proxy.close()
 		return nil, err
@@ -276,25 +275,55 @@ func (m *Manager) Close() {
 	m.proxy.close()
 	if len(m.InUse()) == 0 {
 		_ = m.fw.close()
-		restoreForwarding(m.forwardWas)
+		restoreForwarding(m.fw)
 	}
 }
 
+// forwardMark records, for the whole host, that a Cove node turned IPv4
+// forwarding on: several nodes (or test servers) may share a host, and the
+// last one to go turns it back off. /run is cleared on reboot, as is
+// ip_forward.
+const (
+	forwardFile = "/proc/sys/net/ipv4/ip_forward"
+	forwardMark = "/run/cove/ip_forward.was"
+)
+
 func enableForwarding() ([]byte, error) {
-	const p = "/proc/sys/net/ipv4/ip_forward"
-	was, err := os.ReadFile(p)
+	was, err := os.ReadFile(forwardFile)
 	if err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(string(was)) == "1" {
 		return nil, nil
 	}
-	return was, os.WriteFile(p, []byte("1"), 0)
+	if err := os.MkdirAll(filepath.Dir(forwardMark), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(forwardMark, was, 0o644); err != nil {
+		return nil, err
+	}
+	return was, os.WriteFile(forwardFile, []byte("1"), 0)
 }
 
-func restoreForwarding(was []byte) {
-	if was != nil {
-		_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", was, 0)
+// restoreForwarding turns forwarding back to what it was before the first
+// node turned it on, once no Cove firewall table is left on the host.
+func restoreForwarding(fw *firewall) {
+	tables, err := fw.conn.ListTables()
+	if err != nil {
+		return
+	}
+	for _, t := range tables {
+		if strings.HasPrefix(t.Name, "cove") {
+			return // another node still needs it
+		}
+	}
+	was, err := os.ReadFile(forwardMark)
+	if err != nil {
+		return
+	}
+	if os.WriteFile(forwardFile, was, 0) == nil {
+		_ = os.Remove(forwardMark)
+		_ = os.Remove(filepath.Dir(forwardMark))
 	}
 }
 

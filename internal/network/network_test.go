@@ -77,7 +77,6 @@ func TestEgressAndIsolation(t *testing.T) {
 		t.Skip("needs root")
 	}
 	table := fmt.Sprintf("cove-test-%d", os.Getpid())
-	forwardBefore, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.250.0/24"), PoolSize: 2, Table: table}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +84,8 @@ func TestEgressAndIsolation(t *testing.T) {
 	var open, closed, neighbour *Net
 	defer func() {
 		m.Close()
-		if now, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); string(now) != string(forwardBefore) {
-			t.Errorf("ip_forward %q after Close, %q before", now, forwardBefore)
-		}
+		// ip_forward is host-wide and shared with other nodes (other test
+		// packages run at the same time): restoreForwarding owns it.
 		// The kernel removes a released network's veth in the background.
 		deadline := time.Now().Add(10 * time.Second)
 		for _, n := range []*Net{open, closed, neighbour} {
