@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/logx"
 )
@@ -221,6 +222,18 @@ func (m *Manager) Adopt(slot int, internet bool) (*Net, error) {
 	return n, m.fw.setInternet(addr, internet)
 }
 
+// forgetFlows drops the connection-tracking entries of an address, so a
+// later sandbox given the same address inherits none of its flows.
+func forgetFlows(a netip.Addr) {
+	ip := net.IP(a.AsSlice())
+	for _, dir := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP} {
+		f := &netlink.ConntrackFilter{}
+		if f.AddIP(dir, ip) == nil {
+			_, _ = netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, f)
+		}
+	}
+}
+
 // Release gives a network back: its namespace goes when its last process
 // does, taking the veth pair with it (the kernel does it in the
 // background, which is much cheaper than deleting the link).
@@ -231,6 +244,7 @@ func (m *Manager) Release(n *Net) {
 	_ = m.fw.setInternet(n.Addr, true)
 	_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
 	_ = m.SetDomains(n, nil)
+	forgetFlows(n.Addr)
 	m.unreserve(n.Slot)
 }
 

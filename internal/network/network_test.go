@@ -17,6 +17,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
@@ -120,6 +121,19 @@ func TestEgressAndIsolation(t *testing.T) {
 		m.Release(open)
 		m.Release(closed)
 		m.Release(neighbour)
+		// The released addresses keep no tracked flows for their next owner.
+		flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+		if err != nil {
+			t.Logf("conntrack table not readable here: %v", err)
+			return
+		}
+		for _, f := range flows {
+			for _, n := range []*Net{open, closed, neighbour} {
+				if f.Forward.SrcIP.Equal(net.IP(n.Addr.AsSlice())) || f.Forward.DstIP.Equal(net.IP(n.Addr.AsSlice())) {
+					t.Errorf("a flow of released %s is still tracked: %s", n.Addr, f)
+				}
+			}
+		}
 	}()
 
 	// A service on the host (like the API port) and one in the neighbour.

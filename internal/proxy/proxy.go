@@ -61,6 +61,12 @@ type targetKey struct{}
 // New returns a proxy for host names under domain; signed (may be nil)
 // routes signed file URLs that name no sandbox.
 func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Proxy {
+	// The reported domain may carry the server's port ("localhost:3000") so
+	// that the SDK's getHost(port) names a reachable address; routing
+	// compares host names only.
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		domain = h
+	}
 	p := &Proxy{sandboxes: sb, signed: signed, domain: strings.ToLower(domain), log: log}
 	tr := &http.Transport{
 		DialContext:         p.dial,

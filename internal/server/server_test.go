@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -310,7 +311,52 @@ func TestPorts(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d with %q", tc.name, code, body, tc.status, tc.body)
 		}
 	}
+	// An upgraded connection (WebSocket) passes through both ways.
+	go run(ctx, s.url, id, tok, `exec python3 -c '
+import socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        while self.rfile.readline() not in (b"\r\n", b""): pass
+        self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        while True:
+            d = self.request.recv(4096)
+            if not d: break
+            self.request.sendall(d)
+socketserver.ThreadingTCPServer(("127.0.0.1", 8090), H).serve_forever()
+'`)
+	var upgraded string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && upgraded != "ping"; time.Sleep(50 * time.Millisecond) {
+		upgraded = upgrade(t, strings.TrimPrefix(s.url, "http://"), "8090-"+id+".localhost:"+port, traffic)
+	}
+	if upgraded != "ping" {
+		t.Errorf("through an upgraded connection: %q, want the echo", upgraded)
+	}
 	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 		t.Errorf("kill: %d %s", code, raw)
 	}
+}
+
+// upgrade asks host (through the proxy at addr) to switch protocols, sends
+// "ping" on the upgraded connection and returns what comes back.
+func upgrade(t *testing.T, addr, host, token string) string {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nE2b-Traffic-Access-Token: %s\r\n\r\n", host, token)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		return ""
+	}
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return ""
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return ""
+	}
+	return string(buf)
 }
