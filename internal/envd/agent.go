@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/envd/settings"
 )
 
 // RunConfig configures a running agent.
@@ -24,6 +25,8 @@ type RunConfig struct {
 	OOMFD   int // when > 0, a file whose "oom_kill N" line counts OOM kills
 	// Spawn, when set, runs every fork of a process (see process.Options).
 	Spawn func(fork func() (int, error)) (int, error)
+	// Initial settings apply before the agent listens, as an /init would.
+	Initial settings.Update
 }
 
 // Run serves the agent until ctx ends. As PID 1 it also reaps orphans and
@@ -53,6 +56,8 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 			return cgroups.ParseOOMKills(buf[:n]), nil
 		}
 	}
+	agent := New(opts, log)
+	agent.settings.Apply(cfg.Initial)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
@@ -65,7 +70,7 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 			return fmt.Errorf("signal readiness: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: New(opts, log), IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: agent, IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)

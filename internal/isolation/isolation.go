@@ -72,6 +72,9 @@ type Spec struct {
 	Limits Limits
 	// Env are variables every process in the sandbox sees (E2B_SANDBOX_ID …).
 	Env map[string]string
+	// Agent is what the agent starts with (what POST /init would set), so a
+	// create needs no round trip to it.
+	Agent AgentSettings
 	// UserNamespace runs the sandbox in its own user namespace, so its root
 	// is an unprivileged user on the host.
 	UserNamespace bool
@@ -81,6 +84,14 @@ type Spec struct {
 	NetNS *os.File
 	// DNS are the resolvers written to the sandbox's /etc/resolv.conf.
 	DNS []string
+}
+
+// AgentSettings are the agent's start-up settings.
+type AgentSettings struct {
+	EnvVars        map[string]string `json:"envVars,omitempty"`
+	AccessToken    string            `json:"accessToken,omitempty"`
+	DefaultUser    string            `json:"defaultUser,omitempty"`
+	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
 }
 
 // RootFS is a sandbox's file system: read-only layers stacked by overlayfs

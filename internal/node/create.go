@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
@@ -84,7 +83,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string, want *NetworkInfo) (Info, error) {
 	info := sb.snapshot()
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
-	spec := isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env}
+	spec := isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env, Agent: isolation.AgentSettings{
+		EnvVars: info.EnvVars, AccessToken: info.AccessToken, DefaultUser: user, DefaultWorkdir: workdir,
+	}}
 	var n *network.Net
 	if nets := m.cfg.Networks; nets != nil {
 		var err error
@@ -114,18 +115,11 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 		}
 		return Info{}, fmt.Errorf("create sandbox %s: %w", info.ID, err)
 	}
+	// The agent started with its settings (no /init round trip).
 	agent := m.agentFor(info.ID)
-	init := envd.InitRequest{EnvVars: info.EnvVars, DefaultUser: user, DefaultWorkdir: &workdir,
-		Timestamp: time.Now().UTC().Format(time.RFC3339Nano)}
-	if info.AccessToken != "" {
-		init.AccessToken = &info.AccessToken
-	}
-	err = agent.Init(ctx, init)
-	if err == nil {
-		info.Handle, info.State = h, StateRunning
-		err = m.writeRecord(info)
-	}
-	if err != nil {
+	agent.SetToken(info.AccessToken)
+	info.Handle, info.State = h, StateRunning
+	if err = m.writeRecord(info); err != nil {
 		agent.Close()
 		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -135,7 +129,7 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 			m.cfg.Networks.Release(n)
 		}
 		m.removeRecord(info.ID)
-		return Info{}, fmt.Errorf("initialize sandbox %s: %w", info.ID, err)
+		return Info{}, fmt.Errorf("record sandbox %s: %w", info.ID, err)
 	}
 	sb.mu.Lock()
 	sb.info = info

@@ -215,7 +215,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds,
 		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
-		OwnNet: spec.NetNS == nil, DNS: spec.DNS,
+		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent,
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		readyR.Close()

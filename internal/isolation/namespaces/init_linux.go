@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/settings"
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
 func init() {
@@ -105,15 +107,17 @@ func sandboxInit() error {
 		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 		os.Setenv("HOME", "/root")
 		forks := make(chan spawnRequest)
-		go func() { os.Exit(runAgent(cfg.Env, spawnOn(forks))) }()
+		go func() { os.Exit(runAgent(cfg.Env, cfg.Agent, spawnOn(forks))) }()
 		for req := range forks { // this thread forks every process of the sandbox
 			pid, err := req.fork()
 			req.done <- spawnResult{pid, err}
 		}
 	}
 	env, _ := json.Marshal(cfg.Env)
+	agent, _ := json.Marshal(cfg.Agent)
 	argv := []string{agentArg0}
-	envv := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", envSandboxEnv + "=" + string(env)}
+	envv := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+		envSandboxEnv + "=" + string(env), envAgentSettings + "=" + string(agent)}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, envv))
 }
 
@@ -139,15 +143,20 @@ func execveat(fd int, argv, envv []string) error {
 
 // agentMain is the agent as the sandbox's PID 1, exec'd by sandboxInit.
 func agentMain() int {
-	var fixed map[string]string
-	if v := os.Getenv(envSandboxEnv); v != "" {
-		if err := json.Unmarshal([]byte(v), &fixed); err != nil {
-			fmt.Fprintf(os.Stderr, "bad sandbox environment: %v\n", err)
-			return 1
+	var (
+		fixed    map[string]string
+		settings isolation.AgentSettings
+	)
+	for name, v := range map[string]any{envSandboxEnv: &fixed, envAgentSettings: &settings} {
+		if s := os.Getenv(name); s != "" {
+			if err := json.Unmarshal([]byte(s), v); err != nil {
+				fmt.Fprintf(os.Stderr, "bad %s: %v\n", name, err)
+				return 1
+			}
 		}
+		os.Unsetenv(name)
 	}
-	os.Unsetenv(envSandboxEnv)
-	return runAgent(fixed, nil)
+	return runAgent(fixed, settings, nil)
 }
 
 type spawnRequest struct {
@@ -172,9 +181,17 @@ func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error
 
 // runAgent serves the agent until it fails. spawn, when set, runs the
 // agent's forks.
-func runAgent(fixed map[string]string, spawn func(func() (int, error)) (int, error)) int {
+func runAgent(fixed map[string]string, a isolation.AgentSettings, spawn func(func() (int, error)) (int, error)) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: fdReady, OOMFD: fdOOM, Spawn: spawn}
+	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: fdReady, OOMFD: fdOOM, Spawn: spawn, Initial: settings.Update{
+		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,
+	}}
+	if a.AccessToken != "" {
+		cfg.Initial.AccessToken = &a.AccessToken
+	}
+	if a.DefaultWorkdir != "" {
+		cfg.Initial.DefaultWorkdir = &a.DefaultWorkdir
+	}
 	if err := envd.Run(context.Background(), cfg, log); err != nil {
 		log.Error("agent stopped", "err", err)
 		return 1

@@ -17,21 +17,26 @@ const (
 	fdOOM    = 5 // the cgroup file counting OOM kills, opened by the init
 )
 
-// envSandboxEnv carries the sandbox's fixed variables to the agent, JSON.
-const envSandboxEnv = "COVE_SANDBOX_ENV"
+// envSandboxEnv carries the sandbox's fixed variables to the exec'd agent,
+// envAgentSettings its start-up settings; both JSON, unset once read.
+const (
+	envSandboxEnv    = "COVE_SANDBOX_ENV"
+	envAgentSettings = "COVE_AGENT_SETTINGS"
+)
 
 // initConfig is what the driver tells the sandbox's init.
 type initConfig struct {
-	ID        string            `json:"id"`
-	Dir       string            `json:"dir"` // the sandbox's directory on the host
-	Layers    []string          `json:"layers"`
-	Binds     []isolation.Bind  `json:"binds"`
-	DiskBytes int64             `json:"diskBytes"`
-	ShmBytes  int64             `json:"shmBytes"`
-	Env       map[string]string `json:"env"`
-	UserNS    bool              `json:"userns"`  // in a user namespace: no mknod
-	OOMFile   string            `json:"oomFile"` // host path of the cgroup OOM kill counter
-	OwnNet    bool              `json:"ownNet"`  // a fresh network namespace: bring lo up
-	DNS       []string          `json:"dns"`     // resolvers for /etc/resolv.conf
-	Mounts    []isolation.Bind  `json:"-"`
+	ID        string                  `json:"id"`
+	Dir       string                  `json:"dir"` // the sandbox's directory on the host
+	Layers    []string                `json:"layers"`
+	Binds     []isolation.Bind        `json:"binds"`
+	DiskBytes int64                   `json:"diskBytes"`
+	ShmBytes  int64                   `json:"shmBytes"`
+	Env       map[string]string       `json:"env"`
+	UserNS    bool                    `json:"userns"`  // in a user namespace: no mknod
+	OOMFile   string                  `json:"oomFile"` // host path of the cgroup OOM kill counter
+	OwnNet    bool                    `json:"ownNet"`  // a fresh network namespace: bring lo up
+	DNS       []string                `json:"dns"`     // resolvers for /etc/resolv.conf
+	Agent     isolation.AgentSettings `json:"agent"`
+	Mounts    []isolation.Bind        `json:"-"`
 }
