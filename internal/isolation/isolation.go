@@ -79,8 +79,9 @@ type Spec struct {
 	// is an unprivileged user on the host.
 	UserNamespace bool
 	// NetNS, when set, is the network namespace the sandbox runs in (made
-	// and wired by the node's network pool); nil gives it an empty one with
-	// loopback only. The driver does not keep it open.
+	// and wired by the node's network pool, which may reuse it after the
+	// sandbox); nil gives it an empty one with loopback only. The driver
+	// does not keep it open.
 	NetNS *os.File
 	// DNS are the resolvers written to the sandbox's /etc/resolv.conf.
 	DNS []string

@@ -54,12 +54,13 @@ type Manager struct {
 	fw    *firewall
 	proxy *egressProxy
 
-	mu    sync.Mutex
-	used  map[int]bool
-	next  int
-	ready chan *Net
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	used     map[int]bool
+	next     int
+	ready    chan *Net // made by the pool
+	returned chan *Net // given back clean by sandboxes that ended; taken first
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // Net is one sandbox's network.
@@ -101,7 +102,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		proxy.close()
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), returned: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
 	if _, err = enableForwarding(); err != nil {
 		fw.close()
 		proxy.close()
@@ -167,15 +168,19 @@ func (m *Manager) unreserve(slot int) {
 func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 	var n *Net
 	select {
-	case n = <-m.ready:
+	case n = <-m.returned:
 	default:
-		var err error
-		if n, err = m.make(); err != nil {
-			return nil, err
+		select {
+		case n = <-m.ready:
+		default:
+			var err error
+			if n, err = m.make(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := m.fw.setInternet(n.Addr, internet); err != nil {
-		m.Release(n)
+		m.discard(n)
 		return nil, fmt.Errorf("set egress of %s: %w", n.Addr, err)
 	}
 	return n, nil
@@ -234,17 +239,34 @@ func forgetFlows(a netip.Addr) {
 	}
 }
 
-// Release gives a network back: its namespace goes when its last process
-// does, taking the veth pair with it (the kernel does it in the
-// background, which is much cheaper than deleting the link).
+// Release gives a network back once its sandbox is gone. Its rules and
+// tracked flows are dropped; a network whose namespace the caller kept goes
+// back into the pool for the next sandbox (nothing in a sandbox can change
+// its own interfaces, addresses or routes: no CAP_NET_ADMIN), which spares
+// making one and the kernel's teardown of this one. Otherwise the
+// namespace went with the sandbox's last process, and the kernel removes
+// the veth in the background.
 func (m *Manager) Release(n *Net) {
-	if n.NS != nil {
-		n.NS.Close()
-	}
 	_ = m.fw.setInternet(n.Addr, true)
 	_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
 	_ = m.SetDomains(n, nil)
 	forgetFlows(n.Addr)
+	if n.NS != nil {
+		select {
+		case m.returned <- n:
+			return
+		default:
+		}
+	}
+	m.discard(n)
+}
+
+// discard frees a network for good.
+func (m *Manager) discard(n *Net) {
+	if n.NS != nil {
+		n.NS.Close()
+		n.NS = nil
+	}
 	m.unreserve(n.Slot)
 }
 
@@ -264,7 +286,7 @@ func (m *Manager) fill() {
 		select {
 		case m.ready <- n:
 		case <-m.stop:
-			m.Release(n)
+			m.discard(n)
 			return
 		}
 	}
@@ -280,7 +302,10 @@ func (m *Manager) Close() {
 	for {
 		select {
 		case n := <-m.ready:
-			m.Release(n)
+			m.discard(n)
+			continue
+		case n := <-m.returned:
+			m.discard(n)
 			continue
 		default:
 		}

@@ -201,3 +201,36 @@ func hostAddr(t *testing.T) string {
 	t.Skip("the host has no IPv4 address besides loopback")
 	return ""
 }
+
+// TestReleasedNetworkComesBackClean: a released network whose namespace was
+// kept returns to the pool without its rules, egress setting or flows, and
+// works for the next sandbox.
+func TestReleasedNetworkComesBackClean(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.246.0/24"), Table: fmt.Sprintf("cove-test-c%d", os.Getpid()), PoolSize: 4}, logx.Discard())
+	must(t, err)
+	defer m.Close()
+	testutil.FakeInternet(t)
+	n, err := m.Acquire(context.Background(), false)
+	must(t, err)
+	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}))
+	must(t, m.SetDomains(n, []string{"example.test"}))
+	m.Release(n)
+	back, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	defer m.Release(back)
+	if back != n {
+		t.Fatal("the next sandbox did not get the released network back")
+	}
+	m.fw.mu.Lock()
+	dirty := m.fw.offline[back.Addr] || m.fw.ruled[back.Slot] || m.fw.proxiedAddrs[back.Addr]
+	m.fw.mu.Unlock()
+	if dirty {
+		t.Error("the reused network kept its rules")
+	}
+	if got := get(t, back, testutil.InternetAddr+":8080"); !strings.HasPrefix(got, "hello from") {
+		t.Errorf("the reused network cannot reach out: %q", got)
+	}
+}

@@ -105,10 +105,6 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 		info.Network = &ni
 	}
 	h, err := m.driver.Create(ctx, info.ID, spec)
-	if n != nil {
-		n.NS.Close() // the sandbox's processes hold the namespace now
-		n.NS = nil
-	}
 	if err != nil {
 		if n != nil {
 			m.cfg.Networks.Release(n)
