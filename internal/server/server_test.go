@@ -39,11 +39,30 @@ type srv struct {
 
 func start(t *testing.T) srv { return startWith(t, nil) }
 
-// startWith starts a server in this process that stops when the test ends.
+// startWith starts a server in this process that stops when the test ends,
+// killing first whatever sandboxes a failed test left (a server leaves
+// running sandboxes to its next start by design).
 func startWith(t *testing.T, edit func(*server.Config)) srv {
 	s, stop := startStoppable(t, edit)
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		s.killAll(t)
+		stop()
+	})
 	return s
+}
+
+// killAll kills every sandbox of both test teams.
+func (s srv) killAll(t *testing.T) {
+	for _, key := range []string{keyA, keyB} {
+		_, _, raw := s.do(t, "GET", "/v2/sandboxes", key, "")
+		var list []struct {
+			SandboxID string `json:"sandboxID"`
+		}
+		_ = json.Unmarshal(raw, &list)
+		for _, sb := range list {
+			s.do(t, "DELETE", "/sandboxes/"+sb.SandboxID, key, "")
+		}
+	}
 }
 
 // startStoppable starts a server in this process; edit adjusts its

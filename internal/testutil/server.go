@@ -4,7 +4,9 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +75,7 @@ func StartServer(t *testing.T, apiKey string) Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		killAll(s.URL, apiKey) // what a failed test left; the server keeps sandboxes on purpose
 		cancel()
 		_ = cmd.Wait()
 		if t.Failed() {
@@ -105,4 +108,28 @@ func Leftovers(dir string) []string {
 		}
 	}
 	return out
+}
+
+// killAll kills every sandbox the key can see.
+func killAll(url, key string) {
+	req, _ := http.NewRequest(http.MethodGet, url+"/v2/sandboxes", nil)
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var list []struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&list) != nil {
+		return
+	}
+	for _, sb := range list {
+		del, _ := http.NewRequest(http.MethodDelete, url+"/sandboxes/"+sb.SandboxID, nil)
+		del.Header.Set("X-API-Key", key)
+		if r, err := http.DefaultClient.Do(del); err == nil {
+			r.Body.Close()
+		}
+	}
 }
