@@ -217,13 +217,14 @@ func (m *Manager) SetDomains(n *Net, domains []string) error {
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error { return m.fw.setInternet(n.Addr, allowed) }
 
-// Adopt marks the slot of a network a restarted node finds in use.
-func (m *Manager) Adopt(slot int, internet bool) (*Net, error) {
+// Adopt marks the slot of a network a restarted node finds in use; ns (may
+// be nil) is a handle to its namespace, which lets it be reused later.
+func (m *Manager) Adopt(slot int, ns *os.File, internet bool) (*Net, error) {
 	m.mu.Lock()
 	m.used[slot] = true
 	m.mu.Unlock()
 	gw, addr := m.slotAddrs(slot)
-	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot)}
+	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot), NS: ns}
 	return n, m.fw.setInternet(addr, internet)
 }
 

@@ -50,7 +50,7 @@ type Config struct {
 // Networks hands out sandbox networks (network.Manager).
 type Networks interface {
 	Acquire(ctx context.Context, internet bool) (*network.Net, error)
-	Adopt(slot int, internet bool) (*network.Net, error)
+	Adopt(slot int, ns *os.File, internet bool) (*network.Net, error)
 	Release(n *network.Net)
 	SetInternet(n *network.Net, allowed bool) error
 	SetRules(n *network.Net, allow, deny []netip.Prefix) error

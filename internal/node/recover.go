@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,10 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	}
 	sb := &sandbox{info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	if info.Network != nil && m.cfg.Networks != nil {
-		n, err := m.cfg.Networks.Adopt(info.Network.Slot, info.Network.Internet)
+		// The sandbox's init holds its namespace: a handle lets the network be
+		// reused once the sandbox ends.
+		ns, _ := os.Open(fmt.Sprintf("/proc/%d/ns/net", info.Handle.PID))
+		n, err := m.cfg.Networks.Adopt(info.Network.Slot, ns, info.Network.Internet)
 		if err == nil {
 			err = applyRules(m.cfg.Networks, n, info.Network)
 		}
