@@ -3,6 +3,7 @@
 // E2B_API_KEY and E2B_DOMAIN; this file uses nothing else.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
+import http from 'node:http'
 import { Sandbox, CommandExitError, AuthenticationError, TimeoutError, NotFoundError } from 'e2b'
 
 let sbx
@@ -159,6 +160,29 @@ test('setTimeout ends the sandbox on time; isRunning and kill', async () => {
   assert.equal(await k.kill(), true)
   assert.equal(await k.isRunning(), false)
   assert.equal(await Sandbox.kill(k.sandboxId), false)
+})
+
+// getHost(port) names the sandbox's port; the proxy routes by that name
+// (this machine does not resolve *.localhost, so the request goes to the
+// server's address with the name as its Host).
+const getVia = (host) => new Promise((resolve, reject) => {
+  const api = new URL(process.env.E2B_API_URL)
+  http.get({ host: api.hostname, port: api.port, path: '/hello.txt', headers: { Host: host } }, (res) => {
+    let body = ''
+    res.on('data', (d) => { body += d })
+    res.on('end', () => resolve({ status: res.statusCode, body }))
+  }).on('error', reject)
+})
+
+test('getHost(port) reaches a server the sandbox runs on 127.0.0.1', async () => {
+  await sbx.commands.run('cd /tmp && echo hi-from-port > hello.txt && python3 -m http.server 8080 --bind 127.0.0.1', { background: true })
+  const host = sbx.getHost(8080)
+  assert.match(host, new RegExp(`^8080-${sbx.sandboxId}\\.`))
+  let got
+  assert.ok(await waitUntil(async () => { got = await getVia(host); return got.status === 200 }), `last answer ${JSON.stringify(got)}`)
+  assert.equal(got.body, 'hi-from-port\n')
+  const closed = await getVia(sbx.getHost(9))
+  assert.equal(closed.status, 502)
 })
 
 test('a wrong API key is refused', async () => {
