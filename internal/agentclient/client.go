@@ -1,14 +1,11 @@
-// Package agentclient talks to a sandbox's agent (envd) from the node: the
-// internal /init call, health, and the process and filesystem services.
+// Package agentclient talks to a sandbox's agent (envd) from the node:
+// health and the process and filesystem services.
 package agentclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -16,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
@@ -90,32 +86,6 @@ func (c *Client) Health(ctx context.Context) error {
 	return nil
 }
 
-// Init sends POST /init and remembers the access token for later calls.
-func (c *Client) Init(ctx context.Context, in envd.InitRequest) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/init", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent init: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("agent init: %s: %s", resp.Status, msg)
-	}
-	if in.AccessToken != nil {
-		c.SetToken(*in.AccessToken)
-	}
-	return nil
-}
-
 // Result is a finished command.
 type Result struct {
 	Stdout, Stderr []byte
@@ -162,8 +132,7 @@ func (c *Client) Run(ctx context.Context, user, cmd string, timeout time.Duratio
 	return res, fmt.Errorf("stream ended without an end event")
 }
 
-// SetToken sets the access token sent with every call (after a node
-// restart, when Init is not sent again).
+// SetToken sets the access token sent with every call.
 func (c *Client) SetToken(token string) {
 	c.mu.Lock()
 	c.token = token
