@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
@@ -25,10 +26,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDir
 	if err := stream.Send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Start{Start: &pb.WatchDirResponse_StartEvent{}}}); err != nil {
 		return err
 	}
-	interval := 90 * time.Second
-	if n, err := time.ParseDuration(req.Header().Get("Keepalive-Ping-Interval") + "s"); err == nil && n > 0 {
-		interval = n
-	}
+	interval := settings.KeepaliveInterval(req.Header())
 	keepalive := time.NewTimer(interval)
 	defer keepalive.Stop()
 	for {

@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
@@ -27,5 +28,5 @@ func (s *Service) Connect(ctx context.Context, req *connect.Request[pb.ConnectRe
 	if end != nil {
 		return send(&pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: end}})
 	}
-	return relay(ctx, sub, keepaliveInterval(req.Header()), send)
+	return relay(ctx, sub, settings.KeepaliveInterval(req.Header()), send)
 }

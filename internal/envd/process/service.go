@@ -5,9 +5,7 @@ package process
 
 import (
 	"log/slog"
-	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -104,14 +102,6 @@ func (s *Service) forgetLater(p *proc) {
 		}
 		s.mu.Unlock()
 	})
-}
-
-// keepaliveInterval reads the Keepalive-Ping-Interval header (seconds).
-func keepaliveInterval(h http.Header) time.Duration {
-	if n, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	return 90 * time.Second
 }
 
 func (s *Service) oomCount() uint64 {

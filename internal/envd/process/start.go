@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/envd/identity"
+	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
@@ -32,5 +33,5 @@ func (s *Service) Start(ctx context.Context, req *connect.Request[pb.StartReques
 	if err := send(startEvent(p.pid)); err != nil {
 		return err
 	}
-	return relay(ctx, sub, keepaliveInterval(req.Header()), send)
+	return relay(ctx, sub, settings.KeepaliveInterval(req.Header()), send)
 }

@@ -6,7 +6,10 @@ package settings
 import (
 	"crypto/subtle"
 	"maps"
+	"net/http"
+	"strconv"
 	"sync"
+	"time"
 )
 
 // Settings is safe for concurrent use.
@@ -81,4 +84,13 @@ func (s *Settings) AccessToken() string {
 func (s *Settings) TokenOK(tok string) bool {
 	want := s.AccessToken()
 	return want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(tok)) == 1
+}
+
+// KeepaliveInterval is how long a stream may stay silent before a
+// keepalive: the request's Keepalive-Ping-Interval (seconds), else 90 s.
+func KeepaliveInterval(h http.Header) time.Duration {
+	if n, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 90 * time.Second
 }

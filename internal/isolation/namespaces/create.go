@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -186,7 +185,9 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		SysProcAttr: attr,
 	}
 	if spec.NetNS != nil {
-		err = startIn(spec.NetNS, cmd)
+		// Born inside the pooled namespace: a user-namespaced child could
+		// not join it later.
+		err = d.inNetNS(spec.NetNS, cmd.Start)
 	} else {
 		err = cmd.Start()
 	}
@@ -288,31 +289,4 @@ func (d *Driver) ended(sb *sandbox, detail string) {
 func (sb *sandbox) oomKilled() bool {
 	n, err := sb.cg.OOMKills()
 	return err == nil && n > 0
-}
-
-// startIn starts cmd from a thread inside the network namespace ns, so the
-// child is born there (a user-namespaced child could not join it later).
-func startIn(ns *os.File, cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		host, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer host.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter the sandbox network: %w", err)
-			return
-		}
-		err = cmd.Start()
-		if unix.Setns(int(host.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and dies with this goroutine
-		errc <- err
-	}()
-	return <-errc
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 
@@ -26,28 +27,37 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
 	default:
 	}
-	type result struct {
-		c   net.Conn
-		err error
+	var c net.Conn
+	err := d.inNetNS(sb.netns, func() error {
+		var dialer net.Dialer
+		var err error
+		c, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		return err
+	})
+	if err != nil {
+		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("dial sandbox %s port %d: %w", id, port, err))
 	}
-	ch := make(chan result, 1)
+	return c, nil
+}
+
+// inNetNS runs fn on a thread inside the network namespace ns: sockets it
+// makes and processes it forks belong there. The thread then returns to the
+// node's namespace; if it cannot, it stays locked and dies with its
+// goroutine.
+func (d *Driver) inNetNS(ns *os.File, fn func() error) error {
+	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := unix.Setns(int(sb.netns.Fd()), unix.CLONE_NEWNET); err != nil {
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("enter sandbox %s network: %w", id, err)}
+			errc <- fmt.Errorf("enter the sandbox network: %w", err)
 			return
 		}
-		var dialer net.Dialer
-		c, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if serr := unix.Setns(int(d.host.Fd()), unix.CLONE_NEWNET); serr == nil {
+		err := fn()
+		if unix.Setns(int(d.host.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
-		} // else: the thread stays locked and dies with this goroutine
-		ch <- result{c, err}
+		}
+		errc <- err
 	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("dial sandbox %s port %d: %w", id, port, r.err))
-	}
-	return r.c, nil
+	return <-errc
 }
