@@ -16,6 +16,7 @@ import (
 	"time"
 
 	cg "github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
 )
 
 // Limits are a sandbox's resource limits; zero fields are not limited.
@@ -159,7 +160,7 @@ func (g *Group) Destroy(ctx context.Context) error {
 		}
 		_ = g.impl.freeze()
 		for _, pid := range pids {
-			_ = syscallKill(pid)
+			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		_ = g.impl.thaw()
 		select {

@@ -53,22 +53,6 @@ type kindError struct {
 func (e *kindError) Error() string { return e.err.Error() }
 func (e *kindError) Unwrap() error { return e.err }
 
-// Is lets errors.Is(err, errs.NotFound) style checks work through Kind values.
-func (e *kindError) Is(target error) bool {
-	var k kindTarget
-	if errors.As(target, &k) {
-		return e.kind == Kind(k)
-	}
-	return false
-}
-
-type kindTarget Kind
-
-func (k kindTarget) Error() string { return Kind(k).String() }
-
-// Target returns a sentinel usable with errors.Is: errors.Is(err, errs.Target(errs.NotFound)).
-func Target(k Kind) error { return kindTarget(k) }
-
 // New returns a new error of kind k with a formatted message.
 func New(k Kind, format string, args ...any) error {
 	return &kindError{kind: k, err: fmt.Errorf(format, args...)}

@@ -89,9 +89,6 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 		sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}, nil
 }
 
-// Driver is the isolation driver the manager uses.
-func (m *Manager) Driver() isolation.Driver { return m.driver }
-
 // Get returns a sandbox's info.
 func (m *Manager) Get(id string) (Info, error) {
 	sb := m.lookup(id)

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"time"
 
@@ -196,7 +195,7 @@ func (s *Service) Metrics(ctx context.Context, team, id string) (Metric, error) 
 		return Metric{}, err
 	}
 	st, err := s.node.Stats(ctx, id)
-	if errors.Is(err, errs.Target(errs.Unimplemented)) {
+	if errs.Is(err, errs.Unimplemented) {
 		st = isolation.Stats{}
 	} else if err != nil {
 		return Metric{}, err
