@@ -51,7 +51,7 @@ func FakeInternet(t testing.TB) netns.NsHandle {
 	}
 	t.Cleanup(func() { ns.Close() })
 	name := fmt.Sprintf("tinet%d", os.Getpid()%100000)
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p", PeerNamespace: netlink.NsFd(ns)}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 65535}, PeerName: name + "p", PeerNamespace: netlink.NsFd(ns)}
 	if err := netlink.LinkAdd(veth); err != nil {
 		t.Fatal(err)
 	}
