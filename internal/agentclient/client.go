@@ -97,39 +97,69 @@ type Result struct {
 // Run runs cmd with bash -c as user ("" = the agent's default) and collects
 // its output; timeout bounds the process (0 = none).
 func (c *Client) Run(ctx context.Context, user, cmd string, timeout time.Duration) (Result, error) {
-	req := connect.NewRequest(&pb.StartRequest{
-		Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}},
-		Stdin:   new(bool),
-	})
-	if user != "" {
-		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
-	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	var res Result
+	err := c.Exec(ctx, Command{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}, User: user}, func(stdout, stderr []byte) {
+		res.Stdout = append(res.Stdout, stdout...)
+		res.Stderr = append(res.Stderr, stderr...)
+	}, &res)
+	return res, err
+}
+
+// Command is a process to start in the sandbox.
+type Command struct {
+	Cmd  string
+	Args []string
+	User string // "" = the agent's default
+	Cwd  string // "" = the user's default
+	Env  map[string]string
+	// Background returns once the process started; it goes on after the
+	// call, and ctx's deadline does not bound it.
+	Background bool
+}
+
+// Exec starts cmd, passing its output to out as it comes, and fills res
+// when it ends (or, in the background, once it started).
+func (c *Client) Exec(ctx context.Context, cmd Command, out func(stdout, stderr []byte), res *Result) error {
+	cfg := &pb.ProcessConfig{Cmd: cmd.Cmd, Args: cmd.Args, Envs: cmd.Env}
+	if cmd.Cwd != "" {
+		cfg.Cwd = &cmd.Cwd
+	}
+	req := connect.NewRequest(&pb.StartRequest{Process: cfg, Stdin: new(bool)})
+	if cmd.User != "" {
+		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(cmd.User+":")))
+	}
+	if cmd.Background {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+	}
 	stream, err := c.Process.Start(ctx, req)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	defer stream.Close()
-	var res Result
 	for stream.Receive() {
 		ev := stream.Msg().GetEvent()
+		if cmd.Background && ev.GetStart() != nil {
+			return nil
+		}
 		if d := ev.GetData(); d != nil {
-			res.Stdout = append(res.Stdout, d.GetStdout()...)
-			res.Stderr = append(res.Stderr, d.GetStderr()...)
+			out(d.GetStdout(), d.GetStderr())
 		}
 		if e := ev.GetEnd(); e != nil {
 			res.ExitCode, res.Status, res.Error = e.GetExitCode(), e.GetStatus(), e.GetError()
-			return res, nil
+			return nil
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return res, err
+		return err
 	}
-	return res, fmt.Errorf("stream ended without an end event")
+	return fmt.Errorf("stream ended without an end event")
 }
 
 // SetToken sets the access token sent with every call.

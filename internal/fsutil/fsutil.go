@@ -119,7 +119,15 @@ type CopyOptions struct {
 	Shift uint32
 	// Skip, when set, leaves out paths (relative to the source root).
 	Skip func(rel string) bool
+	// Owner, when set, gives every copy this owner instead of the source's.
+	Owner *Ids
+	// Mode, when not zero, replaces the permission bits of every copy
+	// that is not a symlink.
+	Mode os.FileMode
 }
+
+// Ids are a uid and a gid.
+type Ids struct{ UID, GID int }
 
 // CopyTree copies a file, symlink or directory tree to dst (which must not
 // exist), keeping modes and, shifted by opts.Shift, owners. Devices,
@@ -166,13 +174,21 @@ func copyTree(src, dst, rel string, opts CopyOptions) error {
 		return nil
 	}
 	owner := Owner(st)
-	if err := os.Lchown(dst, int(uint32(owner>>32)+opts.Shift), int(uint32(owner)+opts.Shift)); err != nil {
+	uid, gid := int(uint32(owner>>32)+opts.Shift), int(uint32(owner)+opts.Shift)
+	if opts.Owner != nil {
+		uid, gid = opts.Owner.UID, opts.Owner.GID
+	}
+	if err := os.Lchown(dst, uid, gid); err != nil {
 		return err
 	}
-	if st.Mode()&os.ModeSymlink == 0 {
-		return os.Chmod(dst, st.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
+	if st.Mode()&os.ModeSymlink != 0 {
+		return nil
 	}
-	return nil
+	mode := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+	if opts.Mode != 0 {
+		mode = opts.Mode
+	}
+	return os.Chmod(dst, mode)
 }
 
 func copyFile(src, dst string) error {

@@ -101,6 +101,11 @@ type AgentSettings struct {
 type RootFS struct {
 	Layers []string
 	Binds  []Bind
+	// Upper, when set, is an empty host directory that holds the writable
+	// layer (under upper/) instead of a size-capped tmpfs: what a template
+	// build step writes there becomes its next layer. The disk limit does
+	// not apply to it.
+	Upper string
 }
 
 // Bind mounts a host path read-only at Target inside the sandbox.

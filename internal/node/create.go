@@ -7,16 +7,21 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // CreateRequest describes a new sandbox.
 type CreateRequest struct {
-	ID          string // "" = generate
-	Template    string // "" = base
+	ID       string // "" = generate
+	Template string // "" = base
+	// Resolved, when set, is the template itself (template builds), and
+	// Template is not looked up.
+	Resolved    *template.Template
 	Timeout     time.Duration
 	Limits      isolation.Limits // zero fields take the node's defaults
 	EnvVars     map[string]string
@@ -47,19 +52,36 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if req.Timeout > m.cfg.MaxTimeout {
 		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
 	}
-	limits := withDefaults(req.Limits, m.cfg.DefaultLimits)
+	var tpl template.Template
+	if req.Resolved != nil {
+		tpl = *req.Resolved
+	} else {
+		var err error
+		if tpl, err = m.templates.Resolve(ctx, req.Template); err != nil {
+			return Info{}, err
+		}
+	}
+	defaults := m.cfg.DefaultLimits
+	if tpl.CPUCount > 0 {
+		defaults.CPUMillis = int64(tpl.CPUCount) * 1000
+	}
+	if tpl.MemoryMB > 0 {
+		defaults.MemoryMB = int64(tpl.MemoryMB)
+	}
+	limits := withDefaults(req.Limits, defaults)
 	if err := limits.Validate(); err != nil {
 		return Info{}, err
 	}
-	tpl, err := m.templates.Resolve(ctx, req.Template)
-	if err != nil {
-		return Info{}, err
+	env := maps.Clone(tpl.Env)
+	if env == nil {
+		env = map[string]string{}
 	}
+	maps.Copy(env, req.EnvVars)
 	now := time.Now().UTC()
 	sb := &sandbox{ended: make(chan struct{}), info: Info{
 		ID: req.ID, TemplateID: tpl.ID, State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
-		EnvVars: maps.Clone(req.EnvVars), AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
+		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 	}}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {
@@ -77,7 +99,54 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		m.mu.Unlock()
 		return Info{}, err
 	}
+	if tpl.StartCmd != "" {
+		if err := m.startCommand(ctx, info, tpl); err != nil {
+			cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if kerr := m.Kill(cleanup, info.ID); kerr != nil {
+				m.log.Error("kill sandbox whose start command failed", logx.SandboxID(info.ID), logx.Err(kerr))
+			}
+			return Info{}, err
+		}
+	}
 	return info, nil
+}
+
+// startReadyLimit bounds the wait for a template's ready command.
+const startReadyLimit = 5 * time.Minute
+
+// startCommand starts the template's start command in the background and
+// waits until its ready command exits 0 (E2B runs these once at build
+// time and snapshots the running processes; without memory snapshots
+// every sandbox runs them as it starts).
+func (m *Manager) startCommand(ctx context.Context, info Info, tpl template.Template) error {
+	agent, err := m.Agent(info.ID)
+	if err != nil {
+		return err
+	}
+	var res agentclient.Result
+	discard := func(_, _ []byte) {}
+	start := agentclient.Command{Cmd: "/bin/sh", Args: []string{"-c", tpl.StartCmd}, Background: true}
+	if err := agent.Exec(ctx, start, discard, &res); err != nil {
+		return fmt.Errorf("start command of template %s: %w", tpl.ID, err)
+	}
+	if tpl.ReadyCmd == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, startReadyLimit)
+	defer cancel()
+	ready := agentclient.Command{Cmd: "/bin/sh", Args: []string{"-c", tpl.ReadyCmd}}
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		res = agentclient.Result{}
+		if err := agent.Exec(ctx, ready, discard, &res); err == nil && res.ExitCode == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errs.New(errs.Unavailable, "template %s: the ready command %q did not pass: %v", tpl.ID, tpl.ReadyCmd, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string, want *NetworkInfo) (Info, error) {

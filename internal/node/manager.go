@@ -199,3 +199,17 @@ func (m *Manager) agentFor(id string) *agentclient.Client {
 		return m.driver.Dial(ctx, id, envd.Port)
 	})
 }
+
+// LayersInUse are the template layers of every sandbox in the table, those
+// being created included.
+func (m *Manager) LayersInUse() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]bool{}
+	for _, sb := range m.sandboxes {
+		for _, l := range sb.snapshot().Layers {
+			out[l] = true
+		}
+	}
+	return out
+}

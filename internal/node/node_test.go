@@ -32,7 +32,7 @@ func newHost(t *testing.T) host {
 		t.Skip("needs root")
 	}
 	dir := t.TempDir()
-	store, err := template.NewStore(filepath.Join(dir, "templates"))
+	store, err := template.NewStore(filepath.Join(dir, "templates"), logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

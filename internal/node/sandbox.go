@@ -31,6 +31,9 @@ type Info struct {
 	EndAt      time.Time         `json:"endAt"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	EnvVars    map[string]string `json:"envVars,omitempty"`
+	// Layers are the template layers the sandbox stacks: they stay until it
+	// ends, even when its template is deleted.
+	Layers []string `json:"layers,omitempty"`
 	// AccessToken guards the agent ("" = open). Kept so a restarted node
 	// can still talk to the agent.
 	AccessToken string `json:"accessToken,omitempty"`

@@ -40,6 +40,9 @@ type Config struct {
 	Network *network.Config
 	// Out receives the one-time message with a generated API key.
 	Out io.Writer
+	// LocalImages lets template builds read images from the server's disk
+	// (oci:DIR, docker-archive:FILE).
+	LocalImages bool
 	// Ready, when set, receives the listener's address once serving.
 	Ready func(addr net.Addr)
 }
@@ -65,7 +68,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"))
+	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
 	if err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
@@ -75,9 +78,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer driver.Close()
 	var svc *service.Service
+	var tpls *service.Templates
 	nodeCfg := node.Config{
-		Dir:   filepath.Join(cfg.DataDir, "node"),
-		OnEnd: func(info node.Info) { svc.Ended(info.ID) },
+		Dir: filepath.Join(cfg.DataDir, "node"),
+		OnEnd: func(info node.Info) {
+			if info.Metadata["cove.build"] == "" {
+				svc.Ended(info.ID)
+			}
+			tpls.SandboxEnded()
+		},
 	}
 	if cfg.Network != nil {
 		nets, err := network.New(*cfg.Network, log)
@@ -93,15 +102,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer mgr.Close()
-	svc = service.New(service.Config{Domain: cfg.Domain}, st, mgr, secret, log)
+	builds, stopBuilds := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBuilds()
+	builder := template.NewBuilder(templates, mgr, log)
+	builder.AllowLocalImages = cfg.LocalImages
+	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
+	defer tpls.Wait()
+	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse}, st, mgr, secret, log)
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	if err := svc.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile sandboxes: %w", err)
 	}
+	tpls.SandboxEnded() // layers of templates deleted while the server was down
 
-	api := httpapi.New(svc, st, log)
+	api := httpapi.New(svc, tpls, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if px.Match(r) {

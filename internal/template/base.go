@@ -6,11 +6,13 @@
 package template
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,15 +24,6 @@ import (
 
 // BaseName is the built-in template's name.
 const BaseName = "base"
-
-// Template is a resolved template: what a driver needs to build a root.
-type Template struct {
-	ID     string
-	RootFS isolation.RootFS
-	// DefaultUser and DefaultWorkdir go to the agent's /init.
-	DefaultUser    string
-	DefaultWorkdir string
-}
 
 // UserUID is the uid (and gid) of the sandbox's "user" account.
 const UserUID = 1000
@@ -60,39 +53,27 @@ func BaseBinds() []isolation.Bind {
 	return binds
 }
 
-// EnsureBase builds the base template's layer under dir (once per content:
-// the layer is named by the hash of what it holds) and returns the template.
-func EnsureBase(dir string) (Template, error) {
-	layers := filepath.Join(dir, "layers")
-	if err := os.MkdirAll(layers, 0o755); err != nil {
-		return Template{}, err
-	}
-	stage, err := os.MkdirTemp(dir, ".stage-")
+// ensureBase builds the base template's layer (once per content: the
+// layer is named by the hash of what it holds) and returns its record.
+func (s *Store) ensureBase() (*Record, error) {
+	stage, err := s.layers.stage()
 	if err != nil {
-		return Template{}, err
-	}
-	defer fsutil.RemoveTree(stage)
-	if err := os.Chmod(stage, 0o755); err != nil {
-		return Template{}, err
+		return nil, err
 	}
 	if err := writeBaseLayer(stage); err != nil {
-		return Template{}, fmt.Errorf("build base layer: %w", err)
+		removeStage(stage)
+		return nil, fmt.Errorf("build base layer: %w", err)
 	}
-	sum, err := hashTree(stage)
+	layer, err := s.layers.commitByContent(stage)
 	if err != nil {
-		return Template{}, fmt.Errorf("hash base layer: %w", err)
+		return nil, err
 	}
-	layer := filepath.Join(layers, "sha256-"+sum)
-	if _, err := os.Stat(layer); os.IsNotExist(err) {
-		if err := os.Rename(stage, layer); err != nil {
-			return Template{}, fmt.Errorf("store base layer: %w", err)
-		}
-	}
-	return Template{
-		ID:             BaseName,
-		RootFS:         isolation.RootFS{Layers: []string{layer}, Binds: BaseBinds()},
-		DefaultUser:    "user",
-		DefaultWorkdir: "/home/user",
+	return &Record{
+		ID: BaseName, Names: []string{BaseName}, Public: true, Tags: map[string]string{DefaultTag: BaseName},
+		Builds: []*Build{{
+			ID: BaseName, Status: StatusReady, // the node's default limits
+			Image: Image{Layers: []string{layer}, Binds: BaseBinds(), User: "user", Workdir: "/home/user"},
+		}},
 	}, nil
 }
 
@@ -218,4 +199,14 @@ func hashTree(root string) (string, error) {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+// EnsureBase prepares a store under dir and returns its base template (for
+// drivers' tests and benchmarks, which need no other).
+func EnsureBase(dir string) (Template, error) {
+	s, err := NewStore(dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return Template{}, err
+	}
+	return s.Resolve(context.Background(), BaseName)
 }

@@ -2,31 +2,518 @@ package template
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
 )
 
-// Store resolves template names. Today it knows the built-in base template;
-// built templates join it later.
-type Store struct {
-	base Template
+// Build states, as E2B reports them.
+const (
+	StatusWaiting  = "waiting"
+	StatusBuilding = "building"
+	StatusReady    = "ready"
+	StatusError    = "error"
+)
+
+// DefaultTag is the tag a name without one means.
+const DefaultTag = "default"
+
+// Image is what a sandbox of a template starts from: the layers (lowest
+// first) and the defaults a build left.
+type Image struct {
+	Layers   []string         `json:"layers"`
+	Binds    []isolation.Bind `json:"binds,omitempty"`
+	User     string           `json:"user,omitempty"`
+	Workdir  string           `json:"workdir,omitempty"`
+	Env      []string         `json:"env,omitempty"` // KEY=VALUE, in order
+	StartCmd string           `json:"startCmd,omitempty"`
+	ReadyCmd string           `json:"readyCmd,omitempty"`
 }
 
-// NewStore prepares the base template under dir and returns the store.
-func NewStore(dir string) (*Store, error) {
-	base, err := EnsureBase(dir)
+// Build is one build of a template.
+type Build struct {
+	ID         string    `json:"id"`
+	Status     string    `json:"status"`
+	Reason     string    `json:"reason,omitempty"`
+	ReasonStep string    `json:"reasonStep,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	CPUCount   int       `json:"cpuCount"`
+	MemoryMB   int       `json:"memoryMB"`
+	DiskMB     int       `json:"diskMB,omitempty"`
+	Image      Image     `json:"image"`
+	// PendingTags are the tags the build takes once it is ready.
+	PendingTags []string `json:"pendingTags,omitempty"`
+}
+
+// Record is a template: its names, its builds (oldest first) and tags
+// pointing at builds.
+type Record struct {
+	ID        string            `json:"id"`
+	Team      string            `json:"team"`
+	Names     []string          `json:"names"`
+	Public    bool              `json:"public"`
+	CreatedAt time.Time         `json:"createdAt"`
+	Builds    []*Build          `json:"builds"`
+	Tags      map[string]string `json:"tags"` // tag → build id
+}
+
+// Build returns the build with id.
+func (r *Record) Build(id string) *Build {
+	for _, b := range r.Builds {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+// tagged returns the ready build tag points at; "" and the default tag
+// mean the newest ready build unless "default" was pointed elsewhere.
+func (r *Record) tagged(tag string) *Build {
+	if tag == "" || tag == "latest" {
+		tag = DefaultTag
+	}
+	if id, ok := r.Tags[tag]; ok {
+		if b := r.Build(id); b != nil && b.Status == StatusReady {
+			return b
+		}
+		return nil
+	}
+	if tag != DefaultTag {
+		return nil
+	}
+	for i := len(r.Builds) - 1; i >= 0; i-- {
+		if r.Builds[i].Status == StatusReady {
+			return r.Builds[i]
+		}
+	}
+	return nil
+}
+
+// Template is a resolved template: what a driver needs to build a root and
+// what the agent and node start with.
+type Template struct {
+	ID      string
+	BuildID string
+	RootFS  isolation.RootFS
+	// DefaultUser and DefaultWorkdir are the agent's defaults.
+	DefaultUser    string
+	DefaultWorkdir string
+	Env            map[string]string
+	// StartCmd runs in the background when a sandbox starts; the sandbox
+	// is ready once ReadyCmd exits 0.
+	StartCmd, ReadyCmd string
+	CPUCount, MemoryMB int
+}
+
+// Store holds the node's templates: records under <dir>/templates, layers
+// under <dir>/layers, build caches under <dir>/cache.
+type Store struct {
+	dir    string
+	layers Layers
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	templates map[string]*Record
+	// building is held (shared) by every build in progress: Collect does
+	// not run while one may be committing or reusing layers.
+	building sync.RWMutex
+}
+
+// NewStore opens the store under dir, preparing the built-in base
+// template. Builds a previous process left unfinished are marked failed.
+func NewStore(dir string, log *slog.Logger) (*Store, error) {
+	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
+		templates: map[string]*Record{}}
+	for _, d := range []string{"layers", "templates", "cache", "files"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	base, err := s.ensureBase()
 	if err != nil {
 		return nil, err
 	}
-	return &Store{base: base}, nil
+	s.templates[BaseName] = base
+	entries, err := os.ReadDir(filepath.Join(dir, "templates"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "templates", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		var r Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			log.Error("unreadable template record", "file", e.Name(), logx.Err(err))
+			continue
+		}
+		changed := false
+		for _, b := range r.Builds {
+			if b.Status == StatusWaiting || b.Status == StatusBuilding {
+				b.Status, b.Reason, b.FinishedAt = StatusError, "the server stopped during the build", time.Now().UTC()
+				changed = true
+			}
+		}
+		s.templates[r.ID] = &r
+		if changed {
+			if err := s.save(&r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Stages of builds that were cut short.
+	stages, _ := filepath.Glob(filepath.Join(dir, "layers", ".stage-*"))
+	builds, _ := filepath.Glob(filepath.Join(dir, "build-*"))
+	for _, p := range append(stages, builds...) {
+		if err := fsutil.RemoveTree(p); err != nil {
+			log.Error("remove stale build directory", "path", p, logx.Err(err))
+		}
+	}
+	return s, nil
 }
 
-// Resolve finds a template by id, name or name:tag.
+// Layers is the store's layer directory.
+func (s *Store) Layers() Layers { return s.layers }
+
+// Resolve finds a ready template build by id, name, or either with :tag.
 func (s *Store) Resolve(ctx context.Context, ref string) (Template, error) {
-	name, tag, _ := strings.Cut(ref, ":")
-	if name == BaseName && (tag == "" || tag == "default" || tag == "latest") {
-		return s.base, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, tag, err := s.find(ref)
+	if err != nil {
+		return Template{}, err
 	}
-	return Template{}, errs.New(errs.NotFound, "template '%s' not found", ref)
+	b := r.tagged(tag)
+	if b == nil {
+		if tag == "" {
+			return Template{}, errs.New(errs.NotFound, "template %s has no ready build", ref)
+		}
+		return Template{}, errs.New(errs.NotFound, "template %s has no ready build tagged %q", ref, tag)
+	}
+	return s.resolved(r, b), nil
+}
+
+func (s *Store) resolved(r *Record, b *Build) Template {
+	t := Template{
+		ID: r.ID, BuildID: b.ID, DefaultUser: b.Image.User, DefaultWorkdir: b.Image.Workdir,
+		StartCmd: b.Image.StartCmd, ReadyCmd: b.Image.ReadyCmd, CPUCount: b.CPUCount, MemoryMB: b.MemoryMB,
+		RootFS: isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
+	}
+	for _, l := range b.Image.Layers {
+		t.RootFS.Layers = append(t.RootFS.Layers, s.layers.Path(l))
+	}
+	if len(b.Image.Env) > 0 {
+		t.Env = map[string]string{}
+		for _, kv := range b.Image.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Env[k] = v
+		}
+	}
+	return t
+}
+
+// find resolves a reference to a record and the tag it carries.
+func (s *Store) find(ref string) (*Record, string, error) {
+	name, tag, _ := strings.Cut(ref, ":")
+	if name == "" {
+		return nil, "", errs.New(errs.InvalidArgument, "empty template reference")
+	}
+	if r, ok := s.templates[name]; ok {
+		return r, tag, nil
+	}
+	for _, r := range s.templates {
+		if slices.Contains(r.Names, name) {
+			return r, tag, nil
+		}
+	}
+	return nil, "", errs.New(errs.NotFound, "template %s not found", ref)
+}
+
+// Get returns a copy of a template's record by id or name.
+func (s *Store) Get(ref string) (Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, err := s.find(ref)
+	if err != nil {
+		return Record{}, err
+	}
+	return r.clone(), nil
+}
+
+// List returns every template team may see (its own and public ones).
+func (s *Store) List(team string) []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Record
+	for _, r := range s.templates {
+		if r.Team == team || r.Public {
+			out = append(out, r.clone())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// NewBuild starts a build of the template called name for team: the
+// template is made when the name is new. Tags (default: "default") will
+// point at the build once it is ready.
+func (s *Store) NewBuild(team, name string, tags []string, cpu, memoryMB int) (Record, *Build, error) {
+	if err := validName(name); err != nil {
+		return Record{}, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, err := s.find(name)
+	switch {
+	case err == nil && r.Team != team:
+		return Record{}, nil, errs.New(errs.PermissionDenied, "the name %s belongs to another team's template", name)
+	case err == nil && r.ID == BaseName:
+		return Record{}, nil, errs.New(errs.InvalidArgument, "the built-in template %s cannot be rebuilt", name)
+	case errs.Is(err, errs.NotFound):
+		r = &Record{ID: newID(), Team: team, Names: []string{name}, CreatedAt: time.Now().UTC(), Tags: map[string]string{}}
+	case err != nil:
+		return Record{}, nil, err
+	}
+	b := &Build{ID: newUUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB}
+	r.Builds = append(r.Builds, b)
+	if len(tags) == 0 {
+		tags = []string{DefaultTag}
+	}
+	for _, t := range tags {
+		if err := validTag(t); err != nil {
+			return Record{}, nil, err
+		}
+	}
+	b.PendingTags = tags
+	if err := s.save(r); err != nil {
+		return Record{}, nil, err
+	}
+	s.templates[r.ID] = r
+	return r.clone(), b, nil
+}
+
+// SetBuild records a build's progress; a ready build takes its tags.
+func (s *Store) SetBuild(templateID string, b Build) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.templates[templateID]
+	if !ok {
+		return errs.New(errs.NotFound, "template %s not found", templateID)
+	}
+	cur := r.Build(b.ID)
+	if cur == nil {
+		return errs.New(errs.NotFound, "build %s not found", b.ID)
+	}
+	if b.Status == StatusReady {
+		for _, t := range cur.PendingTags {
+			r.Tags[t] = b.ID
+		}
+		b.PendingTags = nil
+	}
+	*cur = b
+	return s.save(r)
+}
+
+// Tag points tags of a template at a ready build.
+func (s *Store) Tag(team, target string, tags []string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, tag, err := s.find(target)
+	if err != nil {
+		return "", err
+	}
+	if r.Team != team {
+		return "", errs.New(errs.PermissionDenied, "template %s belongs to another team", target)
+	}
+	b := r.tagged(tag)
+	if b == nil {
+		return "", errs.New(errs.NotFound, "template %s has no ready build", target)
+	}
+	for _, t := range tags {
+		if err := validTag(t); err != nil {
+			return "", err
+		}
+		r.Tags[t] = b.ID
+	}
+	return b.ID, s.save(r)
+}
+
+// Untag removes tags of a template.
+func (s *Store) Untag(team, name string, tags []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, err := s.find(name)
+	if err != nil {
+		return err
+	}
+	if r.Team != team {
+		return errs.New(errs.PermissionDenied, "template %s belongs to another team", name)
+	}
+	for _, t := range tags {
+		delete(r.Tags, t)
+	}
+	return s.save(r)
+}
+
+// Delete removes a template. Its layers stay while a sandbox or a build
+// still stacks them: Collect removes them once nothing does.
+func (s *Store) Delete(team, ref string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, err := s.find(ref)
+	if err != nil {
+		return err
+	}
+	if r.ID == BaseName {
+		return errs.New(errs.InvalidArgument, "the built-in template %s cannot be deleted", BaseName)
+	}
+	if r.Team != team {
+		return errs.New(errs.NotFound, "template %s not found", ref)
+	}
+	for _, b := range r.Builds {
+		if b.Status == StatusWaiting || b.Status == StatusBuilding {
+			return errs.New(errs.Conflict, "template %s has a build in progress", ref)
+		}
+	}
+	if err := os.Remove(s.recordPath(r.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	delete(s.templates, r.ID)
+	return nil
+}
+
+// Collect removes layers that no template build or sandbox (inUse: layer
+// paths) uses. While a build runs it does nothing: the build's end
+// collects again.
+func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
+	if !s.building.TryLock() {
+		return 0, nil
+	}
+	defer s.building.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := map[string]bool{}
+	for _, r := range s.templates {
+		for _, b := range r.Builds {
+			for _, l := range b.Image.Layers {
+				keep[l] = true
+			}
+		}
+	}
+	names, err := s.layers.list()
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range names {
+		if keep[n] || inUse[s.layers.Path(n)] {
+			continue
+		}
+		if err := s.layers.remove(n); err != nil {
+			return removed, fmt.Errorf("remove layer %s: %w", n, err)
+		}
+		removed++
+	}
+	return removed, nil
+}
+
+func (s *Store) recordPath(id string) string {
+	return filepath.Join(s.dir, "templates", id+".json")
+}
+
+// save writes a record atomically (the base template is not stored).
+func (s *Store) save(r *Record) error {
+	if r.ID == BaseName {
+		return nil
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.recordPath(r.ID) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.recordPath(r.ID))
+}
+
+func (r *Record) clone() Record {
+	c := *r
+	c.Names = slices.Clone(r.Names)
+	c.Tags = map[string]string{}
+	for k, v := range r.Tags {
+		c.Tags[k] = v
+	}
+	c.Builds = nil
+	for _, b := range r.Builds {
+		bc := *b
+		c.Builds = append(c.Builds, &bc)
+	}
+	return c
+}
+
+// validName checks a template name: lowercase letters, digits, '-', '_', '.'
+// and '/' (E2B's team/name form), 1 to 128 characters.
+func validName(name string) error {
+	if name == "" || len(name) > 128 {
+		return errs.New(errs.InvalidArgument, "template name must have 1 to 128 characters")
+	}
+	for _, c := range name {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && !strings.ContainsRune("-_./", c) {
+			return errs.New(errs.InvalidArgument, "template name %q may hold only lowercase letters, digits, '-', '_', '.' and '/'", name)
+		}
+	}
+	return nil
+}
+
+func validTag(tag string) error {
+	if tag == "" || len(tag) > 128 {
+		return errs.New(errs.InvalidArgument, "tag must have 1 to 128 characters")
+	}
+	for _, c := range tag {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && !strings.ContainsRune("-_.", c) {
+			return errs.New(errs.InvalidArgument, "tag %q may hold only letters, digits, '-', '_' and '.'", tag)
+		}
+	}
+	return nil
+}
+
+// newID returns a template id: 20 characters of [a-z0-9].
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 20)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// newUUID returns a random (version 4) UUID, E2B's build id form.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

@@ -22,15 +22,16 @@ const maxBody = 1 << 20
 
 // API serves the REST API.
 type API struct {
-	svc   *service.Service
-	store store.Store
-	log   *slog.Logger
-	mux   *http.ServeMux
+	svc       *service.Service
+	templates *service.Templates
+	store     store.Store
+	log       *slog.Logger
+	mux       *http.ServeMux
 }
 
 // New returns the API handler.
-func New(svc *service.Service, st store.Store, log *slog.Logger) *API {
-	a := &API{svc: svc, store: st, log: log, mux: http.NewServeMux()}
+func New(svc *service.Service, templates *service.Templates, st store.Store, log *slog.Logger) *API {
+	a := &API{svc: svc, templates: templates, store: st, log: log, mux: http.NewServeMux()}
 	a.mux.HandleFunc("GET /health", a.health)
 	for _, p := range []string{"POST /sandboxes", "POST /v2/sandboxes"} {
 		a.handle(p, a.createSandbox)
@@ -47,6 +48,20 @@ func New(svc *service.Service, st store.Store, log *slog.Logger) *API {
 	}
 	a.handle("GET /sandboxes/{id}/metrics", a.metrics)
 	a.handle("PUT /sandboxes/{id}/network", a.updateNetwork)
+	for _, p := range []string{"POST /v3/templates", "POST /v2/templates"} {
+		a.handle(p, a.createTemplate)
+	}
+	a.handle("GET /templates", a.listTemplates)
+	a.handle("GET /templates/{templateID}", a.getTemplate)
+	a.handle("DELETE /templates/{templateID}", a.deleteTemplate)
+	a.handle("GET /templates/aliases/{alias}", a.templateAlias)
+	a.handle("GET /templates/{templateID}/files/{hash}", a.templateFilesLink)
+	a.mux.HandleFunc("PUT /templates/{templateID}/files/{hash}", a.uploadTemplateFiles)
+	a.handle("POST /v2/templates/{templateID}/builds/{buildID}", a.startTemplateBuild)
+	a.handle("GET /templates/{templateID}/builds/{buildID}/status", a.templateBuildStatus)
+	a.handle("POST /templates/tags", a.assignTemplateTags)
+	a.handle("DELETE /templates/tags", a.removeTemplateTags)
+	a.handle("GET /templates/{templateID}/tags", a.templateTags)
 	a.unimplemented()
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))

@@ -8,21 +8,14 @@ import (
 
 // Endpoints later work owns answer 501 with what is missing.
 var later = map[string]string{
-	"POST /sandboxes/{id}/pause":                          "pausing sandboxes is not available yet (persistence)",
-	"POST /sandboxes/{id}/resume":                         "resuming sandboxes is not available yet (persistence)",
-	"POST /sandboxes/{id}/snapshots":                      "snapshots are not available yet (persistence)",
-	"GET /snapshots":                                      "snapshots are not available yet (persistence)",
-	"POST /sandboxes/{id}/fork":                           "forking sandboxes is not available yet",
-	"GET /sandboxes/{id}/logs":                            "sandbox logs are not available yet",
-	"GET /v2/sandboxes/{id}/logs":                         "sandbox logs are not available yet",
-	"POST /templates":                                     "building templates is not available yet (templates)",
-	"POST /v3/templates":                                  "building templates is not available yet (templates)",
-	"GET /templates":                                      "listing templates is not available yet (templates)",
-	"DELETE /templates/{templateID}":                      "deleting templates is not available yet (templates)",
-	"GET /templates/aliases/{alias}":                      "template aliases are not available yet (templates)",
-	"POST /v2/templates/{templateID}/builds/{buildID}":    "building templates is not available yet (templates)",
-	"GET /templates/{templateID}/builds/{buildID}/status": "building templates is not available yet (templates)",
-	"GET /templates/{templateID}/files/{hash}":            "building templates is not available yet (templates)",
+	"POST /sandboxes/{id}/pause":     "pausing sandboxes is not available yet (persistence)",
+	"POST /sandboxes/{id}/resume":    "resuming sandboxes is not available yet (persistence)",
+	"POST /sandboxes/{id}/snapshots": "snapshots are not available yet (persistence)",
+	"GET /snapshots":                 "snapshots are not available yet (persistence)",
+	"POST /sandboxes/{id}/fork":      "forking sandboxes is not available yet",
+	"GET /sandboxes/{id}/logs":       "sandbox logs are not available yet",
+	"GET /v2/sandboxes/{id}/logs":    "sandbox logs are not available yet",
+	"POST /templates":                "the v1 template build (a Dockerfile pushed to a registry) is deprecated; build with POST /v3/templates",
 }
 
 func (a *API) unimplemented() {

@@ -61,6 +61,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if err != nil {
 		return Sandbox{}, err
 	}
+	if s.cfg.CanUseTemplate != nil && req.TemplateID != "" {
+		if err := s.cfg.CanUseTemplate(req.Team, req.TemplateID); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	if !req.PublicTraffic && !req.Secure {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "allowPublicTraffic=false requires a secure sandbox")
 	}

@@ -32,6 +32,9 @@ type Node interface {
 type Config struct {
 	Domain     string        // the sandbox domain reported to SDKs
 	MaxTimeout time.Duration // the longest a sandbox may live
+	// CanUseTemplate, when set, says whether a team may start sandboxes
+	// from a template (Templates.CanUse).
+	CanUseTemplate func(team, ref string) error
 }
 
 // Service implements the use cases.

@@ -134,6 +134,14 @@ func validateSpec(id string, spec isolation.Spec) error {
 			return errs.New(errs.InvalidArgument, "template layer %s is not a usable directory", l)
 		}
 	}
+	if u := spec.RootFS.Upper; u != "" {
+		if st, err := os.Stat(u); err != nil || !st.IsDir() || !filepath.IsAbs(u) || strings.ContainsAny(u, ":,") {
+			return errs.New(errs.InvalidArgument, "writable layer %s is not a usable directory", u)
+		}
+		if spec.UserNamespace {
+			return errs.New(errs.InvalidArgument, "a host writable layer cannot be used with a user namespace")
+		}
+	}
 	for _, b := range spec.RootFS.Binds {
 		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) || strings.Contains(b.Target, "..") {
 			return errs.New(errs.InvalidArgument, "bind %s -> %s must use absolute, clean paths", b.Source, b.Target)
@@ -213,7 +221,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		return cmd, cg, nil, err
 	}
 	cfg := initConfig{
-		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds,
+		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,
 		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
 		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent,

@@ -234,6 +234,9 @@ func loopbackUp() error {
 // writeIdentity gives the sandbox its own /etc/hostname, /etc/hosts and,
 // when resolvers are given, /etc/resolv.conf.
 func writeIdentity(root, id string, dns []string) error {
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil { // an image may have none
+		return err
+	}
 	if len(dns) > 0 {
 		var b strings.Builder
 		for _, d := range dns {

@@ -30,6 +30,7 @@ type initConfig struct {
 	Dir       string                  `json:"dir"` // the sandbox's directory on the host
 	Layers    []string                `json:"layers"`
 	Binds     []isolation.Bind        `json:"binds"`
+	Upper     string                  `json:"upper,omitempty"` // a host directory as the writable layer
 	DiskBytes int64                   `json:"diskBytes"`
 	ShmBytes  int64                   `json:"shmBytes"`
 	Env       map[string]string       `json:"env"`

@@ -19,7 +19,11 @@ func buildRoot(cfg initConfig) (string, error) {
 		return "", fmt.Errorf("make mounts private: %w", err)
 	}
 	rw := filepath.Join(cfg.Dir, "rw")
-	if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+sizeOpt(cfg.DiskBytes)); err != nil {
+	if cfg.Upper != "" {
+		if err := mount(cfg.Upper, rw, "", unix.MS_BIND, ""); err != nil {
+			return "", err
+		}
+	} else if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+sizeOpt(cfg.DiskBytes)); err != nil {
 		return "", err
 	}
 	upper, work, root := filepath.Join(rw, "upper"), filepath.Join(rw, "work"), filepath.Join(rw, "root")
@@ -33,7 +37,14 @@ func buildRoot(cfg initConfig) (string, error) {
 		lower[len(cfg.Layers)-1-i] = l
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
-	if err := mount("overlay", root, "overlay", 0, opts); err != nil {
+	if cfg.Upper != "" {
+		// The upper becomes a template layer: no references into the
+		// lower layers it was made over.
+		opts += ",redirect_dir=off,metacopy=off,index=off"
+	}
+	// nodev: a device node in a template layer (an image may carry any)
+	// opens nothing; the sandbox's /dev is a mount of its own.
+	if err := mount("overlay", root, "overlay", unix.MS_NODEV, opts); err != nil {
 		return "", err
 	}
 	for _, b := range cfg.Binds {

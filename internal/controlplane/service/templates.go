@@ -1,0 +1,248 @@
+package service
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// MaxFilesBytes bounds one uploaded archive of a COPY step.
+const MaxFilesBytes = 4 << 30
+
+// maxLogEntries bounds the log kept of one build.
+const maxLogEntries = 100_000
+
+// Templates is the template use cases: E2B's build API over the node's
+// template store and builder.
+type Templates struct {
+	store   *template.Store
+	builder *template.Builder
+	inUse   func() map[string]bool // layers sandboxes stack
+	secret  []byte
+	log     *slog.Logger
+	ctx     context.Context // ends builds when the server stops
+
+	mu   sync.Mutex
+	logs map[string]*buildLog // by build id
+	wg   sync.WaitGroup
+}
+
+type buildLog struct {
+	mu      sync.Mutex
+	entries []template.LogEntry
+}
+
+// NewTemplates returns the template service. ctx bounds the builds it runs.
+func NewTemplates(ctx context.Context, st *template.Store, b *template.Builder, inUse func() map[string]bool, secret []byte, log *slog.Logger) *Templates {
+	return &Templates{store: st, builder: b, inUse: inUse, secret: secret, log: log, ctx: ctx, logs: map[string]*buildLog{}}
+}
+
+// Wait waits for the builds in progress (they end with the service's ctx).
+func (t *Templates) Wait() { t.wg.Wait() }
+
+// CanUse reports whether team may start sandboxes from ref.
+func (t *Templates) CanUse(team, ref string) error {
+	r, err := t.store.Get(ref)
+	if err != nil {
+		return err
+	}
+	if r.Team != team && !r.Public {
+		return errs.New(errs.NotFound, "template %s not found", ref)
+	}
+	return nil
+}
+
+// NewBuild makes (or reuses, by name) a team's template and a build of it
+// waiting for its steps. name may carry a tag ("name:tag").
+func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int) (template.Record, *template.Build, error) {
+	if cpu == 0 {
+		cpu = 2
+	}
+	if memoryMB == 0 {
+		memoryMB = 1024
+	}
+	if cpu < 1 || cpu > 64 || memoryMB < 128 || memoryMB > 65536 {
+		return template.Record{}, nil, errs.New(errs.InvalidArgument, "cpuCount must be 1 to 64 and memoryMB 128 to 65536")
+	}
+	base, tag, hasTag := cutTag(name)
+	if hasTag {
+		tags = append([]string{tag}, tags...)
+	}
+	return t.store.NewBuild(team, base, tags, cpu, memoryMB)
+}
+
+func cutTag(name string) (string, string, bool) {
+	for i := len(name) - 1; i >= 0 && name[i] != '/'; i-- {
+		if name[i] == ':' {
+			return name[:i], name[i+1:], true
+		}
+	}
+	return name, "", false
+}
+
+// owned returns a team's template.
+func (t *Templates) owned(team, ref string) (template.Record, error) {
+	r, err := t.store.Get(ref)
+	if err != nil {
+		return r, err
+	}
+	if r.Team != team {
+		return r, errs.New(errs.NotFound, "template %s not found", ref)
+	}
+	return r, nil
+}
+
+// FilesToken signs the upload of a COPY step's files.
+func (t *Templates) FilesToken(templateID, hash string) string {
+	m := hmac.New(sha256.New, t.secret)
+	m.Write([]byte("template-files\x00" + templateID + "\x00" + hash))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Files reports whether a COPY step's files are stored; when not, the
+// caller hands out an upload link signed with FilesToken.
+func (t *Templates) Files(team, templateID, hash string) (bool, error) {
+	if _, err := t.owned(team, templateID); err != nil {
+		return false, err
+	}
+	return t.store.HasFiles(hash)
+}
+
+// PutFiles stores an upload that carries a valid token.
+func (t *Templates) PutFiles(templateID, hash, token string, body io.Reader) error {
+	if !hmac.Equal([]byte(token), []byte(t.FilesToken(templateID, hash))) {
+		return errs.New(errs.Unauthenticated, "invalid or missing upload token")
+	}
+	return t.store.PutFiles(hash, body, MaxFilesBytes)
+}
+
+// StartBuild runs a waiting build in the background.
+func (t *Templates) StartBuild(team, templateID, buildID string, spec template.Spec) error {
+	r, err := t.owned(team, templateID)
+	if err != nil {
+		return err
+	}
+	b := r.Build(buildID)
+	if b == nil {
+		return errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
+	}
+	if b.Status != template.StatusWaiting {
+		return errs.New(errs.Conflict, "build %s is %s, not waiting", buildID, b.Status)
+	}
+	bl := &buildLog{}
+	t.mu.Lock()
+	if _, ok := t.logs[buildID]; ok {
+		t.mu.Unlock()
+		return errs.New(errs.Conflict, "build %s was started already", buildID)
+	}
+	t.logs[buildID] = bl
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		err := t.builder.Run(t.ctx, templateID, buildID, spec, func(e template.LogEntry) {
+			bl.mu.Lock()
+			if len(bl.entries) < maxLogEntries {
+				bl.entries = append(bl.entries, e)
+			}
+			bl.mu.Unlock()
+		})
+		if err != nil {
+			t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
+		} else {
+			t.log.Info("template built", "template", templateID, "build", buildID)
+		}
+		t.collect()
+	}()
+	return nil
+}
+
+// BuildStatus is a build's state and its log from an offset on.
+type BuildStatus struct {
+	Build template.Build
+	Logs  []template.LogEntry
+}
+
+// Status returns a build's state with its log entries from offset on.
+func (t *Templates) Status(team, templateID, buildID string, offset int) (BuildStatus, error) {
+	r, err := t.owned(team, templateID)
+	if err != nil {
+		return BuildStatus{}, err
+	}
+	b := r.Build(buildID)
+	if b == nil {
+		return BuildStatus{}, errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
+	}
+	out := BuildStatus{Build: *b}
+	t.mu.Lock()
+	bl := t.logs[buildID]
+	t.mu.Unlock()
+	if bl != nil {
+		bl.mu.Lock()
+		if offset >= 0 && offset < len(bl.entries) {
+			out.Logs = append(out.Logs, bl.entries[offset:]...)
+		}
+		bl.mu.Unlock()
+	}
+	return out, nil
+}
+
+// Alias finds a template by name: its id, whether it is public, and
+// whether team owns it.
+func (t *Templates) Alias(team, alias string) (template.Record, bool, error) {
+	r, err := t.store.Get(alias)
+	if err != nil {
+		return r, false, err
+	}
+	return r, r.Team == team || r.Public, nil
+}
+
+// List returns the templates a team sees.
+func (t *Templates) List(team string) []template.Record { return t.store.List(team) }
+
+// Delete removes a team's template; its layers go once no sandbox uses them.
+func (t *Templates) Delete(team, ref string) error {
+	if err := t.store.Delete(team, ref); err != nil {
+		return err
+	}
+	t.collect()
+	return nil
+}
+
+// Tag points tags at the build target ("name:tag") names.
+func (t *Templates) Tag(team, target string, tags []string) (string, error) {
+	return t.store.Tag(team, target, tags)
+}
+
+// Untag removes tags of a team's template.
+func (t *Templates) Untag(team, name string, tags []string) error {
+	return t.store.Untag(team, name, tags)
+}
+
+// Get returns a team's template.
+func (t *Templates) Get(team, ref string) (template.Record, error) { return t.owned(team, ref) }
+
+// SandboxEnded lets the layers of deleted templates go once their last
+// sandbox ended.
+func (t *Templates) SandboxEnded() { t.collect() }
+
+func (t *Templates) collect() {
+	n, err := t.store.Collect(t.inUse())
+	if err != nil {
+		t.log.Error("collect template layers", logx.Err(err))
+	} else if n > 0 {
+		t.log.Info("removed unused template layers", "count", n)
+	}
+}
+
+// LogTime formats a log entry's time as E2B does.
+func LogTime(e template.LogEntry) string { return e.Time.UTC().Format(time.RFC3339Nano) }

@@ -1,0 +1,526 @@
+package template
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Step is one build step, as E2B's build API sends it: RUN [cmd, user?],
+// COPY [src, dest, user?, mode?] with the hash of the uploaded files, ENV
+// [k1, v1, …], WORKDIR [path], USER [name].
+type Step struct {
+	Type      string   `json:"type"`
+	Args      []string `json:"args"`
+	FilesHash string   `json:"filesHash,omitempty"`
+	Force     bool     `json:"force,omitempty"`
+}
+
+// Spec is what to build: a start (an image, or another template; neither
+// means base), steps, and the start and ready commands.
+type Spec struct {
+	FromImage    string
+	FromTemplate string
+	Steps        []Step
+	StartCmd     string
+	ReadyCmd     string
+	// Force rebuilds every step, cache or not.
+	Force bool
+}
+
+// LogEntry is a line of a build's log.
+type LogEntry struct {
+	Time    time.Time
+	Level   string // debug, info, warn, error
+	Message string
+	Step    string // "" outside steps, else the step's number from 1
+}
+
+// Exec is a command a build runs inside its sandbox.
+type Exec struct {
+	Cmd        string
+	User       string
+	Workdir    string
+	Env        map[string]string
+	Background bool // return once started
+}
+
+// BuildSandbox is a running build sandbox.
+type BuildSandbox interface {
+	// Exec runs cmd with /bin/sh -c, passing each line of output to out,
+	// and returns its exit code.
+	Exec(ctx context.Context, cmd Exec, out func(line string)) (int, error)
+	// Close destroys the sandbox.
+	Close() error
+}
+
+// Sandboxes start build sandboxes: the same isolation as any sandbox, over
+// t's layers, with t.RootFS.Upper (when set) as the writable layer.
+type Sandboxes interface {
+	StartBuild(ctx context.Context, t Template) (BuildSandbox, error)
+}
+
+// Builder runs builds.
+type Builder struct {
+	store     *Store
+	sandboxes Sandboxes
+	log       *slog.Logger
+	// AllowLocalImages lets builds read images from the node's disk
+	// (oci:, docker-archive:).
+	AllowLocalImages bool
+	// ReadyTimeout bounds the wait for a ready command.
+	ReadyTimeout time.Duration
+}
+
+// NewBuilder returns a builder over the store's layers.
+func NewBuilder(store *Store, sandboxes Sandboxes, log *slog.Logger) *Builder {
+	return &Builder{store: store, sandboxes: sandboxes, log: log, ReadyTimeout: 10 * time.Minute}
+}
+
+// state is a build between steps: its image so far and the cache key of
+// everything that made it.
+type state struct {
+	Image
+	Key string `json:"key"`
+}
+
+// StepError is a failed step.
+type StepError struct {
+	Step int // from 1; 0 = outside the steps
+	Err  error
+}
+
+func (e *StepError) Error() string {
+	if e.Step == 0 {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("step %d: %v", e.Step, e.Err)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run builds spec into the build buildID of template templateID, which
+// NewBuild made, and records the outcome. Progress and step output go to
+// logf.
+func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec, logf func(LogEntry)) error {
+	b.store.building.RLock()
+	defer b.store.building.RUnlock()
+	rec, err := b.store.Get(templateID)
+	if err != nil {
+		return err
+	}
+	build := rec.Build(buildID)
+	if build == nil {
+		return errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
+	}
+	build.Status = StatusBuilding
+	if err := b.store.SetBuild(templateID, *build); err != nil {
+		return err
+	}
+	img, err := b.build(ctx, *build, spec, logf)
+	build.FinishedAt = time.Now().UTC()
+	if err != nil {
+		build.Status, build.Reason = StatusError, err.Error()
+		var se *StepError
+		if errors.As(err, &se) && se.Step > 0 {
+			build.ReasonStep = strconv.Itoa(se.Step)
+		}
+		logf(LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error(), Step: build.ReasonStep})
+	} else {
+		build.Status, build.Image = StatusReady, img
+		logf(LogEntry{Time: time.Now(), Level: "info", Message: "build ready"})
+	}
+	if serr := b.store.SetBuild(templateID, *build); serr != nil {
+		return serr
+	}
+	return err
+}
+
+func (b *Builder) build(ctx context.Context, build Build, spec Spec, logf func(LogEntry)) (Image, error) {
+	say := func(step int, msg string) {
+		s := ""
+		if step > 0 {
+			s = strconv.Itoa(step)
+		}
+		logf(LogEntry{Time: time.Now(), Level: "info", Message: msg, Step: s})
+	}
+	st, err := b.start(ctx, spec, func(m string) { say(0, m) })
+	if err != nil {
+		return Image{}, &StepError{Err: err}
+	}
+	for i, step := range spec.Steps {
+		n := i + 1
+		st.Key = stepKey(st.Key, step)
+		if !spec.Force && !step.Force {
+			if cached, ok := b.cached(st.Key); ok {
+				say(n, "CACHED "+describe(step))
+				st = cached
+				continue
+			}
+		}
+		say(n, describe(step))
+		next, err := b.runStep(ctx, st, step, build, func(line string) { say(n, line) })
+		if err != nil {
+			return Image{}, &StepError{Step: n, Err: err}
+		}
+		st = next
+		b.remember(st)
+	}
+	st.StartCmd, st.ReadyCmd = spec.StartCmd, spec.ReadyCmd
+	if spec.StartCmd != "" {
+		say(0, "starting: "+spec.StartCmd)
+		if err := b.checkStart(ctx, st.Image, build, func(line string) { say(0, line) }); err != nil {
+			return Image{}, &StepError{Err: err}
+		}
+	}
+	return st.Image, nil
+}
+
+// start is the state before the first step.
+func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state, error) {
+	if spec.FromImage != "" && spec.FromTemplate != "" {
+		return state{}, errs.New(errs.InvalidArgument, "give fromImage or fromTemplate, not both")
+	}
+	if spec.FromImage == "" {
+		from := spec.FromTemplate
+		if from == "" {
+			from = BaseName
+		}
+		t, err := b.store.Resolve(ctx, from)
+		if err != nil {
+			return state{}, err
+		}
+		r, err := b.store.Get(t.ID)
+		if err != nil {
+			return state{}, err
+		}
+		img := r.Build(t.BuildID).Image
+		img.StartCmd, img.ReadyCmd = "", ""
+		say("from template " + from)
+		return state{Image: img, Key: "template:" + t.ID + "/" + t.BuildID}, nil
+	}
+	if IsLocalImage(spec.FromImage) && !b.AllowLocalImages {
+		return state{}, errs.New(errs.PermissionDenied, "images from the node's disk (%s) are not enabled on this server", spec.FromImage)
+	}
+	say("pulling " + spec.FromImage)
+	img, err := openImage(ctx, spec.FromImage)
+	if err != nil {
+		return state{}, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return state{}, errs.New(errs.InvalidArgument, "image %s: %v", spec.FromImage, err)
+	}
+	key := "image:" + digest.String()
+	if cached, ok := b.cached(key); ok {
+		say("image " + digest.String()[:19] + " cached")
+		return cached, nil
+	}
+	layers, cfg, err := b.store.layers.importImage(ctx, img, say)
+	if err != nil {
+		return state{}, err
+	}
+	st := state{Image: Image{Layers: layers, User: cfg.User, Workdir: cfg.WorkingDir, Env: cfg.Env}, Key: key}
+	if st.User == "" {
+		st.User = "root"
+	}
+	if st.Workdir == "" {
+		st.Workdir = "/"
+	}
+	b.remember(st)
+	return st, nil
+}
+
+// stepKey chains a step onto the key of what came before it.
+func stepKey(prev string, step Step) string {
+	h := sha256.New()
+	h.Write([]byte(prev))
+	h.Write([]byte{0})
+	data, _ := json.Marshal([]any{step.Type, step.Args, step.FilesHash})
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (b *Builder) cachePath(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(b.store.dir, "cache", hex.EncodeToString(sum[:])+".json")
+}
+
+// cached returns the state a key led to before, if its layers are still
+// stored.
+func (b *Builder) cached(key string) (state, bool) {
+	data, err := os.ReadFile(b.cachePath(key))
+	if err != nil {
+		return state{}, false
+	}
+	var st state
+	if json.Unmarshal(data, &st) != nil || st.Key != key {
+		return state{}, false
+	}
+	for _, l := range st.Layers {
+		if !b.store.layers.Has(l) {
+			return state{}, false
+		}
+	}
+	return st, true
+}
+
+func (b *Builder) remember(st state) {
+	data, err := json.Marshal(st)
+	if err == nil {
+		tmp := b.cachePath(st.Key) + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, b.cachePath(st.Key))
+		}
+	}
+	if err != nil {
+		b.log.Warn("remember build step", logx.Err(err))
+	}
+}
+
+func describe(s Step) string {
+	return strings.TrimSpace(s.Type + " " + strings.Join(s.Args, " "))
+}
+
+// runStep applies one step to st.
+func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build, out func(string)) (state, error) {
+	next := st
+	next.Layers = slices.Clone(st.Layers)
+	next.Env = slices.Clone(st.Env)
+	add := func(layer string) {
+		if layer != "" {
+			next.Layers = append(next.Layers, layer)
+		}
+	}
+	switch strings.ToUpper(step.Type) {
+	case "ENV":
+		if len(step.Args)%2 != 0 || len(step.Args) == 0 {
+			return st, errs.New(errs.InvalidArgument, "ENV takes name and value pairs")
+		}
+		for i := 0; i < len(step.Args); i += 2 {
+			next.Env = setEnv(next.Env, step.Args[i], step.Args[i+1])
+		}
+	case "USER":
+		if len(step.Args) < 1 || step.Args[0] == "" {
+			return st, errs.New(errs.InvalidArgument, "USER takes a user name")
+		}
+		next.User = step.Args[0]
+	case "WORKDIR":
+		if len(step.Args) != 1 || step.Args[0] == "" {
+			return st, errs.New(errs.InvalidArgument, "WORKDIR takes one path")
+		}
+		dir := step.Args[0]
+		if !path.IsAbs(dir) {
+			dir = path.Join(st.Workdir, dir)
+		}
+		next.Workdir = path.Clean(dir)
+		layer, err := b.workdirLayer(st, next.Workdir)
+		if err != nil {
+			return st, err
+		}
+		add(layer)
+	case "RUN":
+		if len(step.Args) < 1 || strings.TrimSpace(step.Args[0]) == "" {
+			return st, errs.New(errs.InvalidArgument, "RUN takes a command")
+		}
+		user := st.User
+		if len(step.Args) > 1 && step.Args[1] != "" {
+			user = step.Args[1]
+		}
+		layer, err := b.runLayer(ctx, st, build, Exec{Cmd: step.Args[0], User: user, Workdir: st.Workdir, Env: envMap(st.Env)}, out)
+		if err != nil {
+			return st, err
+		}
+		add(layer)
+	case "COPY", "ADD":
+		layer, err := b.copyLayer(st, step)
+		if err != nil {
+			return st, err
+		}
+		add(layer)
+	default:
+		return st, errs.New(errs.InvalidArgument, "unknown step type %q", step.Type)
+	}
+	return next, nil
+}
+
+// runLayer runs cmd in a build sandbox over st and returns what it wrote
+// as a layer.
+func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec, out func(string)) (string, error) {
+	scratch, err := os.MkdirTemp(b.store.dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err := fsutil.RemoveTree(scratch); err != nil {
+			b.log.Error("remove build scratch", "path", scratch, logx.Err(err))
+		}
+	}()
+	t := b.store.image(st.Image, build)
+	t.RootFS.Upper = scratch
+	sb, err := b.sandboxes.StartBuild(ctx, t)
+	if err != nil {
+		return "", fmt.Errorf("start build sandbox: %w", err)
+	}
+	code, err := sb.Exec(ctx, cmd, out)
+	if cerr := sb.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("stop build sandbox: %w", cerr)
+	}
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return "", fmt.Errorf("%s: exit code %d", cmd.Cmd, code)
+	}
+	upper := filepath.Join(scratch, "upper")
+	// What the sandbox itself wrote is not the step's.
+	for _, f := range []string{"etc/hostname", "etc/hosts", "etc/resolv.conf"} {
+		os.Remove(filepath.Join(upper, f))
+	}
+	stage, err := b.store.layers.stage()
+	if err != nil {
+		return "", err
+	}
+	if err := os.Remove(stage); err != nil {
+		return "", err
+	}
+	if err := os.Rename(upper, stage); err != nil {
+		return "", fmt.Errorf("take the step's layer: %w", err)
+	}
+	return b.store.layers.commitByContent(stage)
+}
+
+// checkStart starts the start command in a sandbox of the finished image
+// and waits for the ready command to pass, as every sandbox will.
+func (b *Builder) checkStart(ctx context.Context, img Image, build Build, out func(string)) error {
+	t := b.store.image(img, build)
+	sb, err := b.sandboxes.StartBuild(ctx, t)
+	if err != nil {
+		return fmt.Errorf("start sandbox: %w", err)
+	}
+	defer sb.Close()
+	env := envMap(img.Env)
+	if _, err := sb.Exec(ctx, Exec{Cmd: img.StartCmd, User: img.User, Workdir: img.Workdir, Env: env, Background: true}, out); err != nil {
+		return fmt.Errorf("start command: %w", err)
+	}
+	if img.ReadyCmd == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.ReadyTimeout)
+	defer cancel()
+	for {
+		code, err := sb.Exec(ctx, Exec{Cmd: img.ReadyCmd, User: img.User, Workdir: img.Workdir, Env: env}, func(string) {})
+		if err == nil && code == 0 {
+			out("ready: " + img.ReadyCmd)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ready command %q did not pass within %s", img.ReadyCmd, b.ReadyTimeout)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// image is the template a build sandbox over img runs as.
+func (s *Store) image(img Image, build Build) Template {
+	r := &Record{ID: "build"}
+	b := build
+	b.Image = img
+	return s.resolved(r, &b)
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); name == k {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// workdirLayer makes the working directory when no layer has it yet.
+func (b *Builder) workdirLayer(st state, dir string) (string, error) {
+	rel := strings.TrimPrefix(dir, "/")
+	if rel == "" {
+		return "", nil
+	}
+	if fi, ok := b.store.layers.lookup(st.Layers, rel); ok {
+		if !fi.IsDir() {
+			return "", errs.New(errs.InvalidArgument, "WORKDIR %s is not a directory", dir)
+		}
+		return "", nil
+	}
+	stage, err := b.store.layers.stage()
+	if err != nil {
+		return "", err
+	}
+	ids, err := b.lookupIDs(st, st.User)
+	if err == nil {
+		err = b.mkParents(st, stage, rel, ids)
+	}
+	if err != nil {
+		removeStage(stage)
+		return "", err
+	}
+	return b.store.layers.commitByContent(stage)
+}
+
+// mkParents makes rel and its parents in stage, each with the mode and
+// owner it has in the layers below (so the new layer does not change
+// them), or 0755 and owner for new ones.
+func (b *Builder) mkParents(st state, stage, rel string, owner fsutil.Ids) error {
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		sub := strings.Join(parts[:i+1], "/")
+		p := filepath.Join(stage, sub)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		mode, uid, gid := os.FileMode(0o755), owner.UID, owner.GID
+		if fi, ok := b.store.layers.lookup(st.Layers, sub); ok {
+			if !fi.IsDir() {
+				return errs.New(errs.InvalidArgument, "/%s is not a directory", sub)
+			}
+			mode = fi.Mode() & (fs.ModePerm | fs.ModeSticky | fs.ModeSetgid | fs.ModeSetuid)
+			o := fsutil.Owner(fi)
+			uid, gid = int(o>>32), int(uint32(o))
+		}
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}

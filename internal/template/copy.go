@@ -1,0 +1,258 @@
+package template
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+)
+
+// validHash checks a files hash: 64 lowercase hex digits.
+func validHash(h string) error {
+	if len(h) != 64 {
+		return errs.New(errs.InvalidArgument, "files hash must be 64 hex digits")
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return errs.New(errs.InvalidArgument, "files hash must be 64 lowercase hex digits")
+		}
+	}
+	return nil
+}
+
+func (s *Store) filesPath(hash string) string { return filepath.Join(s.dir, "files", hash) }
+
+// HasFiles reports whether the files of a COPY step were uploaded.
+func (s *Store) HasFiles(hash string) (bool, error) {
+	if err := validHash(hash); err != nil {
+		return false, err
+	}
+	_, err := os.Stat(s.filesPath(hash))
+	return err == nil, nil
+}
+
+// PutFiles stores the (optionally gzipped) tar of a COPY step's files,
+// at most limit bytes of it.
+func (s *Store) PutFiles(hash string, r io.Reader, limit int64) error {
+	if err := validHash(hash); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "files"), ".upload-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	n, err := io.Copy(f, io.LimitReader(r, limit+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store files: %w", err)
+	}
+	if n > limit {
+		return errs.New(errs.InvalidArgument, "files archive is larger than %d bytes", limit)
+	}
+	return os.Rename(f.Name(), s.filesPath(hash))
+}
+
+// copyLayer makes the layer of a COPY step: args [src, dest, user?, mode?]
+// over the uploaded archive step.FilesHash. The source is a path (its last
+// element may be a glob) inside the archive; it may not leave it, neither
+// by ".." nor through a symlink, and symlinks are copied as links.
+func (b *Builder) copyLayer(st state, step Step) (string, error) {
+	if len(step.Args) < 2 {
+		return "", errs.New(errs.InvalidArgument, "COPY takes a source and a destination")
+	}
+	src, dest := step.Args[0], step.Args[1]
+	if ok, err := b.store.HasFiles(step.FilesHash); err != nil {
+		return "", err
+	} else if !ok {
+		return "", errs.New(errs.InvalidArgument, "the files of COPY %s (%s) were not uploaded", src, step.FilesHash)
+	}
+	rel := path.Clean(strings.TrimPrefix(src, "/"))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", errs.New(errs.InvalidArgument, "COPY source %s is outside the build context", src)
+	}
+	owner := fsutil.Ids{}
+	if len(step.Args) > 2 && step.Args[2] != "" {
+		var err error
+		if owner, err = b.lookupIDs(st, step.Args[2]); err != nil {
+			return "", err
+		}
+	}
+	var mode os.FileMode
+	if len(step.Args) > 3 && step.Args[3] != "" {
+		m, err := strconv.ParseUint(step.Args[3], 8, 32)
+		if err != nil || m > 0o7777 {
+			return "", errs.New(errs.InvalidArgument, "COPY mode %q is not an octal mode", step.Args[3])
+		}
+		mode = os.FileMode(m) & os.ModePerm
+	}
+
+	ctxDir, err := os.MkdirTemp(b.store.dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer fsutil.RemoveTree(ctxDir)
+	archive, err := os.Open(b.store.filesPath(step.FilesHash))
+	if err != nil {
+		return "", err
+	}
+	err = untar(archive, ctxDir, untarOptions{})
+	archive.Close()
+	if err != nil {
+		return "", errs.New(errs.InvalidArgument, "files of COPY %s: %v", src, err)
+	}
+	matches, err := matchSource(ctxDir, rel)
+	if err != nil {
+		return "", err
+	}
+
+	if !path.IsAbs(dest) {
+		dest = path.Join(st.Workdir, dest)
+	}
+	intoDir := strings.HasSuffix(step.Args[1], "/") || len(matches) > 1
+	destRel := strings.TrimPrefix(path.Clean(dest), "/")
+	stage, err := b.store.layers.stage()
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) { removeStage(stage); return "", err }
+	opts := fsutil.CopyOptions{Owner: &owner, Mode: mode}
+	for _, m := range matches {
+		fi, err := os.Lstat(m)
+		if err != nil {
+			return fail(err)
+		}
+		if fi.IsDir() { // a directory's contents go into dest
+			if err := b.mkParents(st, stage, destRel, owner); err != nil {
+				return fail(err)
+			}
+			entries, err := os.ReadDir(m)
+			if err != nil {
+				return fail(err)
+			}
+			for _, e := range entries {
+				if err := copyInto(filepath.Join(m, e.Name()), filepath.Join(stage, destRel, e.Name()), opts); err != nil {
+					return fail(err)
+				}
+			}
+			continue
+		}
+		target := destRel
+		if intoDir {
+			target = path.Join(destRel, filepath.Base(m))
+		}
+		if parent := path.Dir(target); parent != "." {
+			if err := b.mkParents(st, stage, parent, owner); err != nil {
+				return fail(err)
+			}
+		}
+		if err := copyInto(m, filepath.Join(stage, target), opts); err != nil {
+			return fail(err)
+		}
+	}
+	return b.store.layers.commitByContent(stage)
+}
+
+// copyInto copies src to dst, replacing what an earlier source put there.
+func copyInto(src, dst string, opts fsutil.CopyOptions) error {
+	if _, err := os.Lstat(dst); err == nil {
+		if err := fsutil.RemoveTree(dst); err != nil {
+			return err
+		}
+		os.Remove(dst)
+	}
+	return fsutil.CopyTree(src, dst, opts)
+}
+
+// matchSource finds rel in the unpacked context: every directory on the
+// way must be a real directory (not a symlink), and the last element may
+// be a glob.
+func matchSource(ctxDir, rel string) ([]string, error) {
+	if rel == "." {
+		return []string{ctxDir}, nil
+	}
+	dir, pattern := path.Split(rel)
+	cur := ctxDir
+	for _, part := range strings.Split(strings.Trim(dir, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errs.New(errs.InvalidArgument, "COPY source %s not found in the build context", rel)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			return nil, errs.New(errs.InvalidArgument, "COPY source %s goes through %s, which is not a directory", rel, part)
+		}
+	}
+	entries, err := os.ReadDir(cur)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if ok, err := path.Match(pattern, e.Name()); err != nil {
+			return nil, errs.New(errs.InvalidArgument, "COPY source pattern %s: %v", rel, err)
+		} else if ok {
+			out = append(out, filepath.Join(cur, e.Name()))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errs.New(errs.InvalidArgument, "COPY source %s not found in the build context", rel)
+	}
+	return out, nil
+}
+
+// lookupIDs resolves "user", "uid", "user:group" or "uid:gid" through the
+// layers' /etc/passwd and /etc/group.
+func (b *Builder) lookupIDs(st state, spec string) (fsutil.Ids, error) {
+	userPart, groupPart, hasGroup := strings.Cut(spec, ":")
+	var ids fsutil.Ids
+	passwd, _ := b.store.layers.readFile(st.Layers, "etc/passwd")
+	if uid, err := strconv.Atoi(userPart); err == nil {
+		ids.UID, ids.GID = uid, uid
+	} else if f, ok := findEntry(passwd, userPart); ok && len(f) > 3 {
+		ids.UID, _ = strconv.Atoi(f[2])
+		ids.GID, _ = strconv.Atoi(f[3])
+	} else if userPart == "root" {
+		ids = fsutil.Ids{}
+	} else {
+		return ids, errs.New(errs.InvalidArgument, "user %s is not in the template's /etc/passwd", userPart)
+	}
+	if hasGroup {
+		group, _ := b.store.layers.readFile(st.Layers, "etc/group")
+		if gid, err := strconv.Atoi(groupPart); err == nil {
+			ids.GID = gid
+		} else if f, ok := findEntry(group, groupPart); ok && len(f) > 2 {
+			ids.GID, _ = strconv.Atoi(f[2])
+		} else {
+			return ids, errs.New(errs.InvalidArgument, "group %s is not in the template's /etc/group", groupPart)
+		}
+	}
+	return ids, nil
+}
+
+// findEntry finds the colon-separated line whose first field is name.
+func findEntry(file []byte, name string) ([]string, bool) {
+	for _, line := range strings.Split(string(file), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) > 0 && f[0] == name {
+			return f, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,167 @@
+package template
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Local image sources: an OCI layout directory or a `docker save` tarball
+// on the node, with an optional tag after the last colon.
+const (
+	ociPrefix     = "oci:"
+	archivePrefix = "docker-archive:"
+)
+
+// IsLocalImage reports whether ref names an image on the node's own disk.
+func IsLocalImage(ref string) bool {
+	return strings.HasPrefix(ref, ociPrefix) || strings.HasPrefix(ref, archivePrefix)
+}
+
+// openImage finds an image: "oci:DIR[:TAG]", "docker-archive:FILE[:TAG]",
+// or a registry reference (credentials from the docker config, as
+// `docker pull` finds them).
+func openImage(ctx context.Context, ref string) (v1.Image, error) {
+	switch {
+	case strings.HasPrefix(ref, ociPrefix):
+		p, tag := splitTag(strings.TrimPrefix(ref, ociPrefix))
+		return fromLayout(p, tag)
+	case strings.HasPrefix(ref, archivePrefix):
+		p, tag := splitTag(strings.TrimPrefix(ref, archivePrefix))
+		var t *name.Tag
+		if tag != "" {
+			nt, err := name.NewTag(tag)
+			if err != nil {
+				return nil, errs.New(errs.InvalidArgument, "image tag %q: %v", tag, err)
+			}
+			t = &nt
+		}
+		img, err := tarball.ImageFromPath(p, t)
+		if err != nil {
+			return nil, errs.New(errs.InvalidArgument, "image archive %s: %v", p, err)
+		}
+		return img, nil
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "image reference %q: %v", ref, err)
+	}
+	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
+		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "pull %s: %v", ref, err)
+	}
+	return img, nil
+}
+
+// splitTag splits "path:tag" at a colon after the last slash.
+func splitTag(s string) (string, string) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 || strings.Contains(s[i:], "/") {
+		return s, ""
+	}
+	return s[:i], s[i+1:]
+}
+
+// fromLayout picks an image out of an OCI layout: the one tagged tag
+// (org.opencontainers.image.ref.name), or the only one, descending into
+// nested indexes for this machine's platform.
+func fromLayout(dir, tag string) (v1.Image, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "OCI layout %s: %v", dir, err)
+	}
+	return pickImage(idx, tag, dir)
+}
+
+func pickImage(idx v1.ImageIndex, tag, where string) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "OCI index of %s: %v", where, err)
+	}
+	var found []v1.Descriptor
+	for _, d := range m.Manifests {
+		if tag != "" && d.Annotations["org.opencontainers.image.ref.name"] != tag {
+			continue
+		}
+		if d.Platform != nil && (d.Platform.OS != "linux" || d.Platform.Architecture != runtime.GOARCH) {
+			continue
+		}
+		found = append(found, d)
+	}
+	if len(found) != 1 {
+		return nil, errs.New(errs.InvalidArgument, "%s holds %d images for tag %q and linux/%s; name one with :TAG", where, len(found), tag, runtime.GOARCH)
+	}
+	if found[0].MediaType.IsIndex() {
+		child, err := idx.ImageIndex(found[0].Digest)
+		if err != nil {
+			return nil, err
+		}
+		return pickImage(child, "", where)
+	}
+	return idx.Image(found[0].Digest)
+}
+
+// importImage stores an image's layers (each named by its diff id, so an
+// image shared by templates, or a base shared by images, is stored once)
+// and returns them lowest first with the image's run settings.
+func (l Layers) importImage(ctx context.Context, img v1.Image, progress func(string)) ([]string, v1.Config, error) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, v1.Config{}, fmt.Errorf("image config: %w", err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, v1.Config{}, fmt.Errorf("image layers: %w", err)
+	}
+	var names []string
+	for i, layer := range layers {
+		if err := ctx.Err(); err != nil {
+			return nil, v1.Config{}, err
+		}
+		diff, err := layer.DiffID()
+		if err != nil {
+			return nil, v1.Config{}, fmt.Errorf("layer %d: %w", i, err)
+		}
+		name := "sha256-" + diff.Hex[:32]
+		if l.Has(name) {
+			progress(fmt.Sprintf("layer %d/%d %s: cached", i+1, len(layers), diff.Hex[:12]))
+			names = append(names, name)
+			continue
+		}
+		progress(fmt.Sprintf("layer %d/%d %s: extracting", i+1, len(layers), diff.Hex[:12]))
+		if err := l.importLayer(layer, name); err != nil {
+			return nil, v1.Config{}, fmt.Errorf("layer %s: %w", diff.Hex[:12], err)
+		}
+		names = append(names, name)
+	}
+	return names, cf.Config, nil
+}
+
+func (l Layers) importLayer(layer v1.Layer, name string) error {
+	rc, err := layer.Uncompressed()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	stage, err := l.stage()
+	if err != nil {
+		return err
+	}
+	if err := untar(rc, stage, untarOptions{Overlay: true}); err != nil {
+		removeStage(stage)
+		return err
+	}
+	_, err = l.commit(stage, name)
+	return err
+}

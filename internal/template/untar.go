@@ -1,0 +1,216 @@
+package template
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Whiteout markers of OCI image layers.
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutOpaque = ".wh..wh..opq"
+)
+
+// untarOptions tune untar.
+type untarOptions struct {
+	// Overlay turns OCI whiteouts into overlayfs ones (a 0/0 character
+	// device, the trusted.overlay.opaque attribute), as an image layer
+	// needs; without it they are refused.
+	Overlay bool
+}
+
+// untar unpacks a tar stream (gzip-compressed or not) into dir, which must
+// exist. Every path stays inside dir: names are cleaned of "..", and all
+// file system work goes through an os.Root, so a symlink in the archive
+// cannot lead a later entry outside. Devices, fifos and sockets are left
+// out (a sandbox's /dev is its own); owners and modes are kept.
+func untar(r io.Reader, dir string, opts untarOptions) error {
+	br := bufio.NewReader(r)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+		defer zr.Close()
+		r = zr
+	} else {
+		r = br
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		name := cleanName(hdr.Name)
+		if err := unpackEntry(root, tr, hdr, name, opts); err != nil {
+			return fmt.Errorf("unpack %s: %w", hdr.Name, err)
+		}
+	}
+}
+
+// cleanName turns an archive path into one relative to the root ("." for
+// the root itself); ".." cannot climb above the root.
+func cleanName(name string) string {
+	return strings.TrimPrefix(path.Clean("/"+name), "/")
+}
+
+func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, opts untarOptions) error {
+	if name == "" {
+		if hdr.Typeflag == tar.TypeDir {
+			return setAttrs(root, ".", hdr)
+		}
+		return nil
+	}
+	dir, base := path.Split(name)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	if strings.HasPrefix(base, whiteoutPrefix) {
+		if !opts.Overlay {
+			return fmt.Errorf("whiteouts are not allowed here")
+		}
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if base == whiteoutOpaque {
+			return setOpaque(root, dir)
+		}
+		return whiteout(root, dir, strings.TrimPrefix(base, whiteoutPrefix))
+	}
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if st, err := root.Lstat(name); err == nil && st.IsDir() {
+			return setAttrs(root, name, hdr)
+		}
+		if err := replace(root, name); err != nil {
+			return err
+		}
+		if err := root.Mkdir(name, 0o700); err != nil {
+			return err
+		}
+	case tar.TypeReg, tar.TypeRegA:
+		if err := replace(root, name); err != nil {
+			return err
+		}
+		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, tr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	case tar.TypeSymlink:
+		if err := replace(root, name); err != nil {
+			return err
+		}
+		if err := root.Symlink(hdr.Linkname, name); err != nil {
+			return err
+		}
+	case tar.TypeLink:
+		if err := replace(root, name); err != nil {
+			return err
+		}
+		if err := root.Link(cleanName(hdr.Linkname), name); err != nil {
+			return err
+		}
+		return nil // the link shares its target's attributes
+	default: // devices, fifos, extended headers already folded in
+		return nil
+	}
+	return setAttrs(root, name, hdr)
+}
+
+// replace removes a non-directory entry at name so a new one can take it.
+func replace(root *os.Root, name string) error {
+	st, err := root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return root.RemoveAll(name) // a later layer entry replaces a directory whole
+	}
+	return root.Remove(name)
+}
+
+func setAttrs(root *os.Root, name string, hdr *tar.Header) error {
+	if err := root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
+		return err
+	}
+	if hdr.Typeflag == tar.TypeSymlink {
+		return nil
+	}
+	mode := fs.FileMode(hdr.Mode) & fs.ModePerm
+	if hdr.Mode&04000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if hdr.Mode&02000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if hdr.Mode&01000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	if err := root.Chmod(name, mode); err != nil {
+		return err
+	}
+	return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+}
+
+// whiteout hides name of lower layers: overlayfs reads a 0/0 character
+// device as "deleted".
+func whiteout(root *os.Root, dir, name string) error {
+	if err := replace(root, path.Join(dir, name)); err != nil {
+		return err
+	}
+	d, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Mknodat(int(d.Fd()), name, unix.S_IFCHR, 0); err != nil {
+		return fmt.Errorf("mknod whiteout: %w", err)
+	}
+	return nil
+}
+
+// setOpaque hides the lower layers' contents of dir.
+func setOpaque(root *os.Root, dir string) error {
+	d, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Fsetxattr(int(d.Fd()), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
+		return fmt.Errorf("mark %s opaque: %w", dir, err)
+	}
+	return nil
+}
