@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/fsutil"
 )
 
@@ -108,7 +110,8 @@ func (l Layers) lookup(layers []string, rel string) (fs.FileInfo, bool) {
 		}
 		// A whiteout or a non-directory at a parent hides the rest.
 		for parent := path.Dir(rel); parent != "." && parent != "/"; parent = path.Dir(parent) {
-			if pst, err := os.Lstat(filepath.Join(l.Path(layers[i]), parent)); err == nil && (!pst.IsDir() || isWhiteout(pst)) {
+			pp := filepath.Join(l.Path(layers[i]), parent)
+			if pst, err := os.Lstat(pp); err == nil && (!pst.IsDir() || isWhiteout(pst) || isOpaque(pp)) {
 				return nil, false
 			}
 		}
@@ -133,6 +136,13 @@ func (l Layers) readFile(layers []string, rel string) ([]byte, error) {
 		return os.ReadFile(p)
 	}
 	return nil, fs.ErrNotExist
+}
+
+// isOpaque reports an overlayfs directory that hides the lower layers'.
+func isOpaque(dir string) bool {
+	buf := make([]byte, 1)
+	n, err := unix.Lgetxattr(dir, "trusted.overlay.opaque", buf)
+	return err == nil && n == 1 && buf[0] == 'y'
 }
 
 // isWhiteout reports an overlayfs whiteout: a 0/0 character device.

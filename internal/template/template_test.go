@@ -1,0 +1,391 @@
+package template
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// entry is one member of a test archive.
+type entry struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+}
+
+func archive(t *testing.T, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: e.mode, Size: int64(len(e.body)), ModTime: time.Unix(1e9, 0)}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+			if h.Typeflag == tar.TypeDir {
+				h.Mode = 0o755
+			}
+		}
+		if h.Typeflag != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte(e.body))
+		}
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+func layerOf(t *testing.T, entries ...entry) v1.Layer {
+	data := archive(t, entries...)
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// testImage has two layers: the second deletes a file of the first and
+// replaces a directory's contents.
+func testImage(t *testing.T) v1.Image {
+	img, err := mutate.AppendLayers(empty.Image,
+		layerOf(t, entry{name: "etc/", typ: tar.TypeDir}, entry{name: "etc/passwd", body: "root:x:0:0:root:/root:/bin/sh\napp:x:1500:1500::/home/app:/bin/sh\n"},
+			entry{name: "etc/group", body: "root:x:0:\napp:x:1500:\n"},
+			entry{name: "gone.txt", body: "old"}, entry{name: "data/", typ: tar.TypeDir}, entry{name: "data/a", body: "a"}),
+		layerOf(t, entry{name: ".wh.gone.txt"}, entry{name: "data/.wh..wh..opq"}, entry{name: "data/b", body: "b"},
+			entry{name: "hello.txt", body: "hello from the image\n"}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.Config(img, v1.Config{Env: []string{"PATH=/usr/bin:/bin", "IMG=1"}, WorkingDir: "/data", User: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (owners, whiteout devices, trusted xattrs)")
+	}
+	s, err := NewStore(t.TempDir(), logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// build runs a build without sandboxes (no RUN step) and returns the
+// template and the log.
+func build(t *testing.T, s *Store, name string, spec Spec) (Template, []LogEntry, error) {
+	t.Helper()
+	b := NewBuilder(s, nil, logx.Discard())
+	b.AllowLocalImages = true
+	rec, bd, err := s.NewBuild("team", name, nil, 1, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []LogEntry
+	err = b.Run(context.Background(), rec.ID, bd.ID, spec, func(e LogEntry) { logs = append(logs, e) })
+	if err != nil {
+		return Template{}, logs, err
+	}
+	tpl, err := s.Resolve(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl, logs, nil
+}
+
+// merged reads path through the template's layers as overlayfs shows it.
+func merged(s *Store, tpl Template, rel string) (string, bool) {
+	var names []string
+	for _, l := range tpl.RootFS.Layers {
+		names = append(names, filepath.Base(l))
+	}
+	if _, ok := s.layers.lookup(names, rel); !ok {
+		return "", false
+	}
+	data, err := s.layers.readFile(names, rel)
+	return string(data), err == nil
+}
+
+func checkImage(t *testing.T, s *Store, tpl Template) {
+	t.Helper()
+	if got, _ := merged(s, tpl, "hello.txt"); got != "hello from the image\n" {
+		t.Errorf("hello.txt = %q", got)
+	}
+	if _, ok := merged(s, tpl, "gone.txt"); ok {
+		t.Error("a whiteout did not hide gone.txt")
+	}
+	if _, ok := merged(s, tpl, "data/a"); ok {
+		t.Error("an opaque directory did not hide data/a")
+	}
+	if got, _ := merged(s, tpl, "data/b"); got != "b" {
+		t.Errorf("data/b = %q", got)
+	}
+	if tpl.DefaultUser != "app" || tpl.DefaultWorkdir != "/data" || tpl.Env["IMG"] != "1" {
+		t.Errorf("image settings: user %q workdir %q env %v", tpl.DefaultUser, tpl.DefaultWorkdir, tpl.Env)
+	}
+}
+
+func TestFromOCILayout(t *testing.T) {
+	s := newStore(t)
+	dir := filepath.Join(t.TempDir(), "layout")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(testImage(t), layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "v1"})); err != nil {
+		t.Fatal(err)
+	}
+	tpl, _, err := build(t, s, "from-layout", Spec{FromImage: "oci:" + dir + ":v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, s, tpl)
+	if len(tpl.RootFS.Layers) != 2 || len(tpl.RootFS.Binds) != 0 {
+		t.Errorf("layers %v binds %v", tpl.RootFS.Layers, tpl.RootFS.Binds)
+	}
+	if _, _, err := build(t, s, "wrong-tag", Spec{FromImage: "oci:" + dir + ":v2"}); !errs.Is(err, errs.InvalidArgument) {
+		t.Errorf("missing tag: %v", err)
+	}
+}
+
+func TestFromDockerArchive(t *testing.T) {
+	s := newStore(t)
+	file := filepath.Join(t.TempDir(), "img.tar")
+	tag, _ := name.NewTag("example.test/img:v1")
+	if err := tarball.WriteToFile(file, tag, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	tpl, _, err := build(t, s, "from-archive", Spec{FromImage: "docker-archive:" + file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, s, tpl)
+}
+
+func TestLocalImagesNeedTheOperator(t *testing.T) {
+	s := newStore(t)
+	b := NewBuilder(s, nil, logx.Discard())
+	rec, bd, _ := s.NewBuild("team", "local", nil, 1, 256)
+	err := b.Run(context.Background(), rec.ID, bd.ID, Spec{FromImage: "oci:/nonexistent"}, func(LogEntry) {})
+	if !errs.Is(err, errs.PermissionDenied) {
+		t.Errorf("local image without the operator's consent: %v", err)
+	}
+}
+
+func TestFromRegistry(t *testing.T) {
+	s := newStore(t)
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	ref := strings.TrimPrefix(reg.URL, "http://") + "/team/img:v1"
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	tpl, _, err := build(t, s, "from-registry", Spec{FromImage: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, s, tpl)
+	// The same image again: its layers are stored once.
+	tpl2, _, err := build(t, s, "from-registry-2", Spec{FromImage: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(tpl.RootFS.Layers, ",") != strings.Join(tpl2.RootFS.Layers, ",") {
+		t.Errorf("layers not shared: %v vs %v", tpl.RootFS.Layers, tpl2.RootFS.Layers)
+	}
+}
+
+// upload stores a files archive as the build API's upload would.
+func upload(t *testing.T, s *Store, data []byte) string {
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	if err := s.PutFiles(h, bytes.NewReader(data), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestStepsAndCache(t *testing.T) {
+	s := newStore(t)
+	files := upload(t, s, archive(t,
+		entry{name: "app/", typ: tar.TypeDir}, entry{name: "app/main.py", body: "print(1)\n"},
+		entry{name: "app/lib/", typ: tar.TypeDir}, entry{name: "app/lib/util.py", body: "x = 1\n"},
+		entry{name: "app/link", typ: tar.TypeSymlink, link: "/etc/shadow"},
+		entry{name: "conf.ini", body: "[a]\n"}))
+	spec := Spec{Steps: []Step{
+		{Type: "ENV", Args: []string{"A", "1", "B", "two words"}},
+		{Type: "WORKDIR", Args: []string{"/srv/app"}},
+		{Type: "COPY", Args: []string{"app", ".", "user", ""}, FilesHash: files},
+		{Type: "COPY", Args: []string{"conf.ini", "/etc/app/", "", "0600"}, FilesHash: files},
+		{Type: "USER", Args: []string{"root"}},
+	}}
+	tpl, logs, err := build(t, s, "steps", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpl.Env["A"] != "1" || tpl.Env["B"] != "two words" || tpl.DefaultWorkdir != "/srv/app" || tpl.DefaultUser != "root" {
+		t.Errorf("settings: %+v", tpl)
+	}
+	if got, _ := merged(s, tpl, "srv/app/lib/util.py"); got != "x = 1\n" {
+		t.Errorf("copied file: %q", got)
+	}
+	top := func(rel string) os.FileInfo {
+		for i := len(tpl.RootFS.Layers) - 1; i >= 0; i-- {
+			if st, err := os.Lstat(filepath.Join(tpl.RootFS.Layers[i], rel)); err == nil {
+				return st
+			}
+		}
+		t.Fatalf("%s not in any layer", rel)
+		return nil
+	}
+	if st := top("srv/app/main.py"); st.Sys() == nil || fileOwner(st) != 1000 {
+		t.Errorf("COPY --chown user: owner %d", fileOwner(st))
+	}
+	if st := top("srv/app/link"); st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("a symlink was not copied as a link: %v", st.Mode())
+	}
+	if st := top("etc/app/conf.ini"); st.Mode().Perm() != 0o600 {
+		t.Errorf("COPY mode: %v", st.Mode())
+	}
+	if st := top("etc"); st.Mode().Perm() != 0o755 || fileOwner(st) != 0 {
+		t.Errorf("a parent directory changed: %v owner %d", st.Mode(), fileOwner(st))
+	}
+	if st := top("home/user"); fileOwner(st) != 1000 {
+		t.Errorf("/home/user lost its owner: %d", fileOwner(st))
+	}
+	for _, e := range logs {
+		if strings.HasPrefix(e.Message, "CACHED") {
+			t.Errorf("first build hit the cache: %v", e.Message)
+		}
+	}
+
+	// Unchanged: every step comes from the cache, and fast.
+	start := time.Now()
+	tpl2, logs, err := build(t, s, "steps", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rebuild took %v", time.Since(start))
+	cached := 0
+	for _, e := range logs {
+		if strings.HasPrefix(e.Message, "CACHED") {
+			cached++
+		}
+	}
+	if cached != len(spec.Steps) || strings.Join(tpl.RootFS.Layers, ",") != strings.Join(tpl2.RootFS.Layers, ",") {
+		t.Errorf("rebuild: %d of %d steps cached; layers %v vs %v", cached, len(spec.Steps), tpl.RootFS.Layers, tpl2.RootFS.Layers)
+	}
+}
+
+func TestCopyStaysInTheContext(t *testing.T) {
+	s := newStore(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o600)
+	files := upload(t, s, archive(t,
+		entry{name: "escape", typ: tar.TypeSymlink, link: outside},
+		entry{name: "up", typ: tar.TypeSymlink, link: "../../../../../../.."},
+		entry{name: "ok.txt", body: "ok"}))
+	for _, src := range []string{"escape/secret", "up" + outside + "/secret", "../secret", "../../" + outside + "/secret", "missing"} {
+		_, _, err := build(t, s, "escape", Spec{Steps: []Step{{Type: "COPY", Args: []string{src, "/x/"}, FilesHash: files}}})
+		if !errs.Is(err, errs.InvalidArgument) {
+			t.Errorf("COPY %s: %v, want a refusal", src, err)
+		}
+	}
+	// An archive whose members climb out, or write through a symlink that
+	// leads out, is refused and writes nothing outside.
+	for i, data := range [][]byte{
+		archive(t, entry{name: "../../../../" + filepath.Join(outside, "planted"), body: "x"}),
+		archive(t, entry{name: "out", typ: tar.TypeSymlink, link: outside}, entry{name: "out/planted", body: "x"}),
+	} {
+		h := upload(t, s, data)
+		_, _, err := build(t, s, "escape", Spec{Steps: []Step{{Type: "COPY", Args: []string{".", "/x/"}, FilesHash: h}}})
+		if _, serr := os.Stat(filepath.Join(outside, "planted")); serr == nil {
+			t.Fatalf("archive %d wrote outside the context", i)
+		}
+		_ = err // a cleaned "../" name lands inside; a symlink escape fails
+	}
+	if _, _, err := build(t, s, "escape", Spec{Steps: []Step{{Type: "COPY", Args: []string{"up", "/x"}, FilesHash: files}}}); err != nil {
+		t.Errorf("copying a symlink itself: %v", err)
+	}
+}
+
+func TestDeleteKeepsLayersInUse(t *testing.T) {
+	s := newStore(t)
+	files := upload(t, s, archive(t, entry{name: "f", body: "unique content"}))
+	tpl, _, err := build(t, s, "doomed", Spec{Steps: []Step{{Type: "COPY", Args: []string{"f", "/f"}, FilesHash: files}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := tpl.RootFS.Layers[len(tpl.RootFS.Layers)-1]
+	if err := s.Delete("other-team", "doomed"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("another team deleted it: %v", err)
+	}
+	if err := s.Delete("team", "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resolve(context.Background(), "doomed"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("resolve after delete: %v", err)
+	}
+	inUse := map[string]bool{}
+	for _, l := range tpl.RootFS.Layers {
+		inUse[l] = true
+	}
+	if n, err := s.Collect(inUse); err != nil || n != 0 {
+		t.Errorf("collect while a sandbox uses it: %d, %v", n, err)
+	}
+	if _, err := os.Stat(own); err != nil {
+		t.Fatalf("a layer in use went: %v", err)
+	}
+	if n, err := s.Collect(nil); err != nil || n != 1 {
+		t.Errorf("collect after the last sandbox: %d, %v", n, err)
+	}
+	if _, err := os.Stat(own); err == nil {
+		t.Error("the deleted template's layer stayed")
+	}
+	if _, err := s.Resolve(context.Background(), BaseName); err != nil {
+		t.Errorf("base after collect: %v", err)
+	}
+}
+
+func fileOwner(st os.FileInfo) int {
+	return int(fsutil.Owner(st) >> 32)
+}
