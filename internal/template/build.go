@@ -184,10 +184,18 @@ func (b *Builder) build(ctx context.Context, build Build, spec Spec, logf func(L
 	}
 	st.StartCmd, st.ReadyCmd = spec.StartCmd, spec.ReadyCmd
 	if spec.StartCmd != "" {
+		// The start check is cached like a step: the same image with the
+		// same commands passed it before.
+		st.Key = stepKey(st.Key, Step{Type: "START", Args: []string{spec.StartCmd, spec.ReadyCmd}})
+		if _, ok := b.cached(st.Key); ok && !spec.Force {
+			say(0, "CACHED start: "+spec.StartCmd)
+			return st.Image, nil
+		}
 		say(0, "starting: "+spec.StartCmd)
 		if err := b.checkStart(ctx, st.Image, build, func(line string) { say(0, line) }); err != nil {
 			return Image{}, &StepError{Err: err}
 		}
+		b.remember(st)
 	}
 	return st.Image, nil
 }
@@ -424,7 +432,7 @@ func (b *Builder) checkStart(ctx context.Context, img Image, build Build, out fu
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.ReadyTimeout)
 	defer cancel()
-	for {
+	for wait := 20 * time.Millisecond; ; {
 		code, err := sb.Exec(ctx, Exec{Cmd: img.ReadyCmd, User: img.User, Workdir: img.Workdir, Env: env}, func(string) {})
 		if err == nil && code == 0 {
 			out("ready: " + img.ReadyCmd)
@@ -433,8 +441,9 @@ func (b *Builder) checkStart(ctx context.Context, img Image, build Build, out fu
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("ready command %q did not pass within %s", img.ReadyCmd, b.ReadyTimeout)
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 

@@ -54,14 +54,25 @@ func New(svc *service.Service, templates *service.Templates, st store.Store, log
 	a.handle("GET /templates", a.listTemplates)
 	a.handle("GET /templates/{templateID}", a.getTemplate)
 	a.handle("DELETE /templates/{templateID}", a.deleteTemplate)
-	a.handle("GET /templates/aliases/{alias}", a.templateAlias)
+	// GET /templates/aliases/{alias} and GET /templates/{templateID}/tags
+	// overlap as patterns: one route serves both.
+	a.handle("GET /templates/{templateID}/{sub}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("templateID") == "aliases" {
+			a.templateAlias(w, r)
+			return
+		}
+		if r.PathValue("sub") == "tags" {
+			a.templateTags(w, r)
+			return
+		}
+		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
 	a.handle("GET /templates/{templateID}/files/{hash}", a.templateFilesLink)
 	a.mux.HandleFunc("PUT /templates/{templateID}/files/{hash}", a.uploadTemplateFiles)
 	a.handle("POST /v2/templates/{templateID}/builds/{buildID}", a.startTemplateBuild)
 	a.handle("GET /templates/{templateID}/builds/{buildID}/status", a.templateBuildStatus)
 	a.handle("POST /templates/tags", a.assignTemplateTags)
 	a.handle("DELETE /templates/tags", a.removeTemplateTags)
-	a.handle("GET /templates/{templateID}/tags", a.templateTags)
 	a.unimplemented()
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))

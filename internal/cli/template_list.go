@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func templateListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List templates",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListTemplates(cmd.Context())
+			if err != nil {
+				return explain(c, err, "")
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tNAMES\tSTATUS\tCPU\tMEMORY\tBUILDS\tUPDATED")
+			for _, t := range list {
+				updated := ""
+				if !t.UpdatedAt.IsZero() {
+					updated = t.UpdatedAt.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d MiB\t%d\t%s\n", t.TemplateID, strings.Join(t.Names, ","), t.BuildStatus,
+					t.CPUCount, t.MemoryMB, t.BuildCount, updated)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,222 @@
+package cove
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// TemplateStep is one build step: RUN [cmd, user?], COPY [src, dest,
+// user?, mode?], ENV [k1, v1, …], WORKDIR [path], USER [name].
+type TemplateStep struct {
+	Type string   `json:"type"`
+	Args []string `json:"args"`
+	// FilesHash names the archive of a COPY step's files; Files holds it
+	// (a tar, uploaded when the server lacks it).
+	FilesHash string `json:"filesHash,omitempty"`
+	Files     []byte `json:"-"`
+	Force     bool   `json:"force,omitempty"`
+}
+
+// TemplateBuild describes a template to build.
+type TemplateBuild struct {
+	Name     string // "name" or "name:tag"
+	Tags     []string
+	CPUCount int // 0 = 2
+	MemoryMB int // 0 = 1024
+	// FromImage (a registry reference, or oci:DIR / docker-archive:FILE on
+	// the server when it allows local images) or FromTemplate; neither
+	// means the built-in base template.
+	FromImage    string
+	FromTemplate string
+	Steps        []TemplateStep
+	StartCmd     string // run in the background as each sandbox starts
+	ReadyCmd     string // the sandbox is ready once this exits 0
+	Force        bool   // rebuild every step, cached or not
+}
+
+// BuildLog is a line of a build's log.
+type BuildLog struct {
+	Timestamp time.Time `json:"timestamp"`
+	Level     string    `json:"level"`
+	Message   string    `json:"message"`
+	Step      string    `json:"step,omitempty"`
+}
+
+// BuiltTemplate is a finished build.
+type BuiltTemplate struct {
+	TemplateID string
+	BuildID    string
+}
+
+// BuildError is a build that failed: its reason and the step (from 1;
+// "" outside the steps).
+type BuildError struct {
+	Message string
+	Step    string
+}
+
+func (e *BuildError) Error() string {
+	if e.Step != "" {
+		return fmt.Sprintf("build failed at step %s: %s", e.Step, e.Message)
+	}
+	return "build failed: " + e.Message
+}
+
+// BuildTemplate builds a template through the E2B build API: it requests
+// the build, uploads the files of COPY steps the server lacks, starts the
+// build and follows it, passing log lines to onLog (may be nil), until it
+// is ready or fails (*BuildError).
+func (c *Client) BuildTemplate(ctx context.Context, b TemplateBuild, onLog func(BuildLog)) (BuiltTemplate, error) {
+	var created struct {
+		TemplateID string `json:"templateID"`
+		BuildID    string `json:"buildID"`
+	}
+	req := map[string]any{"name": b.Name, "tags": b.Tags, "cpuCount": b.CPUCount, "memoryMB": b.MemoryMB}
+	if _, err := c.do(ctx, http.MethodPost, "/v3/templates", req, &created); err != nil {
+		return BuiltTemplate{}, err
+	}
+	out := BuiltTemplate{TemplateID: created.TemplateID, BuildID: created.BuildID}
+	for _, s := range b.Steps {
+		if s.FilesHash == "" || s.Files == nil {
+			continue
+		}
+		if err := c.uploadFiles(ctx, out.TemplateID, s.FilesHash, s.Files, s.Force); err != nil {
+			return out, err
+		}
+	}
+	start := map[string]any{"steps": b.Steps, "startCmd": b.StartCmd, "readyCmd": b.ReadyCmd, "force": b.Force}
+	if b.FromImage != "" {
+		start["fromImage"] = b.FromImage
+	}
+	if b.FromTemplate != "" {
+		start["fromTemplate"] = b.FromTemplate
+	}
+	path := "/v2/templates/" + url.PathEscape(out.TemplateID) + "/builds/" + url.PathEscape(out.BuildID)
+	if _, err := c.do(ctx, http.MethodPost, path, start, nil); err != nil {
+		return out, err
+	}
+	return out, c.waitBuild(ctx, out, onLog)
+}
+
+func (c *Client) uploadFiles(ctx context.Context, templateID, hash string, data []byte, force bool) error {
+	var link struct {
+		Present bool   `json:"present"`
+		URL     string `json:"url"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/templates/"+url.PathEscape(templateID)+"/files/"+hash, nil, &link); err != nil {
+		return err
+	}
+	if link.Present && !force || link.URL == "" {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, link.URL, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = int64(len(data))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("upload files: %w", transportErr(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return apiError(resp)
+	}
+	return nil
+}
+
+// waitBuild polls a build's status until it ends, passing its log on.
+func (c *Client) waitBuild(ctx context.Context, b BuiltTemplate, onLog func(BuildLog)) error {
+	offset := 0
+	for {
+		var st struct {
+			Status     string     `json:"status"`
+			LogEntries []BuildLog `json:"logEntries"`
+			Reason     *struct {
+				Message string `json:"message"`
+				Step    string `json:"step"`
+			} `json:"reason"`
+		}
+		path := "/templates/" + url.PathEscape(b.TemplateID) + "/builds/" + url.PathEscape(b.BuildID) + "/status?logsOffset=" + strconv.Itoa(offset)
+		if _, err := c.do(ctx, http.MethodGet, path, nil, &st); err != nil {
+			return err
+		}
+		offset += len(st.LogEntries)
+		if onLog != nil {
+			for _, e := range st.LogEntries {
+				onLog(e)
+			}
+		}
+		switch st.Status {
+		case "ready":
+			if len(st.LogEntries) == 0 {
+				return nil
+			}
+			continue // drain the log's tail
+		case "error":
+			if len(st.LogEntries) > 0 {
+				continue
+			}
+			e := &BuildError{Message: "unknown error"}
+			if st.Reason != nil {
+				e.Message, e.Step = st.Reason.Message, st.Reason.Step
+			}
+			return e
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TemplateInfo describes a template.
+type TemplateInfo struct {
+	TemplateID  string            `json:"templateID"`
+	BuildID     string            `json:"buildID"`
+	Names       []string          `json:"names"`
+	Public      bool              `json:"public"`
+	CPUCount    int               `json:"cpuCount"`
+	MemoryMB    int               `json:"memoryMB"`
+	BuildCount  int               `json:"buildCount"`
+	BuildStatus string            `json:"buildStatus"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	UpdatedAt   time.Time         `json:"updatedAt"`
+	Tags        map[string]string `json:"tags"`
+}
+
+// ListTemplates lists the templates the key's team can use.
+func (c *Client) ListTemplates(ctx context.Context) ([]TemplateInfo, error) {
+	var out []TemplateInfo
+	_, err := c.do(ctx, http.MethodGet, "/templates", nil, &out)
+	return out, err
+}
+
+// DeleteTemplate deletes a template (by id or name); sandboxes running
+// from it go on.
+func (c *Client) DeleteTemplate(ctx context.Context, ref string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/templates/"+url.PathEscape(ref), nil, nil)
+	return err
+}
+
+// TemplateExists reports whether a template name is taken (by any team).
+func (c *Client) TemplateExists(ctx context.Context, name string) (bool, error) {
+	_, err := c.do(ctx, http.MethodGet, "/templates/aliases/"+url.PathEscape(name), nil, nil)
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden:
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}

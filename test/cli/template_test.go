@@ -1,0 +1,124 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// A Dockerfile with every instruction Cove builds, from the base template.
+const dockerfile = `# every instruction
+FROM base
+ARG GREETING=hello
+ENV APP_HOME=/srv/app MODE="build test"
+WORKDIR $APP_HOME
+COPY app/ ./
+COPY --chown=user:user --chmod=640 conf.txt /etc/app/conf.txt
+ADD conf.txt extra.txt
+USER root
+RUN echo "$GREETING from $(id -un) in $(pwd)" > greeting.txt \
+ && cat greeting.txt
+USER user
+RUN touch /home/user/made-by-user
+EXPOSE 8080
+CMD python3 -m http.server 8080
+`
+
+func writeContext(t *testing.T, dockerfile string) string {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "app"), 0o755)
+	os.WriteFile(filepath.Join(dir, "app", "main.py"), []byte("print('app')\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "conf.txt"), []byte("cfg\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644)
+	return dir
+}
+
+func TestTemplateBuild(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	ctxDir := writeContext(t, dockerfile)
+	ready := `python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8080')"`
+
+	out, errOut, code := c.run(t, "", "template", "build", "--name", "myapp", "--ready-cmd", ready, "--build-arg", "GREETING=hi", ctxDir)
+	if code != 0 {
+		t.Fatalf("build: %s %s", out, errOut)
+	}
+	for _, want := range []string{"[  1] ENV", "hi from root in /srv/app", "ready: ", "built myapp"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("build output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "EXPOSE is ignored") {
+		t.Errorf("no warning for EXPOSE: %q", errOut)
+	}
+
+	// Unchanged: every step from the cache.
+	start := time.Now()
+	out, _, code = c.run(t, "", "template", "build", "--name", "myapp", "--ready-cmd", ready, "--build-arg", "GREETING=hi", ctxDir)
+	t.Logf("unchanged rebuild: %v", time.Since(start))
+	if code != 0 || strings.Count(out, "CACHED") != 10 {
+		t.Errorf("rebuild not all cached (%d of 10: 9 steps and the start):\n%s", strings.Count(out, "CACHED"), out)
+	}
+
+	// A sandbox of the template: its files, defaults, variables and start command.
+	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "myapp")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create from myapp: %s %s", out, errOut)
+	}
+	script := `id -un; pwd; cat greeting.txt main.py; echo $APP_HOME $MODE; stat -c '%U %a' /etc/app/conf.txt; ` +
+		`test -f /home/user/made-by-user && echo made; ` + ready + ` && echo serving`
+	out, errOut, code = c.run(t, "", "sandbox", "exec", id, "--", script)
+	want := "user\n/srv/app\nhi from root in /srv/app\nprint('app')\n/srv/app build test\nuser 640\nmade\nserving\n"
+	if code != 0 || out != want {
+		t.Errorf("in the sandbox: %q (%s, %d), want %q", out, errOut, code, want)
+	}
+
+	// Deleted while the sandbox runs: it goes on; the name is free.
+	if out, errOut, code := c.run(t, "", "template", "delete", "myapp"); code != 0 {
+		t.Fatalf("delete: %s %s", out, errOut)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "exec", id, "--", "cat /srv/app/main.py"); code != 0 || out != "print('app')\n" {
+		t.Errorf("the sandbox lost its template: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "create", "-t", "myapp"); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Errorf("create from a deleted template: %q %d", errOut, code)
+	}
+	if out, _, _ := c.run(t, "", "template", "list"); strings.Contains(out, "myapp") || !strings.Contains(out, "base") {
+		t.Errorf("list after delete: %s", out)
+	}
+	c.run(t, "", "sandbox", "kill", id)
+}
+
+func TestTemplateBuildFailure(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	ctxDir := writeContext(t, "FROM base\nRUN echo fine\nRUN echo about to fail; echo why >&2; exit 7\nRUN echo never\n")
+	out, errOut, code := c.run(t, "", "template", "build", "--name", "broken", ctxDir)
+	if code == 0 {
+		t.Fatalf("a failing RUN built: %s", out)
+	}
+	if !strings.Contains(errOut, "step 2") || !strings.Contains(errOut, "exit code 7") {
+		t.Errorf("error does not name the step and code: %q", errOut)
+	}
+	if !strings.Contains(out, "about to fail") || !strings.Contains(out, "why") || strings.Contains(out, "never") {
+		t.Errorf("log of the failing step:\n%s", out)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "create", "-t", "broken"); code == 0 || !strings.Contains(errOut, "no ready build") {
+		t.Errorf("create from a failed template: %q %d", errOut, code)
+	}
+	// Outside the context: refused before anything is sent.
+	ctxDir = writeContext(t, "FROM base\nCOPY ../secret /x\n")
+	if _, errOut, code := c.run(t, "", "template", "build", "--name", "escape", ctxDir); code == 0 || !strings.Contains(errOut, "outside the build context") {
+		t.Errorf("COPY ../: %q %d", errOut, code)
+	}
+	os.Symlink("/etc", filepath.Join(ctxDir, "etc-link"))
+	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte("FROM base\nCOPY etc-link/hostname /x\n"), 0o644)
+	if _, errOut, code := c.run(t, "", "template", "build", "--name", "escape", ctxDir); code == 0 || !strings.Contains(errOut, "not a directory") {
+		t.Errorf("COPY through a symlink: %q %d", errOut, code)
+	}
+}
