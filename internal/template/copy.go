@@ -81,12 +81,15 @@ func (b *Builder) copyLayer(st state, step Step) (string, error) {
 	if rel == ".." || strings.HasPrefix(rel, "../") {
 		return "", errs.New(errs.InvalidArgument, "COPY source %s is outside the build context", src)
 	}
-	owner := fsutil.Ids{}
+	// The files belong to the user named, or to the user the build is at
+	// (a Dockerfile's COPY without --chown names root).
+	user := st.User
 	if len(step.Args) > 2 && step.Args[2] != "" {
-		var err error
-		if owner, err = b.lookupIDs(st, step.Args[2]); err != nil {
-			return "", err
-		}
+		user = step.Args[2]
+	}
+	owner, err := b.lookupIDs(st, user)
+	if err != nil {
+		return "", err
 	}
 	var mode os.FileMode
 	if len(step.Args) > 3 && step.Args[3] != "" {

@@ -254,7 +254,7 @@ func copyStep(rest, contextDir string) (TemplateStep, error) {
 			return TemplateStep{}, fmt.Errorf("bad JSON form: %v", err)
 		}
 	}
-	var chown, chmod string
+	chown, chmod := "root", "" // Docker's COPY: root's unless --chown
 	for len(words) > 0 && strings.HasPrefix(words[0], "--") {
 		k, v, _ := strings.Cut(strings.TrimPrefix(words[0], "--"), "=")
 		switch k {

@@ -27,7 +27,7 @@ func npmInstall(t *testing.T) {
 	}
 }
 
-// TestOfficialJSSDK runs sdk.test.mjs with node's test runner.
+// TestOfficialJSSDK runs sdk.test.mjs and template.test.mjs with node's test runner.
 func TestOfficialJSSDK(t *testing.T) {
 	srv := testutil.StartServer(t, apiKey)
 	npmInstall(t)
@@ -37,7 +37,7 @@ func TestOfficialJSSDK(t *testing.T) {
 		}
 	}()
 	addr := srv.Addr
-	cmd := exec.Command("node", "--test", "--test-concurrency=1", "--test-timeout=120000", "sdk.test.mjs")
+	cmd := exec.Command("node", "--test", "--test-concurrency=1", "--test-timeout=120000", "sdk.test.mjs", "template.test.mjs")
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL=http://"+addr,
 		"E2B_SANDBOX_URL=http://"+addr,
