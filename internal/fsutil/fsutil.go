@@ -124,6 +124,9 @@ type CopyOptions struct {
 	// Mode, when not zero, replaces the permission bits of every copy
 	// that is not a symlink.
 	Mode os.FileMode
+	// Overlay keeps what makes an overlayfs layer: whiteouts (0/0
+	// character devices) and opaque directories.
+	Overlay bool
 }
 
 // Ids are a uid and a gid.
@@ -170,8 +173,17 @@ func copyTree(src, dst, rel string, opts CopyOptions) error {
 		if err := copyFile(src, dst); err != nil {
 			return err
 		}
+	case opts.Overlay && isWhiteout(st):
+		if err := unix.Mknod(dst, unix.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("copy whiteout %s: %w", rel, err)
+		}
 	default:
 		return nil
+	}
+	if opts.Overlay && st.IsDir() {
+		if err := copyOpaque(src, dst); err != nil {
+			return err
+		}
 	}
 	owner := Owner(st)
 	uid, gid := int(uint32(owner>>32)+opts.Shift), int(uint32(owner)+opts.Shift)
@@ -206,4 +218,30 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// isWhiteout reports an overlayfs whiteout: a 0/0 character device.
+func isWhiteout(st os.FileInfo) bool {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	return ok && st.Mode()&os.ModeCharDevice != 0 && s.Rdev == 0
+}
+
+// opaqueXattrs mark a directory that hides the lower layers' (trusted.*
+// as the host mounts layers, user.* as a user namespace does).
+var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
+
+// copyOpaque carries an opaque directory's marker over, in both forms.
+func copyOpaque(src, dst string) error {
+	buf := make([]byte, 1)
+	for _, x := range opaqueXattrs {
+		if n, err := unix.Lgetxattr(src, x, buf); err == nil && n == 1 && buf[0] == 'y' {
+			for _, y := range opaqueXattrs {
+				if err := unix.Lsetxattr(dst, y, []byte("y"), 0); err != nil {
+					return fmt.Errorf("mark %s opaque: %w", dst, err)
+				}
+			}
+			return nil
+		}
+	}
+	return nil
 }

@@ -75,9 +75,16 @@ func (l Layers) commitByContent(stage string) (string, error) {
 	return l.commit(stage, "sha256-"+sum)
 }
 
-// remove deletes a layer that nothing uses any more.
+// remove deletes a layer that nothing uses any more, with the id-shifted
+// copies drivers made of it for user namespaces ("<layer>.shift-<base>").
 func (l Layers) remove(name string) error {
-	return fsutil.RemoveTree(l.Path(name))
+	copies, _ := filepath.Glob(l.Path(name) + ".shift-*")
+	for _, c := range append(copies, l.Path(name)) {
+		if err := fsutil.RemoveTree(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // list names every stored layer.
@@ -88,7 +95,7 @@ func (l Layers) list() ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "sha256-") {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "sha256-") && !strings.Contains(e.Name(), ".shift-") {
 			names = append(names, e.Name())
 		}
 	}

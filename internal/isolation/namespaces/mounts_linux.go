@@ -37,6 +37,11 @@ func buildRoot(cfg initConfig) (string, error) {
 		lower[len(cfg.Layers)-1-i] = l
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
+	if cfg.UserNS {
+		// In a user namespace overlayfs cannot read trusted.* attributes:
+		// layers' shifted copies carry opaque markers as user.* too.
+		opts += ",userxattr"
+	}
 	if cfg.Upper != "" {
 		// The upper becomes a template layer: no references into the
 		// lower layers it was made over.

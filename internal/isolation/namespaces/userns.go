@@ -33,7 +33,7 @@ func (d *Driver) shiftedLayer(layer string) (string, error) {
 			return "", err
 		}
 	}
-	if err := fsutil.CopyTree(layer, tmp, fsutil.CopyOptions{Shift: d.cfg.UserNSBase}); err != nil {
+	if err := fsutil.CopyTree(layer, tmp, fsutil.CopyOptions{Shift: d.cfg.UserNSBase, Overlay: true}); err != nil {
 		return "", fmt.Errorf("shift layer %s: %w", filepath.Base(layer), err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
