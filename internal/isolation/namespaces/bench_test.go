@@ -2,14 +2,20 @@ package namespaces
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
@@ -34,13 +40,16 @@ func reportLatency(b *testing.B, samples []time.Duration) {
 // in a user namespace, and with a network from the pool (taking it from
 // the pool is timed).
 func BenchmarkCreateReady(b *testing.B) {
-	for _, variant := range []string{"namespaces", "namespaces+userns", "namespaces+network", "namespaces+network-quiet"} {
+	for _, variant := range []string{"namespaces", "namespaces+built-template", "namespaces+userns", "namespaces+network", "namespaces+network-quiet"} {
 		b.Run(variant, func(b *testing.B) {
 			t := &testing.T{}
 			e := testEnv(t)
 			d := e.driverWith(t, releaseBinary())
 			spec := e.spec()
 			spec.UserNamespace = variant == "namespaces+userns"
+			if variant == "namespaces+built-template" {
+				spec.RootFS.Layers = append(spec.RootFS.Layers, builtLayers(b, e.dir, 8)...)
+			}
 			var nets *network.Manager
 			// -quiet: every network is taken from the pool before the timed
 			// loop and given back after it, so no refill and no network
@@ -113,6 +122,23 @@ func BenchmarkCreateReady(b *testing.B) {
 	}
 }
 
+// builtLayers makes n layers like a template build's steps leave (a few
+// files each) to stack over the base template's.
+func builtLayers(b *testing.B, dir string, n int) []string {
+	var out []string
+	for i := range n {
+		l := filepath.Join(dir, fmt.Sprintf("bench-layer-%d", i))
+		if err := os.MkdirAll(filepath.Join(l, "opt", "step", strconv.Itoa(i)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 20 {
+			os.WriteFile(filepath.Join(l, "opt", "step", strconv.Itoa(i), strconv.Itoa(j)), []byte("file"), 0o644)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // BenchmarkFloor measures the kernel's floor for the same work: fork+exec
 // of /bin/true, and the same in the namespaces a sandbox gets.
 func BenchmarkFloor(b *testing.B) {
@@ -146,4 +172,77 @@ func BenchmarkFloor(b *testing.B) {
 			reportLatency(b, samples)
 		})
 	}
+}
+
+// BenchmarkDisk100 starts 100 sandboxes from one built template (base + 8
+// layers), each writing 1 MiB, and reports the host disk they take beside
+// the template's layers: the template is stored once and stacked, never
+// copied; a sandbox's writes go to its own size-capped layer (tmpfs,
+// charged to its memory limit).
+func BenchmarkDisk100(b *testing.B) {
+	const n = 100
+	t := &testing.T{}
+	e := testEnv(t)
+	d := e.driverWith(t, releaseBinary())
+	spec := e.spec()
+	spec.Limits.MemoryMB = 64
+	spec.RootFS.Layers = append(spec.RootFS.Layers, builtLayers(b, e.dir, 8)...)
+	ctx := context.Background()
+	for b.Loop() {
+		var ids []string
+		var writes int64
+		for range n {
+			id := isolationtest.NewID()
+			if _, err := d.Create(ctx, id, spec); err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, id)
+			c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+			if res, err := c.Run(ctx, "root", "head -c 1048576 /dev/zero > /tmp/mine", 0); err != nil || res.ExitCode != 0 {
+				b.Fatalf("write: %v %s", err, res.Stderr)
+			}
+			c.Close()
+			st, err := d.Stats(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			writes += int64(st.DiskUsed)
+		}
+		host := treeBytes(b, filepath.Join(e.dir, "sandboxes"))
+		var layers int64
+		for _, l := range spec.RootFS.Layers {
+			layers += treeBytes(b, l)
+		}
+		b.ReportMetric(float64(layers)/(1<<20), "template-MiB")
+		b.ReportMetric(float64(host)/n/1024, "host-disk-KiB/sandbox")
+		b.ReportMetric(float64(writes)/n/(1<<20), "own-layer-MiB/sandbox")
+		for _, id := range ids {
+			if err := d.Destroy(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// treeBytes is the disk a tree takes on its own file system (allocated
+// blocks; other mounts are not entered).
+func treeBytes(b *testing.B, root string) int64 {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(root, &st); err != nil {
+		b.Fatal(err)
+	}
+	dev := st.Dev
+	var total int64
+	filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		var s syscall.Stat_t
+		if syscall.Lstat(p, &s) != nil || s.Dev != dev {
+			return filepath.SkipDir
+		}
+		total += s.Blocks * 512
+		return nil
+	})
+	return total
 }
