@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +34,16 @@ func sandboxCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sbx, err := c.Create(cmd.Context(), cove.CreateOptions{Template: template, Timeout: timeout, Metadata: m, Envs: e})
+			opts := cove.CreateOptions{Template: template, Timeout: timeout, Metadata: m, Envs: e}
+			sbx, err := c.Create(cmd.Context(), opts)
+			if err != nil && errors.Is(err, cove.ErrUnavailable) && strings.Contains(err.Error(), "built on first use") {
+				// A built-in template's first use: follow its build, then create.
+				fmt.Fprintf(cmd.ErrOrStderr(), "template %s is built on first use; building it now\n", template)
+				if err := prepare(cmd, c, template, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+				sbx, err = c.Create(cmd.Context(), opts)
+			}
 			if err != nil {
 				return explain(c, err, "")
 			}

@@ -9,6 +9,6 @@ func templateCmd() *cobra.Command {
 		Aliases: []string{"tpl"},
 		Short:   "Build, list and delete sandbox templates on a Cove server",
 	}
-	cmd.AddCommand(templateBuildCmd(), templateListCmd(), templateDeleteCmd())
+	cmd.AddCommand(templateBuildCmd(), templateListCmd(), templateDeleteCmd(), templatePrepareCmd())
 	return cmd
 }

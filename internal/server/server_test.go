@@ -163,7 +163,11 @@ func TestAPIErrors(t *testing.T) {
 		{"metrics of another team's sandbox", "GET", "/sandboxes/" + id + "/metrics", keyB, "", 404, "not found"},
 		{"negative timeout update", "POST", "/sandboxes/" + id + "/timeout", keyA, `{"timeout":-1}`, 400, "greater than 0"},
 		{"later: pause", "POST", "/sandboxes/" + id + "/pause", keyA, `{}`, 501, "not available yet"},
-		{"later: templates", "POST", "/v3/templates", keyA, `{}`, 501, "not available yet"},
+		{"template without a name", "POST", "/v3/templates", keyA, `{}`, 400, "name is required"},
+		{"template with a bad name", "POST", "/v3/templates", keyA, `{"name":"Bad Name"}`, 400, "may hold only"},
+		{"v1 template build", "POST", "/templates", keyA, `{}`, 501, "deprecated"},
+		{"unknown template build", "GET", "/templates/nope/builds/x/status", keyA, "", 404, "template 'nope' not found"},
+		{"upload without a token", "PUT", "/templates/nope/files/" + strings.Repeat("a", 64), "", "x", 401, "upload token"},
 		{"bad list limit", "GET", "/v2/sandboxes?limit=0", keyA, "", 400, "limit"},
 		{"bad next token", "GET", "/v2/sandboxes?nextToken=not-a-token!", keyA, "", 400, ""},
 	}

@@ -37,6 +37,9 @@ type Step struct {
 type Spec struct {
 	FromImage    string
 	FromTemplate string
+	// FromDebootstrap makes the base with debootstrap on the node (the
+	// built-in recipes).
+	FromDebootstrap *Debootstrap
 	Steps        []Step
 	StartCmd     string
 	ReadyCmd     string
@@ -204,6 +207,21 @@ func (b *Builder) build(ctx context.Context, build Build, spec Spec, logf func(L
 func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state, error) {
 	if spec.FromImage != "" && spec.FromTemplate != "" {
 		return state{}, errs.New(errs.InvalidArgument, "give fromImage or fromTemplate, not both")
+	}
+	if d := spec.FromDebootstrap; d != nil {
+		key := d.key()
+		if cached, ok := b.cached(key); ok && !spec.Force {
+			say("CACHED " + key)
+			return cached, nil
+		}
+		layer, err := b.store.layers.debootstrap(ctx, *d, say)
+		if err != nil {
+			return state{}, err
+		}
+		st := state{Image: Image{Layers: []string{layer}, User: "root", Workdir: "/",
+			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, Key: key}
+		b.remember(st)
+		return st, nil
 	}
 	if spec.FromImage == "" {
 		from := spec.FromTemplate

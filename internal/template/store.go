@@ -151,6 +151,9 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 		return nil, err
 	}
 	s.templates[BaseName] = base
+	for name := range Recipes { // public, built on first use
+		s.templates[name] = &Record{ID: name, Names: []string{name}, Public: true, Tags: map[string]string{}}
+	}
 	entries, err := os.ReadDir(filepath.Join(dir, "templates"))
 	if err != nil {
 		return nil, err
@@ -247,7 +250,7 @@ func (s *Store) find(ref string) (*Record, string, error) {
 			return r, tag, nil
 		}
 	}
-	return nil, "", errs.New(errs.NotFound, "template %s not found", ref)
+	return nil, "", errs.New(errs.NotFound, "template '%s' not found", ref)
 }
 
 // Get returns a copy of a template's record by id or name.
@@ -319,7 +322,7 @@ func (s *Store) SetBuild(templateID string, b Build) error {
 	defer s.mu.Unlock()
 	r, ok := s.templates[templateID]
 	if !ok {
-		return errs.New(errs.NotFound, "template %s not found", templateID)
+		return errs.New(errs.NotFound, "template '%s' not found", templateID)
 	}
 	cur := r.Build(b.ID)
 	if cur == nil {
@@ -389,7 +392,7 @@ func (s *Store) Delete(team, ref string) error {
 		return errs.New(errs.InvalidArgument, "the built-in template %s cannot be deleted", BaseName)
 	}
 	if r.Team != team {
-		return errs.New(errs.NotFound, "template %s not found", ref)
+		return errs.New(errs.NotFound, "template '%s' not found", ref)
 	}
 	for _, b := range r.Builds {
 		if b.Status == StatusWaiting || b.Status == StatusBuilding {

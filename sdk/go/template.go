@@ -131,6 +131,21 @@ func (c *Client) uploadFiles(ctx context.Context, templateID, hash string, data 
 	return nil
 }
 
+// PrepareTemplate builds one of the server's built-in templates that are
+// built on first use (debian, code-interpreter-v1) unless it is built, and
+// follows the build to its end, passing log lines to onLog (may be nil).
+func (c *Client) PrepareTemplate(ctx context.Context, name string, onLog func(BuildLog)) error {
+	var st struct {
+		TemplateID string `json:"templateID"`
+		BuildID    string `json:"buildID"`
+		Status     string `json:"status"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/templates/"+url.PathEscape(name)+"/prepare", nil, &st); err != nil {
+		return err
+	}
+	return c.waitBuild(ctx, BuiltTemplate{TemplateID: st.TemplateID, BuildID: st.BuildID}, onLog)
+}
+
 // waitBuild polls a build's status until it ends, passing its log on.
 func (c *Client) waitBuild(ctx context.Context, b BuiltTemplate, onLog func(BuildLog)) error {
 	offset := 0

@@ -1,14 +1,18 @@
 // The official e2b SDK's template builder (npm e2b@2.51.0) against a real
 // `cove server`: E2B's build API, its file uploads and status polling.
-import { test } from 'node:test'
+import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { Sandbox, Template, waitForFile } from 'e2b'
 
+const dirs = []
+after(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })))
+
 const contextDir = () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cove-compat-tpl-'))
+  dirs.push(dir)
   fs.writeFileSync(path.join(dir, 'hello.txt'), 'from the context\n')
   fs.mkdirSync(path.join(dir, 'lib'))
   fs.writeFileSync(path.join(dir, 'lib', 'a.py'), 'A = 1\n')

@@ -71,6 +71,7 @@ func New(svc *service.Service, templates *service.Templates, st store.Store, log
 	a.mux.HandleFunc("PUT /templates/{templateID}/files/{hash}", a.uploadTemplateFiles)
 	a.handle("POST /v2/templates/{templateID}/builds/{buildID}", a.startTemplateBuild)
 	a.handle("GET /templates/{templateID}/builds/{buildID}/status", a.templateBuildStatus)
+	a.handle("POST /templates/{templateID}/prepare", a.prepareTemplate)
 	a.handle("POST /templates/tags", a.assignTemplateTags)
 	a.handle("DELETE /templates/tags", a.removeTemplateTags)
 	a.unimplemented()

@@ -49,16 +49,98 @@ func NewTemplates(ctx context.Context, st *template.Store, b *template.Builder, 
 // Wait waits for the builds in progress (they end with the service's ctx).
 func (t *Templates) Wait() { t.wg.Wait() }
 
-// CanUse reports whether team may start sandboxes from ref.
+// CanUse reports whether team may start sandboxes from ref. A built-in
+// recipe not built yet starts building: the answer says so.
 func (t *Templates) CanUse(team, ref string) error {
 	r, err := t.store.Get(ref)
 	if err != nil {
 		return err
 	}
 	if r.Team != team && !r.Public {
-		return errs.New(errs.NotFound, "template %s not found", ref)
+		return errs.New(errs.NotFound, "template '%s' not found", ref)
+	}
+	if _, ok := template.Recipes[r.ID]; ok && !hasReady(r) {
+		st, err := t.Prepare(r.ID)
+		if err != nil {
+			return err
+		}
+		if st.Build.Status == template.StatusError {
+			return errs.New(errs.Unavailable, "template %s failed to build: %s", r.ID, st.Build.Reason)
+		}
+		return errs.New(errs.Unavailable, "template %s is built on first use and is being built now (a minute or two); "+
+			"follow it with `cove template prepare %s`, then try again", r.ID, r.ID)
 	}
 	return nil
+}
+
+func hasReady(r template.Record) bool {
+	for _, b := range r.Builds {
+		if b.Status == template.StatusReady {
+			return true
+		}
+	}
+	return false
+}
+
+// Prepare builds a built-in recipe (and the recipes it starts from) unless
+// it is built or building, and returns its newest build.
+func (t *Templates) Prepare(name string) (BuildStatus, error) {
+	spec, ok := template.Recipes[name]
+	if !ok {
+		return BuildStatus{}, errs.New(errs.NotFound, "%s is not a built-in template (those are %v)", name, template.RecipeOrder)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, err := t.store.Get(name)
+	if err != nil {
+		return BuildStatus{}, err
+	}
+	if n := len(r.Builds); n > 0 {
+		last := r.Builds[n-1]
+		if last.Status == template.StatusReady || last.Status == template.StatusBuilding || last.Status == template.StatusWaiting {
+			return BuildStatus{Build: *last}, nil
+		}
+	}
+	_, b, err := t.store.NewBuild("", name, nil, 2, 1024)
+	if err != nil {
+		return BuildStatus{}, err
+	}
+	bl := &buildLog{}
+	t.logs[b.ID] = bl
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		if spec.FromTemplate != "" {
+			if err := t.awaitRecipe(spec.FromTemplate, bl); err != nil {
+				b.Status, b.Reason = template.StatusError, err.Error()
+				t.store.SetBuild(name, *b)
+				return
+			}
+		}
+		t.run(name, b.ID, spec, bl)
+	}()
+	return BuildStatus{Build: *b}, nil
+}
+
+// awaitRecipe prepares a recipe another one starts from and waits for it.
+func (t *Templates) awaitRecipe(name string, into *buildLog) error {
+	for {
+		st, err := t.Prepare(name)
+		if err != nil {
+			return err
+		}
+		switch st.Build.Status {
+		case template.StatusReady:
+			return nil
+		case template.StatusError:
+			return errs.New(errs.Unavailable, "template %s, which this one starts from, failed: %s", name, st.Build.Reason)
+		}
+		select {
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // NewBuild makes (or reuses, by name) a team's template and a build of it
@@ -96,7 +178,7 @@ func (t *Templates) owned(team, ref string) (template.Record, error) {
 		return r, err
 	}
 	if r.Team != team {
-		return r, errs.New(errs.NotFound, "template %s not found", ref)
+		return r, errs.New(errs.NotFound, "template '%s' not found", ref)
 	}
 	return r, nil
 }
@@ -149,21 +231,26 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		err := t.builder.Run(t.ctx, templateID, buildID, spec, func(e template.LogEntry) {
-			bl.mu.Lock()
-			if len(bl.entries) < maxLogEntries {
-				bl.entries = append(bl.entries, e)
-			}
-			bl.mu.Unlock()
-		})
-		if err != nil {
-			t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
-		} else {
-			t.log.Info("template built", "template", templateID, "build", buildID)
-		}
-		t.collect()
+		t.run(templateID, buildID, spec, bl)
 	}()
 	return nil
+}
+
+// run runs a build, keeping its log.
+func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buildLog) {
+	err := t.builder.Run(t.ctx, templateID, buildID, spec, func(e template.LogEntry) {
+		bl.mu.Lock()
+		if len(bl.entries) < maxLogEntries {
+			bl.entries = append(bl.entries, e)
+		}
+		bl.mu.Unlock()
+	})
+	if err != nil {
+		t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
+	} else {
+		t.log.Info("template built", "template", templateID, "build", buildID)
+	}
+	t.collect()
 }
 
 // BuildStatus is a build's state and its log from an offset on.
@@ -174,7 +261,10 @@ type BuildStatus struct {
 
 // Status returns a build's state with its log entries from offset on.
 func (t *Templates) Status(team, templateID, buildID string, offset int) (BuildStatus, error) {
-	r, err := t.owned(team, templateID)
+	r, err := t.store.Get(templateID)
+	if err == nil && r.Team != team && !r.Public {
+		err = errs.New(errs.NotFound, "template '%s' not found", templateID)
+	}
 	if err != nil {
 		return BuildStatus{}, err
 	}

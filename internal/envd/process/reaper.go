@@ -5,6 +5,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,11 +20,20 @@ type reaper struct {
 	global  bool
 	mu      sync.Mutex
 	waiters map[int]chan unix.WaitStatus
+	spawned chan struct{} // wakes the loop from "no children"
 }
 
 func newReaper(global bool) *reaper {
-	r := &reaper{global: global, waiters: map[int]chan unix.WaitStatus{}}
+	r := &reaper{global: global, waiters: map[int]chan unix.WaitStatus{}, spawned: make(chan struct{}, 1)}
 	if global {
+		// An orphan handed to PID 1 while it had no child wakes it too.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGCHLD)
+		go func() {
+			for range sigs {
+				r.wake()
+			}
+		}()
 		go r.loop()
 	}
 	return r
@@ -42,6 +52,7 @@ func (r *reaper) start(spawn func() (int, error)) (int, <-chan unix.WaitStatus, 
 	ch := make(chan unix.WaitStatus, 1)
 	if r.global {
 		r.waiters[pid] = ch
+		r.wake()
 		return pid, ch, nil
 	}
 	go func() {
@@ -57,25 +68,35 @@ func (r *reaper) start(spawn func() (int, error)) (int, <-chan unix.WaitStatus, 
 	return pid, ch, nil
 }
 
+func (r *reaper) wake() {
+	select {
+	case r.spawned <- struct{}{}:
+	default:
+	}
+}
+
+// loop reaps every child as it ends: a blocking wait for any child (no
+// reliance on SIGCHLD, whose delivery can race a child's exit and leave a
+// zombie no signal will announce), parked while there is none.
 func (r *reaper) loop() {
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, syscall.SIGCHLD)
-	for range sigs {
-		for {
-			var ws unix.WaitStatus
-			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if err == unix.EINTR {
-				continue
-			}
-			if pid <= 0 || err != nil {
-				break
-			}
-			r.mu.Lock()
-			if ch, ok := r.waiters[pid]; ok {
-				delete(r.waiters, pid)
-				ch <- ws
-			}
-			r.mu.Unlock()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ECHILD:
+			<-r.spawned // no children: wait for the next one
+			continue
+		case err != nil || pid <= 0:
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
+		r.mu.Lock()
+		if ch, ok := r.waiters[pid]; ok {
+			delete(r.waiters, pid)
+			ch <- ws
+		}
+		r.mu.Unlock()
 	}
 }

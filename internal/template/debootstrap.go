@@ -1,0 +1,173 @@
+package template
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Debootstrap is a Debian root file system made by debootstrap on the
+// node: a base for hosts without a registry.
+type Debootstrap struct {
+	Suite   string   // bookworm
+	Variant string   // minbase
+	Include []string // packages installed with it
+	Mirror  string   // "" = the host's Debian mirror (its apt sources)
+}
+
+func (d Debootstrap) key() string {
+	return fmt.Sprintf("debootstrap:%s/%s/%s/%s", d.Suite, d.Variant, strings.Join(d.Include, ","), d.mirror())
+}
+
+func (d Debootstrap) mirror() string {
+	if d.Mirror != "" {
+		return d.Mirror
+	}
+	return hostMirror()
+}
+
+// hostMirror is the first Debian archive the host's apt sources name.
+func hostMirror() string {
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*")
+	for _, f := range append([]string{"/etc/apt/sources.list"}, files...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			fields := strings.Fields(line)
+			switch {
+			case len(fields) >= 2 && fields[0] == "deb": // one-line form
+				for _, u := range fields[1:] {
+					if strings.HasPrefix(u, "http") && strings.HasSuffix(strings.TrimSuffix(u, "/"), "/debian") {
+						return u
+					}
+				}
+			case len(fields) >= 2 && fields[0] == "URIs:": // deb822 form
+				for _, u := range fields[1:] {
+					if strings.HasSuffix(strings.TrimSuffix(u, "/"), "/debian") {
+						return u
+					}
+				}
+			}
+		}
+	}
+	return "http://deb.debian.org/debian"
+}
+
+// debootstrap makes the layer: debootstrap runs in a mount namespace of its
+// own (the /proc and /sys it mounts in the target never reach the host and
+// go with it), its output goes to say, and the package cache and lists are
+// left out of the layer.
+func (l Layers) debootstrap(ctx context.Context, d Debootstrap, say func(string)) (string, error) {
+	bin, err := exec.LookPath("debootstrap")
+	if err != nil {
+		return "", errs.New(errs.Unavailable, "debootstrap is not installed on this node (apt-get install debootstrap)")
+	}
+	stage, err := l.stage()
+	if err != nil {
+		return "", err
+	}
+	args := []string{"--variant=" + d.Variant}
+	if len(d.Include) > 0 {
+		args = append(args, "--include="+strings.Join(d.Include, ","))
+	}
+	args = append(args, d.Suite, stage, d.mirror())
+	say("debootstrap " + strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive"}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			say(sc.Text())
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err = cmd.Run()
+	pw.Close()
+	wg.Wait()
+	if err != nil {
+		removeStage(stage)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", fmt.Errorf("debootstrap %s: %w (its log is above)", d.Suite, err)
+	}
+	for _, dir := range []string{"var/cache/apt/archives", "var/lib/apt/lists"} {
+		if err := emptyDir(filepath.Join(stage, dir)); err != nil {
+			removeStage(stage)
+			return "", err
+		}
+	}
+	say("storing the layer")
+	return l.commitByContent(stage)
+}
+
+// emptyDir removes the regular files directly in dir (apt's cache: .deb
+// files and lists), keeping its subdirectories.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Recipes are built-in templates built on first use: debian (debootstrap
+// bookworm minbase with python3, nodejs, git, curl and sudo, and E2B's
+// `user` account) and code-interpreter-v1 (debian with numpy, pandas and
+// matplotlib from Debian's archive).
+var Recipes = map[string]Spec{
+	"debian": {
+		FromDebootstrap: &Debootstrap{Suite: "bookworm", Variant: "minbase",
+			Include: []string{"python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps", "iproute2", "less"}},
+		Steps: []Step{
+			{Type: "USER", Args: []string{"root"}},
+			{Type: "RUN", Args: []string{"useradd -m -s /bin/bash -u 1000 -G sudo user" +
+				" && echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user && chmod 440 /etc/sudoers.d/user" +
+				" && passwd -d user && mkdir -p /code && chmod 777 /code /usr/local"}},
+			{Type: "USER", Args: []string{"user"}},
+			{Type: "WORKDIR", Args: []string{"/home/user"}},
+		},
+	},
+	"code-interpreter-v1": {
+		FromTemplate: "debian",
+		Steps: []Step{
+			{Type: "USER", Args: []string{"root"}},
+			{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends" +
+				" python3-numpy python3-pandas python3-matplotlib && rm -rf /var/lib/apt/lists/*"}},
+			{Type: "USER", Args: []string{"user"}},
+		},
+	},
+}
+
+// RecipeOrder is the order recipes depend on each other.
+var RecipeOrder = []string{"debian", "code-interpreter-v1"}
+
