@@ -43,6 +43,9 @@ type Config struct {
 	// LocalImages lets template builds read images from the server's disk
 	// (oci:DIR, docker-archive:FILE).
 	LocalImages bool
+	// Debootstrap is the program that builds the built-in Debian templates
+	// ("" = debootstrap from PATH).
+	Debootstrap string
 	// Ready, when set, receives the listener's address once serving.
 	Ready func(addr net.Addr)
 }
@@ -106,6 +109,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stopBuilds()
 	builder := template.NewBuilder(templates, mgr, log)
 	builder.AllowLocalImages = cfg.LocalImages
+	builder.Debootstrap = cfg.Debootstrap
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
 	defer tpls.Wait()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse}, st, mgr, secret, log)

@@ -40,9 +40,9 @@ type Spec struct {
 	// FromDebootstrap makes the base with debootstrap on the node (the
 	// built-in recipes).
 	FromDebootstrap *Debootstrap
-	Steps        []Step
-	StartCmd     string
-	ReadyCmd     string
+	Steps           []Step
+	StartCmd        string
+	ReadyCmd        string
 	// Force rebuilds every step, cache or not.
 	Force bool
 }
@@ -89,6 +89,8 @@ type Builder struct {
 	AllowLocalImages bool
 	// ReadyTimeout bounds the wait for a ready command.
 	ReadyTimeout time.Duration
+	// Debootstrap is the debootstrap program ("" = from PATH).
+	Debootstrap string
 }
 
 // NewBuilder returns a builder over the store's layers.
@@ -214,7 +216,7 @@ func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state
 			say("CACHED " + key)
 			return cached, nil
 		}
-		layer, err := b.store.layers.debootstrap(ctx, *d, say)
+		layer, err := b.store.layers.debootstrap(ctx, b.Debootstrap, *d, say)
 		if err != nil {
 			return state{}, err
 		}

@@ -69,10 +69,13 @@ func hostMirror() string {
 // own (the /proc and /sys it mounts in the target never reach the host and
 // go with it), its output goes to say, and the package cache and lists are
 // left out of the layer.
-func (l Layers) debootstrap(ctx context.Context, d Debootstrap, say func(string)) (string, error) {
-	bin, err := exec.LookPath("debootstrap")
+func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, say func(string)) (string, error) {
+	if program == "" {
+		program = "debootstrap"
+	}
+	bin, err := exec.LookPath(program)
 	if err != nil {
-		return "", errs.New(errs.Unavailable, "debootstrap is not installed on this node (apt-get install debootstrap)")
+		return "", errs.New(errs.Unavailable, "debootstrap is not installed on this node (apt-get install debootstrap): %v", err)
 	}
 	stage, err := l.stage()
 	if err != nil {
@@ -162,7 +165,7 @@ var Recipes = map[string]Spec{
 		Steps: []Step{
 			{Type: "USER", Args: []string{"root"}},
 			{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends" +
-				" python3-numpy python3-pandas python3-matplotlib && rm -rf /var/lib/apt/lists/*"}},
+				" python3-numpy python3-pandas python3-matplotlib && apt-get clean && rm -rf /var/lib/apt/lists/*"}},
 			{Type: "USER", Args: []string{"user"}},
 		},
 	},
@@ -170,4 +173,3 @@ var Recipes = map[string]Spec{
 
 // RecipeOrder is the order recipes depend on each other.
 var RecipeOrder = []string{"debian", "code-interpreter-v1"}
-

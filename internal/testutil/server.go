@@ -50,9 +50,10 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// StartServer runs bin/cove server with apiKey on a free loopback port and
-// stops it (SIGINT) when the test ends; the log is shown if the test failed.
-func StartServer(t *testing.T, apiKey string) Server {
+// StartServer runs bin/cove server with apiKey (and extra flags) on a free
+// loopback port and stops it (SIGINT) when the test ends; the log is shown
+// if the test failed.
+func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("cove server needs root")
@@ -67,7 +68,8 @@ func StartServer(t *testing.T, apiKey string) Server {
 	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
 	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false")
+	args := append([]string{"server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false"}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

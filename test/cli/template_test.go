@@ -122,3 +122,51 @@ func TestTemplateBuildFailure(t *testing.T) {
 		t.Errorf("COPY through a symlink: %q %d", errOut, code)
 	}
 }
+
+// TestTemplateFromOCILayout builds from an OCI layout the test writes (the
+// server allows local images) and reads the image's files in a sandbox:
+// the agent is injected, not part of the image.
+func TestTemplateFromOCILayout(t *testing.T) {
+	srv := testutil.StartServer(t, key, "--local-images")
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	dir := filepath.Join(t.TempDir(), "layout")
+	writeLayout(t, dir)
+	ctxDir := writeContext(t, "FROM oci:"+dir+":v1\nENV FROM_DOCKERFILE=yes\n")
+	if out, errOut, code := c.run(t, "", "template", "build", "--name", "from-layout", ctxDir); code != 0 {
+		t.Fatalf("build: %s %s", out, errOut)
+	}
+	out, errOut, code := c.run(t, "", "sandbox", "create", "-t", "from-layout")
+	if code != 0 {
+		t.Fatalf("create: %s %s", out, errOut)
+	}
+	id := strings.TrimSpace(out)
+	defer c.run(t, "", "sandbox", "kill", id)
+	if out, errOut, _ := c.run(t, "", "sandbox", "cp", id+":/srv/hello.txt", "-"); out != "hello from an OCI layout\n" {
+		t.Errorf("the image's file: %q %s", out, errOut)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", id+":/srv/gone.txt", "-"); code == 0 {
+		t.Errorf("a whited-out file is readable: %s", errOut)
+	}
+}
+
+// TestRecipeFirstUse asks for a built-in template on a node whose
+// debootstrap is missing: the first use starts its build, and the failure
+// reaches the user clearly, for the recipe built on it too.
+func TestRecipeFirstUse(t *testing.T) {
+	srv := testutil.StartServer(t, key, "--debootstrap", "/nonexistent/debootstrap")
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	if out, _, _ := c.run(t, "", "template", "list"); !strings.Contains(out, "debian") || !strings.Contains(out, "code-interpreter-v1") {
+		t.Errorf("built-in templates not listed:\n%s", out)
+	}
+	_, errOut, code := c.run(t, "", "sandbox", "create", "-t", "code-interpreter-v1")
+	if code == 0 || !strings.Contains(errOut, "built on first use") || !strings.Contains(errOut, "debootstrap is not installed") {
+		t.Errorf("first use without debootstrap: %d %q", code, errOut)
+	}
+	_, errOut, code = c.run(t, "", "template", "prepare", "debian")
+	if code == 0 || !strings.Contains(errOut, "debootstrap is not installed") {
+		t.Errorf("prepare without debootstrap: %d %q", code, errOut)
+	}
+	if _, errOut, code := c.run(t, "", "template", "delete", "debian"); code == 0 {
+		t.Errorf("a built-in template was deleted: %s", errOut)
+	}
+}

@@ -41,6 +41,14 @@ type buildLog struct {
 	entries []template.LogEntry
 }
 
+func (bl *buildLog) add(e template.LogEntry) {
+	bl.mu.Lock()
+	if len(bl.entries) < maxLogEntries {
+		bl.entries = append(bl.entries, e)
+	}
+	bl.mu.Unlock()
+}
+
 // NewTemplates returns the template service. ctx bounds the builds it runs.
 func NewTemplates(ctx context.Context, st *template.Store, b *template.Builder, inUse func() map[string]bool, secret []byte, log *slog.Logger) *Templates {
 	return &Templates{store: st, builder: b, inUse: inUse, secret: secret, log: log, ctx: ctx, logs: map[string]*buildLog{}}
@@ -111,9 +119,13 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	go func() {
 		defer t.wg.Done()
 		if spec.FromTemplate != "" {
-			if err := t.awaitRecipe(spec.FromTemplate, bl); err != nil {
-				b.Status, b.Reason = template.StatusError, err.Error()
-				t.store.SetBuild(name, *b)
+			if err := t.awaitRecipe(spec.FromTemplate); err != nil {
+				failed := *b
+				failed.Status, failed.Reason, failed.FinishedAt = template.StatusError, err.Error(), time.Now().UTC()
+				bl.add(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error()})
+				if err := t.store.SetBuild(name, failed); err != nil {
+					t.log.Error("record failed build", "template", name, logx.Err(err))
+				}
 				return
 			}
 		}
@@ -122,23 +134,32 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	return BuildStatus{Build: *b}, nil
 }
 
-// awaitRecipe prepares a recipe another one starts from and waits for it.
-func (t *Templates) awaitRecipe(name string, into *buildLog) error {
+// awaitRecipe prepares a recipe another one starts from (once) and waits
+// for that build to end.
+func (t *Templates) awaitRecipe(name string) error {
+	st, err := t.Prepare(name)
+	if err != nil {
+		return err
+	}
 	for {
-		st, err := t.Prepare(name)
+		r, err := t.store.Get(name)
 		if err != nil {
 			return err
 		}
-		switch st.Build.Status {
+		b := r.Build(st.Build.ID)
+		if b == nil {
+			return errs.New(errs.Internal, "build %s of %s vanished", st.Build.ID, name)
+		}
+		switch b.Status {
 		case template.StatusReady:
 			return nil
 		case template.StatusError:
-			return errs.New(errs.Unavailable, "template %s, which this one starts from, failed: %s", name, st.Build.Reason)
+			return errs.New(errs.Unavailable, "template %s, which this one starts from, failed: %s", name, b.Reason)
 		}
 		select {
 		case <-t.ctx.Done():
 			return t.ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
@@ -238,13 +259,7 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 
 // run runs a build, keeping its log.
 func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buildLog) {
-	err := t.builder.Run(t.ctx, templateID, buildID, spec, func(e template.LogEntry) {
-		bl.mu.Lock()
-		if len(bl.entries) < maxLogEntries {
-			bl.entries = append(bl.entries, e)
-		}
-		bl.mu.Unlock()
-	})
+	err := t.builder.Run(t.ctx, templateID, buildID, spec, bl.add)
 	if err != nil {
 		t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
 	} else {
@@ -261,10 +276,7 @@ type BuildStatus struct {
 
 // Status returns a build's state with its log entries from offset on.
 func (t *Templates) Status(team, templateID, buildID string, offset int) (BuildStatus, error) {
-	r, err := t.store.Get(templateID)
-	if err == nil && r.Team != team && !r.Public {
-		err = errs.New(errs.NotFound, "template '%s' not found", templateID)
-	}
+	r, err := t.Get(team, templateID)
 	if err != nil {
 		return BuildStatus{}, err
 	}
@@ -318,8 +330,14 @@ func (t *Templates) Untag(team, name string, tags []string) error {
 	return t.store.Untag(team, name, tags)
 }
 
-// Get returns a team's template.
-func (t *Templates) Get(team, ref string) (template.Record, error) { return t.owned(team, ref) }
+// Get returns a template the team may see (its own or a public one).
+func (t *Templates) Get(team, ref string) (template.Record, error) {
+	r, err := t.store.Get(ref)
+	if err == nil && r.Team != team && !r.Public {
+		err = errs.New(errs.NotFound, "template '%s' not found", ref)
+	}
+	return r, err
+}
 
 // SandboxEnded lets the layers of deleted templates go once their last
 // sandbox ended.

@@ -24,9 +24,20 @@ type User struct {
 }
 
 // Lookup resolves name through the sandbox's /etc/passwd and /etc/group.
+// Without an entry, root is uid 0 and a number is that uid (an image may
+// have no /etc/passwd, or run as a bare uid as Docker's USER allows).
 func Lookup(name string) (User, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
+		if name == "root" {
+			return User{Name: "root", Home: "/root"}, nil
+		}
+		if id, perr := strconv.ParseUint(name, 10, 32); perr == nil {
+			if u, err := user.LookupId(name); err == nil {
+				return Lookup(u.Username)
+			}
+			return User{Name: name, UID: uint32(id), GID: uint32(id), Home: "/"}, nil
+		}
 		return User{}, errs.New(errs.Unauthenticated, "invalid username: '%s'", name)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)

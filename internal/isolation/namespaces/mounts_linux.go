@@ -52,6 +52,21 @@ func buildRoot(cfg initConfig) (string, error) {
 	if err := mount("overlay", root, "overlay", unix.MS_NODEV, opts); err != nil {
 		return "", err
 	}
+	// Mount points an image may lack (they land in the writable layer).
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{"dev", 0o755}, {"proc", 0o555}, {"tmp", 0o1777}} {
+		p := filepath.Join(root, d.path)
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			if err := os.Mkdir(p, d.mode); err != nil {
+				return "", fmt.Errorf("mkdir %s: %w", p, err)
+			}
+			if err := os.Chmod(p, d.mode); err != nil {
+				return "", err
+			}
+		}
+	}
 	for _, b := range cfg.Binds {
 		if err := bindReadOnly(b.Source, filepath.Join(root, b.Target)); err != nil {
 			return "", err
