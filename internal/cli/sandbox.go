@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -66,4 +68,11 @@ func keyValues(pairs []string, what string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// printJSON writes v as indented JSON (the --json output of list and info).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-
 	"github.com/spf13/cobra"
 )
 
@@ -20,9 +18,7 @@ func sandboxInfoCmd() *cobra.Command {
 			if err != nil {
 				return explain(c, err, args[0])
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(info)
+			return printJSON(cmd.OutOrStdout(), info)
 		},
 	}
 }

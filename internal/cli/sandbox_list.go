@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,9 +36,7 @@ func sandboxListCmd() *cobra.Command {
 				return explain(c, err, "")
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return printJSON(cmd.OutOrStdout(), list)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tTEMPLATE\tSTATE\tSTARTED\tENDS IN\tMETADATA")

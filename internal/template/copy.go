@@ -1,10 +1,8 @@
 package template
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	cove "github.com/covesandbox/cove/sdk/go"
 )
 
 // validHash checks a files hash: 64 lowercase hex digits.
@@ -77,10 +76,6 @@ func (b *Builder) copyLayer(st state, step Step) (string, error) {
 	} else if !ok {
 		return "", errs.New(errs.InvalidArgument, "the files of COPY %s (%s) were not uploaded", src, step.FilesHash)
 	}
-	rel := path.Clean(strings.TrimPrefix(src, "/"))
-	if rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", errs.New(errs.InvalidArgument, "COPY source %s is outside the build context", src)
-	}
 	// The files belong to the user named, or to the user the build is at
 	// (a Dockerfile's COPY without --chown names root).
 	user := st.User
@@ -114,9 +109,9 @@ func (b *Builder) copyLayer(st state, step Step) (string, error) {
 	if err != nil {
 		return "", errs.New(errs.InvalidArgument, "files of COPY %s: %v", src, err)
 	}
-	matches, err := matchSource(ctxDir, rel)
+	matches, err := cove.MatchContext(ctxDir, src)
 	if err != nil {
-		return "", err
+		return "", errs.New(errs.InvalidArgument, "COPY: %v", err)
 	}
 
 	if !path.IsAbs(dest) {
@@ -175,49 +170,6 @@ func copyInto(src, dst string, opts fsutil.CopyOptions) error {
 		os.Remove(dst)
 	}
 	return fsutil.CopyTree(src, dst, opts)
-}
-
-// matchSource finds rel in the unpacked context: every directory on the
-// way must be a real directory (not a symlink), and the last element may
-// be a glob.
-func matchSource(ctxDir, rel string) ([]string, error) {
-	if rel == "." {
-		return []string{ctxDir}, nil
-	}
-	dir, pattern := path.Split(rel)
-	cur := ctxDir
-	for _, part := range strings.Split(strings.Trim(dir, "/"), "/") {
-		if part == "" {
-			continue
-		}
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.New(errs.InvalidArgument, "COPY source %s not found in the build context", rel)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			return nil, errs.New(errs.InvalidArgument, "COPY source %s goes through %s, which is not a directory", rel, part)
-		}
-	}
-	entries, err := os.ReadDir(cur)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if ok, err := path.Match(pattern, e.Name()); err != nil {
-			return nil, errs.New(errs.InvalidArgument, "COPY source pattern %s: %v", rel, err)
-		} else if ok {
-			out = append(out, filepath.Join(cur, e.Name()))
-		}
-	}
-	if len(out) == 0 {
-		return nil, errs.New(errs.InvalidArgument, "COPY source %s not found in the build context", rel)
-	}
-	return out, nil
 }
 
 // lookupIDs resolves "user", "uid", "user:group" or "uid:gid" through the

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -286,47 +287,13 @@ func copyStep(rest, contextDir string) (TemplateStep, error) {
 // returns the tar and its hash. Content, names, modes and link targets
 // make the hash; times do not, so an unchanged context hashes the same.
 func ArchiveContext(contextDir, src string) ([]byte, string, error) {
-	rel := path.Clean(strings.TrimPrefix(filepath.ToSlash(src), "/"))
-	if rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, "", fmt.Errorf("source %s is outside the build context", src)
-	}
 	root, err := filepath.Abs(contextDir)
 	if err != nil {
 		return nil, "", err
 	}
-	dir, pattern := path.Split(rel)
-	cur := root
-	for _, part := range strings.Split(strings.Trim(dir, "/"), "/") {
-		if part == "" {
-			continue
-		}
-		cur = filepath.Join(cur, part)
-		st, err := os.Lstat(cur)
-		if err != nil {
-			return nil, "", fmt.Errorf("source %s: %w", src, err)
-		}
-		if !st.IsDir() {
-			return nil, "", fmt.Errorf("source %s goes through %s, which is not a directory (a symlink is not followed)", src, part)
-		}
-	}
-	var matches []string
-	if rel == "." {
-		matches = []string{root}
-	} else {
-		entries, err := os.ReadDir(cur)
-		if err != nil {
-			return nil, "", err
-		}
-		for _, e := range entries {
-			if ok, err := path.Match(pattern, e.Name()); err != nil {
-				return nil, "", fmt.Errorf("source pattern %s: %v", src, err)
-			} else if ok {
-				matches = append(matches, filepath.Join(cur, e.Name()))
-			}
-		}
-	}
-	if len(matches) == 0 {
-		return nil, "", fmt.Errorf("source %s not found in %s", src, contextDir)
+	matches, err := MatchContext(root, src)
+	if err != nil {
+		return nil, "", err
 	}
 	var files []string
 	for _, m := range matches {
@@ -393,3 +360,51 @@ func ArchiveContext(contextDir, src string) ([]byte, string, error) {
 
 // time0 is the time archived files carry, so their hash is their content's.
 var time0 = time.Unix(0, 0)
+
+// MatchContext finds what a COPY source names in a build context: a path
+// (its last element may be a glob) that may not leave root, neither by
+// ".." nor through a symlink: every directory on the way must be a real
+// one. The matches are absolute paths, sorted.
+func MatchContext(root, src string) ([]string, error) {
+	rel := path.Clean(strings.TrimPrefix(filepath.ToSlash(src), "/"))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("source %s is outside the build context", src)
+	}
+	if rel == "." {
+		return []string{root}, nil
+	}
+	dir, pattern := path.Split(rel)
+	cur := root
+	for _, part := range strings.Split(strings.Trim(dir, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		st, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("source %s not found in the build context", src)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", src, err)
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("source %s goes through %s, which is not a directory (a symlink is not followed)", src, part)
+		}
+	}
+	entries, err := os.ReadDir(cur)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if ok, err := path.Match(pattern, e.Name()); err != nil {
+			return nil, fmt.Errorf("source pattern %s: %v", src, err)
+		} else if ok {
+			out = append(out, filepath.Join(cur, e.Name()))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("source %s not found in the build context", src)
+	}
+	return out, nil
+}
