@@ -64,6 +64,22 @@ func TestTemplateBuild(t *testing.T) {
 		t.Errorf("rebuild not all cached (%d of 10: 9 steps and the start):\n%s", strings.Count(out, "CACHED"), out)
 	}
 
+	// Tags: name:tag builds are addressed by it; an unknown tag is not.
+	if out, errOut, code := c.run(t, "", "template", "build", "--name", "myapp:v2", "--ready-cmd", ready, "--build-arg", "GREETING=hi", ctxDir); code != 0 {
+		t.Fatalf("build with a tag: %s %s", out, errOut)
+	}
+	for ref, ok := range map[string]bool{"myapp:v2": true, "myapp:default": true, "myapp:nope": false} {
+		out, errOut, code := c.run(t, "", "sandbox", "create", "-t", ref)
+		if (code == 0) != ok {
+			t.Errorf("create -t %s: %d %s %s", ref, code, out, errOut)
+		}
+		if code == 0 {
+			c.run(t, "", "sandbox", "kill", strings.TrimSpace(out))
+		} else if !strings.Contains(errOut, `no ready build tagged "nope"`) {
+			t.Errorf("unknown tag: %s", errOut)
+		}
+	}
+
 	// A sandbox of the template: its files, defaults, variables and start command.
 	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "myapp")
 	id := strings.TrimSpace(out)
