@@ -10,7 +10,7 @@ key=e2b_00000000000000000000000000000000be4c4000
 addr=127.0.0.1:${BENCH_PORT:-3999}
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$out" "$data"' EXIT
 
-go test -run '^$' -bench 'CreateReady|Floor' -benchtime 100x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee "$out"
+go test -run '^$' -bench 'CreateReady|Floor|TemplateCreate' -benchtime 100x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee "$out"
 go test -run '^$' -bench Disk100 -benchtime 1x -count 1 ./internal/isolation/namespaces/ | tee -a "$out"
 go test -run '^$' -bench TCPStream -benchtime 5x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
 
