@@ -3,9 +3,12 @@
 package agentclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -13,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
@@ -82,6 +86,33 @@ func (c *Client) Health(ctx context.Context) error {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		return fmt.Errorf("agent health: %s", resp.Status)
+	}
+	return nil
+}
+
+// Init sends POST /init (settings for an agent that started without them:
+// a warm sandbox handed to its user) and then sends the token it set.
+func (c *Client) Init(ctx context.Context, in envd.InitRequest) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/init", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("agent init: %s: %s", resp.Status, msg)
+	}
+	if in.AccessToken != nil {
+		c.SetToken(*in.AccessToken)
 	}
 	return nil
 }

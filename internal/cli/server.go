@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -70,8 +71,16 @@ Every flag can also be set through its environment variable.`,
 	f.StringSliceVar(&netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
 	f.BoolVar(&cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
 	f.StringVar(&cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates on first use (COVE_DEBOOTSTRAP; default: from PATH)")
+	f.IntVar(&cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
 
 func envOr(name, def string) string {

@@ -17,18 +17,21 @@ import (
 
 // CreateRequest describes a new sandbox.
 type CreateRequest struct {
-	ID       string // "" = generate
+	ID       string // "" = generate (or take a warm sandbox's)
 	Template string // "" = base
 	// Resolved, when set, is the template itself (template builds), and
 	// Template is not looked up.
 	Resolved    *template.Template
 	Timeout     time.Duration
-	Limits      isolation.Limits // zero fields take the node's defaults
+	Limits      isolation.Limits // zero fields take the template's or the node's defaults
 	EnvVars     map[string]string
 	Metadata    map[string]string
 	AccessToken string // "" = the agent accepts every caller
 	// TrafficToken, when set, guards the sandbox's ports through the proxy.
 	TrafficToken string
+	// Tokens, when set, derives both tokens from the sandbox's id once it
+	// is known (a warm sandbox has its id already) and replaces the two.
+	Tokens func(id string) (access, traffic string)
 	// NoInternet turns the sandbox's egress off (it has some by default).
 	NoInternet bool
 	// AllowOut and DenyOut are the sandbox's own egress rules (allow wins);
@@ -38,11 +41,9 @@ type CreateRequest struct {
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
-// ready. A failed or cancelled create leaves nothing behind.
+// ready: a warm one from the template's pool when there is one, else a new
+// one. A failed or cancelled create leaves nothing behind.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
-	if req.ID == "" {
-		req.ID = NewID()
-	}
 	if req.Template == "" {
 		req.Template = "base"
 	}
@@ -61,16 +62,25 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 			return Info{}, err
 		}
 	}
-	defaults := m.cfg.DefaultLimits
-	if tpl.CPUCount > 0 {
-		defaults.CPUMillis = int64(tpl.CPUCount) * 1000
-	}
-	if tpl.MemoryMB > 0 {
-		defaults.MemoryMB = int64(tpl.MemoryMB)
-	}
-	limits := withDefaults(req.Limits, defaults)
+	limits := withDefaults(req.Limits, m.templateLimits(tpl))
 	if err := limits.Validate(); err != nil {
 		return Info{}, err
+	}
+	if req.ID == "" && req.Resolved == nil && m.pool != nil {
+		if w := m.pool.take(tpl, limits); w != nil {
+			info, err := m.handOut(ctx, w, req)
+			if err == nil {
+				return info, nil
+			}
+			m.log.Warn("warm sandbox refused its hand-out; creating one", logx.SandboxID(w.info.ID), logx.Err(err))
+		}
+		m.pool.want(tpl)
+	}
+	if req.ID == "" {
+		req.ID = NewID()
+	}
+	if req.Tokens != nil {
+		req.AccessToken, req.TrafficToken = req.Tokens(req.ID)
 	}
 	env := maps.Clone(tpl.Env)
 	if env == nil {
@@ -91,8 +101,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.sandboxes[req.ID] = sb
 	m.mu.Unlock()
 
-	netInfo := &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}
-	info, err := m.create(ctx, sb, tpl.RootFS, tpl.DefaultUser, tpl.DefaultWorkdir, netInfo)
+	info := sb.snapshot()
+	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains})
+	if err == nil {
+		err = m.admit(sb, &info, n, m.agentFor(info.ID))
+	}
 	if err != nil {
 		m.mu.Lock()
 		delete(m.sandboxes, req.ID)
@@ -100,7 +113,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		return Info{}, err
 	}
 	if tpl.StartCmd != "" {
-		if err := m.startCommand(ctx, info, tpl); err != nil {
+		if err := startCommand(ctx, m.agentOf(info.ID), tpl); err != nil {
 			cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if kerr := m.Kill(cleanup, info.ID); kerr != nil {
@@ -112,6 +125,18 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	return info, nil
 }
 
+// templateLimits are a template's limits, the node's where it sets none.
+func (m *Manager) templateLimits(tpl template.Template) isolation.Limits {
+	l := m.cfg.DefaultLimits
+	if tpl.CPUCount > 0 {
+		l.CPUMillis = int64(tpl.CPUCount) * 1000
+	}
+	if tpl.MemoryMB > 0 {
+		l.MemoryMB = int64(tpl.MemoryMB)
+	}
+	return l
+}
+
 // startReadyLimit bounds the wait for a template's ready command.
 const startReadyLimit = 5 * time.Minute
 
@@ -119,11 +144,7 @@ const startReadyLimit = 5 * time.Minute
 // waits until its ready command exits 0 (E2B runs these once at build
 // time and snapshots the running processes; without memory snapshots
 // every sandbox runs them as it starts).
-func (m *Manager) startCommand(ctx context.Context, info Info, tpl template.Template) error {
-	agent, err := m.Agent(info.ID)
-	if err != nil {
-		return err
-	}
+func startCommand(ctx context.Context, agent *agentclient.Client, tpl template.Template) error {
 	var res agentclient.Result
 	discard := func(_, _ []byte) {}
 	start := agentclient.Command{Cmd: "/bin/sh", Args: []string{"-c", tpl.StartCmd}, Background: true}
@@ -149,21 +170,23 @@ func (m *Manager) startCommand(ctx context.Context, info Info, tpl template.Temp
 	}
 }
 
-func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.RootFS, user, workdir string, want *NetworkInfo) (Info, error) {
-	info := sb.snapshot()
+// launch starts a sandbox for info over tpl: its network from the pool
+// (with want's rules), the driver's create with the agent's settings. It
+// fills info's handle and network; on failure nothing is left.
+func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo) (*network.Net, error) {
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
-	spec := isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env, Agent: isolation.AgentSettings{
-		EnvVars: info.EnvVars, AccessToken: info.AccessToken, DefaultUser: user, DefaultWorkdir: workdir,
+	spec := isolation.Spec{RootFS: tpl.RootFS, Limits: info.Limits, Env: env, Agent: isolation.AgentSettings{
+		EnvVars: info.EnvVars, AccessToken: info.AccessToken, DefaultUser: tpl.DefaultUser, DefaultWorkdir: tpl.DefaultWorkdir,
 	}}
 	var n *network.Net
 	if nets := m.cfg.Networks; nets != nil {
 		var err error
 		if n, err = nets.Acquire(ctx, want.Internet); err != nil {
-			return Info{}, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
+			return nil, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
 		}
 		if err := applyRules(nets, n, want); err != nil {
 			nets.Release(n)
-			return Info{}, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
+			return nil, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
 		}
 		spec.NetNS = n.NS
 		for _, d := range nets.DNS() {
@@ -178,35 +201,50 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, rootfs isolation.Root
 		if n != nil {
 			m.cfg.Networks.Release(n)
 		}
-		return Info{}, fmt.Errorf("create sandbox %s: %w", info.ID, err)
+		return nil, fmt.Errorf("create sandbox %s: %w", info.ID, err)
 	}
-	// The agent started with its settings (no /init round trip).
-	agent := m.agentFor(info.ID)
+	info.Handle = h
+	return n, nil
+}
+
+// admit makes a started sandbox a running member of the table: its record
+// on disk, its timeout timer and its exit watcher. On failure the sandbox
+// is destroyed.
+func (m *Manager) admit(sb *sandbox, info *Info, n *network.Net, agent *agentclient.Client) error {
 	agent.SetToken(info.AccessToken)
-	info.Handle, info.State = h, StateRunning
-	if err = m.writeRecord(info); err != nil {
+	info.State = StateRunning
+	if err := m.writeRecord(*info); err != nil {
 		agent.Close()
-		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if derr := m.driver.Destroy(cleanup, info.ID); derr != nil {
-			m.log.Error("clean up failed create", logx.SandboxID(info.ID), logx.Err(derr))
-		} else if n != nil {
-			m.cfg.Networks.Release(n)
-		}
+		m.destroy(info.ID, n)
 		m.removeRecord(info.ID)
-		return Info{}, fmt.Errorf("record sandbox %s: %w", info.ID, err)
+		return fmt.Errorf("record sandbox %s: %w", info.ID, err)
 	}
 	sb.mu.Lock()
-	sb.info = info
+	sb.info = *info
 	sb.agent = agent
 	sb.net = n
 	sb.timer = time.AfterFunc(time.Until(info.EndAt), func() { m.expire(info.ID) })
 	sb.mu.Unlock()
 	m.watch(sb)
 	m.log.Info("sandbox created", logx.SandboxID(info.ID), "template", info.TemplateID)
-	return info, nil
+	return nil
 }
 
+// destroy tears down a sandbox that never joined the table (or is leaving
+// it) and gives its network back.
+func (m *Manager) destroy(id string, n *network.Net) {
+	cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.driver.Destroy(cleanup, id); err != nil {
+		m.log.Error("destroy sandbox", logx.SandboxID(id), logx.Err(err))
+		return
+	}
+	if n != nil {
+		m.cfg.Networks.Release(n)
+	}
+}
+
+// withDefaults fills the limits a request left at zero.
 func withDefaults(l, def isolation.Limits) isolation.Limits {
 	if l.CPUMillis == 0 {
 		l.CPUMillis = def.CPUMillis

@@ -45,6 +45,9 @@ type Config struct {
 	// Networks, when set, gives every sandbox a network of its own;
 	// without it sandboxes have loopback only.
 	Networks Networks
+	// PoolSize is how many warm sandboxes the node keeps ready per template
+	// it has been asked for (0: none).
+	PoolSize int
 }
 
 // Networks hands out sandbox networks (network.Manager).
@@ -68,6 +71,8 @@ type Manager struct {
 	templates Templates
 	log       *slog.Logger
 
+	pool *pool // nil without warm sandboxes
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	wg        sync.WaitGroup
@@ -85,8 +90,12 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create node directory: %w", err)
 	}
-	return &Manager{cfg: cfg, driver: driver, templates: templates, log: log,
-		sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}, nil
+	m := &Manager{cfg: cfg, driver: driver, templates: templates, log: log,
+		sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}
+	if cfg.PoolSize > 0 {
+		m.pool = newPool(m, cfg.PoolSize)
+	}
+	return m, nil
 }
 
 // Get returns a sandbox's info.
@@ -145,6 +154,9 @@ func (m *Manager) lookup(id string) *sandbox {
 // Close stops the manager's timers and watchers. Sandboxes keep running: a
 // restarted node adopts them through Recover.
 func (m *Manager) Close() {
+	if m.pool != nil {
+		m.pool.close() // warm sandboxes have no user: they go
+	}
 	close(m.closing)
 	m.mu.Lock()
 	for _, sb := range m.sandboxes {
@@ -193,6 +205,17 @@ func (m *Manager) removeRecord(id string) {
 	}
 }
 
+// agentOf is the agent client of a sandbox in the table (nil if none).
+func (m *Manager) agentOf(id string) *agentclient.Client {
+	sb := m.lookup(id)
+	if sb == nil {
+		return nil
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.agent
+}
+
 // agentFor builds the agent client of a sandbox.
 func (m *Manager) agentFor(id string) *agentclient.Client {
 	return agentclient.New(func(ctx context.Context) (net.Conn, error) {
@@ -210,6 +233,9 @@ func (m *Manager) LayersInUse() map[string]bool {
 		for _, l := range sb.snapshot().Layers {
 			out[l] = true
 		}
+	}
+	if m.pool != nil {
+		m.pool.layersInUse(out)
 	}
 	return out
 }

@@ -46,13 +46,16 @@ func newHost(t *testing.T) host {
 }
 
 // manager starts a node over the host's state, as a (re)started process would.
-func (h host) manager(t *testing.T) *node.Manager {
+func (h host) manager(t *testing.T) *node.Manager { return h.managerWith(t, 0) }
+
+// managerWith starts a node keeping pool warm sandboxes per template.
+func (h host) managerWith(t *testing.T, pool int) *node.Manager {
 	t.Helper()
 	d, err := namespaces.New(namespaces.Config{Dir: filepath.Join(h.dir, "sandboxes"), CgroupParent: h.cgroupParent}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour,
+	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool,
 		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256}}, d, h.templates, logx.Discard())
 	if err != nil {
 		t.Fatal(err)

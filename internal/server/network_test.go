@@ -34,8 +34,10 @@ func TestSandboxNetwork(t *testing.T) {
 	var gateway string
 	s := startWith(t, func(c *server.Config) {
 		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.252.0/24"), Table: table, PoolSize: 2}
+		c.PoolSize = 2           // the sandboxes are warm ones: rules apply at hand-out
 		gateway = "198.19.252.1" // the first network's host end
 	})
+	testutil.WaitWarm(t, s.dataDir, 2)
 	testutil.FakeInternet(t)
 	_, apiPort, _ := strings.Cut(strings.TrimPrefix(s.url, "http://"), ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

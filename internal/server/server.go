@@ -43,6 +43,9 @@ type Config struct {
 	// LocalImages lets template builds read images from the server's disk
 	// (oci:DIR, docker-archive:FILE).
 	LocalImages bool
+	// PoolSize is how many warm sandboxes to keep per template in use (0:
+	// none): a create is then a hand-over.
+	PoolSize int
 	// Debootstrap is the program that builds the built-in Debian templates
 	// ("" = debootstrap from PATH).
 	Debootstrap string
@@ -83,7 +86,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var svc *service.Service
 	var tpls *service.Templates
 	nodeCfg := node.Config{
-		Dir: filepath.Join(cfg.DataDir, "node"),
+		Dir:      filepath.Join(cfg.DataDir, "node"),
+		PoolSize: cfg.PoolSize,
 		OnEnd: func(info node.Info) {
 			if info.Metadata["cove.build"] == "" {
 				svc.Ended(info.ID)
@@ -120,6 +124,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("reconcile sandboxes: %w", err)
 	}
 	tpls.SandboxEnded() // layers of templates deleted while the server was down
+	if err := mgr.Warm(ctx, template.BaseName); err != nil {
+		return fmt.Errorf("warm sandboxes: %w", err)
+	}
 
 	api := httpapi.New(svc, tpls, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,10 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 		killAll(s.URL, apiKey) // what a failed test left; the server keeps sandboxes on purpose
 		cancel()
 		_ = cmd.Wait()
+		// Stopped with no sandbox of a user left: its warm ones went too.
+		if left := allOf(s.DataDir); len(left) > 0 {
+			t.Errorf("left on disk after the server stopped: %v", left)
+		}
 		if t.Failed() {
 			logs.mu.Lock()
 			t.Logf("server log:\n%s", logs.b.String())
@@ -96,12 +101,28 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 	return s
 }
 
-// Leftovers lists the sandboxes a server's node still holds on disk.
+// Leftovers lists the sandboxes of users a server's node still holds.
 func (s Server) Leftovers() []string { return Leftovers(s.DataDir) }
 
 // Leftovers lists what a node with data directory dir still holds of its
-// sandboxes: records under node/ and driver directories under sandboxes/.
+// users' sandboxes: their records under node/ and the driver directories
+// of those. Warm sandboxes (a driver directory without a record) are the
+// node's own; they go when it stops (allOf).
 func Leftovers(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir(filepath.Join(dir, "node"))
+	for _, e := range entries {
+		out = append(out, "node/"+e.Name())
+		id := strings.TrimSuffix(e.Name(), ".json")
+		if _, err := os.Stat(filepath.Join(dir, "sandboxes", id)); err == nil {
+			out = append(out, "sandboxes/"+id)
+		}
+	}
+	return out
+}
+
+// allOf lists every record and driver directory under dir.
+func allOf(dir string) []string {
 	var out []string
 	for _, d := range []string{"node", "sandboxes"} {
 		entries, _ := os.ReadDir(filepath.Join(dir, d))
@@ -134,4 +155,24 @@ func killAll(url, key string) {
 			r.Body.Close()
 		}
 	}
+}
+
+// WaitWarm waits until a node with data directory dir holds n warm
+// sandboxes (driver directories without a record) and returns their ids.
+func WaitWarm(t testing.TB, dir string, n int) map[string]bool {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ids := map[string]bool{}
+		entries, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(dir, "node", e.Name()+".json")); os.IsNotExist(err) {
+				ids[e.Name()] = true
+			}
+		}
+		if len(ids) >= n {
+			return ids
+		}
+	}
+	t.Fatalf("the node did not reach %d warm sandboxes", n)
+	return nil
 }

@@ -69,23 +69,27 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if !req.PublicTraffic && !req.Secure {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "allowPublicTraffic=false requires a secure sandbox")
 	}
-	id := node.NewID()
-	token, traffic := "", ""
-	if req.Secure {
-		token = auth.EnvdToken(s.secret, id)
-	}
-	if !req.PublicTraffic {
-		traffic = auth.TrafficToken(s.secret, id)
+	// The node names the sandbox (a warm one has its id already); the
+	// tokens derive from the id.
+	tokens := func(id string) (token, traffic string) {
+		if req.Secure {
+			token = auth.EnvdToken(s.secret, id)
+		}
+		if !req.PublicTraffic {
+			traffic = auth.TrafficToken(s.secret, id)
+		}
+		return token, traffic
 	}
 	info, err := s.node.Create(ctx, node.CreateRequest{
-		ID: id, Template: req.TemplateID, Timeout: req.Timeout,
-		EnvVars: req.EnvVars, Metadata: req.Metadata, AccessToken: token, TrafficToken: traffic,
+		Template: req.TemplateID, Timeout: req.Timeout, Tokens: tokens,
+		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 	})
 	if err != nil {
 		return Sandbox{}, err
 	}
+	id := info.ID
 	sb := store.Sandbox{
 		ID: id, Team: req.Team, TemplateID: info.TemplateID, State: "running",
 		StartedAt: info.StartedAt, EndAt: info.EndAt,

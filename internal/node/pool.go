@@ -1,0 +1,308 @@
+package node
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// pool keeps warm sandboxes per template: started with the template's
+// limits, variables and start command, on a network with internet access
+// and no rules, with an agent that has no token yet. Create hands one out
+// (rules, token and the request's variables applied then) and the pool
+// makes another in the background. A warm sandbox is never in the table,
+// never recorded (a restarted node destroys it as a leftover) and never
+// reused after its user.
+type pool struct {
+	m    *Manager
+	size int
+
+	mu      sync.Mutex
+	tpls    map[string]template.Template // kept warm, by template id (latest build)
+	warm    map[string][]*warmSandbox    // by template id
+	filling int                          // sandboxes being made
+	kick    chan struct{}
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type warmSandbox struct {
+	info  Info
+	tpl   template.Template
+	net   *network.Net
+	agent *agentclient.Client
+}
+
+func newPool(m *Manager, size int) *pool {
+	p := &pool{m: m, size: size, tpls: map[string]template.Template{}, warm: map[string][]*warmSandbox{},
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p.wg.Add(1)
+	go p.loop()
+	return p
+}
+
+// Warm keeps sandboxes of a template warm from now on (a node warms base
+// once it has recovered; a template joins on its first create).
+func (m *Manager) Warm(ctx context.Context, ref string) error {
+	if m.pool == nil {
+		return nil
+	}
+	tpl, err := m.templates.Resolve(ctx, ref)
+	if err != nil {
+		return err
+	}
+	m.pool.want(tpl)
+	return nil
+}
+
+func (p *pool) signal() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// want keeps tpl warm (its latest build: older warm sandboxes go).
+func (p *pool) want(tpl template.Template) {
+	p.mu.Lock()
+	cur, ok := p.tpls[tpl.ID]
+	if !ok || cur.BuildID != tpl.BuildID {
+		p.tpls[tpl.ID] = tpl
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// take hands out a warm sandbox of tpl's build with these limits, if any.
+func (p *pool) take(tpl template.Template, limits isolation.Limits) *warmSandbox {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.warm[tpl.ID]
+	for i, w := range list {
+		if w.tpl.BuildID == tpl.BuildID && w.info.Limits == limits {
+			p.warm[tpl.ID] = append(list[:i:i], list[i+1:]...)
+			p.signal()
+			return w
+		}
+	}
+	return nil
+}
+
+// loop refills the pool, one sandbox at a time, whenever it is short.
+func (p *pool) loop() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.kick:
+		}
+		for {
+			tpl, ok := p.short()
+			if !ok {
+				break
+			}
+			if err := p.fill(tpl); err != nil {
+				p.m.log.Warn("warm a sandbox", "template", tpl.ID, logx.Err(err))
+				select { // a template that fails to start is not retried in a tight loop
+				case <-p.done:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}
+}
+
+// short returns a template with fewer warm sandboxes than the pool's size,
+// first dropping warm sandboxes of builds or templates that are gone.
+func (p *pool) short() (template.Template, bool) {
+	p.mu.Lock()
+	ids := make([]string, 0, len(p.tpls))
+	for id := range p.tpls {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		tpl, err := p.m.templates.Resolve(context.Background(), id)
+		p.mu.Lock()
+		switch {
+		case errs.Is(err, errs.NotFound):
+			delete(p.tpls, id)
+		case err == nil && tpl.BuildID != p.tpls[id].BuildID:
+			p.tpls[id] = tpl
+		}
+		var stale []*warmSandbox
+		keep := p.warm[id][:0]
+		for _, w := range p.warm[id] {
+			if cur, ok := p.tpls[id]; ok && w.tpl.BuildID == cur.BuildID {
+				keep = append(keep, w)
+			} else {
+				stale = append(stale, w)
+			}
+		}
+		p.warm[id] = keep
+		p.mu.Unlock()
+		for _, w := range stale {
+			p.discard(w)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, tpl := range p.tpls {
+		if len(p.warm[id]) < p.size {
+			return tpl, true
+		}
+	}
+	return template.Template{}, false
+}
+
+// fill makes one warm sandbox of tpl.
+func (p *pool) fill(tpl template.Template) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	m := p.m
+	info := Info{ID: NewID(), TemplateID: tpl.ID, State: StateCreating, Limits: m.templateLimits(tpl),
+		Layers: tpl.RootFS.Layers, EnvVars: maps.Clone(tpl.Env)}
+	p.mu.Lock()
+	p.filling++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.filling--
+		p.mu.Unlock()
+	}()
+	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true})
+	if err != nil {
+		return err
+	}
+	w := &warmSandbox{info: info, tpl: tpl, net: n, agent: m.agentFor(info.ID)}
+	if tpl.StartCmd != "" { // its processes are up before anyone asks
+		if err := startCommand(ctx, w.agent, tpl); err != nil {
+			p.discard(w)
+			return err
+		}
+	}
+	p.mu.Lock()
+	select {
+	case <-p.done:
+		p.mu.Unlock()
+		p.discard(w)
+		return nil
+	default:
+	}
+	p.warm[tpl.ID] = append(p.warm[tpl.ID], w)
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *pool) discard(w *warmSandbox) {
+	w.agent.Close()
+	p.m.destroy(w.info.ID, w.net)
+}
+
+// layersInUse adds the warm sandboxes' layers.
+func (p *pool) layersInUse(out map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, list := range p.warm {
+		for _, w := range list {
+			for _, l := range w.info.Layers {
+				out[l] = true
+			}
+		}
+	}
+}
+
+// close stops refilling and destroys the warm sandboxes.
+func (p *pool) close() {
+	close(p.done)
+	p.wg.Wait()
+	p.mu.Lock()
+	var all []*warmSandbox
+	for _, list := range p.warm {
+		all = append(all, list...)
+	}
+	p.warm = map[string][]*warmSandbox{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.discard(w) }()
+	}
+	wg.Wait()
+}
+
+// handOut gives a warm sandbox to the request: its timeout, metadata,
+// variables, tokens and network rules, then it joins the table.
+func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest) (Info, error) {
+	info := w.info
+	now := time.Now().UTC()
+	info.StartedAt, info.EndAt = now, now.Add(req.Timeout)
+	info.Metadata = maps.Clone(req.Metadata)
+	info.EnvVars = maps.Clone(w.tpl.Env)
+	if info.EnvVars == nil {
+		info.EnvVars = map[string]string{}
+	}
+	maps.Copy(info.EnvVars, req.EnvVars)
+	info.AccessToken, info.TrafficToken = req.AccessToken, req.TrafficToken
+	if req.Tokens != nil {
+		info.AccessToken, info.TrafficToken = req.Tokens(info.ID)
+	}
+	sb := &sandbox{ended: make(chan struct{}), info: info}
+	m.mu.Lock()
+	m.sandboxes[info.ID] = sb
+	m.mu.Unlock()
+	fail := func(err error) (Info, error) {
+		m.mu.Lock()
+		delete(m.sandboxes, info.ID)
+		m.mu.Unlock()
+		w.agent.Close()
+		m.destroy(info.ID, w.net)
+		return Info{}, err
+	}
+	if nets := m.cfg.Networks; nets != nil && w.net != nil {
+		want := NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}
+		if !want.Internet {
+			if err := nets.SetInternet(w.net, false); err != nil {
+				return fail(err)
+			}
+		}
+		if err := applyRules(nets, w.net, &want); err != nil {
+			return fail(err)
+		}
+		want.Slot, want.Addr = w.net.Slot, w.net.Addr.String()
+		info.Network = &want
+	}
+	init := envd.InitRequest{EnvVars: req.EnvVars}
+	if info.AccessToken != "" {
+		token := info.AccessToken
+		init.AccessToken = &token
+	}
+	if err := w.agent.Init(ctx, init); err != nil {
+		return fail(err)
+	}
+	if err := m.admit(sb, &info, w.net, w.agent); err != nil {
+		m.mu.Lock()
+		delete(m.sandboxes, info.ID)
+		m.mu.Unlock()
+		return Info{}, err
+	}
+	return info, nil
+}

@@ -1,0 +1,92 @@
+package node_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// warm waits until the node holds n warm sandboxes and returns their ids.
+func (h host) warm(t *testing.T, n int) map[string]bool { return testutil.WaitWarm(t, h.dir, n) }
+
+func TestWarmPool(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	m := h.managerWith(t, 2)
+	ctx := ctxT(t)
+	if err := m.Warm(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	warm := h.warm(t, 2)
+
+	// A create takes a warm sandbox and gives it the request's settings.
+	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Metadata: map[string]string{"k": "v"},
+		EnvVars: map[string]string{"GREETING": "hi"}, AccessToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !warm[info.ID] || info.State != node.StateRunning || info.Metadata["k"] != "v" {
+		t.Fatalf("not a warm sandbox handed out: %+v (warm: %v)", info, warm)
+	}
+	agent, err := m.Agent(info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := agent.Run(ctx, "", "echo $GREETING $(id -un) $PWD $E2B_SANDBOX_ID $(hostname)", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(res.Stdout), "hi user /home/user "+info.ID+" "+info.ID+"\n"; got != want {
+		t.Errorf("in the handed-out sandbox: %q, want %q", got, want)
+	}
+	// The token set at hand-out guards the agent.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agent.Base+"/init", strings.NewReader(`{"accessToken":"mine"}`))
+	req.Header.Set("X-Access-Token", "wrong")
+	if resp, err := agent.HTTP.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("init with a wrong token: %v %v", resp, err)
+	}
+
+	// Killed, it is never handed out again; the pool refills with new ones.
+	if err := m.Kill(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{info.ID: true}
+	for range 3 {
+		next, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[next.ID] {
+			t.Errorf("sandbox %s handed out twice", next.ID)
+		}
+		seen[next.ID] = true
+		if err := m.Kill(ctx, next.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.warm(t, 2)
+	// Other limits than the template's: not from the pool.
+	big, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Limits: node.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.warm(t, 2)[big.ID] {
+		t.Errorf("a sandbox with other limits came from the pool")
+	}
+	m.Kill(ctx, big.ID)
+
+	// Closing the node destroys its warm sandboxes (they have no user).
+	m.Close()
+	if left := testutil.Leftovers(h.dir); len(left) > 0 {
+		t.Errorf("records left: %v", left)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(h.dir, "sandboxes")); len(entries) > 0 {
+		t.Errorf("warm sandboxes left after close: %d", len(entries))
+	}
+}
