@@ -1,31 +1,55 @@
 #!/bin/sh
 # Runs the benchmarks and rewrites docs/BENCHMARKS.md. Needs root (sandboxes)
 # and bin/cove (make build): sandboxes then start from the release binary,
-# as in production.
+# as in production. SUSTAIN (default 60s) and MEM (default 200,500,1000)
+# size the load figures.
 set -eu
 cd "$(dirname "$0")/.."
 out=$(mktemp)
 data=$(mktemp -d)
 key=e2b_00000000000000000000000000000000be4c4000
-addr=127.0.0.1:${BENCH_PORT:-3999}
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$out" "$data"' EXIT
+cold=127.0.0.1:${BENCH_PORT:-3999}
+pooled=127.0.0.1:$((${BENCH_PORT:-3999} - 1))
+trap 'kill $s1 $s2 2>/dev/null; wait $s1 $s2 2>/dev/null; rm -rf "$out"' EXIT
+
+# The peers: Debian's runc, crun and bubblewrap.
+for p in runc crun bwrap; do
+	command -v $p >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc crun bubblewrap >/dev/null; break; }
+done
 
 go test -run '^$' -bench 'CreateReady|Floor|TemplateCreate' -benchtime 100x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee "$out"
 go test -run '^$' -bench Disk100 -benchtime 1x -count 1 ./internal/isolation/namespaces/ | tee -a "$out"
 go test -run '^$' -bench TCPStream -benchtime 5x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
+go run ./bench/peers -n "${PEER_N:-30}" | tee -a "$out"
 
-# Time to interactive through the SDKs, against a real server on loopback.
-./bin/cove server --listen "$addr" --data-dir "$data" --api-key "$key" >"$data.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do
-	curl -fsS "http://$addr/health" >/dev/null 2>&1 && break
-	sleep 0.1
+# End to end through the SDKs against two servers on loopback: one without
+# warm sandboxes (every create is cold), one with them.
+./bin/cove server --listen "$cold" --data-dir "$data/cold" --api-key "$key" --cgroup-parent cove-bench-cold \
+	--network-range 198.19.128.0/17 --pool-size 0 >"$data/cold.log" 2>&1 &
+s1=$!
+./bin/cove server --listen "$pooled" --data-dir "$data/pooled" --api-key "$key" --cgroup-parent cove-bench-pooled \
+	--network-range 198.18.0.0/16 --pool-size "${POOL:-8}" >"$data/pooled.log" 2>&1 &
+s2=$!
+for a in "$cold" "$pooled"; do
+	for _ in $(seq 100); do
+		curl -fsS "http://$a/health" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
 done
+sleep 2 # the pool fills
+go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -key "$key" -n "${TTI_N:-50}" \
+	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
 (cd bench/js && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund >/dev/null)
-export COVE_API_URL="http://$addr" COVE_API_KEY="$key"
-export E2B_API_URL="http://$addr" E2B_SANDBOX_URL="http://$addr" E2B_API_KEY="$key" E2B_DOMAIN=localhost
-go run ./bench/tti -n "${TTI_N:-50}" | tee -a "$out"
-(cd bench/js && node tti.mjs "${TTI_N:-50}") | tee -a "$out"
+export E2B_API_KEY="$key" E2B_DOMAIN=localhost
+(cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node tti.mjs cold "${TTI_N:-50}") | tee -a "$out"
+(cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node tti.mjs pooled "${TTI_N:-50}") | tee -a "$out"
 
+kill $s1 $s2
+wait $s1 $s2 || true
+if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" -mindepth 1 -maxdepth 1 2>/dev/null)" ]; then
+	echo "bench: sandboxes left after the servers stopped" >&2
+	exit 1
+fi
+rm -rf --one-file-system "$data"
 go run ./bench/benchreport -o docs/BENCHMARKS.md < "$out"
 echo "wrote docs/BENCHMARKS.md"

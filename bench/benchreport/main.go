@@ -21,8 +21,13 @@ func main() {
 	flag.Parse()
 	samples := map[string]map[string][]float64{} // benchmark → unit → values
 	var order []string
+	var notes []string // "# peer … cannot run here: …"
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "# peer ") {
+			notes = append(notes, "Not measured: "+strings.TrimPrefix(line, "# peer ")+".")
+			continue
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
@@ -56,12 +61,66 @@ func main() {
 	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (scripts/bench.sh) on %s. Medians over the runs of one\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "`make bench`; p50/p95/p99 are over the individual operations of a run. Compare ratios measured\nin one run, not absolute times across runs: this machine is a shared, nested VM.\n\n")
 	fmt.Fprintf(&b, "## Machine\n\n```\n%s```\n\n", machine())
-	if len(samples["TTI/js-sdk"]["p50-ms"]) > 0 {
-		fmt.Fprintf(&b, "## Time to interactive through the SDKs\n\n`Sandbox.create()` then `commands.run('node -v')` against `cove server` on loopback, one after\nthe other (no pool yet). Goal: ≤ 50 ms median before pooling, ≤ 25 ms with it.\n\n")
-		fmt.Fprintf(&b, "| client | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|\n")
-		for _, name := range []string{"TTI/js-sdk", "TTI/go-sdk"} {
+	if spawn := median("E2E/spawn", "p50-ms"); spawn > 0 {
+		fmt.Fprintf(&b, "## Create → first output, end to end\n\n")
+		fmt.Fprintf(&b, "`create` then `commands.run('echo hi')` through each SDK against `cove server` on loopback, one\n")
+		fmt.Fprintf(&b, "sandbox after another (each killed before the next): cold = a server without warm sandboxes,\n")
+		fmt.Fprintf(&b, "pooled = one keeping 8 warm per template. spawn = the same command in a running sandbox.\n\n")
+		fmt.Fprintf(&b, "| figure | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|\n")
+		for _, name := range []string{"E2E/spawn", "ExecRTT", "E2E/go-sdk/cold", "E2E/go-sdk/pooled", "E2E/js-sdk/cold", "E2E/js-sdk/pooled"} {
 			if len(samples[name]["p50-ms"]) > 0 {
-				fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", strings.TrimPrefix(name, "TTI/"), median(name, "p50-ms"), median(name, "p95-ms"), median(name, "p99-ms"))
+				fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", name, median(name, "p50-ms"), median(name, "p95-ms"), median(name, "p99-ms"))
+			}
+		}
+		fmt.Fprintf(&b, "\n| goal | value | target |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| pooled create → first output / one spawn, Go SDK | %.2f× | ≤ 1.3× |\n", median("E2E/go-sdk/pooled", "p50-ms")/spawn)
+		if js := median("E2E/js-sdk/pooled", "p50-ms"); js > 0 {
+			fmt.Fprintf(&b, "| pooled create → first output, official JS SDK | %.1f ms | ≤ 25 ms |\n", js)
+		}
+		if floor := median("Peer/unshare-exec", "p50-ms"); floor > 0 {
+			fmt.Fprintf(&b, "| cold create → first output (Go SDK) / `unshare` + exec | %.1f× | ≤ 2× |\n", median("E2E/go-sdk/cold", "p50-ms")/floor)
+		}
+		if w := median("Burst100", "wall-ms"); w > 0 {
+			fmt.Fprintf(&b, "| 100 concurrent create + exec, wall time (p50 %.0f ms, p99 %.0f ms each) | %.0f ms | ≤ 1000 ms |\n",
+				median("Burst100", "p50-ms"), median("Burst100", "p99-ms"), w)
+		}
+		if r := median("Sustained", "creates/s"); r > 0 {
+			fmt.Fprintf(&b, "| sustained creates per second (create + kill, 4 clients, %.0f s) | %.1f | ≥ 100 |\n", median("Sustained", "seconds"), r)
+		}
+		b.WriteString("\n")
+	}
+	var peers []string
+	for _, name := range order {
+		if strings.HasPrefix(name, "Peer/") {
+			peers = append(peers, name)
+		}
+	}
+	if len(peers) > 0 {
+		cold, pooled := median("E2E/go-sdk/cold", "p50-ms"), median("E2E/go-sdk/pooled", "p50-ms")
+		fmt.Fprintf(&b, "## Beside its peers\n\n`/bin/echo hi` started by each peer over the same root (the host's /usr read-only), start to\n")
+		fmt.Fprintf(&b, "exit; Cove's figure is create → first output of the same command through the Go SDK (an API\n")
+		fmt.Fprintf(&b, "call, a sandbox with its own network, an agent, and the command through the proxy).\n\n")
+		fmt.Fprintf(&b, "| peer | p50 ms | Cove cold / peer | Cove pooled / peer |\n|---|---:|---:|---:|\n")
+		for _, name := range peers {
+			p := median(name, "p50-ms")
+			fmt.Fprintf(&b, "| %s | %.2f | %.1f× | %.1f× |\n", strings.TrimPrefix(name, "Peer/"), p, cold/p, pooled/p)
+		}
+		for _, line := range notes {
+			fmt.Fprintf(&b, "\n%s\n", line)
+		}
+		b.WriteString("\n")
+	}
+	if len(samples["Files/1MiB"]["upload-MB/s"]) > 0 {
+		fmt.Fprintf(&b, "## Files and memory\n\n| figure | value | goal |\n|---|---:|---:|\n")
+		for _, size := range []string{"1MiB", "256MiB"} {
+			fmt.Fprintf(&b, "| upload %s through the Go SDK (best of 3) | %.0f MB/s | |\n", size, median("Files/"+size, "upload-MB/s"))
+			fmt.Fprintf(&b, "| download %s | %.0f MB/s | |\n", size, median("Files/"+size, "download-MB/s"))
+		}
+		for _, name := range order {
+			if strings.HasPrefix(name, "IdleMemory/") {
+				n := strings.TrimPrefix(name, "IdleMemory/")
+				fmt.Fprintf(&b, "| host memory per idle sandbox, %s alive (MemAvailable delta / n) | %.2f MiB | ≤ 8 MiB |\n", n, median(name, "host-MiB/sandbox"))
+				fmt.Fprintf(&b, "| … what each one's cgroup counts | %.2f MiB | |\n", median(name, "cgroup-MiB/sandbox"))
 			}
 		}
 		b.WriteString("\n")

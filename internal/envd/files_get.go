@@ -60,7 +60,9 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		return
 	}
-	zw := gzip.NewWriter(w)
+	// The fastest level: downloads are mostly already compressed or random
+	// data, and the default level caps a stream at ≈ 30 MB/s here.
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	if _, err := io.Copy(zw, f); err != nil {
 		s.log.Warn("gzip download", "path", req.path, "err", err)
 	}

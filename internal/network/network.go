@@ -70,6 +70,9 @@ type Net struct {
 	Gateway netip.Addr // the host's end
 	NS      *os.File   // the network namespace; the sandbox's init is started inside it
 	Veth    string     // the host end's name
+	// custom: the firewall holds more for it than the default (egress on,
+	// no rules, no domains), so Release must reset it.
+	custom bool
 }
 
 // New sets up the firewall and starts filling the pool.
@@ -179,9 +182,12 @@ func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 			}
 		}
 	}
-	if err := m.fw.setInternet(n.Addr, internet); err != nil {
-		m.discard(n)
-		return nil, fmt.Errorf("set egress of %s: %w", n.Addr, err)
+	if !internet { // a pooled network is released with egress on
+		if err := m.fw.setInternet(n.Addr, false); err != nil {
+			m.discard(n)
+			return nil, fmt.Errorf("set egress of %s: %w", n.Addr, err)
+		}
+		n.custom = true
 	}
 	return n, nil
 }
@@ -202,6 +208,7 @@ func (m *Manager) InUse() []int {
 // traffic) is refused. Host, neighbour, link-local and private ranges stay
 // blocked whatever allow says. Empty lists remove the rules.
 func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
+	n.custom = n.custom || len(allow) > 0 || len(deny) > 0
 	return m.fw.setRules(n.Slot, n.Addr, allow, deny)
 }
 
@@ -210,12 +217,16 @@ func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
 // HTTP Host. Meant with a deny of all traffic (E2B's rule); empty turns it
 // off.
 func (m *Manager) SetDomains(n *Net, domains []string) error {
+	n.custom = n.custom || len(domains) > 0
 	m.proxy.set(n.Addr, domains)
 	return m.fw.setProxied(n.Addr, len(domains) > 0)
 }
 
 // SetInternet turns a network's egress on or off.
-func (m *Manager) SetInternet(n *Net, allowed bool) error { return m.fw.setInternet(n.Addr, allowed) }
+func (m *Manager) SetInternet(n *Net, allowed bool) error {
+	n.custom = n.custom || !allowed
+	return m.fw.setInternet(n.Addr, allowed)
+}
 
 // Adopt marks the slot of a network a restarted node finds in use; ns (may
 // be nil) is a handle to its namespace, which lets it be reused later.
@@ -224,7 +235,7 @@ func (m *Manager) Adopt(slot int, ns *os.File, internet bool) (*Net, error) {
 	m.used[slot] = true
 	m.mu.Unlock()
 	gw, addr := m.slotAddrs(slot)
-	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot), NS: ns}
+	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot), NS: ns, custom: true} // rules unknown: reset on release
 	return n, m.fw.setInternet(addr, internet)
 }
 
@@ -248,9 +259,12 @@ func forgetFlows(a netip.Addr) {
 // namespace went with the sandbox's last process, and the kernel removes
 // the veth in the background.
 func (m *Manager) Release(n *Net) {
-	_ = m.fw.setInternet(n.Addr, true)
-	_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
-	_ = m.SetDomains(n, nil)
+	if n.custom { // back to the default, in the firewall and the egress proxy
+		_ = m.fw.setInternet(n.Addr, true)
+		_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
+		_ = m.SetDomains(n, nil)
+		n.custom = false
+	}
 	forgetFlows(n.Addr)
 	if n.NS != nil {
 		select {

@@ -1,0 +1,253 @@
+// Command harness measures Cove end to end through the Go SDK, against a
+// server without warm sandboxes (-cold) and one with them (-pooled), and
+// prints `go test -bench` lines for benchreport:
+//
+//   - E2E/spawn: one command (`echo hi`) in a running sandbox, the process
+//     spawn through the SDK that pooled creates are held against;
+//   - E2E/go-sdk/cold and /pooled: create → first output of that command;
+//   - ExecRTT: `true` in a running sandbox;
+//   - Files: upload and download of 1 MiB and 256 MiB;
+//   - Burst100: 100 concurrent create + exec (pooled server);
+//   - Sustained: creates per second over -sustain with 4 workers;
+//   - IdleMemory/N: host memory per idle sandbox with N alive, and what
+//     each sandbox's cgroup counts.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+func main() {
+	cold := flag.String("cold", "", "API URL of a server without warm sandboxes")
+	pooled := flag.String("pooled", "", "API URL of a server with warm sandboxes")
+	key := flag.String("key", os.Getenv("COVE_API_KEY"), "API key of both")
+	n := flag.Int("n", 50, "samples per latency figure")
+	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
+	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
+	flag.Parse()
+	ctx := context.Background()
+	client := func(url string) *cove.Client {
+		c, err := cove.NewClient(cove.WithAPIURL(url), cove.WithSandboxURL(url), cove.WithAPIKey(*key))
+		check(err)
+		return c
+	}
+	p := client(*pooled)
+	spawn(ctx, p, *n)
+	if *cold != "" {
+		firstOutput(ctx, client(*cold), "E2E/go-sdk/cold", *n)
+	}
+	firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
+	files(ctx, p)
+	burst(ctx, p, 100)
+	sustained(ctx, p, *sustain)
+	for _, s := range strings.Split(*mem, ",") {
+		if count, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && count > 0 {
+			idleMemory(ctx, p, count)
+		}
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+}
+
+// report prints a latency line: p50, p95, p99 in ms.
+func report(name string, xs []time.Duration, extra string) {
+	slices.Sort(xs)
+	at := func(q float64) float64 { return float64(xs[int(q*float64(len(xs)-1))]) / float64(time.Millisecond) }
+	fmt.Printf("Benchmark%s %d 0 ns/op %.2f p50-ms %.2f p95-ms %.2f p99-ms%s\n", name, len(xs), at(0.5), at(0.95), at(0.99), extra)
+}
+
+func create(ctx context.Context, c *cove.Client) *cove.Sandbox {
+	s, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+	check(err)
+	return s
+}
+
+func run(ctx context.Context, s *cove.Sandbox, cmd string) {
+	res, err := s.Commands.Run(ctx, cmd)
+	check(err)
+	if cmd == "echo hi" && res.Stdout != "hi\n" {
+		check(fmt.Errorf("echo hi printed %q", res.Stdout))
+	}
+}
+
+// spawn times one command in a running sandbox, and `true` (ExecRTT).
+func spawn(ctx context.Context, c *cove.Client, n int) {
+	s := create(ctx, c)
+	defer s.Kill(ctx)
+	for name, cmd := range map[string]string{"E2E/spawn": "echo hi", "ExecRTT": "true"} {
+		var xs []time.Duration
+		for range n {
+			t := time.Now()
+			run(ctx, s, cmd)
+			xs = append(xs, time.Since(t))
+		}
+		report(name, xs, "")
+	}
+}
+
+// firstOutput times create → the first command's output, one sandbox after
+// another (each killed before the next).
+func firstOutput(ctx context.Context, c *cove.Client, name string, n int) {
+	var xs []time.Duration
+	for range n {
+		t := time.Now()
+		s := create(ctx, c)
+		run(ctx, s, "echo hi")
+		xs = append(xs, time.Since(t))
+		check(s.Kill(ctx))
+		time.Sleep(20 * time.Millisecond) // as a client would pause between tasks
+	}
+	report(name, xs, "")
+}
+
+// files measures upload and download throughput.
+func files(ctx context.Context, c *cove.Client) {
+	s := create(ctx, c)
+	defer s.Kill(ctx)
+	for _, size := range []int{1 << 20, 256 << 20} {
+		data := make([]byte, size)
+		rand.Read(data)
+		label := fmt.Sprintf("%dMiB", size>>20)
+		best := func(f func()) float64 { // the best of 3: throughput, not queueing
+			var top float64
+			for range 3 {
+				t := time.Now()
+				f()
+				top = max(top, float64(size)/(1<<20)/time.Since(t).Seconds())
+			}
+			return top
+		}
+		up := best(func() { check(s.Files.WriteFile(ctx, "/tmp/blob", data)) })
+		var got []byte
+		down := best(func() {
+			r, err := s.Files.Read(ctx, "/tmp/blob")
+			check(err)
+			got, err = io.ReadAll(r)
+			r.Close()
+			check(err)
+		})
+		if !bytes.Equal(got, data) {
+			check(fmt.Errorf("download of %s differs", label))
+		}
+		fmt.Printf("BenchmarkFiles/%s 3 0 ns/op %.1f upload-MB/s %.1f download-MB/s\n", label, up, down)
+		_, _ = s.Commands.Run(ctx, "rm -f /tmp/blob")
+	}
+}
+
+// burst starts n create + exec at once.
+func burst(ctx context.Context, c *cove.Client, n int) {
+	var mu sync.Mutex
+	var xs []time.Duration
+	var all []*cove.Sandbox
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			s := create(ctx, c)
+			run(ctx, s, "echo hi")
+			mu.Lock()
+			xs = append(xs, time.Since(t))
+			all = append(all, s)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	report("Burst100", xs, fmt.Sprintf(" %.1f wall-ms", float64(wall)/float64(time.Millisecond)))
+	killAll(ctx, all)
+}
+
+func killAll(ctx context.Context, all []*cove.Sandbox) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, s := range all {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { defer wg.Done(); defer func() { <-sem }(); check(s.Kill(ctx)) }()
+	}
+	wg.Wait()
+}
+
+// sustained runs create + kill with 4 workers for d and reports creates/s.
+func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	start := time.Now()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				s := create(ctx, c)
+				count.Add(1)
+				check(s.Kill(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	rate := float64(count.Load()) / time.Since(start).Seconds()
+	fmt.Printf("BenchmarkSustained %d 0 ns/op %.1f creates/s %.0f seconds\n", count.Load(), rate, d.Seconds())
+}
+
+// idleMemory starts n idle sandboxes and reports what each costs the host
+// (MemAvailable before and after, divided) and what its cgroup counts.
+func idleMemory(ctx context.Context, c *cove.Client, n int) {
+	before := memAvailable()
+	all := make([]*cove.Sandbox, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { defer wg.Done(); defer func() { <-sem }(); all[i] = create(ctx, c) }()
+	}
+	wg.Wait()
+	time.Sleep(3 * time.Second) // let the sandboxes settle into idleness
+	after := memAvailable()
+	var inside float64
+	samples := 0
+	for _, s := range all[:min(n, 50)] {
+		if m, err := s.Metrics(ctx); err == nil && len(m) > 0 {
+			inside += float64(m[len(m)-1].MemUsed)
+			samples++
+		}
+	}
+	host := float64(before-after) / float64(n) / (1 << 20)
+	fmt.Printf("BenchmarkIdleMemory/%d %d 0 ns/op %.2f host-MiB/sandbox %.2f cgroup-MiB/sandbox\n", n, n, host, inside/float64(max(samples, 1))/(1<<20))
+	killAll(ctx, all)
+}
+
+func memAvailable() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	check(err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
