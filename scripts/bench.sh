@@ -10,7 +10,8 @@ data=$(mktemp -d)
 key=e2b_00000000000000000000000000000000be4c4000
 cold=127.0.0.1:${BENCH_PORT:-3999}
 pooled=127.0.0.1:$((${BENCH_PORT:-3999} - 1))
-trap 'kill $s1 $s2 2>/dev/null; wait $s1 $s2 2>/dev/null; rm -rf "$out"' EXIT
+s1= s2=
+trap 'kill $s1 $s2 2>/dev/null || true; wait $s1 $s2 2>/dev/null || true; rm -f "$out"' EXIT
 
 # The peers: Debian's runc, crun and bubblewrap.
 for p in runc crun bwrap; do

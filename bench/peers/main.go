@@ -42,8 +42,12 @@ func main() {
 			return []string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
 				"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/echo", "hi"}
 		}},
-		{"runc", func(i int) []string { return []string{"runc", "run", "--bundle", bundle, fmt.Sprintf("cove-peer-%d-%d", os.Getpid(), i)} }},
-		{"crun", func(i int) []string { return []string{"crun", "run", "--bundle", bundle, fmt.Sprintf("cove-peer-c-%d-%d", os.Getpid(), i)} }},
+		{"runc", func(i int) []string {
+			return []string{"runc", "run", "--bundle", bundle, fmt.Sprintf("cove-peer-%d-%d", os.Getpid(), i)}
+		}},
+		{"crun", func(i int) []string {
+			return []string{"crun", "run", "--bundle", bundle, fmt.Sprintf("cove-peer-c-%d-%d", os.Getpid(), i)}
+		}},
 	}
 	for _, p := range peers {
 		var xs []time.Duration

@@ -56,6 +56,9 @@ type Config struct {
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes
 // keep running and are adopted by the next start.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.PoolSize < 0 {
+		return fmt.Errorf("pool size %d: want 0 or more", cfg.PoolSize)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
