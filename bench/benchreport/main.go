@@ -64,8 +64,9 @@ func main() {
 	if spawn := median("E2E/spawn", "p50-ms"); spawn > 0 {
 		fmt.Fprintf(&b, "## Create → first output, end to end\n\n")
 		fmt.Fprintf(&b, "`create` then `commands.run('echo hi')` through each SDK against `cove server` on loopback, one\n")
-		fmt.Fprintf(&b, "sandbox after another (each killed before the next): cold = a server without warm sandboxes,\n")
-		fmt.Fprintf(&b, "pooled = one keeping 8 warm per template. spawn = the same command in a running sandbox.\n\n")
+		fmt.Fprintf(&b, "sandbox after another (each killed before the next, 150 ms apart): cold = a server without warm\n")
+		fmt.Fprintf(&b, "sandboxes, pooled = one keeping 8 warm per template. spawn = the same command in a running\n")
+		fmt.Fprintf(&b, "sandbox, at the same pace.\n\n")
 		fmt.Fprintf(&b, "| figure | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|\n")
 		for _, name := range []string{"E2E/spawn", "ExecRTT", "E2E/go-sdk/cold", "E2E/go-sdk/pooled", "E2E/js-sdk/cold", "E2E/js-sdk/pooled"} {
 			if len(samples[name]["p50-ms"]) > 0 {
@@ -81,7 +82,7 @@ func main() {
 			fmt.Fprintf(&b, "| cold create → first output (Go SDK) / `unshare` + exec | %.1f× | ≤ 2× |\n", median("E2E/go-sdk/cold", "p50-ms")/floor)
 		}
 		if w := median("Burst100", "wall-ms"); w > 0 {
-			fmt.Fprintf(&b, "| 100 concurrent create + exec, wall time (p50 %.0f ms, p99 %.0f ms each) | %.0f ms | ≤ 1000 ms |\n",
+			fmt.Fprintf(&b, "| 100 concurrent create + exec on a node keeping 100 warm, wall time (p50 %.0f ms, p99 %.0f ms each) | %.0f ms | ≤ 1000 ms |\n",
 				median("Burst100", "p50-ms"), median("Burst100", "p99-ms"), w)
 		}
 		if r := median("Sustained", "creates/s"); r > 0 {

@@ -34,6 +34,7 @@ import (
 func main() {
 	cold := flag.String("cold", "", "API URL of a server without warm sandboxes")
 	pooled := flag.String("pooled", "", "API URL of a server with warm sandboxes")
+	burstURL := flag.String("burst", "", "API URL of a server sized for bursts (default: -pooled)")
 	key := flag.String("key", os.Getenv("COVE_API_KEY"), "API key of both")
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
@@ -52,7 +53,11 @@ func main() {
 	}
 	firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
 	files(ctx, p)
-	burst(ctx, p, 100)
+	if *burstURL != "" {
+		burst(ctx, client(*burstURL), 100)
+	} else {
+		burst(ctx, p, 100)
+	}
 	sustained(ctx, p, *sustain)
 	for _, s := range strings.Split(*mem, ",") {
 		if count, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && count > 0 {
@@ -89,6 +94,11 @@ func run(ctx context.Context, s *cove.Sandbox, cmd string) {
 	}
 }
 
+// pace is the pause between the samples of a latency figure, the same for
+// all of them: a client between two tasks, and time for the node's
+// background work (refilling the pool, tearing down) to finish.
+const pace = 150 * time.Millisecond
+
 // spawn times one command in a running sandbox, and `true` (ExecRTT).
 func spawn(ctx context.Context, c *cove.Client, n int) {
 	s := create(ctx, c)
@@ -96,6 +106,7 @@ func spawn(ctx context.Context, c *cove.Client, n int) {
 	for name, cmd := range map[string]string{"E2E/spawn": "echo hi", "ExecRTT": "true"} {
 		var xs []time.Duration
 		for range n {
+			time.Sleep(pace)
 			t := time.Now()
 			run(ctx, s, cmd)
 			xs = append(xs, time.Since(t))
@@ -109,12 +120,12 @@ func spawn(ctx context.Context, c *cove.Client, n int) {
 func firstOutput(ctx context.Context, c *cove.Client, name string, n int) {
 	var xs []time.Duration
 	for range n {
+		time.Sleep(pace)
 		t := time.Now()
 		s := create(ctx, c)
 		run(ctx, s, "echo hi")
 		xs = append(xs, time.Since(t))
 		check(s.Kill(ctx))
-		time.Sleep(20 * time.Millisecond) // as a client would pause between tasks
 	}
 	report(name, xs, "")
 }

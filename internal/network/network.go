@@ -59,6 +59,8 @@ type Manager struct {
 	next     int
 	ready    chan *Net // made by the pool
 	returned chan *Net // given back clean by sandboxes that ended; taken first
+	// releasing counts releases whose flows are still being forgotten.
+	releasing sync.WaitGroup
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -257,7 +259,7 @@ func forgetFlows(a netip.Addr) {
 // its own interfaces, addresses or routes: no CAP_NET_ADMIN), which spares
 // making one and the kernel's teardown of this one. Otherwise the
 // namespace went with the sandbox's last process, and the kernel removes
-// the veth in the background.
+// the veth in the background. Release returns before the flows are gone.
 func (m *Manager) Release(n *Net) {
 	if n.custom { // back to the default, in the firewall and the egress proxy
 		_ = m.fw.setInternet(n.Addr, true)
@@ -265,15 +267,21 @@ func (m *Manager) Release(n *Net) {
 		_ = m.SetDomains(n, nil)
 		n.custom = false
 	}
-	forgetFlows(n.Addr)
-	if n.NS != nil {
-		select {
-		case m.returned <- n:
-			return
-		default:
+	// Forgetting its flows walks the whole conntrack table (≈ 25 ms here):
+	// done in the background, and the network is offered again only after.
+	m.releasing.Add(1)
+	go func() {
+		defer m.releasing.Done()
+		forgetFlows(n.Addr)
+		if n.NS != nil {
+			select {
+			case m.returned <- n:
+				return
+			default:
+			}
 		}
-	}
-	m.discard(n)
+		m.discard(n)
+	}()
 }
 
 // discard frees a network for good.
@@ -314,6 +322,7 @@ func (m *Manager) fill() {
 func (m *Manager) Close() {
 	close(m.stop)
 	m.wg.Wait()
+	m.releasing.Wait()
 	for {
 		select {
 		case n := <-m.ready:

@@ -121,6 +121,7 @@ func TestEgressAndIsolation(t *testing.T) {
 		m.Release(open)
 		m.Release(closed)
 		m.Release(neighbour)
+		m.releasing.Wait() // a network is offered again only after this
 		// The released addresses keep no tracked flows for their next owner.
 		flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
 		if err != nil {
@@ -218,6 +219,7 @@ func TestReleasedNetworkComesBackClean(t *testing.T) {
 	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}))
 	must(t, m.SetDomains(n, []string{"example.test"}))
 	m.Release(n)
+	m.releasing.Wait()
 	back, err := m.Acquire(context.Background(), true)
 	must(t, err)
 	defer m.Release(back)

@@ -193,6 +193,14 @@ func (p *pool) fill(tpl template.Template) error {
 		return err
 	}
 	w := &warmSandbox{info: info, tpl: tpl, net: n, agent: m.agentFor(info.ID)}
+	// One command through the agent while nobody waits: its first costs
+	// (the process service's set-up, the spawn path, a login shell's
+	// files) are paid here, not by the user's first command.
+	var res agentclient.Result
+	if err := w.agent.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-l", "-c", "true"}}, func(_, _ []byte) {}, &res); err != nil {
+		p.discard(w)
+		return err
+	}
 	if tpl.StartCmd != "" { // its processes are up before anyone asks
 		if err := startCommand(ctx, w.agent, tpl); err != nil {
 			p.discard(w)
