@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -59,10 +60,12 @@ type Manager struct {
 	next     int
 	ready    chan *Net // made by the pool
 	returned chan *Net // given back clean by sandboxes that ended; taken first
-	// releasing counts releases whose flows are still being forgotten.
+	// releases queue networks whose flows are to be forgotten; releasing
+	// counts them until they are offered again or freed.
+	releases  chan *Net
 	releasing sync.WaitGroup
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // Net is one sandbox's network.
@@ -107,14 +110,15 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		proxy.close()
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), returned: make(chan *Net, cfg.PoolSize), stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), returned: make(chan *Net, cfg.PoolSize), releases: make(chan *Net, 4096), stop: make(chan struct{})}
 	if _, err = enableForwarding(); err != nil {
 		fw.close()
 		proxy.close()
 		return nil, err
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.fill()
+	go m.forget()
 	return m, nil
 }
 
@@ -243,13 +247,88 @@ func (m *Manager) Adopt(slot int, ns *os.File, internet bool) (*Net, error) {
 
 // forgetFlows drops the connection-tracking entries of an address, so a
 // later sandbox given the same address inherits none of its flows.
-func forgetFlows(a netip.Addr) {
-	ip := net.IP(a.AsSlice())
-	for _, dir := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP} {
-		f := &netlink.ConntrackFilter{}
-		if f.AddIP(dir, ip) == nil {
-			_, _ = netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, f)
+func forgetFlows(addrs []netip.Addr) {
+	var filters []netlink.CustomConntrackFilter
+	for _, a := range addrs {
+		ip := net.IP(a.AsSlice())
+		for _, dir := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP} {
+			f := &netlink.ConntrackFilter{}
+			if f.AddIP(dir, ip) == nil {
+				filters = append(filters, f)
+			}
 		}
+	}
+	if len(filters) > 0 {
+		_, _ = netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filters...)
+	}
+}
+
+// forgetWindow is how long released networks gather before their flows
+// are forgotten together.
+const forgetWindow = 100 * time.Millisecond
+
+// forget takes released networks, forgets their flows in batches and
+// offers them again. One dump of the conntrack table walks all its buckets
+// (≈ 10 ms of kernel time here, whatever the table holds): a batch pays it
+// once for every network released while the last one ran.
+func (m *Manager) forget() {
+	defer m.wg.Done()
+	for {
+		var batch []*Net
+		select {
+		case n := <-m.releases:
+			batch = append(batch, n)
+		case <-m.stop:
+			for { // the last ones, then stop
+				select {
+				case n := <-m.releases:
+					batch = append(batch, n)
+					continue
+				default:
+				}
+				break
+			}
+			m.forgetBatch(batch)
+			return
+		}
+		// Gather what else is released within forgetWindow: at most a
+		// dump per window, whatever the rate of kills.
+		window := time.After(forgetWindow)
+	more:
+		for {
+			select {
+			case n := <-m.releases:
+				batch = append(batch, n)
+			case <-window:
+				break more
+			case <-m.stop:
+				break more
+			}
+		}
+		m.forgetBatch(batch)
+	}
+}
+
+func (m *Manager) forgetBatch(batch []*Net) {
+	if len(batch) == 0 {
+		return
+	}
+	addrs := make([]netip.Addr, len(batch))
+	for i, n := range batch {
+		addrs[i] = n.Addr
+	}
+	forgetFlows(addrs)
+	for _, n := range batch {
+		if n.NS != nil {
+			select {
+			case m.returned <- n:
+				m.releasing.Done()
+				continue
+			default:
+			}
+		}
+		m.discard(n)
+		m.releasing.Done()
 	}
 }
 
@@ -267,21 +346,10 @@ func (m *Manager) Release(n *Net) {
 		_ = m.SetDomains(n, nil)
 		n.custom = false
 	}
-	// Forgetting its flows walks the whole conntrack table (≈ 25 ms here):
-	// done in the background, and the network is offered again only after.
+	// Its flows are forgotten in the background (forget), and only then is
+	// it offered again.
 	m.releasing.Add(1)
-	go func() {
-		defer m.releasing.Done()
-		forgetFlows(n.Addr)
-		if n.NS != nil {
-			select {
-			case m.returned <- n:
-				return
-			default:
-			}
-		}
-		m.discard(n)
-	}()
+	m.releases <- n
 }
 
 // discard frees a network for good.
@@ -321,7 +389,7 @@ func (m *Manager) fill() {
 // start rebuilds them and adopts their networks).
 func (m *Manager) Close() {
 	close(m.stop)
-	m.wg.Wait()
+	m.wg.Wait() // forget has offered or freed every released network
 	m.releasing.Wait()
 	for {
 		select {

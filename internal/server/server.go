@@ -43,6 +43,9 @@ type Config struct {
 	// LocalImages lets template builds read images from the server's disk
 	// (oci:DIR, docker-archive:FILE).
 	LocalImages bool
+	// DebugListen, when set, serves Go's pprof profiles there (loopback
+	// only: it shows the server's internals).
+	DebugListen string
 	// PoolSize is how many warm sandboxes to keep per template in use (0:
 	// none): a create is then a hand-over.
 	PoolSize int
@@ -140,6 +143,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		api.ServeHTTP(w, r)
 	})
+	if cfg.DebugListen != "" {
+		if err := serveDebug(cfg.DebugListen, log); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
