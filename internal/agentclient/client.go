@@ -25,9 +25,15 @@ import (
 // DialFunc opens a connection to the agent.
 type DialFunc func(ctx context.Context) (net.Conn, error)
 
+// Host is the host name requests to an agent carry (its connections are
+// pooled under it).
+const Host = "agent"
+
 // Client is a connection pool to one agent.
 type Client struct {
-	HTTP       *http.Client
+	HTTP *http.Client
+	// Raw is the pool itself: it adds no token to what it sends.
+	Raw        http.RoundTripper
 	Base       string
 	Process    processconnect.ProcessClient
 	Filesystem filesystemconnect.FilesystemClient
@@ -56,7 +62,7 @@ func New(dial DialFunc) *Client {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	c := &Client{Base: "http://agent"}
+	c := &Client{Base: "http://" + Host, Raw: tr}
 	c.HTTP = &http.Client{Transport: tokenTransport{c: c, next: tr}}
 	c.Process = processconnect.NewProcessClient(c.HTTP, c.Base)
 	c.Filesystem = filesystemconnect.NewFilesystemClient(c.HTTP, c.Base)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/netip"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -75,4 +76,14 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 	}
 	sb.info.Network = &ni
 	return m.writeRecord(sb.info)
+}
+
+// AgentTransport is the node's connection pool to a running sandbox's
+// agent, without the node's token (proxy.Sandboxes).
+func (m *Manager) AgentTransport(id string) (http.RoundTripper, bool) {
+	c, err := m.Agent(id)
+	if err != nil || c == nil {
+		return nil, false
+	}
+	return c.Raw, true
 }

@@ -48,6 +48,10 @@ type Config struct {
 	// PoolSize is how many warm sandboxes the node keeps ready per template
 	// it has been asked for (0: none).
 	PoolSize int
+	// WarmToken, when set, is the agent token a warm sandbox starts with:
+	// the one its user will get (the control plane derives tokens from
+	// ids), so a hand-over usually needs no call to the agent.
+	WarmToken func(id string) string
 }
 
 // Networks hands out sandbox networks (network.Manager).

@@ -49,13 +49,17 @@ func newHost(t *testing.T) host {
 func (h host) manager(t *testing.T) *node.Manager { return h.managerWith(t, 0) }
 
 // managerWith starts a node keeping pool warm sandboxes per template.
-func (h host) managerWith(t *testing.T, pool int) *node.Manager {
+func (h host) managerWith(t *testing.T, pool int, warmToken ...func(string) string) *node.Manager {
 	t.Helper()
 	d, err := namespaces.New(namespaces.Config{Dir: filepath.Join(h.dir, "sandboxes"), CgroupParent: h.cgroupParent}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool,
+	var wt func(string) string
+	if len(warmToken) > 0 {
+		wt = warmToken[0]
+	}
+	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool, WarmToken: wt,
 		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256}}, d, h.templates, logx.Discard())
 	if err != nil {
 		t.Fatal(err)

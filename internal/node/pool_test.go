@@ -12,8 +12,17 @@ import (
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// warm waits until the node holds n warm sandboxes and returns their ids.
-func (h host) warm(t *testing.T, n int) map[string]bool { return testutil.WaitWarm(t, h.dir, n) }
+// warm waits until m has n warm sandboxes of base ready and returns their
+// ids.
+func (h host) warm(t *testing.T, m *node.Manager, n int) map[string]bool {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); m.Warmed("base") < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not reach %d warm sandboxes", n)
+		}
+	}
+	return testutil.WaitWarm(t, h.dir, n)
+}
 
 func TestWarmPool(t *testing.T) {
 	t.Parallel()
@@ -23,7 +32,7 @@ func TestWarmPool(t *testing.T) {
 	if err := m.Warm(ctx, "base"); err != nil {
 		t.Fatal(err)
 	}
-	warm := h.warm(t, 2)
+	warm := h.warm(t, m, 2)
 
 	// A create takes a warm sandbox and gives it the request's settings.
 	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Metadata: map[string]string{"k": "v"},
@@ -70,13 +79,13 @@ func TestWarmPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.warm(t, 2)
+	h.warm(t, m, 2)
 	// Other limits than the template's: not from the pool.
 	big, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Limits: node.DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.warm(t, 2)[big.ID] {
+	if h.warm(t, m, 2)[big.ID] {
 		t.Errorf("a sandbox with other limits came from the pool")
 	}
 	m.Kill(ctx, big.ID)
@@ -89,4 +98,40 @@ func TestWarmPool(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(h.dir, "sandboxes")); len(entries) > 0 {
 		t.Errorf("warm sandboxes left after close: %d", len(entries))
 	}
+}
+
+// TestWarmToken: a warm sandbox starts with the token its user will get,
+// so the hand-over makes no call to the agent; the token guards it.
+func TestWarmToken(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	token := func(id string) string { return "tok-" + id }
+	m := h.managerWith(t, 1, token)
+	defer m.Close()
+	ctx := ctxT(t)
+	if err := m.Warm(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	warm := h.warm(t, m, 1)
+	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute,
+		Tokens: func(id string) (string, string) { return token(id), "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !warm[info.ID] || info.AccessToken != "tok-"+info.ID {
+		t.Fatalf("hand-over: %+v", info)
+	}
+	agent, err := m.Agent(info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := agent.Run(ctx, "", "echo ok", 0); err != nil || string(res.Stdout) != "ok\n" {
+		t.Errorf("with its token: %q %v", res.Stdout, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agent.Base+"/init", strings.NewReader(`{}`))
+	req.Header.Set("X-Access-Token", "tok-someone-else")
+	if resp, err := agent.HTTP.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("another token: %v %v", resp, err)
+	}
+	m.Kill(ctx, info.ID)
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/envd"
 )
 
@@ -29,6 +30,11 @@ type Sandboxes interface {
 	// TrafficToken is the token the sandbox's ports (all but the agent's)
 	// require; "" when its traffic is public.
 	TrafficToken(id string) string
+	// AgentTransport is the node's own connection pool to a sandbox's
+	// agent, which adds nothing to requests: the proxy sends agent traffic
+	// over it, so a sandbox's first command finds a connection the node
+	// opened while it was warm.
+	AgentTransport(id string) (http.RoundTripper, bool)
 }
 
 // trafficTokenHeader carries the traffic token (e2b-wire.md §6).
@@ -83,7 +89,7 @@ func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Pro
 			pr.Out.Header.Del("E2b-Sandbox-Port")
 			pr.SetXForwarded()
 		},
-		Transport:     tr,
+		Transport:     agentFirst{p: p, next: tr},
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -95,6 +101,25 @@ func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Pro
 		},
 	}
 	return p
+}
+
+// agentFirst sends requests for a sandbox's agent over the node's
+// connections to it, others over the proxy's own transport.
+type agentFirst struct {
+	p    *Proxy
+	next http.RoundTripper
+}
+
+func (a agentFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	t, _ := r.Context().Value(targetKey{}).(target)
+	if t.port == envd.Port {
+		if rt, ok := a.p.sandboxes.AgentTransport(t.id); ok {
+			r = r.Clone(r.Context())
+			r.URL.Host = agentclient.Host // the pool's key for those connections
+			return rt.RoundTrip(r)
+		}
+	}
+	return a.next.RoundTrip(r)
 }
 
 // dial reads the target back from the outgoing URL's host.

@@ -92,8 +92,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var svc *service.Service
 	var tpls *service.Templates
 	nodeCfg := node.Config{
-		Dir:      filepath.Join(cfg.DataDir, "node"),
-		PoolSize: cfg.PoolSize,
+		Dir:       filepath.Join(cfg.DataDir, "node"),
+		PoolSize:  cfg.PoolSize,
+		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
 		OnEnd: func(info node.Info) {
 			if info.Metadata["cove.build"] == "" {
 				svc.Ended(info.ID)
