@@ -42,6 +42,12 @@ func TestDomainEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// Another node on the same host filters its own sandboxes only.
+	other, err := New(Config{Range: netip.MustParsePrefix("198.19.245.0/24"), Table: fmt.Sprintf("cove-test-o%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
 	ns := testutil.FakeInternet(t)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served "+r.Host) })
 	tlsLn, err := testutil.ListenIn(ns, testutil.InternetAddr+":443")

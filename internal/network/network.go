@@ -105,7 +105,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
-	fw, err := newFirewall(cfg.Table, cfg.Range, blocked, cfg.DNS, proxy.port())
+	fw, err := newFirewall(cfg.Table, nodePrefix(cfg.Range), cfg.Range, blocked, cfg.DNS, proxy.port())
 	if err != nil {
 		proxy.close()
 		return nil, err
@@ -141,11 +141,18 @@ func (m *Manager) slotAddrs(slot int) (gw, addr netip.Addr) {
 // vethName names a slot's host end: the prefix, two characters telling
 // this range's networks from another node's on the same host, the slot.
 func (m *Manager) vethName(slot int) string {
+	return nodePrefix(m.cfg.Range) + strconv.FormatInt(int64(slot), 36)
+}
+
+// nodePrefix starts the names of a node's veths: "cv" and two characters
+// from its range, so nodes sharing a host (or tests beside a server) each
+// match only their own interfaces.
+func nodePrefix(r netip.Prefix) string {
 	h := fnv.New32a()
-	h.Write([]byte(m.cfg.Range.String()))
+	h.Write([]byte(r.String()))
 	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
 	v := h.Sum32() % (36 * 36)
-	return vethPrefix + string(digits[v/36]) + string(digits[v%36]) + strconv.FormatInt(int64(slot), 36)
+	return vethPrefix + string(digits[v/36]) + string(digits[v%36])
 }
 
 // reserve picks a free slot whose previous veth the kernel has removed.

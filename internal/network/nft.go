@@ -20,10 +20,11 @@ import (
 //	  set dns        { ipv4_addr }            resolvers sandboxes may use
 //	  set blocked    { ipv4_addr, interval }  private, link-local, loopback, host and sandbox networks
 //	  map rules      { ipv4_addr : verdict }  sandbox → jump s<slot> { daddr @a<slot> return; daddr @d<slot> reject }
-//	  chain forward  { iifname cv*: established → accept, nointernet → reject, dns → accept,
+//	  (cv<tag>*: this node's veths; another node on the host has its own tag)
+//	  chain forward  { iifname cv<tag>*: established → accept, nointernet → reject, dns → accept,
 //	                   blocked → reject, else accept;
-//	                   oifname cv*: established → accept, else drop }
-//	  chain input    { iifname cv*: established → accept, else reject }   (the host itself)
+//	                   oifname cv<tag>*: established → accept, else drop }
+//	  chain input    { iifname cv<tag>*: established → accept, else reject }   (the host itself)
 //	  chain postrouting (nat) { saddr in sandbox range, oifname not cv* → masquerade }
 //	  chain prerouting (nat)  { saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
 //	}
@@ -47,7 +48,7 @@ const vethPrefix = "cv"
 
 func ifname(prefix string) []byte { return []byte(prefix) } // a prefix compare: only len(prefix) bytes
 
-func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dns []netip.Addr, proxyPort uint16) (*firewall, error) {
+func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.Prefix, dns []netip.Addr, proxyPort uint16) (*firewall, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
@@ -94,8 +95,9 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 	rule := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: fw.table, Chain: ch, Exprs: exprs})
 	}
-	fromSandbox := matchIfname(expr.MetaKeyIIFNAME, unix.NFT_CMP_EQ)
-	toSandbox := matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_EQ)
+	// This node's sandboxes only: another node on the host filters its own.
+	fromSandbox := matchIfname(expr.MetaKeyIIFNAME, unix.NFT_CMP_EQ, ifPrefix)
+	toSandbox := matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_EQ, ifPrefix)
 	// Established flows skip the lookups (changes take effect for new
 	// connections; turning egress off also flushes the sandbox's flows).
 	rule(fwd, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
@@ -122,7 +124,7 @@ func newFirewall(name string, sandboxes netip.Prefix, blocked []netip.Prefix, dn
 		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: prefixMask(sandboxes), Xor: make([]byte, 4)},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: sandboxes.Masked().Addr().AsSlice()}},
-		matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_NEQ),
+		matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_NEQ, vethPrefix), // not to any sandbox
 		[]expr.Any{&expr.Masq{}})...)
 	if err := c.Flush(); err != nil {
 		return nil, fmt.Errorf("install nftables rules: %w", err)
@@ -138,8 +140,8 @@ func cat(parts ...[]expr.Any) []expr.Any {
 	return out
 }
 
-func matchIfname(key expr.MetaKey, op expr.CmpOp) []expr.Any {
-	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: ifname(vethPrefix)}}
+func matchIfname(key expr.MetaKey, op expr.CmpOp, prefix string) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: ifname(prefix)}}
 }
 
 // lookup matches the IPv4 address at offset (12 source, 16 destination) in set.
