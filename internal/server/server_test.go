@@ -383,3 +383,50 @@ func upgrade(t *testing.T, addr, host, token string) string {
 	}
 	return string(buf)
 }
+
+// TestTemplateTeams: a team's template is its own: another team cannot
+// start sandboxes from it, build on it, see its builds or delete it, and
+// the alias check answers 403 (taken, by someone else).
+func TestTemplateTeams(t *testing.T) {
+	s := start(t)
+	code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"team-a-tpl"}`)
+	if code != 202 {
+		t.Fatalf("request a build: %d %s", code, raw)
+	}
+	id, build := m["templateID"].(string), m["buildID"].(string)
+	if code, _, raw := s.do(t, "POST", "/v2/templates/"+id+"/builds/"+build, keyA,
+		`{"fromTemplate":"base","steps":[{"type":"ENV","args":["OWNER","a"]}]}`); code != 202 {
+		t.Fatalf("start the build: %d %s", code, raw)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, st, _ := s.do(t, "GET", "/templates/"+id+"/builds/"+build+"/status", keyA, "")
+		if st["status"] == "ready" {
+			break
+		}
+		if st["status"] == "error" || time.Now().After(deadline) {
+			t.Fatalf("build: %v", st)
+		}
+	}
+	_, mb, _ := s.do(t, "POST", "/v3/templates", keyB, `{"name":"team-b-tpl"}`)
+	for _, tc := range []struct {
+		name, method, path, key, body string
+		want                          int
+	}{
+		{"alias seen by its team", "GET", "/templates/aliases/team-a-tpl", keyA, "", 200},
+		{"alias taken for another", "GET", "/templates/aliases/team-a-tpl", keyB, "", 403},
+		{"sandbox from another's template", "POST", "/v2/sandboxes", keyB, `{"templateID":"team-a-tpl"}`, 404},
+		{"build on another's template", "POST", "/v2/templates/" + mb["templateID"].(string) + "/builds/" + mb["buildID"].(string), keyB, `{"fromTemplate":"team-a-tpl"}`, 404},
+		{"another's build status", "GET", "/templates/" + id + "/builds/" + build + "/status", keyB, "", 404},
+		{"delete another's template", "DELETE", "/templates/" + id, keyB, "", 404},
+		{"the name for another team", "POST", "/v3/templates", keyB, `{"name":"team-a-tpl"}`, 403},
+	} {
+		if code, _, raw := s.do(t, tc.method, tc.path, tc.key, tc.body); code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, raw, tc.want)
+		}
+	}
+	code, sb, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"team-a-tpl","timeout":60}`)
+	if code != 201 {
+		t.Fatalf("own team's sandbox: %d %s", code, raw)
+	}
+	s.do(t, "DELETE", "/sandboxes/"+sb["sandboxID"].(string), keyA, "")
+}

@@ -241,6 +241,11 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 	if b.Status != template.StatusWaiting {
 		return errs.New(errs.Conflict, "build %s is %s, not waiting", buildID, b.Status)
 	}
+	if spec.FromTemplate != "" { // another team's template is not a base for this one
+		if err := t.CanUse(team, spec.FromTemplate); err != nil {
+			return err
+		}
+	}
 	bl := &buildLog{}
 	t.mu.Lock()
 	if _, ok := t.logs[buildID]; ok {
@@ -265,8 +270,17 @@ func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buil
 	} else {
 		t.log.Info("template built", "template", templateID, "build", buildID)
 	}
+	// The log stays for clients still following it, then goes.
+	time.AfterFunc(logKeep, func() {
+		t.mu.Lock()
+		delete(t.logs, buildID)
+		t.mu.Unlock()
+	})
 	t.collect()
 }
+
+// logKeep is how long a finished build's log is kept in memory.
+const logKeep = time.Hour
 
 // BuildStatus is a build's state and its log from an offset on.
 type BuildStatus struct {
