@@ -85,7 +85,7 @@ type Builder struct {
 	sandboxes Sandboxes
 	log       *slog.Logger
 	// AllowLocalImages lets builds read images from the node's disk
-	// (oci:, docker-archive:).
+	// (oci:, docker-archive:) and from registries on its loopback.
 	AllowLocalImages bool
 	// ReadyTimeout bounds the wait for a ready command.
 	ReadyTimeout time.Duration
@@ -247,7 +247,7 @@ func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state
 		return state{}, errs.New(errs.PermissionDenied, "images from the node's disk (%s) are not enabled on this server", spec.FromImage)
 	}
 	say("pulling " + spec.FromImage)
-	img, err := openImage(ctx, spec.FromImage)
+	img, err := openImage(ctx, spec.FromImage, b.AllowLocalImages)
 	if err != nil {
 		return state{}, err
 	}

@@ -3,8 +3,13 @@ package template
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
 	"runtime"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -31,7 +36,7 @@ func IsLocalImage(ref string) bool {
 // openImage finds an image: "oci:DIR[:TAG]", "docker-archive:FILE[:TAG]",
 // or a registry reference (credentials from the docker config, as
 // `docker pull` finds them).
-func openImage(ctx context.Context, ref string) (v1.Image, error) {
+func openImage(ctx context.Context, ref string, allowLoopback bool) (v1.Image, error) {
 	switch {
 	case strings.HasPrefix(ref, ociPrefix):
 		p, tag := splitTag(strings.TrimPrefix(ref, ociPrefix))
@@ -57,7 +62,8 @@ func openImage(ctx context.Context, ref string) (v1.Image, error) {
 		return nil, errs.New(errs.InvalidArgument, "image reference %q: %v", ref, err)
 	}
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
-		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
+		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
+		remote.WithTransport(registryTransport(allowLoopback)))
 	if err != nil {
 		return nil, errs.New(errs.InvalidArgument, "pull %s: %v", ref, err)
 	}
@@ -164,4 +170,31 @@ func (l Layers) importLayer(layer v1.Layer, name string) error {
 	}
 	_, err = l.commit(stage, name)
 	return err
+}
+
+// registryTransport connects to registries, but never to a link-local
+// address (a cloud's metadata service), a multicast or unspecified one,
+// nor, unless allowed, to the node's loopback: an image reference is user
+// input, and the check is made on the address actually dialled.
+func registryTransport(allowLoopback bool) http.RoundTripper {
+	tr := remote.DefaultTransport.(*http.Transport).Clone()
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				return err
+			}
+			ip = ip.Unmap()
+			if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() ||
+				(ip.IsLoopback() && !allowLoopback) {
+				return errs.New(errs.PermissionDenied, "registry address %s is not allowed", ip)
+			}
+			return nil
+		}}
+	tr.DialContext = dialer.DialContext
+	return tr
 }

@@ -389,3 +389,24 @@ func TestDeleteKeepsLayersInUse(t *testing.T) {
 func fileOwner(st os.FileInfo) int {
 	return int(fsutil.Owner(st) >> 32)
 }
+
+// TestRegistryAddresses: an image reference cannot make the node connect
+// to a link-local address (cloud metadata) or, unless the operator allows
+// local images, to its own loopback. The check stops the dial before any
+// packet leaves.
+func TestRegistryAddresses(t *testing.T) {
+	s := newStore(t)
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	b := NewBuilder(s, nil, logx.Discard())
+	for _, ref := range []string{strings.TrimPrefix(reg.URL, "http://") + "/team/img:v1", "169.254.169.254/latest/img:v1"} {
+		rec, bd, err := s.NewBuild("team", "guarded", nil, 1, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = b.Run(context.Background(), rec.ID, bd.ID, Spec{FromImage: ref}, func(LogEntry) {})
+		if err == nil || !strings.Contains(err.Error(), "is not allowed") {
+			t.Errorf("pull %s: %v, want a refusal", ref, err)
+		}
+	}
+}
