@@ -50,6 +50,13 @@ type Stater interface {
 	Stats(ctx context.Context, id string) (Stats, error)
 }
 
+// Prioritizer is implemented by drivers that can set a sandbox's CPU
+// priority: a warm sandbox starts in the background (Spec.Background) and
+// gets the normal priority when it is handed over.
+type Prioritizer interface {
+	Foreground(ctx context.Context, id string) error
+}
+
 // Pauser is implemented by drivers that can freeze a sandbox in place.
 type Pauser interface {
 	Pause(ctx context.Context, id string) error
@@ -85,6 +92,10 @@ type Spec struct {
 	NetNS *os.File
 	// DNS are the resolvers written to the sandbox's /etc/resolv.conf.
 	DNS []string
+	// Background starts the sandbox at a low CPU priority (nice 10), so
+	// making it ahead of time yields to sandboxes in use; Foreground
+	// (Prioritizer) restores it.
+	Background bool
 }
 
 // AgentSettings are the agent's start-up settings.

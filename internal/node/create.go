@@ -102,7 +102,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.mu.Unlock()
 
 	info := sb.snapshot()
-	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains})
+	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}, false)
 	if err == nil {
 		err = m.admit(sb, &info, n, m.agentFor(info.ID))
 	}
@@ -173,9 +173,9 @@ func startCommand(ctx context.Context, agent *agentclient.Client, tpl template.T
 // launch starts a sandbox for info over tpl: its network from the pool
 // (with want's rules), the driver's create with the agent's settings. It
 // fills info's handle and network; on failure nothing is left.
-func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo) (*network.Net, error) {
+func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool) (*network.Net, error) {
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
-	spec := isolation.Spec{RootFS: tpl.RootFS, Limits: info.Limits, Env: env, Agent: isolation.AgentSettings{
+	spec := isolation.Spec{RootFS: tpl.RootFS, Limits: info.Limits, Env: env, Background: background, Agent: isolation.AgentSettings{
 		EnvVars: info.EnvVars, AccessToken: info.AccessToken, DefaultUser: tpl.DefaultUser, DefaultWorkdir: tpl.DefaultWorkdir,
 	}}
 	var n *network.Net

@@ -234,7 +234,8 @@ func (p *pool) fill(tpl template.Template) error {
 		p.filling--
 		p.mu.Unlock()
 	}()
-	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true})
+	// Made at a low CPU priority: sandboxes in use come first.
+	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true}, true)
 	if err != nil {
 		return err
 	}
@@ -344,6 +345,11 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		}
 		want.Slot, want.Addr = w.net.Slot, w.net.Addr.String()
 		info.Network = &want
+	}
+	if pr, ok := m.driver.(isolation.Prioritizer); ok {
+		if err := pr.Foreground(ctx, info.ID); err != nil {
+			return fail(err)
+		}
 	}
 	// The agent started with the token its user gets (WarmToken): only
 	// another token or variables of the request need a call to it.

@@ -47,11 +47,12 @@ func TestWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := agent.Run(ctx, "", "echo $GREETING $(id -un) $PWD $E2B_SANDBOX_ID $(hostname)", 0)
+	// Made at nice 10, handed over at the normal priority.
+	res, err := agent.Run(ctx, "", "echo $GREETING $(id -un) $PWD $E2B_SANDBOX_ID $(hostname) $(nice)", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(res.Stdout), "hi user /home/user "+info.ID+" "+info.ID+"\n"; got != want {
+	if got, want := string(res.Stdout), "hi user /home/user "+info.ID+" "+info.ID+" 0\n"; got != want {
 		t.Errorf("in the handed-out sandbox: %q, want %q", got, want)
 	}
 	// The token set at hand-out guards the agent.

@@ -206,6 +206,12 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		readyR.Close()
 		return nil, nil, nil, fmt.Errorf("start sandbox init: %w", err)
 	}
+	if spec.Background { // before it does anything: it waits for its config
+		if err := unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, backgroundNice); err != nil {
+			readyR.Close()
+			return cmd, nil, nil, fmt.Errorf("lower the sandbox's priority: %w", err)
+		}
+	}
 	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
 		CPUMillis:   spec.Limits.CPUMillis,
 		MemoryBytes: spec.Limits.MemoryMB << 20,

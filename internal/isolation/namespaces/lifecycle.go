@@ -192,3 +192,39 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	}
 	return out, nil
 }
+
+// backgroundNice is the niceness of a sandbox made ahead of time.
+const backgroundNice = 10
+
+// Foreground gives every process of a sandbox the normal CPU priority
+// (isolation.Prioritizer): the processes a warm sandbox started while it
+// waited (its agent, a template's start command) inherited nice 10.
+func (d *Driver) Foreground(ctx context.Context, id string) error {
+	sb := d.get(id)
+	if sb == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	pids, err := sb.cg.Procs()
+	if err != nil {
+		return fmt.Errorf("processes of sandbox %s: %w", id, err)
+	}
+	for _, pid := range pids {
+		// Niceness is per thread: every thread of every process (the agent
+		// forks from one of its threads). A process or thread may have
+		// exited since the listing: that is no error.
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			continue
+		}
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(task.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 0); err != nil && err != unix.ESRCH {
+				return fmt.Errorf("priority of thread %d of sandbox %s: %w", tid, id, err)
+			}
+		}
+	}
+	return nil
+}
