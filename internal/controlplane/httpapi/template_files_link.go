@@ -3,9 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
-
-	"github.com/covesandbox/cove/internal/controlplane/service"
-	"github.com/covesandbox/cove/internal/errs"
 )
 
 // templateFiles is the answer of GET /templates/{templateID}/files/{hash}.
@@ -35,19 +32,4 @@ func (a *API) templateFilesLink(w http.ResponseWriter, r *http.Request) {
 		out.URL = u.String()
 	}
 	writeJSON(w, http.StatusCreated, out)
-}
-
-// uploadTemplateFiles serves the PUT of a signed upload link. The token,
-// not an API key, authorizes it, as a storage bucket's signed URL would.
-func (a *API) uploadTemplateFiles(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength > service.MaxFilesBytes {
-		writeError(w, errs.New(errs.InvalidArgument, "files archive is larger than %d bytes", service.MaxFilesBytes))
-		return
-	}
-	err := a.templates.PutFiles(r.PathValue("templateID"), r.PathValue("hash"), r.URL.Query().Get("token"), r.Body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
 }

@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// templateInfo is E2B's Template (GET /templates).
+type templateInfo struct {
+	TemplateID  string            `json:"templateID"`
+	BuildID     string            `json:"buildID"`
+	CPUCount    int               `json:"cpuCount"`
+	MemoryMB    int               `json:"memoryMB"`
+	DiskSizeMB  int               `json:"diskSizeMB"`
+	Public      bool              `json:"public"`
+	Aliases     []string          `json:"aliases"`
+	Names       []string          `json:"names"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	UpdatedAt   time.Time         `json:"updatedAt"`
+	BuildCount  int               `json:"buildCount"`
+	SpawnCount  int               `json:"spawnCount"`
+	EnvdVersion string            `json:"envdVersion"`
+	BuildStatus string            `json:"buildStatus"`
+	Tags        map[string]string `json:"tags,omitempty"`
+}
+
+func templateView(r template.Record) templateInfo {
+	v := templateInfo{TemplateID: r.ID, Public: r.Public, Aliases: r.Names, Names: r.Names, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.CreatedAt, BuildCount: len(r.Builds), EnvdVersion: envd.Version, Tags: r.Tags}
+	if n := len(r.Builds); n > 0 {
+		b := r.Builds[n-1]
+		v.BuildID, v.CPUCount, v.MemoryMB, v.DiskSizeMB, v.BuildStatus = b.ID, b.CPUCount, b.MemoryMB, b.DiskMB, b.Status
+		if v.CPUCount == 0 { // the node's defaults (node.DefaultLimits)
+			v.CPUCount, v.MemoryMB = 2, 512
+		}
+		if !b.FinishedAt.IsZero() {
+			v.UpdatedAt = b.FinishedAt
+		}
+	}
+	return v
+}
+
+// listTemplates serves GET /templates: the team's templates and public ones.
+func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) {
+	out := []templateInfo{}
+	for _, rec := range a.templates.List(team(r)) {
+		out = append(out, templateView(rec))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
