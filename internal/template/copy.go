@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
@@ -34,8 +35,27 @@ func (s *Store) HasFiles(hash string) (bool, error) {
 	if err := validHash(hash); err != nil {
 		return false, err
 	}
-	_, err := os.Stat(s.filesPath(hash))
+	// A present archive is touched: collectFiles keeps what builds use.
+	now := time.Now()
+	err := os.Chtimes(s.filesPath(hash), now, now)
 	return err == nil, nil
+}
+
+// filesKeep is how long an uploaded archive no build asked for is kept;
+// a client uploads it again when it is gone.
+const filesKeep = 24 * time.Hour
+
+// collectFiles removes uploaded archives untouched for filesKeep.
+func (s *Store) collectFiles() {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "files"))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > filesKeep {
+			os.Remove(filepath.Join(s.dir, "files", e.Name()))
+		}
+	}
 }
 
 // PutFiles stores the (optionally gzipped) tar of a COPY step's files,

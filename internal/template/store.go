@@ -134,6 +134,9 @@ type Store struct {
 	// building is held (shared) by every build in progress: Collect does
 	// not run while one may be committing or reusing layers.
 	building sync.RWMutex
+	// filesCollected is when uploaded archives were last collected
+	// (guarded by building).
+	filesCollected time.Time
 }
 
 // NewStore opens the store under dir, preparing the built-in base
@@ -414,6 +417,10 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 		return 0, nil
 	}
 	defer s.building.Unlock()
+	if time.Since(s.filesCollected) > time.Hour {
+		s.filesCollected = time.Now()
+		s.collectFiles()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keep := map[string]bool{}

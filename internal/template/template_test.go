@@ -410,3 +410,27 @@ func TestRegistryAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesCollected: an uploaded archive no build asked for in a day
+// goes; one a build checked for stays.
+func TestFilesCollected(t *testing.T) {
+	s := newStore(t)
+	old := upload(t, s, archive(t, entry{name: "old", body: "1"}))
+	used := upload(t, s, archive(t, entry{name: "used", body: "2"}))
+	past := time.Now().Add(-48 * time.Hour)
+	for _, h := range []string{old, used} {
+		os.Chtimes(s.filesPath(h), past, past)
+	}
+	if ok, _ := s.HasFiles(used); !ok {
+		t.Fatal("an uploaded archive is not found")
+	}
+	if _, err := s.Collect(nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.HasFiles(old); ok {
+		t.Error("an archive untouched for two days stayed")
+	}
+	if ok, _ := s.HasFiles(used); !ok {
+		t.Error("an archive a build just checked for went")
+	}
+}
