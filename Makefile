@@ -10,6 +10,7 @@ all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cove ./cmd/cove
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cove-sandbox ./cmd/cove-sandbox
 
 # run starts cove server on 127.0.0.1:3000 (as root; data in /var/lib/cove).
 # The first start prints an API key.

@@ -72,9 +72,24 @@ Every flag can also be set through its environment variable.`,
 	f.BoolVar(&cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
 	f.StringVar(&cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates on first use (COVE_DEBOOTSTRAP; default: from PATH)")
 	f.IntVar(&cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
+	f.StringVar(&cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
 	f.StringVar(&cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
+}
+
+// besideSelf is the path of name in the running binary's directory, or ""
+// when there is no such executable file.
+func besideSelf(name string) string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), name)
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return ""
+	}
+	return p
 }
 
 func envInt(name string, def int) int {

@@ -43,6 +43,9 @@ type Config struct {
 	// LocalImages lets template builds read images from the server's disk
 	// (oci:DIR, docker-archive:FILE).
 	LocalImages bool
+	// SandboxBinary, when set, is the small init-and-agent binary
+	// (cove-sandbox) sandboxes start from; "" starts them from cove itself.
+	SandboxBinary string
 	// DebugListen, when set, serves Go's pprof profiles there (loopback
 	// only: it shows the server's internals).
 	DebugListen string
@@ -84,7 +87,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
-	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent}, log)
+	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent,
+		SandboxBinary: cfg.SandboxBinary}, log)
 	if err != nil {
 		return err
 	}

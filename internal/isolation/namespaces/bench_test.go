@@ -41,11 +41,17 @@ func reportLatency(b *testing.B, samples []time.Duration) {
 // in a user namespace, and with a network from the pool (taking it from
 // the pool is timed).
 func BenchmarkCreateReady(b *testing.B) {
-	for _, variant := range []string{"namespaces", "namespaces+userns", "namespaces+network", "namespaces+network-quiet"} {
+	for _, variant := range []string{"namespaces", "namespaces+sandbox-binary", "namespaces+userns", "namespaces+network", "namespaces+network-quiet"} {
 		b.Run(variant, func(b *testing.B) {
 			t := &testing.T{}
 			e := testEnv(t)
-			d := e.driverWith(t, releaseBinary())
+			binary := releaseBinary()
+			if variant == "namespaces+sandbox-binary" {
+				if binary = binaries()["sandbox-binary"]; binary == "" {
+					b.Skip("no bin/cove-sandbox: make build")
+				}
+			}
+			d := e.driverWith(t, binary)
 			spec := e.spec()
 			spec.UserNamespace = variant == "namespaces+userns"
 			var nets *network.Manager

@@ -172,6 +172,10 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		readyW.Close()
 		return nil, nil, nil, err
 	}
+	binary := d.cfg.Binary
+	if d.cfg.SandboxBinary != "" && !spec.UserNamespace {
+		binary = d.cfg.SandboxBinary
+	}
 	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
 	if spec.NetNS != nil {
 		attr.Cloneflags &^= syscall.CLONE_NEWNET // born inside the pooled one, below
@@ -184,7 +188,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
 	cmd := &exec.Cmd{
-		Path:        d.cfg.Binary,
+		Path:        binary,
 		Args:        []string{initArg0},
 		Env:         []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		ExtraFiles:  []*os.File{cfgR, readyW}, // fdConfig, fdReady

@@ -91,13 +91,21 @@ func binaries() map[string]string {
 	out := map[string]string{"test-binary": ""}
 	if p := releaseBinary(); p != "" {
 		out["release-binary"] = p
+		// The init-and-agent build beside it, for sandboxes without a
+		// user namespace (the release binary for the others).
+		if sb := filepath.Join(filepath.Dir(p), "cove-sandbox"); fileExists(sb) {
+			out["sandbox-binary"] = p + "," + sb
+		}
 	}
 	return out
 }
 
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
 func (e env) driverWith(t *testing.T, binary string) *Driver {
 	t.Helper()
-	d, err := New(Config{Dir: filepath.Join(e.dir, "sandboxes"), CgroupParent: e.cgroupParent, Binary: binary}, logx.Discard())
+	binary, sandbox, _ := strings.Cut(binary, ",")
+	d, err := New(Config{Dir: filepath.Join(e.dir, "sandboxes"), CgroupParent: e.cgroupParent, Binary: binary, SandboxBinary: sandbox}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
