@@ -139,6 +139,9 @@ func main() {
 	if floor > 0 {
 		fmt.Fprintf(&b, "\n| ratio (p50) | value | goal |\n|---|---:|---:|\n")
 		fmt.Fprintf(&b, "| create → ready / `unshare` + exec floor | %.1f× | ≤ 2× |\n", median("CreateReady/namespaces", "p50-ms")/floor)
+		if sb := median("CreateReady/namespaces+sandbox-binary", "p50-ms"); sb > 0 {
+			fmt.Fprintf(&b, "| create → ready from cove-sandbox / `unshare` + exec floor | %.1f× | ≤ 2× |\n", sb/floor)
+		}
 		fmt.Fprintf(&b, "| create → ready / fork+exec floor | %.1f× | |\n", median("CreateReady/namespaces", "p50-ms")/median("Floor/fork-exec", "p50-ms"))
 		if userFloor > 0 {
 			fmt.Fprintf(&b, "| create → ready with a user namespace / `unshare -U` + exec floor | %.1f× | |\n", median("CreateReady/namespaces+userns", "p50-ms")/userFloor)
