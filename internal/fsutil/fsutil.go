@@ -3,6 +3,7 @@
 package fsutil
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -244,4 +245,19 @@ func copyOpaque(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// WriteJSON writes v as JSON to path atomically (a temporary file renamed
+// over it), readable by its owner only: a crash leaves the old file or the
+// new one, never half of one.
+func WriteJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

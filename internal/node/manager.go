@@ -6,7 +6,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
+
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
@@ -191,17 +192,7 @@ func NewID() string {
 
 func (m *Manager) recordPath(id string) string { return filepath.Join(m.cfg.Dir, id+".json") }
 
-func (m *Manager) writeRecord(info Info) error {
-	b, err := json.Marshal(info)
-	if err != nil {
-		return err
-	}
-	tmp := m.recordPath(info.ID) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, m.recordPath(info.ID))
-}
+func (m *Manager) writeRecord(info Info) error { return fsutil.WriteJSON(m.recordPath(info.ID), info) }
 
 func (m *Manager) removeRecord(id string) {
 	if err := os.Remove(m.recordPath(id)); err != nil && !os.IsNotExist(err) {

@@ -310,14 +310,7 @@ func (b *Builder) cached(key string) (state, bool) {
 }
 
 func (b *Builder) remember(st state) {
-	data, err := json.Marshal(st)
-	if err == nil {
-		tmp := b.cachePath(st.Key) + ".tmp"
-		if err = os.WriteFile(tmp, data, 0o600); err == nil {
-			err = os.Rename(tmp, b.cachePath(st.Key))
-		}
-	}
-	if err != nil {
+	if err := fsutil.WriteJSON(b.cachePath(st.Key), st); err != nil {
 		b.log.Warn("remember build step", logx.Err(err))
 	}
 }

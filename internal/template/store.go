@@ -456,15 +456,7 @@ func (s *Store) save(r *Record) error {
 	if r.ID == BaseName {
 		return nil
 	}
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := s.recordPath(r.ID) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, s.recordPath(r.ID))
+	return fsutil.WriteJSON(s.recordPath(r.ID), r)
 }
 
 func (r *Record) clone() Record {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 )
 
@@ -22,15 +23,7 @@ type state struct {
 }
 
 func writeState(dir string, st state) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, stateFile))
+	return fsutil.WriteJSON(filepath.Join(dir, stateFile), st)
 }
 
 func readState(dir string) (state, error) {
