@@ -202,17 +202,23 @@ func intervals(prefixes []netip.Prefix) []nftables.SetElement {
 
 // setInternet adds or removes a sandbox address from the no-egress set.
 func (fw *firewall) setInternet(addr netip.Addr, allowed bool) error {
+	return fw.setMember(fw.noInternet, fw.offline, addr, !allowed)
+}
+
+// setMember puts addr in set or takes it out, with members (what the set
+// holds, guarded by fw.mu) in step; nothing is sent when it is already so.
+func (fw *firewall) setMember(set *nftables.Set, members map[netip.Addr]bool, addr netip.Addr, in bool) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	if fw.offline[addr] == !allowed {
+	if members[addr] == in {
 		return nil
 	}
 	elems := []nftables.SetElement{{Key: addr.AsSlice()}}
 	var err error
-	if allowed {
-		err = fw.conn.SetDeleteElements(fw.noInternet, elems)
+	if in {
+		err = fw.conn.SetAddElements(set, elems)
 	} else {
-		err = fw.conn.SetAddElements(fw.noInternet, elems)
+		err = fw.conn.SetDeleteElements(set, elems)
 	}
 	if err == nil {
 		err = fw.conn.Flush()
@@ -220,10 +226,10 @@ func (fw *firewall) setInternet(addr netip.Addr, allowed bool) error {
 	if err != nil {
 		return err
 	}
-	if allowed {
-		delete(fw.offline, addr)
+	if in {
+		members[addr] = true
 	} else {
-		fw.offline[addr] = true
+		delete(members, addr)
 	}
 	return nil
 }
@@ -279,30 +285,7 @@ func (fw *firewall) setRules(slot int, addr netip.Addr, allow, deny []netip.Pref
 // setProxied sends (or stops sending) a sandbox's ports 80 and 443 to the
 // egress proxy.
 func (fw *firewall) setProxied(addr netip.Addr, on bool) error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	if fw.proxiedAddrs[addr] == on {
-		return nil
-	}
-	elems := []nftables.SetElement{{Key: addr.AsSlice()}}
-	var err error
-	if on {
-		err = fw.conn.SetAddElements(fw.proxied, elems)
-	} else {
-		err = fw.conn.SetDeleteElements(fw.proxied, elems)
-	}
-	if err == nil {
-		err = fw.conn.Flush()
-	}
-	if err != nil {
-		return err
-	}
-	if on {
-		fw.proxiedAddrs[addr] = true
-	} else {
-		delete(fw.proxiedAddrs, addr)
-	}
-	return nil
+	return fw.setMember(fw.proxied, fw.proxiedAddrs, addr, on)
 }
 
 func (fw *firewall) close() error {

@@ -26,13 +26,12 @@ type pool struct {
 	m    *Manager
 	size int
 
-	mu      sync.Mutex
-	tpls    map[string]template.Template // kept warm, by template id (latest build)
-	warm    map[string][]*warmSandbox    // by template id
-	filling int                          // sandboxes being made
-	kick    chan struct{}
-	done    chan struct{}
-	wg      sync.WaitGroup
+	mu   sync.Mutex
+	tpls map[string]template.Template // kept warm, by template id (latest build)
+	warm map[string][]*warmSandbox    // by template id
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
 type warmSandbox struct {
@@ -226,14 +225,6 @@ func (p *pool) fill(tpl template.Template) error {
 	if m.cfg.WarmToken != nil {
 		info.AccessToken = m.cfg.WarmToken(info.ID)
 	}
-	p.mu.Lock()
-	p.filling++
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.filling--
-		p.mu.Unlock()
-	}()
 	// Made at a low CPU priority: sandboxes in use come first.
 	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true}, true)
 	if err != nil {
