@@ -134,8 +134,12 @@ type Store struct {
 	// building is held (shared) by every build in progress: Collect does
 	// not run while one may be committing or reusing layers.
 	building sync.RWMutex
+	// stale: some stored layer may be used by no template build (after a
+	// delete, a build's end, a start, or while sandboxes of a deleted
+	// template run); guarded by mu.
+	stale bool
 	// filesCollected is when uploaded archives were last collected
-	// (guarded by building).
+	// (guarded by mu).
 	filesCollected time.Time
 }
 
@@ -143,7 +147,7 @@ type Store struct {
 // template. Builds a previous process left unfinished are marked failed.
 func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
-		templates: map[string]*Record{}}
+		templates: map[string]*Record{}, stale: true}
 	for _, d := range []string{"layers", "templates", "cache", "files"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
@@ -337,6 +341,9 @@ func (s *Store) SetBuild(templateID string, b Build) error {
 		}
 		b.PendingTags = nil
 	}
+	if b.Status == StatusReady || b.Status == StatusError {
+		s.stale = true // what the build stored may serve no build
+	}
 	*cur = b
 	return s.save(r)
 }
@@ -406,6 +413,7 @@ func (s *Store) Delete(team, ref string) error {
 		return err
 	}
 	delete(s.templates, r.ID)
+	s.stale = true
 	return nil
 }
 
@@ -417,8 +425,13 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 		return 0, nil
 	}
 	defer s.building.Unlock()
-	if time.Since(s.filesCollected) > time.Hour {
+	s.mu.Lock()
+	filesDue := time.Since(s.filesCollected) > time.Hour
+	if filesDue {
 		s.filesCollected = time.Now()
+	}
+	s.mu.Unlock()
+	if filesDue {
 		s.collectFiles()
 	}
 	s.mu.Lock()
@@ -435,8 +448,13 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 	if err != nil {
 		return 0, err
 	}
+	held := false // a layer only a sandbox keeps: collect again when it ends
 	for _, n := range names {
-		if keep[n] || inUse[s.layers.Path(n)] {
+		if keep[n] {
+			continue
+		}
+		if inUse[s.layers.Path(n)] {
+			held = true
 			continue
 		}
 		if err := s.layers.remove(n); err != nil {
@@ -444,7 +462,17 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 		}
 		removed++
 	}
+	s.stale = held
 	return removed, nil
+}
+
+// Stale reports whether Collect has anything to look at: a layer may have
+// lost its last template build, or uploaded archives are due. A node asks
+// before it lists the layers its sandboxes use, at every sandbox's end.
+func (s *Store) Stale() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale || time.Since(s.filesCollected) > time.Hour
 }
 
 func (s *Store) recordPath(id string) string {

@@ -358,6 +358,9 @@ func (t *Templates) Get(team, ref string) (template.Record, error) {
 func (t *Templates) SandboxEnded() { t.collect() }
 
 func (t *Templates) collect() {
+	if !t.store.Stale() {
+		return // the common case at a sandbox's end: nothing to look at
+	}
 	n, err := t.store.Collect(t.inUse())
 	if err != nil {
 		t.log.Error("collect template layers", logx.Err(err))
