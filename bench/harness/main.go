@@ -66,11 +66,24 @@ func main() {
 	}
 }
 
+// live are the sandboxes the harness made and has not killed: a failed
+// run kills them before it exits.
+var live sync.Map // *cove.Sandbox → struct{}
+
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		live.Range(func(k, _ any) bool { _ = k.(*cove.Sandbox).Kill(ctx); return true })
+		cancel()
 		os.Exit(1)
 	}
+}
+
+// kill ends a sandbox the harness made.
+func kill(ctx context.Context, s *cove.Sandbox) error {
+	live.Delete(s)
+	return s.Kill(ctx)
 }
 
 // report prints a latency line: p50, p95, p99 in ms.
@@ -83,6 +96,7 @@ func report(name string, xs []time.Duration, extra string) {
 func create(ctx context.Context, c *cove.Client) *cove.Sandbox {
 	s, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
 	check(err)
+	live.Store(s, struct{}{})
 	return s
 }
 
@@ -102,7 +116,7 @@ const pace = 150 * time.Millisecond
 // spawn times one command in a running sandbox, and `true` (ExecRTT).
 func spawn(ctx context.Context, c *cove.Client, n int) {
 	s := create(ctx, c)
-	defer s.Kill(ctx)
+	defer kill(ctx, s)
 	for name, cmd := range map[string]string{"E2E/spawn": "echo hi", "ExecRTT": "true"} {
 		var xs []time.Duration
 		for range n {
@@ -125,7 +139,7 @@ func firstOutput(ctx context.Context, c *cove.Client, name string, n int) {
 		s := create(ctx, c)
 		run(ctx, s, "echo hi")
 		xs = append(xs, time.Since(t))
-		check(s.Kill(ctx))
+		check(kill(ctx, s))
 	}
 	report(name, xs, "")
 }
@@ -133,7 +147,7 @@ func firstOutput(ctx context.Context, c *cove.Client, name string, n int) {
 // files measures upload and download throughput.
 func files(ctx context.Context, c *cove.Client) {
 	s := create(ctx, c)
-	defer s.Kill(ctx)
+	defer kill(ctx, s)
 	for _, size := range []int{1 << 20, 256 << 20} {
 		data := make([]byte, size)
 		rand.Read(data)
@@ -196,7 +210,7 @@ func killAll(ctx context.Context, all []*cove.Sandbox) {
 	for _, s := range all {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func() { defer wg.Done(); defer func() { <-sem }(); check(s.Kill(ctx)) }()
+		go func() { defer wg.Done(); defer func() { <-sem }(); check(kill(ctx, s)) }()
 	}
 	wg.Wait()
 }
@@ -214,7 +228,7 @@ func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
 			for time.Now().Before(end) {
 				s := create(ctx, c)
 				count.Add(1)
-				check(s.Kill(ctx))
+				check(kill(ctx, s))
 			}
 		}()
 	}

@@ -370,17 +370,22 @@ func (m *Manager) discard(n *Net) {
 
 func (m *Manager) fill() {
 	defer m.wg.Done()
+	wait := 10 * time.Millisecond
 	for {
 		n, err := m.make()
 		if err != nil {
+			// The range may be used up until sandboxes end: try again
+			// later, not in a loop that spins and floods the log.
 			m.log.Error("prepare a sandbox network", logx.Err(err))
 			select {
 			case <-m.stop:
 				return
-			default:
+			case <-time.After(wait):
 			}
+			wait = min(2*wait, 2*time.Second)
 			continue
 		}
+		wait = 10 * time.Millisecond
 		select {
 		case m.ready <- n:
 		case <-m.stop:
