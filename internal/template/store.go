@@ -305,8 +305,6 @@ func (s *Store) NewBuild(team, name string, tags []string, cpu, memoryMB int) (R
 	case err != nil:
 		return Record{}, nil, err
 	}
-	b := &Build{ID: newUUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB}
-	r.Builds = append(r.Builds, b)
 	if len(tags) == 0 {
 		tags = []string{DefaultTag}
 	}
@@ -315,12 +313,15 @@ func (s *Store) NewBuild(team, name string, tags []string, cpu, memoryMB int) (R
 			return Record{}, nil, err
 		}
 	}
-	b.PendingTags = tags
+	b := &Build{ID: newUUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB, PendingTags: tags}
+	r.Builds = append(r.Builds, b)
 	if err := s.save(r); err != nil {
+		r.Builds = r.Builds[:len(r.Builds)-1]
 		return Record{}, nil, err
 	}
 	s.templates[r.ID] = r
-	return r.clone(), b, nil
+	out := *b // the caller's copy: the record's own changes under s.mu
+	return r.clone(), &out, nil
 }
 
 // SetBuild records a build's progress; a ready build takes its tags.
