@@ -87,6 +87,10 @@ func main() {
 		}
 		if r := median("Sustained", "creates/s"); r > 0 {
 			fmt.Fprintf(&b, "| sustained creates per second (create + kill, 4 clients, %.0f s) | %.1f | ≥ 100 |\n", median("Sustained", "seconds"), r)
+			if cpu := median("Sustained", "cpu-ms/create"); cpu > 0 {
+				fmt.Fprintf(&b, "| host CPU per create + kill in that run (all cores; %d cores allow at most %.0f/s) | %.1f ms | ≤ %.0f ms |\n",
+					runtime.NumCPU(), float64(runtime.NumCPU())*1000/cpu, cpu, float64(runtime.NumCPU())*1000/100)
+			}
 		}
 		b.WriteString("\n")
 	}

@@ -8,7 +8,8 @@
 //   - ExecRTT: `true` in a running sandbox;
 //   - Files: upload and download of 1 MiB and 256 MiB;
 //   - Burst100: 100 concurrent create + exec (pooled server);
-//   - Sustained: creates per second over -sustain with 4 workers;
+//   - Sustained: creates per second over -sustain with 4 workers, and the
+//     host CPU time (all cores, user + system) each create + kill cost;
 //   - IdleMemory/N: host memory per idle sandbox with N alive, and what
 //     each sandbox's cgroup counts.
 package main
@@ -39,6 +40,7 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
+	only := flag.String("only", "", "run only this figure: sustained")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
@@ -47,6 +49,10 @@ func main() {
 		return c
 	}
 	p := client(*pooled)
+	if *only == "sustained" {
+		sustained(ctx, p, *sustain)
+		return
+	}
 	spawn(ctx, p, *n)
 	if *cold != "" {
 		firstOutput(ctx, client(*cold), "E2E/go-sdk/cold", *n)
@@ -221,6 +227,7 @@ func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
 	var wg sync.WaitGroup
 	end := time.Now().Add(d)
 	start := time.Now()
+	busy := cpuBusy()
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -234,7 +241,8 @@ func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
 	}
 	wg.Wait()
 	rate := float64(count.Load()) / time.Since(start).Seconds()
-	fmt.Printf("BenchmarkSustained %d 0 ns/op %.1f creates/s %.0f seconds\n", count.Load(), rate, d.Seconds())
+	cpu := float64(cpuBusy()-busy) / float64(time.Millisecond) / float64(max(count.Load(), 1))
+	fmt.Printf("BenchmarkSustained %d 0 ns/op %.1f creates/s %.0f seconds %.1f cpu-ms/create\n", count.Load(), rate, d.Seconds(), cpu)
 }
 
 // idleMemory starts n idle sandboxes and reports what each costs the host
@@ -263,6 +271,24 @@ func idleMemory(ctx context.Context, c *cove.Client, n int) {
 	host := float64(before-after) / float64(n) / (1 << 20)
 	fmt.Printf("BenchmarkIdleMemory/%d %d 0 ns/op %.2f host-MiB/sandbox %.2f cgroup-MiB/sandbox\n", n, n, host, inside/float64(max(samples, 1))/(1<<20))
 	killAll(ctx, all)
+}
+
+// cpuBusy is the time all of the host's cores spent not idle (user, nice,
+// system, interrupts) since boot, from /proc/stat.
+func cpuBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	check(err)
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal
+	var ticks int64
+	for i, v := range f[1:min(len(f), 8)] { // not steal
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
 func memAvailable() int64 {

@@ -1,13 +1,17 @@
 package cgroups
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // v1Subsystems are the hierarchies a sandbox joins on a v1 host. Each one
@@ -65,9 +69,13 @@ func nestedPath(name string) cgroup1.Path {
 }
 
 type v1 struct {
-	cg  cgroup1.Cgroup
-	mem string // the group's directory in the memory hierarchy
+	cg   cgroup1.Cgroup
+	name string
+	mem  string // the group's directory in the memory hierarchy
 }
+
+// dir is the group's directory in one hierarchy ("" if the host lacks it).
+func (c *v1) dir(subsystem cgroup1.Name) string { return v1Dir(subsystem, c.name) }
 
 func v1Resources(l Limits) *specs.LinuxResources {
 	r := &specs.LinuxResources{}
@@ -101,7 +109,7 @@ func newV1(name string, l Limits) (*v1, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &v1{cg: c, mem: v1MemoryDir(name)}, nil
+	return &v1{cg: c, name: name, mem: v1MemoryDir(name)}, nil
 }
 
 func loadV1(name string) (*v1, error) {
@@ -109,7 +117,7 @@ func loadV1(name string) (*v1, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &v1{cg: c, mem: v1MemoryDir(name)}, nil
+	return &v1{cg: c, name: name, mem: v1MemoryDir(name)}, nil
 }
 
 // v1Dir is name's directory in subsystem's hierarchy, nested under the
@@ -148,29 +156,91 @@ func blkioWeightAvailable() bool {
 
 func (c *v1) add(pid int) error { return c.cg.Add(cgroup1.Process{Pid: pid}) }
 
+// procs lists the processes in the group's pids directory and below. Its
+// own walk: containerd's stats every file of the tree (and Delete does so
+// in each hierarchy), which was a tenth of the node's CPU under a stream of
+// kills.
 func (c *v1) procs() ([]int, error) {
-	ps, err := c.cg.Processes(cgroup1.Pids, true)
-	if err != nil {
-		return nil, err
+	dir := c.dir(cgroup1.Pids)
+	if dir == "" {
+		return nil, errors.New("no pids hierarchy")
 	}
-	out := make([]int, len(ps))
-	for i, p := range ps {
-		out[i] = p.Pid
+	var out []int
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				if err := walk(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
+		}
+		return nil
 	}
-	return out, nil
+	return out, walk(dir)
 }
 
 // freeze and thaw are no-ops on v1: sandboxes do not join the freezer
 // hierarchy (see v1Subsystems); Destroy's kill loop repeats until empty.
 func (c *v1) freeze() error { return nil }
 func (c *v1) thaw() error   { return nil }
+
+// remove removes the group's directory, children first, from every
+// hierarchy it joined; the kernel refuses (EBUSY) while a process is in it.
 func (c *v1) remove() error {
-	err := c.cg.Delete()
-	if err == cgroup1.ErrCgroupDeleted {
+	subs, err := v1Mounts()
+	if err != nil {
+		return err
+	}
+	gone := 0
+	for _, s := range subs {
+		dir := c.dir(s.Name())
+		if dir == "" {
+			continue
+		}
+		if err := rmdirTree(dir); errors.Is(err, os.ErrNotExist) {
+			gone++
+		} else if err != nil {
+			return err
+		}
+	}
+	if gone == len(subs) {
 		return os.ErrNotExist
 	}
-	return err
+	return nil
 }
+
+// rmdirTree removes an empty cgroup directory and the groups below it.
+// A cgroup directory holds only the kernel's files, which rmdir takes with
+// it: nothing here removes a file.
+func rmdirTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := rmdirTree(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return unix.Rmdir(dir)
+}
+
 func (c *v1) oomFile() string { return filepath.Join(c.mem, "memory.oom_control") }
 
 func (c *v1) stats() (Stats, error) {

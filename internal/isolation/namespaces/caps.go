@@ -85,10 +85,3 @@ func thisThread(trap, a1, a2, a3 uintptr) error {
 	}
 	return nil
 }
-
-// allThreadsSupported reports whether AllThreadsSyscall works: not in
-// binaries linked with cgo (race-enabled test binaries, for one).
-func allThreadsSupported() bool {
-	_, _, e := syscall.AllThreadsSyscall(syscall.SYS_GETPID, 0, 0, 0)
-	return e != syscall.ENOTSUP
-}

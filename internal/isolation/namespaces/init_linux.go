@@ -49,7 +49,7 @@ func init() {
 // calls: they exec the agent from this thread instead.
 func sandboxInit() error {
 	runtime.LockOSThread()
-	inPlace := allThreadsSupported()
+	inPlace := allThreadsSupported
 	var cfg initConfig
 	f := os.NewFile(fdConfig, "config")
 	if err := json.NewDecoder(f).Decode(&cfg); err != nil {

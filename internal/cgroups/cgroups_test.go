@@ -1,0 +1,126 @@
+package cgroups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+)
+
+// dirs are the group's directories in every hierarchy it joined.
+func (g *Group) dirs(t *testing.T) []string {
+	switch i := g.impl.(type) {
+	case *v2:
+		return []string{i.path}
+	case *v1:
+		subs, err := v1Mounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range subs {
+			out = append(out, i.dir(s.Name()))
+		}
+		return out
+	}
+	t.Fatalf("unknown cgroup implementation %T", g.impl)
+	return nil
+}
+
+// pidsDir is the directory processes are listed from.
+func (g *Group) pidsDir() string {
+	if i, ok := g.impl.(*v1); ok {
+		return i.dir(cgroup1.Pids)
+	}
+	return g.impl.(*v2).path
+}
+
+func TestDestroy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nested=%v", nested), func(t *testing.T) {
+			name := fmt.Sprintf("cove-test-%d/sb", time.Now().UnixNano())
+			t.Cleanup(func() { RemoveEmpty(filepath.Dir(name)) })
+			g, err := New(name, Limits{CPUMillis: 500, MemoryBytes: 64 << 20, PIDs: 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cmds []*exec.Cmd
+			var exited []chan struct{}
+			start := func(dir string) {
+				c := exec.Command("sleep", "300")
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Process.Kill() })
+				cmds = append(cmds, c)
+				done := make(chan struct{})
+				exited = append(exited, done)
+				go func() { c.Wait(); close(done) }()
+				if dir == "" {
+					if err := g.Add(c.Process.Pid); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(c.Process.Pid)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start("")
+			if nested {
+				// A group below the sandbox's, in every hierarchy, with a
+				// process in the one processes are listed from.
+				for _, d := range g.dirs(t) {
+					if err := os.Mkdir(filepath.Join(d, "child"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				start(filepath.Join(g.pidsDir(), "child"))
+			}
+			pids, err := g.Procs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(pids)
+			var want []int
+			for _, c := range cmds {
+				want = append(want, c.Process.Pid)
+			}
+			slices.Sort(want)
+			if !slices.Equal(pids, want) {
+				t.Fatalf("Procs = %v, want %v", pids, want)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := g.Destroy(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i, done := range exited {
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					t.Errorf("process %d survived Destroy", cmds[i].Process.Pid)
+				}
+			}
+			for _, d := range g.dirs(t) {
+				if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s left after Destroy (%v)", d, err)
+				}
+			}
+			if err := g.Destroy(ctx); err != nil {
+				t.Errorf("second Destroy: %v", err)
+			}
+		})
+	}
+}
