@@ -35,7 +35,9 @@ type Config struct {
 	Range netip.Prefix
 	// PoolSize is how many networks are kept ready. Default 8.
 	PoolSize int
-	// Table names the nftables table. Default "cove".
+	// Table names the nftables table. Default "cove-<tag>", the tag of the
+	// node's veth names (from Range): two nodes on one host with different
+	// ranges never rebuild each other's rules.
 	Table string
 	// DNS are the resolvers sandboxes use (and may reach); default the
 	// host's non-loopback ones from /etc/resolv.conf.
@@ -92,7 +94,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		cfg.PoolSize = 8
 	}
 	if cfg.Table == "" {
-		cfg.Table = "cove"
+		cfg.Table = "cove-" + strings.TrimPrefix(nodePrefix(cfg.Range), vethPrefix)
 	}
 	if cfg.DNS == nil {
 		cfg.DNS = hostResolvers()

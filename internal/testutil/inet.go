@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Fake internet addresses: web servers at InternetAddr:8080 and :80 (the
@@ -28,6 +29,7 @@ const (
 // at cleanup.
 func FakeInternet(t testing.TB) netns.NsHandle {
 	t.Helper()
+	holdFakeInternet(t)
 	orig, err := netns.Get()
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +101,21 @@ func FakeInternet(t testing.TB) netns.NsHandle {
 		t.Cleanup(func() { srv.Close() })
 	}
 	return ns
+}
+
+// holdFakeInternet takes the host-wide lock on the fake internet's
+// addresses and routes until the test ends: test binaries of several
+// packages run at once, and two fake internets would claim the same routes.
+func holdFakeInternet(t testing.TB) {
+	f, err := os.OpenFile("/run/cove-test-fake-internet.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
 }
 
 // ListenIn opens a TCP listener inside the network namespace ns.
