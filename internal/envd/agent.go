@@ -17,6 +17,10 @@ import (
 	"github.com/covesandbox/cove/internal/envd/settings"
 )
 
+// SandboxOutputRate caps the output of a sandbox's processes, all together,
+// in bytes per second (see process.Options.OutputRate).
+const SandboxOutputRate = 16 << 20
+
 // RunConfig configures a running agent.
 type RunConfig struct {
 	Addr    string // listen address, default ":49983"
@@ -44,6 +48,9 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 	opts := Config{Fixed: cfg.Fixed}
 	opts.Process.Init = init
 	opts.Process.Spawn = cfg.Spawn
+	if init {
+		opts.Process.OutputRate = SandboxOutputRate
+	}
 	if cfg.OOMFD > 0 {
 		unix.CloseOnExec(cfg.OOMFD)
 		fd := cfg.OOMFD

@@ -13,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
+	"golang.org/x/time/rate"
 )
 
 // Options configure a Service.
@@ -28,7 +29,16 @@ type Options struct {
 	// Spawn, when set, runs each fork: the sandbox's init forks from the one
 	// thread that holds the sandbox's bounding set and cgroup namespace.
 	Spawn func(fork func() (int, error)) (int, error)
+	// OutputRate caps the bytes per second all processes' output may reach
+	// subscribers at, together (0: no cap). Each byte relayed costs the
+	// host's CPU outside the sandbox's own limits: a process printing as
+	// fast as it can (`yes`) took neighbours' commands to 3× their time on a
+	// 2-core host. A process held back blocks on its full pipe.
+	OutputRate int
 }
+
+// outputBurst is how much output may go at once above OutputRate.
+const outputBurst = 4 << 20
 
 // Service implements processconnect.ProcessHandler.
 type Service struct {
@@ -36,6 +46,7 @@ type Service struct {
 	log      *slog.Logger
 	opts     Options
 	reaper   *reaper
+	output   *rate.Limiter // nil: no cap
 
 	mu    sync.Mutex
 	procs map[uint32]*proc
@@ -48,7 +59,11 @@ func New(st *settings.Settings, log *slog.Logger, opts Options) *Service {
 	if opts.DefaultPath == "" {
 		opts.DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
-	return &Service{settings: st, log: log, opts: opts, reaper: newReaper(opts.Init), procs: map[uint32]*proc{}}
+	s := &Service{settings: st, log: log, opts: opts, reaper: newReaper(opts.Init), procs: map[uint32]*proc{}}
+	if opts.OutputRate > 0 {
+		s.output = rate.NewLimiter(rate.Limit(opts.OutputRate), outputBurst)
+	}
+	return s
 }
 
 // find returns the process the selector names, running or recently ended.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
 
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
@@ -71,11 +73,28 @@ func (s *Service) spawn(req *pb.StartRequest, u identity.User) (*proc, *subscrib
 		p.closeParentEnds(outputs)
 		return nil, nil, errs.New(errs.InvalidArgument, "start %s: %v", cfg.GetCmd(), err)
 	}
+	if s.opts.Init {
+		preferForOOM(pid)
+	}
 	p.pid = uint32(pid)
 	s.add(p)
 	s.log.Debug("process started", logx.PID(pid), "cmd", cfg.GetCmd())
 	go s.supervise(p, wait, outputs, oomBefore)
 	return p, sub, nil
+}
+
+// userOOMScoreAdj is what the sandbox's processes get: when the sandbox
+// runs out of memory the kernel kills one of them, not the agent (which is
+// what a sandbox lives by). Memory in the sandbox's tmpfs counts toward no
+// process, so by size alone the agent could look the largest. A process
+// may lower its own value back to the agent's 0, not below.
+const userOOMScoreAdj = "500"
+
+// preferForOOM marks a process the agent started as the OOM killer's first
+// choice. Anything it forks before this lands keeps the agent's value; a
+// process cannot grow much in that time.
+func preferForOOM(pid int) {
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(userOOMScoreAdj), 0)
 }
 
 // output is one stream read from the process.
@@ -152,7 +171,7 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 		done := make(chan struct{}, len(outs))
 		for _, o := range outs {
 			go func() {
-				p.pump(o)
+				p.pump(o, s.output)
 				done <- struct{}{}
 			}()
 		}
@@ -181,9 +200,13 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 	s.forgetLater(p)
 }
 
-func (p *proc) pump(o output) {
+// pump publishes what the process writes to o, at most at limit's rate.
+func (p *proc) pump(o output, limit *rate.Limiter) {
 	buf := make([]byte, chunkSize)
 	emit := func(b []byte) {
+		if limit != nil {
+			_ = limit.WaitN(context.Background(), len(b)) // len(b) ≤ chunkSize < outputBurst
+		}
 		p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: o.wrap(append([]byte(nil), b...))}})
 	}
 	for {

@@ -232,7 +232,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 	}
 	cfg := initConfig{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,
-		DiskBytes: spec.Limits.DiskMB << 20, ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
+		DiskBytes: writableBytes(spec.Limits), ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
 		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent,
 	}
@@ -307,4 +307,15 @@ func (d *Driver) ended(sb *sandbox, detail string) {
 func (sb *sandbox) oomKilled() bool {
 	n, err := sb.cg.OOMKills()
 	return err == nil && n > 0
+}
+
+// writableBytes is the size of the sandbox's writable layer: its disk, or
+// less. The layer is a tmpfs whose pages count against the sandbox's memory
+// limit, so a disk as large as the memory would let a full disk leave no
+// memory to run anything (the agent included) and end in the OOM killer
+// rather than in "No space left on device". A quarter of the memory (at
+// least 64 MiB) stays for processes.
+func writableBytes(l isolation.Limits) int64 {
+	mem := l.MemoryMB << 20
+	return max(min(l.DiskMB<<20, mem-max(64<<20, mem/4)), isolation.MinDiskMB<<20)
 }

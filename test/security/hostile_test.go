@@ -1,0 +1,423 @@
+package security_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+// hostile is one attack: a program run in the attacking sandbox whose
+// outcome is checked from outside it.
+type hostile struct {
+	name  string
+	group string // escape, exhaustion, neighbour, host
+	user  string // "root" or "user" (uid 1000)
+	setup string // run as root first, in the same sandbox
+	cmd   string
+	want  []string // the output must hold each of these
+	any   []string // and at least one of these
+	deny  []string // and none of these
+	// lasting attacks run in the background in a sandbox of their own
+	// while the neighbour's command latency is measured, and end with
+	// that sandbox.
+	lasting bool
+	// ready, for a lasting attack, is printed once it is under way.
+	ready string
+	// after checks the host or the neighbour once the attack ran.
+	after func(t *testing.T, e *hostileEnv, out string)
+}
+
+// hostileEnv is what the attacks aim at: the host, a neighbour sandbox and
+// the server.
+type hostileEnv struct {
+	srv       testutil.Server
+	c         *cove.Client
+	neighbour *cove.Sandbox
+	nbIP      string // the neighbour's address
+	gateway   string // the host's end of a sandbox network
+	apiPort   string
+	secret    string // a host file
+	loopback  *listener
+	anyAddr   *listener
+}
+
+// py runs a Python program (from the host's /usr) with helpers for raw
+// system calls: sc(nr, args...) prints "ok" or "errno=N".
+func py(code string) string {
+	return "python3 - <<'EOF'\n" + `import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def arg(a):
+    return ctypes.c_char_p(a) if isinstance(a, bytes) else ctypes.c_long(a)
+def sc(nr, *a):
+    r = libc.syscall(ctypes.c_long(nr), *[arg(x) for x in a])
+    return "ok" if r >= 0 else "errno=%d" % ctypes.get_errno()
+` + code + "\nEOF"
+}
+
+func hostileCases(e *hostileEnv) []hostile {
+	secretDir := e.secret[:strings.LastIndex(e.secret, "/")]
+	return []hostile{
+		// Escapes: the mount family, namespaces, the kernel's interfaces.
+		{name: "mount a tmpfs", group: "escape", user: "root", cmd: py(`print("mount", sc(165, b"none", b"/mnt", b"tmpfs", 0, 0))`), want: []string{"mount errno=1"}},
+		{name: "remount the root read-write", group: "escape", user: "root", cmd: py(`print("remount", sc(165, b"", b"/usr", b"", 32|4096, 0))`), want: []string{"remount errno=1"}},
+		{name: "unmount /proc to see the host's", group: "escape", user: "root", cmd: py(`print("umount", sc(166, b"/proc", 2))`), want: []string{"umount errno=1"}},
+		{name: "pivot_root", group: "escape", user: "root", cmd: py(`print("pivot", sc(155, b"/tmp", b"/tmp"))`), want: []string{"pivot errno=1"}},
+		{name: "chroot out of the root (the classic escape)", group: "escape", user: "root", cmd: py(`os.makedirs("/tmp/jail", exist_ok=True); print("chroot", sc(161, b"/tmp/jail"))`), want: []string{"chroot errno=1"}},
+		{name: "the new mount API (fsopen, open_tree)", group: "escape", user: "root", cmd: py(`print("fsopen", sc(430, b"tmpfs", 0)); print("open_tree", sc(428, -100, b"/", 1))`), want: []string{"fsopen errno=1", "open_tree errno=1"}},
+		{name: "a new user namespace", group: "escape", user: "user", cmd: py(`print("userns", sc(272, 0x10000000))`), want: []string{"userns errno=1"}},
+		{name: "a new mount namespace", group: "escape", user: "root", cmd: py(`print("mntns", sc(272, 0x00020000))`), want: []string{"mntns errno=1"}},
+		{name: "join another namespace (setns)", group: "escape", user: "root", cmd: py(`fd = os.open("/proc/self/ns/mnt", os.O_RDONLY); print("setns", sc(308, fd, 0))`), want: []string{"setns errno=1"}},
+		{name: "ptrace the agent", group: "escape", user: "root", cmd: py(`print("ptrace", sc(101, 16, 1, 0, 0))`), want: []string{"ptrace errno=1"}},
+		{name: "write the agent's memory (process_vm_writev)", group: "escape", user: "root", cmd: py(`print("vmwrite", sc(311, 1, 0, 0, 0, 0, 0))`), want: []string{"vmwrite errno=1"}},
+		{name: "write /proc/sys", group: "escape", user: "root", cmd: "echo 1 > /proc/sys/kernel/panic; echo rc=$?; echo x > /proc/sys/kernel/hostname; echo rc=$?", want: []string{"Read-only file system"}, deny: []string{"rc=0"}},
+		{name: "trigger sysrq", group: "escape", user: "root", cmd: "echo b > /proc/sysrq-trigger; stat -c 'sysrq-trigger is dev=%t,%T' /proc/sysrq-trigger",
+			any: []string{"dev=1,3", "cannot statx '/proc/sysrq-trigger': No such file"}},
+		{name: "read kernel memory and symbols", group: "escape", user: "root", cmd: "echo kcore=$(head -c 64 /proc/kcore | wc -c) kallsyms=$(wc -c < /proc/kallsyms); ls /dev/mem /dev/kmem /dev/port 2>&1", want: []string{"kcore=0 kallsyms=0", "cannot access '/dev/mem': No such file"}},
+		{name: "reach sysfs", group: "escape", user: "root", cmd: "ls /sys/class/net /sys/kernel 2>&1 | head -3; " + py(`print("sysfs", sc(165, b"sysfs", b"/mnt", b"sysfs", 0, 0))`), want: []string{"No such file", "sysfs errno=1"}},
+		{name: "load a kernel module", group: "escape", user: "root", cmd: py(`print("init", sc(175, 0, 0, b"")); print("finit", sc(313, 0, b"", 0)); print("delete", sc(176, b"ext4", 0))`), want: []string{"init errno=1", "finit errno=1", "delete errno=1"}},
+		{name: "kexec a new kernel", group: "escape", user: "root", cmd: py(`print("kexec", sc(246, 0, 0, 0, 0))`), want: []string{"kexec errno=1"}},
+		{name: "reboot the host", group: "escape", user: "root", cmd: py(`print("reboot", sc(169, 0xfee1dead, 672274793, 0x1234567, 0))`), want: []string{"reboot errno=1"}},
+		{name: "set the host's clock", group: "escape", user: "root", cmd: py(`import struct; ts = ctypes.create_string_buffer(struct.pack("qq", 0, 0)); print("clock", libc.clock_settime(0, ts), ctypes.get_errno())`), want: []string{"clock -1 1"}},
+		{name: "raw and packet sockets", group: "escape", user: "root", cmd: py(`
+for fam, typ, proto in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP), (socket.AF_PACKET, socket.SOCK_RAW, 0x0300)):
+    try:
+        socket.socket(fam, typ, proto); print("opened")
+    except PermissionError:
+        print("denied")`), want: []string{"denied\ndenied"}, deny: []string{"opened"}},
+		{name: "load a BPF program", group: "escape", user: "root", cmd: py(`print("bpf", sc(321, 5, 0, 0))`), want: []string{"bpf errno=1"}},
+		{name: "perf events", group: "escape", user: "root", cmd: py(`print("perf", sc(298, 0, 0, -1, -1, 0))`), want: []string{"perf errno=1"}},
+		{name: "kernel keyrings", group: "escape", user: "user", cmd: py(`print("keyctl", sc(250, 0, -3, 1)); print("add_key", sc(248, b"user", b"k", b"v", 1, -3))`), want: []string{"keyctl errno=1", "add_key errno=1"}},
+		{name: "userfaultfd", group: "escape", user: "user", cmd: py(`print("uffd", sc(323, 0))`), want: []string{"uffd errno=1"}},
+		{name: "io_uring", group: "escape", user: "user", cmd: py(`buf = ctypes.create_string_buffer(120); print("uring", sc(425, 8, ctypes.addressof(buf)))`), want: []string{"uring errno=1"}},
+		{name: "file handles (the shocker escape)", group: "escape", user: "root", cmd: py(`buf = ctypes.create_string_buffer(136); print("handle", sc(304, -100, ctypes.addressof(buf), 0))`), want: []string{"handle errno=1"}},
+		{name: "the x32 system call ABI around the filter", group: "escape", user: "user", cmd: py(`print("x32", sc(0x40000000 | 250, 0, -3, 1))`), deny: []string{"x32 ok"}, want: []string{"x32 errno="}},
+		{name: "the i386 system call ABI around the filter (int 0x80)", group: "escape", user: "user", cmd: py(`import mmap
+# push rbx; mov eax, 288 (keyctl); mov ebx, 0; mov ecx, -3; mov edx, 1; int 0x80; pop rbx; ret
+code = bytes.fromhex("53" "b820010000" "bb00000000" "b9fdffffff" "ba01000000" "cd80" "5b" "c3")
+m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+m.write(code)
+fn = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))
+r = fn()
+print("i386", "ok" if r >= 0 else "errno=%d" % -r)`), deny: []string{"i386 ok"}},
+		{name: "make device nodes", group: "escape", user: "root", cmd: "mknod /tmp/sda b 8 0; echo rc=$?; mknod /tmp/mem c 1 1; echo rc=$?", want: []string{"Operation not permitted"}, deny: []string{"rc=0"}},
+		{name: "a setuid-root copy of python, made by root, run by the user", group: "escape",
+			setup: "cp /usr/bin/python3 /tmp/py-suid && chmod 4755 /tmp/py-suid && ls -l /tmp/py-suid",
+			user:  "user", cmd: "/tmp/py-suid -c 'import os; print(\"euid\", os.geteuid())'",
+			want: []string{"euid 1000"}},
+		{name: "file capabilities on a copy, run by the user", group: "escape",
+			setup: "cp /usr/bin/python3 /tmp/py-cap && " + py(`import struct
+os.setxattr("/tmp/py-cap", "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 21, 0, 0, 0))`),
+			user: "user", cmd: "/tmp/py-cap -c 'print(open(\"/proc/self/status\").read())' | grep CapEff",
+			want: []string{"CapEff:\t0000000000000000"}},
+		{name: "become root from the user (setuid 0)", group: "escape", user: "user", cmd: py(`print("setuid", sc(105, 0)); print("uid", os.getuid())`), want: []string{"setuid errno=1", "uid 1000"}},
+		{name: "the host's files through /proc/1/root and symlinks", group: "escape", user: "root",
+			cmd: "readlink /proc/self/root; cat /proc/self/root" + e.secret + " 2>&1; ln -sf " + e.secret + " /tmp/host-link; cat /tmp/host-link 2>&1; ls " + secretDir + " 2>&1 | grep -c cove-host-secret",
+			want: []string{"/\n", "No such file"}, deny: []string{"host secret"}},
+		{name: "a cgroup file system (release_agent)", group: "escape", user: "root",
+			cmd: "ls /sys/fs/cgroup 2>&1; cut -d: -f3 /proc/self/cgroup | sort -u; " + py(`print("cgroupfs", sc(165, b"cgroup", b"/mnt", b"cgroup", 0, b"memory"))`),
+			want: []string{"No such file", "cgroupfs errno=1"}},
+		{name: "change the host's name", group: "escape", user: "root", cmd: "hostname evil 2>&1; hostname", deny: []string{"evil\n"}},
+		{name: "the kernel log", group: "escape", user: "root", cmd: "dmesg 2>&1 | head -2; ls /dev/kmsg 2>&1", want: []string{"Operation not permitted", "No such file"}},
+
+		// Exhaustion: each in a sandbox of its own, the neighbour timed meanwhile.
+		{name: "memory: allocate past the limit, again and again", group: "exhaustion", user: "user", lasting: true, ready: "allocating",
+			cmd: "echo allocating; while :; do " + py(`chunks = []
+while True:
+    chunks.append(bytearray(64 << 20))`) + "\ndone",
+			want: []string{"Killed"}},
+		{name: "OOM: the sandbox's processes go before its agent", group: "exhaustion", user: "user",
+			cmd: "echo self=$(cat /proc/self/oom_score_adj) agent=$(cat /proc/1/oom_score_adj)", want: []string{"self=500 agent=0"}},
+		{name: "pids: a fork bomb", group: "exhaustion", user: "user", lasting: true, ready: "bombing",
+			cmd: "echo bombing; bomb() { bomb | bomb & }; bomb; sleep 30"},
+		{name: "CPU: a busy loop on every core", group: "exhaustion", user: "user", lasting: true, ready: "burning",
+			cmd: "echo burning; for i in 1 2 3 4 5 6 7 8; do (while :; do :; done) & done; wait"},
+		{name: "disk: fill the writable layer", group: "exhaustion", user: "user", lasting: true, ready: "filling",
+			cmd:  "echo filling; dd if=/dev/zero of=/tmp/fill bs=1M; echo dd-rc=$?; sleep 30",
+			deny: []string{"dd-rc=0"}},
+		{name: "inodes: create files until none are left", group: "exhaustion", user: "user",
+			cmd: py(`os.makedirs("/tmp/many", exist_ok=True)
+n = 0
+try:
+    while n < 2000000:
+        open("/tmp/many/%d" % n, "w").close(); n += 1
+except OSError as e:
+    print("stopped", e.strerror)
+print("files", n)`),
+			want: []string{"stopped No space left on device"}},
+		{name: "open files: until the descriptor limit", group: "exhaustion", user: "user",
+			cmd: py(`import resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+print("limit", hard)
+fds = []
+try:
+    while len(fds) < 10000000:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print("stopped", e.strerror)
+print("fds", len(fds))`),
+			want: []string{"stopped Too many open files"},
+			after: func(t *testing.T, e *hostileEnv, out string) {
+				var n int
+				fmt.Sscan(field(strings.ReplaceAll(out, "fds ", "fds="), "fds"), &n)
+				if n > 1<<20 {
+					t.Errorf("opened %d files", n)
+				}
+			}},
+		{name: "/dev/shm: fill it", group: "exhaustion", user: "user", cmd: "dd if=/dev/zero of=/dev/shm/fill bs=1M 2>&1 | grep -E 'No space|copied'; rm -f /dev/shm/fill", want: []string{"No space left on device"}},
+		{name: "output: flood the agent", group: "exhaustion", user: "user", lasting: true, ready: "flooding",
+			cmd: "echo flooding; yes 'the quick brown fox jumps over the lazy dog'"},
+
+		// Neighbours: another sandbox's files, processes and traffic.
+		{name: "a neighbour's files", group: "neighbour", user: "root",
+			cmd: "find / -xdev -name 'neighbour-secret*' 2>/dev/null | head; grep -rl neighbour-data /tmp /home /root 2>/dev/null; echo searched",
+			want: []string{"searched"}, deny: []string{"neighbour-secret", "neighbour-data"}},
+		{name: "a neighbour's processes", group: "neighbour", user: "root",
+			cmd: py(`import glob
+seen = sum(1 for p in glob.glob("/proc/[0-9]*/cmdline") if b"sleep\x0086400" in open(p, "rb").read())
+print("neighbour processes seen:", seen)`),
+			want: []string{"neighbour processes seen: 0"}},
+		{name: "signal every process it can (kill -9 -1)", group: "neighbour", user: "root", cmd: "kill -9 -1; echo survived"},
+		{name: "a neighbour's services", group: "neighbour", user: "root",
+			cmd: "for p in 49983 8000; do curl -s -m 2 http://" + e.nbIP + ":$p/ && echo reached || echo unreachable; done",
+			want: []string{"unreachable\nunreachable"}, deny: []string{"reached\n", "neighbour-data"}},
+		{name: "sniff: promiscuous mode and a packet socket", group: "neighbour", user: "root",
+			cmd: "ip link set eth0 promisc on 2>&1; " + py(`
+try:
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0x0300); print("sniffing")
+except PermissionError:
+    print("denied")`),
+			want: []string{"Operation not permitted", "denied"}, deny: []string{"sniffing"}},
+		{name: "ARP spoofing: claim the gateway", group: "neighbour", user: "root",
+			cmd: "ip neigh replace " + e.gateway + " lladdr 02:00:00:00:00:01 dev eth0 2>&1; echo rc=$?",
+			want: []string{"Operation not permitted"}, deny: []string{"rc=0"}},
+		{name: "IP spoofing: take the neighbour's address", group: "neighbour", user: "root",
+			cmd: "ip addr add " + e.nbIP + "/32 dev eth0 2>&1; echo rc=$?; " + py(`
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
+s.bind(("`+e.nbIP+`", 5353))
+try:
+    s.sendto(b"spoofed", ("`+e.gateway+`", 53)); print("sent")
+except OSError as err:
+    print("refused", err.strerror)`),
+			want: []string{"Operation not permitted", "refused"}, deny: []string{"rc=0", "sent"}},
+
+		// The host: its loopback services, its API, its files, the metadata service.
+		{name: "the host's loopback services", group: "host", user: "root",
+			cmd: "curl -s -m 2 http://127.0.0.1:" + e.loopback.port() + "/ || echo unreachable",
+			want: []string{"unreachable"}, deny: []string{"host service"},
+			after: func(t *testing.T, e *hostileEnv, _ string) {
+				if n := e.loopback.accepted.Load(); n > 0 {
+					t.Errorf("the host's loopback service accepted %d connections", n)
+				}
+			}},
+		{name: "the host's services through the gateway", group: "host", user: "root",
+			cmd: "curl -s -m 2 http://" + e.gateway + ":" + e.anyAddr.port() + "/ || echo unreachable",
+			want: []string{"unreachable"}, deny: []string{"host service"},
+			after: func(t *testing.T, e *hostileEnv, _ string) {
+				if n := e.anyAddr.accepted.Load(); n > 0 {
+					t.Errorf("the host's service accepted %d connections", n)
+				}
+			}},
+		{name: "the API port", group: "host", user: "root",
+			cmd:  "curl -s -m 2 http://" + e.gateway + ":" + e.apiPort + "/health || echo unreachable; curl -s -m 2 http://127.0.0.1:" + e.apiPort + "/health || echo unreachable",
+			want: []string{"unreachable\nunreachable"}},
+		{name: "the cloud metadata service", group: "host", user: "root",
+			cmd:  "curl -s -m 2 http://" + testutil.MetadataAddr + "/ || echo unreachable",
+			want: []string{"unreachable"}, deny: []string{"hello from"}},
+		{name: "the host's files and the node's data", group: "host", user: "root",
+			cmd:  "cat " + e.secret + " 2>&1; ls " + e.srv.DataDir + " 2>&1; ls /var/lib/cove 2>&1",
+			want: []string{"No such file"}, deny: []string{"host secret", "cove.db"}},
+	}
+}
+
+// TestHostile runs every attack against a real server and checks, from
+// outside, that each was contained and that the host and a neighbour
+// sandbox were unaffected.
+func TestHostile(t *testing.T) {
+	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.19.244.0/24")
+	testutil.FakeInternet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	e := &hostileEnv{srv: srv, c: client(t, srv)}
+	_, e.apiPort, _ = strings.Cut(srv.Addr, ":")
+	secret, err := os.CreateTemp("", "cove-host-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.WriteString("host secret")
+	secret.Close()
+	e.secret = secret.Name()
+	t.Cleanup(func() { os.Remove(e.secret) })
+	e.loopback = listen(t, "127.0.0.1:0")
+	e.anyAddr = listen(t, "0.0.0.0:0")
+
+	nb, err := e.c.Create(ctx, cove.CreateOptions{Timeout: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Kill(context.Background())
+	e.neighbour = nb
+	mustRun(t, ctx, nb, "user", "echo neighbour-data > /tmp/neighbour-secret; (setsid sleep 86400 >/dev/null 2>&1 &); "+
+		"(setsid python3 -m http.server 8000 -d /tmp >/dev/null 2>&1 &); true")
+	e.nbIP = strings.TrimSpace(mustRun(t, ctx, nb, "user", "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1").out)
+	e.gateway = strings.TrimSpace(mustRun(t, ctx, nb, "user", "ip route | awk '/default/ {print $3}'").out)
+	if e.nbIP == "" || e.gateway == "" {
+		t.Fatalf("neighbour address %q, gateway %q", e.nbIP, e.gateway)
+	}
+	latency(t, ctx, nb, 5) // warm up
+
+	attacker, err := e.c.Create(ctx, cove.CreateOptions{Timeout: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attacker.Kill(context.Background())
+	// Controls: what the attacks find unreachable is there to be reached.
+	if r := mustRun(t, ctx, nb, "user", "for i in $(seq 50); do curl -s -m 1 http://127.0.0.1:8000/ && break; sleep 0.1; done"); !strings.Contains(r.out, "neighbour-secret") {
+		t.Fatalf("the neighbour's own service does not answer it: %q", r.out)
+	}
+	if r := mustRun(t, ctx, attacker, "user", "curl -s -m 3 http://"+testutil.InternetAddr+":8080/"); !strings.Contains(r.out, "hello from") {
+		t.Fatalf("the attacker cannot reach the fake internet: %q", r.out)
+	}
+
+	cases := hostileCases(e)
+	if len(cases) < 40 {
+		t.Fatalf("%d cases, the suite promises at least 40", len(cases))
+	}
+	for _, hc := range cases {
+		t.Run(hc.group+"/"+hc.name, func(t *testing.T) {
+			var out string
+			if hc.lasting {
+				out = e.lasting(t, ctx, hc)
+			} else {
+				if hc.setup != "" { // it may fail: the case checks what follows
+					r := mustRun(t, ctx, attacker, "root", hc.setup)
+					t.Logf("setup (exit %d): %s", r.code, r.out)
+				}
+				r, err := run(ctx, attacker, hc.user, hc.cmd, 2*time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = r.out
+			}
+			t.Logf("output: %.400s", out)
+			for _, w := range hc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("want %q in the output:\n%s", w, out)
+				}
+			}
+			if len(hc.any) > 0 && !slices.ContainsFunc(hc.any, func(a string) bool { return strings.Contains(out, a) }) {
+				t.Errorf("want one of %q in the output:\n%s", hc.any, out)
+			}
+			for _, d := range hc.deny {
+				if strings.Contains(out, d) {
+					t.Errorf("%q in the output:\n%s", d, out)
+				}
+			}
+			if hc.after != nil {
+				hc.after(t, e, out)
+			}
+			e.unaffected(t, ctx)
+		})
+	}
+}
+
+// lasting runs an attack in a sandbox of its own, measures the neighbour's
+// latency while it runs, and ends the sandbox (which must go, whatever
+// runs in it). It returns what the attack printed.
+func (e *hostileEnv) lasting(t *testing.T, ctx context.Context, hc hostile) string {
+	// Quiet, just before: other tests may share this machine's two cores.
+	quiet := latency(t, ctx, e.neighbour, 9)
+	sb, err := e.c.Create(ctx, cove.CreateOptions{Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	started := make(chan struct{})
+	var seen bool
+	var total atomic.Int64
+	begin := time.Now()
+	record := func(b []byte) {
+		total.Add(int64(len(b)))
+		if out.Len() < 1<<16 {
+			out.Write(b)
+		}
+		if !seen && strings.Contains(out.String(), hc.ready) {
+			seen = true
+			close(started)
+		}
+	}
+	h, err := sb.Commands.Start(ctx, hc.cmd, cove.WithUser(hc.user), cove.OnStdout(record), cove.OnStderr(record))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the attack did not start")
+	}
+	time.Sleep(500 * time.Millisecond) // under way
+	// The neighbour's latency during the attack, in up to three windows
+	// (this VM's own noise is not the attack's).
+	var ratio float64
+	for range 3 {
+		ratio = float64(latency(t, ctx, e.neighbour, 9)) / float64(quiet)
+		if ratio <= 2 {
+			break
+		}
+	}
+	t.Logf("neighbour's command latency during the attack: %.2f× quiet (%v; the attack's output so far: %.1f MB/s)",
+		ratio, quiet, float64(total.Load())/time.Since(begin).Seconds()/1e6)
+	if ratio > 2 {
+		t.Errorf("the neighbour's commands took %.2f× their quiet time during the attack", ratio)
+	}
+	// The attacking sandbox's agent still answers its owner (without a new
+	// process: a fork bomb leaves none to start) and the sandbox goes when
+	// killed.
+	if _, err := sb.Commands.List(ctx); err != nil {
+		t.Errorf("the attacking sandbox's agent no longer answers: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { h.Wait(ctx); close(done) }()
+	if err := sb.Kill(ctx); err != nil {
+		t.Fatalf("kill the attacking sandbox: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("the attack's stream did not end with its sandbox")
+	}
+	if left := e.srv.Leftovers(); containsPrefix(left, sb.ID) {
+		t.Errorf("the killed sandbox left %v", left)
+	}
+	return out.String()
+}
+
+// unaffected checks the host and the neighbour after an attack.
+func (e *hostileEnv) unaffected(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if b, err := os.ReadFile(e.secret); err != nil || string(b) != "host secret" {
+		t.Errorf("the host's file changed: %q %v", b, err)
+	}
+	r := mustRun(t, ctx, e.neighbour, "user", "cat /tmp/neighbour-secret; pgrep -c -x sleep; hostname")
+	if want := "neighbour-data\n1\n" + e.neighbour.ID + "\n"; r.out != want {
+		t.Errorf("the neighbour changed: %q, want %q", r.out, want)
+	}
+}
+
+func containsPrefix(list []string, s string) bool {
+	for _, l := range list {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
