@@ -119,10 +119,10 @@ os.setxattr("/tmp/py-cap", "security.capability", struct.pack("<IIIII", 0x020000
 			want: []string{"CapEff:\t0000000000000000"}},
 		{name: "become root from the user (setuid 0)", group: "escape", user: "user", cmd: py(`print("setuid", sc(105, 0)); print("uid", os.getuid())`), want: []string{"setuid errno=1", "uid 1000"}},
 		{name: "the host's files through /proc/1/root and symlinks", group: "escape", user: "root",
-			cmd: "readlink /proc/self/root; cat /proc/self/root" + e.secret + " 2>&1; ln -sf " + e.secret + " /tmp/host-link; cat /tmp/host-link 2>&1; ls " + secretDir + " 2>&1 | grep -c cove-host-secret",
+			cmd:  "readlink /proc/self/root; cat /proc/self/root" + e.secret + " 2>&1; ln -sf " + e.secret + " /tmp/host-link; cat /tmp/host-link 2>&1; ls " + secretDir + " 2>&1 | grep -c cove-host-secret",
 			want: []string{"/\n", "No such file"}, deny: []string{"host secret"}},
 		{name: "a cgroup file system (release_agent)", group: "escape", user: "root",
-			cmd: "ls /sys/fs/cgroup 2>&1; cut -d: -f3 /proc/self/cgroup | sort -u; " + py(`print("cgroupfs", sc(165, b"cgroup", b"/mnt", b"cgroup", 0, b"memory"))`),
+			cmd:  "ls /sys/fs/cgroup 2>&1; cut -d: -f3 /proc/self/cgroup | sort -u; " + py(`print("cgroupfs", sc(165, b"cgroup", b"/mnt", b"cgroup", 0, b"memory"))`),
 			want: []string{"No such file", "cgroupfs errno=1"}},
 		{name: "change the host's name", group: "escape", user: "root", cmd: "hostname evil 2>&1; hostname", deny: []string{"evil\n"}},
 		{name: "the kernel log", group: "escape", user: "root", cmd: "dmesg 2>&1 | head -2; ls /dev/kmsg 2>&1", want: []string{"Operation not permitted", "No such file"}},
@@ -178,7 +178,7 @@ print("fds", len(fds))`),
 
 		// Neighbours: another sandbox's files, processes and traffic.
 		{name: "a neighbour's files", group: "neighbour", user: "root",
-			cmd: "find / -xdev -name 'neighbour-secret*' 2>/dev/null | head; grep -rl neighbour-data /tmp /home /root 2>/dev/null; echo searched",
+			cmd:  "find / -xdev -name 'neighbour-secret*' 2>/dev/null | head; grep -rl neighbour-data /tmp /home /root 2>/dev/null; echo searched",
 			want: []string{"searched"}, deny: []string{"neighbour-secret", "neighbour-data"}},
 		{name: "a neighbour's processes", group: "neighbour", user: "root",
 			cmd: py(`import glob
@@ -187,7 +187,7 @@ print("neighbour processes seen:", seen)`),
 			want: []string{"neighbour processes seen: 0"}},
 		{name: "signal every process it can (kill -9 -1)", group: "neighbour", user: "root", cmd: "kill -9 -1; echo survived"},
 		{name: "a neighbour's services", group: "neighbour", user: "root",
-			cmd: "for p in 49983 8000; do curl -s -m 2 http://" + e.nbIP + ":$p/ && echo reached || echo unreachable; done",
+			cmd:  "for p in 49983 8000; do curl -s -m 2 http://" + e.nbIP + ":$p/ && echo reached || echo unreachable; done",
 			want: []string{"unreachable\nunreachable"}, deny: []string{"reached\n", "neighbour-data"}},
 		{name: "sniff: promiscuous mode and a packet socket", group: "neighbour", user: "root",
 			cmd: "ip link set eth0 promisc on 2>&1; " + py(`
@@ -197,7 +197,7 @@ except PermissionError:
     print("denied")`),
 			want: []string{"Operation not permitted", "denied"}, deny: []string{"sniffing"}},
 		{name: "ARP spoofing: claim the gateway", group: "neighbour", user: "root",
-			cmd: "ip neigh replace " + e.gateway + " lladdr 02:00:00:00:00:01 dev eth0 2>&1; echo rc=$?",
+			cmd:  "ip neigh replace " + e.gateway + " lladdr 02:00:00:00:00:01 dev eth0 2>&1; echo rc=$?",
 			want: []string{"Operation not permitted"}, deny: []string{"rc=0"}},
 		{name: "IP spoofing: take the neighbour's address", group: "neighbour", user: "root",
 			cmd: "ip addr add " + e.nbIP + "/32 dev eth0 2>&1; echo rc=$?; " + py(`
@@ -212,7 +212,7 @@ except OSError as err:
 
 		// The host: its loopback services, its API, its files, the metadata service.
 		{name: "the host's loopback services", group: "host", user: "root",
-			cmd: "curl -s -m 2 http://127.0.0.1:" + e.loopback.port() + "/ || echo unreachable",
+			cmd:  "curl -s -m 2 http://127.0.0.1:" + e.loopback.port() + "/ || echo unreachable",
 			want: []string{"unreachable"}, deny: []string{"host service"},
 			after: func(t *testing.T, e *hostileEnv, _ string) {
 				if n := e.loopback.accepted.Load(); n > 0 {
@@ -220,7 +220,7 @@ except OSError as err:
 				}
 			}},
 		{name: "the host's services through the gateway", group: "host", user: "root",
-			cmd: "curl -s -m 2 http://" + e.gateway + ":" + e.anyAddr.port() + "/ || echo unreachable",
+			cmd:  "curl -s -m 2 http://" + e.gateway + ":" + e.anyAddr.port() + "/ || echo unreachable",
 			want: []string{"unreachable"}, deny: []string{"host service"},
 			after: func(t *testing.T, e *hostileEnv, _ string) {
 				if n := e.anyAddr.accepted.Load(); n > 0 {
