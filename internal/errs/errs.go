@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"syscall"
 
 	"connectrpc.com/connect"
 )
@@ -66,11 +67,16 @@ func Mark(k Kind, err error) error {
 	return &kindError{kind: k, err: err}
 }
 
-// KindOf returns the outermost kind found in err's chain, Internal if none.
+// KindOf returns the outermost kind found in err's chain; a full disk
+// (ENOSPC, EDQUOT) anywhere in an unclassified chain is ResourceExhausted;
+// Internal otherwise.
 func KindOf(err error) Kind {
 	var ke *kindError
 	if errors.As(err, &ke) {
 		return ke.kind
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return ResourceExhausted
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {

@@ -149,6 +149,10 @@ func (m *Manager) vethName(slot int) string {
 // nodePrefix starts the names of a node's veths: "cv" and two characters
 // from its range, so nodes sharing a host (or tests beside a server) each
 // match only their own interfaces.
+// InterfacePrefix is how the host ends of the veths of a node with range r
+// are named: "cv" and a tag of two characters from the range.
+func InterfacePrefix(r netip.Prefix) string { return nodePrefix(r) }
+
 func nodePrefix(r netip.Prefix) string {
 	h := fnv.New32a()
 	h.Write([]byte(r.String()))

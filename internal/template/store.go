@@ -504,7 +504,8 @@ func (r *Record) clone() Record {
 }
 
 // validName checks a template name: lowercase letters, digits, '-', '_', '.'
-// and '/' (E2B's team/name form), 1 to 128 characters.
+// and '/' (E2B's team/name form), 1 to 128 characters, each '/'-separated
+// part starting with a letter or a digit (no "..", no empty part).
 func validName(name string) error {
 	if name == "" || len(name) > 128 {
 		return errs.New(errs.InvalidArgument, "template name must have 1 to 128 characters")
@@ -512,6 +513,11 @@ func validName(name string) error {
 	for _, c := range name {
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && !strings.ContainsRune("-_./", c) {
 			return errs.New(errs.InvalidArgument, "template name %q may hold only lowercase letters, digits, '-', '_', '.' and '/'", name)
+		}
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == "" || strings.ContainsRune("-_.", rune(part[0])) {
+			return errs.New(errs.InvalidArgument, "template name %q: each part between '/' must start with a letter or a digit", name)
 		}
 	}
 	return nil

@@ -20,7 +20,7 @@ import (
 )
 
 // Binary returns bin/cove of the repository (make build makes it).
-func Binary(t *testing.T) string {
+func Binary(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(filepath.Dir(file), "../../bin/cove")
@@ -85,6 +85,11 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 		if left := allOf(s.DataDir); len(left) > 0 {
 			t.Errorf("left on disk after the server stopped: %v", left)
 		}
+		logs.mu.Lock()
+		if strings.Contains(logs.b.String(), "panic") {
+			t.Errorf("the server's log holds a panic")
+		}
+		logs.mu.Unlock()
 		if t.Failed() {
 			logs.mu.Lock()
 			t.Logf("server log:\n%s", logs.b.String())

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 )
 
 // connect serves POST /sandboxes/{id}/connect and its v2 form: extend the
@@ -20,7 +19,7 @@ func (a *API) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sb, err := a.svc.Connect(r.Context(), team(r), id, time.Duration(timeout)*time.Second)
+	sb, err := a.svc.Connect(r.Context(), team(r), id, seconds(timeout))
 	if err != nil {
 		writeError(w, err)
 		return

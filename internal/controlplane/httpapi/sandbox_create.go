@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
 )
@@ -15,28 +14,38 @@ const defaultTimeout = 300
 // createSandbox serves POST /sandboxes and POST /v2/sandboxes. It answers
 // 201 once the sandbox's agent is ready. v2 sandboxes are always secure.
 func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
-	var req newSandbox
-	if err := decode(w, r, &req); err != nil {
+	req, err := parseCreate(w, r)
+	if err != nil {
 		writeError(w, err)
 		return
+	}
+	req.Team = team(r)
+	sb, err := a.svc.Create(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toSandbox(sb))
+}
+
+// parseCreate reads a create request's body into the service's request.
+func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest, error) {
+	var req newSandbox
+	if err := decode(w, r, &req); err != nil {
+		return service.CreateRequest{}, err
 	}
 	timeout := int64(defaultTimeout)
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
 	secure := strings.HasPrefix(r.URL.Path, "/v2/") || (req.Secure != nil && *req.Secure)
-	sb, err := a.svc.Create(r.Context(), service.CreateRequest{
-		Team: team(r), TemplateID: req.TemplateID, Timeout: time.Duration(timeout) * time.Second,
+	return service.CreateRequest{
+		TemplateID: req.TemplateID, Timeout: seconds(timeout),
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: req.AutoPause != nil && *req.AutoPause,
 		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
-	})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, toSandbox(sb))
+	}, nil
 }
 
 func egress(n *networkConfig, allow bool) []string {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 )
@@ -17,7 +16,7 @@ func (a *API) setTimeout(w http.ResponseWriter, r *http.Request) {
 	}
 	timeout, err := decodeSeconds(w, r, "timeout", nil)
 	if err == nil {
-		err = a.svc.SetTimeout(r.Context(), team(r), id, time.Duration(timeout)*time.Second)
+		err = a.svc.SetTimeout(r.Context(), team(r), id, seconds(timeout))
 	}
 	if err != nil {
 		writeError(w, err)
@@ -40,7 +39,7 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 		err = errs.New(errs.InvalidArgument, "duration must be between 0 and 3600 seconds")
 	}
 	if err == nil && d > 0 {
-		_, err = a.svc.Connect(r.Context(), team(r), id, time.Duration(d)*time.Second)
+		_, err = a.svc.Connect(r.Context(), team(r), id, seconds(d))
 	}
 	if err != nil {
 		writeError(w, err)

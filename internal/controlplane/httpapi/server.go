@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -145,6 +146,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 	}
 	return nil
+}
+
+// seconds turns a count of seconds from a request into a Duration. Counts
+// beyond ±2^32 (136 years) are clamped first: multiplied out they would
+// overflow and wrap, a huge timeout turning into a small or negative one.
+// The service refuses anything that large with its own message.
+func seconds(n int64) time.Duration {
+	const limit = 1 << 32
+	return time.Duration(max(min(n, limit), -limit)) * time.Second
 }
 
 // decodeSeconds reads {"<field>": seconds} from the body; a missing field

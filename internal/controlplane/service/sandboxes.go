@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
@@ -50,14 +51,26 @@ func (s *Service) view(sb store.Sandbox) Sandbox {
 
 // Create starts a sandbox for a team and records it. It answers once the
 // sandbox's agent is ready; on failure nothing is left.
-func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
+// ValidateCreate checks what a create asks for before anything is made:
+// the timeout, the environment variables and the egress rules (returned
+// parsed). Every error is InvalidArgument.
+func ValidateCreate(req CreateRequest, maxTimeout time.Duration) (Egress, error) {
 	if req.Timeout <= 0 {
-		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
+		return Egress{}, errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
 	}
-	if req.Timeout > s.cfg.MaxTimeout {
-		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
+	if req.Timeout > maxTimeout {
+		return Egress{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(maxTimeout.Hours()))
 	}
-	egress, err := ParseEgress(req.AllowOut, req.DenyOut)
+	for k, v := range req.EnvVars {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return Egress{}, errs.New(errs.InvalidArgument, "envVars %q: a name must be non-empty without '=' or NUL, a value without NUL", k)
+		}
+	}
+	return ParseEgress(req.AllowOut, req.DenyOut)
+}
+
+func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
+	egress, err := ValidateCreate(req, s.cfg.MaxTimeout)
 	if err != nil {
 		return Sandbox{}, err
 	}

@@ -99,7 +99,7 @@ func ExpandPath(u User, p, base string) (string, error) {
 	switch {
 	case p == "":
 		return "", errs.New(errs.InvalidArgument, "path is empty")
-	case strings.ContainsRune(p, 0):
+	case strings.ContainsRune(p, 0) || strings.ContainsRune(base, 0):
 		return "", errs.New(errs.InvalidArgument, "path contains a NUL byte")
 	case p == "~":
 		p = u.Home

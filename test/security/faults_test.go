@@ -1,0 +1,333 @@
+package security_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/network"
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+// TestServerKilledUnderLoad kills `cove server` with SIGKILL while clients
+// create sandboxes, run commands and write files, and starts it again: the
+// API answers within a second, running sandboxes are adopted with their
+// processes and acknowledged files, the rest are gone (404), nothing is
+// half-created and nothing leaks.
+func TestServerKilledUnderLoad(t *testing.T) {
+	const netRange = "198.19.243.0/24"
+	p := newCove(t, "", "--network=true", "--network-range", netRange, "--pool-size", "2")
+	p.prefix = network.InterfacePrefix(netip.MustParsePrefix(netRange))
+	c := client(t, p.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// Sandboxes that live through the crash, each with a file and a process.
+	var stable []string
+	for i := range 4 {
+		sb, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Files.WriteFile(ctx, "/home/user/state", []byte(fmt.Sprintf("stable-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, ctx, sb, "user", "(setsid sleep 600 >/dev/null 2>&1 &)")
+		stable = append(stable, sb.ID)
+	}
+
+	// The load: create, command, file write and read back, in a loop.
+	var (
+		mu      sync.Mutex
+		created = map[string]string{} // acknowledged creates → the content of an acknowledged write ("" if none)
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sb, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+				if err != nil {
+					return // the server is gone
+				}
+				mu.Lock()
+				created[sb.ID] = ""
+				mu.Unlock()
+				content := fmt.Sprintf("load-%d-%d", w, i)
+				if r, err := sb.Commands.Run(ctx, "echo "+content); err != nil {
+					return
+				} else if r.Stdout != content+"\n" {
+					t.Errorf("%s printed %q, want %q", sb.ID, r.Stdout, content)
+				}
+				if err := sb.Files.WriteFile(ctx, "/home/user/f", []byte(content)); err != nil {
+					return
+				}
+				mu.Lock()
+				created[sb.ID] = content
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	p.crash()
+	close(stop)
+	wg.Wait()
+	t.Logf("%d sandboxes created before the crash", len(created))
+
+	took := p.start()
+	t.Logf("the API answered %v after the restart", took)
+	if took > time.Second {
+		t.Errorf("the API answered %v after the restart, want ≤ 1 s", took)
+	}
+
+	list, err := c.List(ctx, cove.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, s := range list {
+		listed[s.ID] = true
+	}
+	for i, id := range stable {
+		if !listed[id] {
+			t.Errorf("running sandbox %s was not adopted", id)
+			continue
+		}
+		sb, err := c.Connect(ctx, id, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := mustRun(t, ctx, sb, "user", "cat /home/user/state; echo; pgrep -c -x sleep")
+		if want := fmt.Sprintf("stable-%d\n1\n", i); r.out != want {
+			t.Errorf("adopted sandbox %s: %q, want %q", id, r.out, want)
+		}
+	}
+	adopted, lost := 0, 0
+	for id, content := range created {
+		if !listed[id] {
+			if _, err := c.Info(ctx, id); !errors.Is(err, cove.ErrNotFound) {
+				t.Errorf("sandbox %s is neither listed nor reported gone: %v", id, err)
+			}
+			lost++
+			continue
+		}
+		adopted++
+		sb, err := c.Connect(ctx, id, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if content == "" {
+			continue
+		}
+		got, err := sb.Files.ReadFile(ctx, "/home/user/f")
+		if err != nil || string(got) != content {
+			t.Errorf("sandbox %s: acknowledged write %q reads back %q (%v)", id, content, got, err)
+		}
+	}
+	t.Logf("after the restart: %d of the load's sandboxes adopted, %d gone", adopted, lost)
+	for id := range listed {
+		if _, ok := created[id]; !ok && !contains(stable, id) {
+			t.Errorf("listed sandbox %s was never acknowledged", id)
+		}
+	}
+
+	// Nothing half-created: every sandbox directory is a listed sandbox or
+	// one of the new pool's (at most its size), once the leftovers went.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		warm := 0
+		entries, _ := os.ReadDir(filepath.Join(p.srv.DataDir, "sandboxes"))
+		for _, e := range entries {
+			if !listed[e.Name()] {
+				warm++
+			}
+		}
+		if warm <= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d sandbox directories neither listed nor warm", warm-2)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, s := range list {
+		if err := c.Kill(ctx, s.ID); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestAgentKilled kills a sandbox's agent (its PID 1) from the host: the
+// sandbox ends, its commands fail with an error rather than hang, it is
+// reported gone, nothing of it is left, and the server goes on.
+func TestAgentKilled(t *testing.T) {
+	p := newCove(t, "", "--network=false")
+	c := client(t, p.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sb.Commands.Start(ctx, "sleep 600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Handle struct {
+			PID int `json:"pid"`
+		} `json:"handle"`
+	}
+	b, err := os.ReadFile(filepath.Join(p.srv.DataDir, "node", sb.ID+".json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil || rec.Handle.PID <= 1 {
+		t.Fatalf("the sandbox's record: %v %s", err, b)
+	}
+	if err := syscall.Kill(rec.Handle.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { _, err := h.Wait(ctx); waited <- err }()
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Errorf("a command's stream ended without an error when its agent died")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a command's stream hung after its agent died")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := c.Info(ctx, sb.ID)
+		if errors.Is(err, cove.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox is still reported after its agent died: %v", err)
+		}
+	}
+	if _, err := sb.Commands.Run(ctx, "true"); err == nil {
+		t.Errorf("a command ran in a sandbox whose agent died")
+	}
+	if left := p.srv.Leftovers(); len(left) > 0 {
+		t.Errorf("left after the agent died: %v", left)
+	}
+	if len(sandboxPIDs(p.cgroup+"/"+sb.ID)) > 0 {
+		t.Errorf("processes of the dead sandbox are still running")
+	}
+	next, err := c.Create(ctx, cove.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create after an agent died: %v", err)
+	}
+	mustRun(t, ctx, next, "user", "true")
+	next.Kill(ctx)
+}
+
+// TestDataDiskFull fills the server's data disk: creates fail with a clear
+// error and leave nothing, running sandboxes go on, and once space returns
+// creates work again.
+func TestDataDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=48m"); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the server's cleanup, so it runs after it.
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount the data disk: %v", err)
+		}
+	})
+	p := newCove(t, filepath.Join(dir, "data"), "--network=false", "--pool-size", "0")
+	c := client(t, p.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	running, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	for { // the last few blocks
+		if _, err := f.Write(chunk[:512]); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	before := p.srv.Leftovers()
+	for range 3 {
+		_, err := c.Create(ctx, cove.CreateOptions{})
+		var apiErr *cove.APIError
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("create on a full disk: %v, want an API error", err)
+		}
+		t.Logf("create on a full disk: %d %s", apiErr.Status, apiErr.Message)
+		if apiErr.Status != http.StatusInsufficientStorage || !strings.Contains(strings.ToLower(apiErr.Message), "no space left") {
+			t.Errorf("create on a full disk: %d %q, want 507 saying the disk is full", apiErr.Status, apiErr.Message)
+		}
+	}
+	if after := p.srv.Leftovers(); len(after) != len(before) {
+		t.Errorf("failed creates left %v", after)
+	}
+	if r := mustRun(t, ctx, running, "user", "echo still running"); r.out != "still running\n" {
+		t.Errorf("a running sandbox on a full data disk: %q", r.out)
+	}
+	resp, err := http.Get(p.srv.URL + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("health on a full data disk: %v %v", resp, err)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(ctx, cove.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create once space returned: %v", err)
+	}
+	mustRun(t, ctx, sb, "user", "true")
+	sb.Kill(ctx)
+	running.Kill(ctx)
+}
+
+func contains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
