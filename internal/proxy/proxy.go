@@ -8,13 +8,16 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/agentclient"
@@ -242,8 +245,57 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// HTTP/1 server drops the request body at the first flush unless told
 	// the handler is full duplex; the transport then fails writing the body
 	// and closes the upstream connection mid-stream.
-	_ = http.NewResponseController(w).EnableFullDuplex()
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
+	// When the upstream fails mid-request (its sandbox died), the reverse
+	// proxy answers and returns while its transport may still be reading
+	// the request body, or without having read it: the server would then
+	// read the connection for the next request at the same time, which
+	// net/http refuses with a panic. The body is cut off and closed before
+	// this handler returns.
+	// Closing the body before returning (golang/go#68560) keeps the server
+	// from starting its end-of-body read after the handler is done.
+	body := &guardedBody{rc: r.Body, ctl: rc}
+	r.Body = body
+	defer body.Close()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// guardedBody is a request body that stops reading once it is closed or
+// its handler ends, whichever comes first.
+type guardedBody struct {
+	mu   sync.Mutex // held while a Read runs
+	done bool
+	rc   io.ReadCloser
+	ctl  *http.ResponseController
+}
+
+var errHandlerDone = errors.New("proxy: the request was answered")
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return 0, errHandlerDone
+	}
+	return b.rc.Read(p)
+}
+
+func (b *guardedBody) Close() error {
+	b.stop()
+	return b.rc.Close()
+}
+
+// stop waits for a Read in flight, unblocking it through the connection's
+// read deadline (the connection is not reused then), and refuses every
+// later one.
+func (b *guardedBody) stop() {
+	if !b.mu.TryLock() {
+		_ = b.ctl.SetReadDeadline(time.Now())
+		b.mu.Lock()
+	}
+	b.done = true
+	b.mu.Unlock()
 }
 
 func validID(id string) bool {

@@ -193,6 +193,23 @@ func TestAgentKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Requests in flight when the agent dies, with bodies still streaming
+	// in and output streaming out: the server must cut them off cleanly
+	// (a proxy that returned while its transport still read a request
+	// body panicked the server's connection: golang/go#68560).
+	for range 6 {
+		in, err := sb.Commands.Start(ctx, "cat > /dev/null", cove.WithStdin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for in.SendStdin(ctx, make([]byte, 64<<10)) == nil {
+			}
+		}()
+		go sb.Files.WriteFile(ctx, "/tmp/big", make([]byte, 64<<20))
+		go sb.Commands.Run(ctx, "yes | head -c 100000000")
+	}
+	time.Sleep(300 * time.Millisecond)
 	var rec struct {
 		Handle struct {
 			PID int `json:"pid"`
