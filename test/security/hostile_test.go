@@ -3,6 +3,7 @@ package security_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -118,7 +119,7 @@ os.setxattr("/tmp/py-cap", "security.capability", struct.pack("<IIIII", 0x020000
 			user: "user", cmd: "/tmp/py-cap -c 'print(open(\"/proc/self/status\").read())' | grep CapEff",
 			want: []string{"CapEff:\t0000000000000000"}},
 		{name: "become root from the user (setuid 0)", group: "escape", user: "user", cmd: py(`print("setuid", sc(105, 0)); print("uid", os.getuid())`), want: []string{"setuid errno=1", "uid 1000"}},
-		{name: "the host's files through /proc/1/root and symlinks", group: "escape", user: "root",
+		{name: "the host's files through /proc/self/root and symlinks", group: "escape", user: "root",
 			cmd:  "readlink /proc/self/root; cat /proc/self/root" + e.secret + " 2>&1; ln -sf " + e.secret + " /tmp/host-link; cat /tmp/host-link 2>&1; ls " + secretDir + " 2>&1 | grep -c cove-host-secret",
 			want: []string{"/\n", "No such file"}, deny: []string{"host secret"}},
 		{name: "a cgroup file system (release_agent)", group: "escape", user: "root",
@@ -421,3 +422,25 @@ func containsPrefix(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestSecurityDocListsEveryCase keeps docs/SECURITY.md true: every hostile
+// case has its row there.
+func TestSecurityDocListsEveryCase(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &hostileEnv{secret: "/tmp/x/secret", loopback: &listener{}, anyAddr: &listener{}}
+	e.loopback.Listener, e.anyAddr.Listener = fakeAddr{}, fakeAddr{}
+	for _, hc := range hostileCases(e) {
+		if row := "| " + hc.group + " | " + hc.name + " |"; !strings.Contains(string(doc), row) {
+			t.Errorf("docs/SECURITY.md has no row %q", row)
+		}
+	}
+}
+
+// fakeAddr is a listener that only names an address (the cases' text
+// needs a port).
+type fakeAddr struct{ net.Listener }
+
+func (fakeAddr) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
