@@ -71,6 +71,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
 		return err
 	}
+	began := time.Now()
+	step := func(name string) { log.Debug("start-up", "step", name, "at", time.Since(began)) }
 	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "cove.db"))
 	if err != nil {
 		return err
@@ -83,16 +85,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	step("store")
 	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
 	if err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
+	step("templates")
 	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent,
 		SandboxBinary: cfg.SandboxBinary}, log)
 	if err != nil {
 		return err
 	}
 	defer driver.Close()
+	step("driver")
 	var svc *service.Service
 	var tpls *service.Templates
 	nodeCfg := node.Config{
@@ -115,6 +120,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer nets.Close() // rules stay while sandboxes do; the next start rebuilds them
 
 	}
+	step("network")
 	mgr, err := node.New(nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
@@ -128,17 +134,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
 	defer tpls.Wait()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse}, st, mgr, secret, log)
+	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+	step("recover")
 	if err := svc.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile sandboxes: %w", err)
 	}
+	step("reconcile")
 	tpls.SandboxEnded() // layers of templates deleted while the server was down
 	if err := mgr.Warm(ctx, template.BaseName); err != nil {
 		return fmt.Errorf("warm sandboxes: %w", err)
 	}
 
+	step("warm")
 	api := httpapi.New(svc, tpls, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

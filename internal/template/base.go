@@ -9,6 +9,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,6 +19,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -56,15 +60,7 @@ func BaseBinds() []isolation.Bind {
 // ensureBase builds the base template's layer (once per content: the
 // layer is named by the hash of what it holds) and returns its record.
 func (s *Store) ensureBase() (*Record, error) {
-	stage, err := s.layers.stage()
-	if err != nil {
-		return nil, err
-	}
-	if err := writeBaseLayer(stage); err != nil {
-		removeStage(stage)
-		return nil, fmt.Errorf("build base layer: %w", err)
-	}
-	layer, err := s.layers.commitByContent(stage)
+	layer, err := s.baseLayer()
 	if err != nil {
 		return nil, err
 	}
@@ -77,20 +73,110 @@ func (s *Store) ensureBase() (*Record, error) {
 	}, nil
 }
 
+// baseVersion is part of the base layer's fingerprint: bump it when
+// writeBaseLayer lays the layer out differently.
+const baseVersion = 1
+
+// baseDirs are the base layer's directories.
+var baseDirs = []struct {
+	path string
+	mode os.FileMode
+	uid  int
+}{
+	{"usr", 0o755, 0}, {"proc", 0o555, 0}, {"dev", 0o755, 0}, {"sys", 0o555, 0},
+	{"tmp", 0o1777, 0}, {"root", 0o700, 0}, {"home", 0o755, 0}, {"home/user", 0o755, UserUID},
+	{"run", 0o755, 0}, {"var", 0o755, 0}, {"var/tmp", 0o1777, 0}, {"var/log", 0o755, 0},
+	{"var/lib", 0o755, 0}, {"var/cache", 0o755, 0}, {"opt", 0o755, 0}, {"mnt", 0o755, 0},
+	{"srv", 0o755, 0}, {"etc", 0o755, 0}, {"etc/sudoers.d", 0o750, 0}, {"code", 0o777, 0},
+}
+
+// baseFiles are the base layer's own files under /etc.
+var baseFiles = map[string]string{
+	"etc/passwd": "root:x:0:0:root:/root:/bin/bash\n" +
+		"user:x:1000:1000:user:/home/user:/bin/bash\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	"etc/group":          "root:x:0:\ntty:x:5:\nsudo:x:27:user\nusers:x:100:\nuser:x:1000:\nnogroup:x:65534:\n",
+	"etc/shadow":         "root:*:19000:0:99999:7:::\nuser::19000:0:99999:7:::\n",
+	"etc/hostname":       "sandbox\n",
+	"etc/hosts":          "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+	"etc/resolv.conf":    "nameserver 127.0.0.1\noptions ndots:0\n",
+	"etc/nsswitch.conf":  "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+	"etc/sudoers":        "Defaults env_reset\nDefaults secure_path=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\nroot ALL=(ALL:ALL) ALL\n@includedir /etc/sudoers.d\n",
+	"etc/sudoers.d/user": "user ALL=(ALL:ALL) NOPASSWD: ALL\n",
+	"etc/e2b":            "ENV_ID=base\nTEMPLATE_ID=base\n",
+}
+
+// baseLayer returns the base layer: the one built before when nothing it
+// is made from changed (its fingerprint, in base.json), else a new one.
+// Building it reads and hashes every file it copies (a quarter of a
+// second here, most of a server's start before this).
+func (s *Store) baseLayer() (string, error) {
+	record := filepath.Join(s.dir, "base.json")
+	fp, err := baseFingerprint()
+	if err != nil {
+		return "", err
+	}
+	var last struct{ Fingerprint, Layer string }
+	if b, err := os.ReadFile(record); err == nil && json.Unmarshal(b, &last) == nil &&
+		last.Fingerprint == fp && last.Layer != "" {
+		if st, err := os.Stat(s.layers.Path(last.Layer)); err == nil && st.IsDir() {
+			return last.Layer, nil
+		}
+	}
+	stage, err := s.layers.stage()
+	if err != nil {
+		return "", err
+	}
+	if err := writeBaseLayer(stage); err != nil {
+		removeStage(stage)
+		return "", fmt.Errorf("build base layer: %w", err)
+	}
+	layer, err := s.layers.commitByContent(stage)
+	if err != nil {
+		return "", err
+	}
+	last.Fingerprint, last.Layer = fp, layer
+	return layer, fsutil.WriteJSON(record, last)
+}
+
+// baseFingerprint describes what the base layer is made of without reading
+// any file: the layout above and, for every host entry it copies, its
+// name, type, mode, owner, size, inode, change and modification times and
+// link target (a changed file changes its ctime, which no tool can set).
+func baseFingerprint() (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%v\x00%v\x00%v\x00%v\x00", baseVersion, baseDirs, baseFiles, hostEtc, skipEtc)
+	for _, d := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		t, _ := os.Readlink("/" + d)
+		fmt.Fprintf(h, "%s>%s\x00", d, t)
+	}
+	for _, name := range hostEtc {
+		err := filepath.WalkDir(filepath.Join("/etc", name), func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				return err
+			}
+			t, _ := os.Readlink(p)
+			fmt.Fprintf(h, "%s\x00%o\x00%d:%d\x00%d\x00%d\x00%d.%d\x00%d.%d\x00%s\x00", p, st.Mode, st.Uid, st.Gid, st.Size, st.Ino,
+				st.Ctim.Sec, st.Ctim.Nsec, st.Mtim.Sec, st.Mtim.Nsec, t)
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("fingerprint /etc/%s: %w", name, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // writeBaseLayer lays out the base root under root.
 func writeBaseLayer(root string) error {
-	dirs := []struct {
-		path string
-		mode os.FileMode
-		uid  int
-	}{
-		{"usr", 0o755, 0}, {"proc", 0o555, 0}, {"dev", 0o755, 0}, {"sys", 0o555, 0},
-		{"tmp", 0o1777, 0}, {"root", 0o700, 0}, {"home", 0o755, 0}, {"home/user", 0o755, UserUID},
-		{"run", 0o755, 0}, {"var", 0o755, 0}, {"var/tmp", 0o1777, 0}, {"var/log", 0o755, 0},
-		{"var/lib", 0o755, 0}, {"var/cache", 0o755, 0}, {"opt", 0o755, 0}, {"mnt", 0o755, 0},
-		{"srv", 0o755, 0}, {"etc", 0o755, 0}, {"etc/sudoers.d", 0o750, 0}, {"code", 0o777, 0},
-	}
-	for _, d := range dirs {
+	for _, d := range baseDirs {
 		p := filepath.Join(root, d.path)
 		if err := os.Mkdir(p, d.mode); err != nil {
 			return err
@@ -133,21 +219,7 @@ func writeBaseLayer(root string) error {
 			return err
 		}
 	}
-	files := map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/bash\n" +
-			"user:x:1000:1000:user:/home/user:/bin/bash\n" +
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"etc/group":          "root:x:0:\ntty:x:5:\nsudo:x:27:user\nusers:x:100:\nuser:x:1000:\nnogroup:x:65534:\n",
-		"etc/shadow":         "root:*:19000:0:99999:7:::\nuser::19000:0:99999:7:::\n",
-		"etc/hostname":       "sandbox\n",
-		"etc/hosts":          "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-		"etc/resolv.conf":    "nameserver 127.0.0.1\noptions ndots:0\n",
-		"etc/nsswitch.conf":  "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
-		"etc/sudoers":        "Defaults env_reset\nDefaults secure_path=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\nroot ALL=(ALL:ALL) ALL\n@includedir /etc/sudoers.d\n",
-		"etc/sudoers.d/user": "user ALL=(ALL:ALL) NOPASSWD: ALL\n",
-		"etc/e2b":            "ENV_ID=base\nTEMPLATE_ID=base\n",
-	}
-	for name, content := range files {
+	for name, content := range baseFiles {
 		mode := os.FileMode(0o644)
 		if strings.HasPrefix(name, "etc/sudoers") || name == "etc/shadow" {
 			mode = 0o440

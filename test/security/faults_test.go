@@ -27,7 +27,7 @@ import (
 // processes and acknowledged files, the rest are gone (404), nothing is
 // half-created and nothing leaks.
 func TestServerKilledUnderLoad(t *testing.T) {
-	const netRange = "198.19.243.0/24"
+	const netRange = "198.19.236.0/22"
 	p := newCove(t, "", "--network=true", "--network-range", netRange, "--pool-size", "2")
 	p.prefix = network.InterfacePrefix(netip.MustParsePrefix(netRange))
 	c := client(t, p.srv)
