@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -81,7 +82,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err != nil {
 		return h, fmt.Errorf("open sandbox network namespace: %w", err)
 	}
-	start, err := procStartTime(cmd.Process.Pid)
+	start, err := hostproc.StartTime(cmd.Process.Pid)
 	if err != nil {
 		netns.Close()
 		return h, fmt.Errorf("read sandbox init: %w", err)
@@ -199,7 +200,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 	if spec.NetNS != nil {
 		// Born inside the pooled namespace: a user-namespaced child could
 		// not join it later.
-		err = d.inNetNS(spec.NetNS, cmd.Start)
+		err = hostproc.InNetNS(spec.NetNS, d.host, cmd.Start)
 	} else {
 		err = cmd.Start()
 	}

@@ -30,7 +30,7 @@ func init() {
 			os.Exit(1)
 		}
 		os.Exit(0) // not reached: sandboxInit execs the agent
-	case agentArg0:
+	case agentArg0, AgentPath:
 		os.Exit(agentMain())
 	}
 }
@@ -159,6 +159,17 @@ func agentMain() int {
 	return runAgent(fixed, settings, nil)
 }
 
+// agentFDs are the readiness pipe and OOM counter an agent started by the
+// init inherits; an agent started by another runtime (gVisor's runsc, which
+// sets envNoFDs) has neither.
+func agentFDs() (ready, oom int) {
+	if os.Getenv(envNoFDs) != "" {
+		os.Unsetenv(envNoFDs) // not for the sandbox's processes
+		return 0, 0
+	}
+	return fdReady, fdOOM
+}
+
 type spawnRequest struct {
 	fork func() (int, error)
 	done chan spawnResult
@@ -183,7 +194,8 @@ func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error
 // agent's forks.
 func runAgent(fixed map[string]string, a isolation.AgentSettings, spawn func(func() (int, error)) (int, error)) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: fdReady, OOMFD: fdOOM, Spawn: spawn, Initial: settings.Update{
+	ready, oom := agentFDs()
+	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, Initial: settings.Update{
 		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,
 	}}
 	if a.AccessToken != "" {

@@ -8,6 +8,9 @@ import "github.com/covesandbox/cove/internal/isolation"
 const (
 	initArg0  = "cove-sandbox-init"
 	agentArg0 = "cove-envd"
+	// AgentPath is where another runtime (gVisor) finds the sandbox binary
+	// inside a sandbox; started under that name it is the agent.
+	AgentPath = "/.cove/cove-envd"
 )
 
 // Descriptors the sandbox's init inherits.
@@ -22,6 +25,9 @@ const (
 const (
 	envSandboxEnv    = "COVE_SANDBOX_ENV"
 	envAgentSettings = "COVE_AGENT_SETTINGS"
+	// envNoFDs, set for an agent another runtime starts, says it inherited
+	// no readiness pipe and no OOM counter.
+	envNoFDs = "COVE_AGENT_NO_FDS"
 )
 
 // initConfig is what the driver tells the sandbox's init.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 )
 
@@ -125,7 +126,7 @@ func TestNoLeaksAfterManyCycles(t *testing.T) {
 		}
 	}
 	for _, h := range handles {
-		if sameProcess(h.PID, h.StartTime) {
+		if hostproc.Alive(h) {
 			t.Errorf("the init of sandbox %s (pid %d) still runs", h.ID, h.PID)
 		}
 	}

@@ -2,11 +2,9 @@ package namespaces
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -44,7 +43,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	group := d.cgroupName(id)
 	if sb := d.get(id); sb != nil {
 		sb.destroying.Store(true)
-		_ = killInit(sb.handle)
+		_ = hostproc.Kill(sb.handle)
 		select {
 		case <-sb.done:
 		case <-ctx.Done():
@@ -53,8 +52,8 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		sb.netns.Close()
 		group = sb.cg.Name()
 	} else if st, err := readState(d.dir(id)); err == nil {
-		_ = killInit(st.Handle)
-		if err := waitGone(ctx, st.Handle); err != nil {
+		_ = hostproc.Kill(st.Handle)
+		if err := hostproc.WaitGone(ctx, st.Handle); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
 		}
 		group = st.Cgroup
@@ -70,34 +69,6 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	d.mu.Lock()
 	delete(d.sandboxes, id)
 	d.mu.Unlock()
-	return nil
-}
-
-// killInit SIGKILLs a sandbox's init if it is still the same process.
-func killInit(h isolation.Handle) error {
-	if h.PID <= 1 || !sameProcess(h.PID, h.StartTime) {
-		return nil
-	}
-	fd, err := unix.PidfdOpen(h.PID, 0)
-	if err != nil {
-		return nil // already gone
-	}
-	defer unix.Close(fd)
-	if !sameProcess(h.PID, h.StartTime) { // the pidfd now pins the process
-		return nil
-	}
-	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-}
-
-// waitGone waits until a process that is not our child has exited.
-func waitGone(ctx context.Context, h isolation.Handle) error {
-	for sameProcess(h.PID, h.StartTime) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
 	return nil
 }
 
@@ -118,7 +89,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 		return errs.New(errs.NotFound, "sandbox %s: handle does not match its state", h.ID)
 	}
 	pidfd, err := unix.PidfdOpen(h.PID, 0)
-	if err != nil || !sameProcess(h.PID, h.StartTime) {
+	if err != nil || !hostproc.Alive(h) {
 		if err == nil {
 			unix.Close(pidfd)
 		}
@@ -146,13 +117,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 // watchAdopted waits, through a pidfd, for an init this node did not start.
 func (d *Driver) watchAdopted(sb *sandbox, pidfd int) {
 	defer unix.Close(pidfd)
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == nil || !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	hostproc.WaitPidfd(pidfd)
 	d.ended(sb, "agent exited")
 }
 

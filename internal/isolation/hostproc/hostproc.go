@@ -1,0 +1,110 @@
+// Package hostproc holds what isolation drivers do with a sandbox's host
+// processes: name one for good (pid and start time), signal and wait for it
+// without hitting a reused pid, and run code in its network namespace.
+package hostproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/isolation"
+)
+
+// StartTime returns a live process's start time (clock ticks after boot),
+// which together with the pid names one process for good. A zombie is not
+// live.
+func StartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields start after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, fmt.Errorf("process %d has exited", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// Alive reports whether the handle's pid is still the process that
+// started at its start time.
+func Alive(h isolation.Handle) bool {
+	got, err := StartTime(h.PID)
+	return err == nil && got == h.StartTime
+}
+
+// Kill SIGKILLs the handle's process if it is still the same process.
+func Kill(h isolation.Handle) error {
+	if h.PID <= 1 || !Alive(h) {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(h.PID, 0)
+	if err != nil {
+		return nil // already gone
+	}
+	defer unix.Close(fd)
+	if !Alive(h) { // the pidfd now pins the process
+		return nil
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// WaitGone waits until a process that is not our child has exited.
+func WaitGone(ctx context.Context, h isolation.Handle) error {
+	for Alive(h) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// WaitPidfd blocks until the process of pidfd has exited.
+func WaitPidfd(pidfd int) {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == nil || !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// InNetNS runs fn on a thread inside the network namespace ns: sockets it
+// makes and processes it forks belong there. The thread then returns to
+// host (the caller's own namespace); if it cannot, it stays locked and dies
+// with its goroutine.
+func InNetNS(ns, host *os.File, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter the sandbox network: %w", err)
+			return
+		}
+		err := fn()
+		if unix.Setns(int(host.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
