@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"unsafe"
 
@@ -239,35 +237,6 @@ func loopbackUp() error {
 	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("bring lo up: %w", err)
-	}
-	return nil
-}
-
-// writeIdentity gives the sandbox its own /etc/hostname, /etc/hosts and,
-// when resolvers are given, /etc/resolv.conf.
-func writeIdentity(root, id string, dns []string) error {
-	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil { // an image may have none
-		return err
-	}
-	if len(dns) > 0 {
-		var b strings.Builder
-		for _, d := range dns {
-			b.WriteString("nameserver " + d + "\n")
-		}
-		if err := os.WriteFile(filepath.Join(root, "etc/resolv.conf"), []byte(b.String()), 0o644); err != nil {
-			return fmt.Errorf("write resolv.conf: %w", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "etc/hostname"), []byte(id+"\n"), 0o644); err != nil {
-		return fmt.Errorf("write hostname: %w", err)
-	}
-	hosts := strings.Join([]string{
-		"127.0.0.1\tlocalhost " + id,
-		"::1\tlocalhost ip6-localhost ip6-loopback",
-		"",
-	}, "\n")
-	if err := os.WriteFile(filepath.Join(root, "etc/hosts"), []byte(hosts), 0o644); err != nil {
-		return fmt.Errorf("write hosts: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
 // buildRoot mounts the sandbox's root file system inside its own mount
@@ -78,7 +80,7 @@ func buildRoot(cfg initConfig) (string, error) {
 	if err := mountProc(root); err != nil {
 		return "", err
 	}
-	if err := writeIdentity(root, cfg.ID, cfg.DNS); err != nil {
+	if err := isolation.WriteIdentity(root, cfg.ID, cfg.DNS); err != nil {
 		return "", err
 	}
 	return root, nil
