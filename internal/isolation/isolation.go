@@ -9,7 +9,10 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -206,4 +209,54 @@ type Stats struct {
 	DiskTotal   uint64
 	PIDs        uint64
 	OOMKills    uint64
+}
+
+// WritableBytes is the size of a sandbox's writable layer: its disk, or
+// less. The layer is a tmpfs whose pages count against the sandbox's memory
+// limit, so a disk as large as the memory would let a full disk leave no
+// memory to run anything (the agent included) and end in the OOM killer
+// rather than in "No space left on device". A quarter of the memory (at
+// least 64 MiB) stays for processes.
+func (l Limits) WritableBytes() int64 {
+	mem := l.MemoryMB << 20
+	return max(min(l.DiskMB<<20, mem-max(64<<20, mem/4)), MinDiskMB<<20)
+}
+
+// TmpfsLimits are the mount options that cap a tmpfs at bytes, and its
+// inodes at one per 16 KiB (ext4's default ratio, at least 4096): without
+// that cap a sandbox could make millions of empty files, each one kernel
+// memory.
+func TmpfsLimits(bytes int64) string {
+	return "size=" + strconv.FormatInt(bytes, 10) + ",nr_inodes=" + strconv.FormatInt(max(bytes/(16<<10), 4096), 10)
+}
+
+// ValidateSpec checks what every driver needs of a sandbox: its id, its
+// limits, usable layer directories, an absolute host writable layer, and
+// binds with absolute, clean paths.
+func ValidateSpec(id string, spec Spec) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	if err := spec.Limits.Validate(); err != nil {
+		return err
+	}
+	if len(spec.RootFS.Layers) == 0 {
+		return errs.New(errs.InvalidArgument, "the root file system has no layer")
+	}
+	for _, l := range spec.RootFS.Layers {
+		if st, err := os.Stat(l); err != nil || !st.IsDir() || strings.ContainsAny(l, ":,") {
+			return errs.New(errs.InvalidArgument, "template layer %s is not a usable directory", l)
+		}
+	}
+	if u := spec.RootFS.Upper; u != "" {
+		if st, err := os.Stat(u); err != nil || !st.IsDir() || !filepath.IsAbs(u) || strings.ContainsAny(u, ":,") {
+			return errs.New(errs.InvalidArgument, "writable layer %s is not a usable directory", u)
+		}
+	}
+	for _, b := range spec.RootFS.Binds {
+		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) || strings.Contains(b.Target, "..") {
+			return errs.New(errs.InvalidArgument, "bind %s -> %s must use absolute, clean paths", b.Source, b.Target)
+		}
+	}
+	return nil
 }

@@ -121,32 +121,11 @@ func (d *Driver) userNSSpec(dir string, spec isolation.Spec) (isolation.Spec, er
 }
 
 func validateSpec(id string, spec isolation.Spec) error {
-	if err := isolation.ValidateID(id); err != nil {
+	if err := isolation.ValidateSpec(id, spec); err != nil {
 		return err
 	}
-	if err := spec.Limits.Validate(); err != nil {
-		return err
-	}
-	if len(spec.RootFS.Layers) == 0 {
-		return errs.New(errs.InvalidArgument, "the root file system has no layer")
-	}
-	for _, l := range spec.RootFS.Layers {
-		if st, err := os.Stat(l); err != nil || !st.IsDir() || strings.ContainsAny(l, ":,") {
-			return errs.New(errs.InvalidArgument, "template layer %s is not a usable directory", l)
-		}
-	}
-	if u := spec.RootFS.Upper; u != "" {
-		if st, err := os.Stat(u); err != nil || !st.IsDir() || !filepath.IsAbs(u) || strings.ContainsAny(u, ":,") {
-			return errs.New(errs.InvalidArgument, "writable layer %s is not a usable directory", u)
-		}
-		if spec.UserNamespace {
-			return errs.New(errs.InvalidArgument, "a host writable layer cannot be used with a user namespace")
-		}
-	}
-	for _, b := range spec.RootFS.Binds {
-		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) || strings.Contains(b.Target, "..") {
-			return errs.New(errs.InvalidArgument, "bind %s -> %s must use absolute, clean paths", b.Source, b.Target)
-		}
+	if spec.RootFS.Upper != "" && spec.UserNamespace {
+		return errs.New(errs.InvalidArgument, "a host writable layer cannot be used with a user namespace")
 	}
 	return nil
 }
@@ -233,7 +212,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 	}
 	cfg := initConfig{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,
-		DiskBytes: writableBytes(spec.Limits), ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
+		DiskBytes: spec.Limits.WritableBytes(), ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
 		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent,
 	}
@@ -308,15 +287,4 @@ func (d *Driver) ended(sb *sandbox, detail string) {
 func (sb *sandbox) oomKilled() bool {
 	n, err := sb.cg.OOMKills()
 	return err == nil && n > 0
-}
-
-// writableBytes is the size of the sandbox's writable layer: its disk, or
-// less. The layer is a tmpfs whose pages count against the sandbox's memory
-// limit, so a disk as large as the memory would let a full disk leave no
-// memory to run anything (the agent included) and end in the OOM killer
-// rather than in "No space left on device". A quarter of the memory (at
-// least 64 MiB) stays for processes.
-func writableBytes(l isolation.Limits) int64 {
-	mem := l.MemoryMB << 20
-	return max(min(l.DiskMB<<20, mem-max(64<<20, mem/4)), isolation.MinDiskMB<<20)
 }

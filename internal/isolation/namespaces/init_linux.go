@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -239,13 +238,4 @@ func loopbackUp() error {
 		return fmt.Errorf("bring lo up: %w", err)
 	}
 	return nil
-}
-
-func sizeOpt(bytes int64) string { return "size=" + strconv.FormatInt(bytes, 10) }
-
-// inodesOpt caps a tmpfs's inodes at one per 16 KiB (ext4's default ratio),
-// at least 4096: without it a sandbox could make millions of empty files,
-// each one kernel memory.
-func inodesOpt(bytes int64) string {
-	return "nr_inodes=" + strconv.FormatInt(max(bytes/(16<<10), 4096), 10)
 }

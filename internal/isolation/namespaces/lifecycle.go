@@ -149,7 +149,7 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	out := isolation.Stats{
 		CPUUsage: s.CPUUsage, CPUMillis: sb.limits.CPUMillis,
 		MemoryUsage: s.MemoryUsage, MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache,
-		PIDs: s.PIDs, OOMKills: s.OOMKills, DiskTotal: uint64(writableBytes(sb.limits)),
+		PIDs: s.PIDs, OOMKills: s.OOMKills, DiskTotal: uint64(sb.limits.WritableBytes()),
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/", sb.handle.PID), &fs); err == nil {

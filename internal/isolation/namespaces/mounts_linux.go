@@ -25,7 +25,7 @@ func buildRoot(cfg initConfig) (string, error) {
 		if err := mount(cfg.Upper, rw, "", unix.MS_BIND, ""); err != nil {
 			return "", err
 		}
-	} else if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+sizeOpt(cfg.DiskBytes)+","+inodesOpt(cfg.DiskBytes)); err != nil {
+	} else if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+isolation.TmpfsLimits(cfg.DiskBytes)); err != nil {
 		return "", err
 	}
 	upper, work, root := filepath.Join(rw, "upper"), filepath.Join(rw, "work"), filepath.Join(rw, "root")
@@ -186,7 +186,7 @@ func mountDev(root string, shmBytes int64, userNS bool) error {
 	if err := mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
 		return err
 	}
-	if err := mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,"+sizeOpt(shmBytes)+","+inodesOpt(shmBytes)); err != nil {
+	if err := mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,"+isolation.TmpfsLimits(shmBytes)); err != nil {
 		return err
 	}
 	for name, target := range map[string]string{
