@@ -189,4 +189,28 @@ func RemoveEmpty(name string) {
 	if g, err := Load(name); err == nil {
 		_ = g.impl.remove()
 	}
+	for _, dir := range everyV1Dir(name) {
+		_ = unix.Rmdir(dir)
+	}
+}
+
+// RemoveEverywhere removes group name, and the groups below it, from every
+// hierarchy of the host, the ones sandboxes do not join included: what a
+// runtime that makes its own groups (runsc) leaves. The groups must be
+// empty; a missing one is not an error.
+func RemoveEverywhere(name string) error {
+	if Version() == 2 {
+		if g, err := Load(name); err == nil {
+			if err := g.impl.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, dir := range everyV1Dir(name) {
+		if err := rmdirTree(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+	}
+	return nil
 }

@@ -265,3 +265,53 @@ func (c *v1) stats() (Stats, error) {
 	}
 	return s, nil
 }
+
+// everyV1Dir is name's directory, nested under the node's own group, in
+// every v1 hierarchy mounted on this host, the ones sandboxes do not join
+// included (a runtime such as runsc makes groups in all of them).
+func everyV1Dir(name string) []string {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		parts := strings.SplitN(line, ":", 3) // id:controllers:path
+		if len(parts) != 3 || parts[1] == "" {
+			continue // the v2 hierarchy of a hybrid host
+		}
+		for _, m := range strings.Split(string(mounts), "\n") {
+			pre, post, ok := strings.Cut(m, " - ")
+			f, g := strings.Fields(pre), strings.Fields(post)
+			if !ok || len(f) < 5 || len(g) < 3 || g[0] != "cgroup" || !hasAll(g[2], parts[1]) {
+				continue
+			}
+			// The mount's root (f[3]) is where in the hierarchy it starts.
+			rel, err := filepath.Rel(f[3], parts[2])
+			if err == nil && !strings.HasPrefix(rel, "..") {
+				out = append(out, filepath.Join(f[4], rel, name))
+			}
+			break
+		}
+	}
+	return out
+}
+
+// hasAll reports whether a mount's super options hold every controller of
+// a /proc/self/cgroup entry ("cpu,cpuacct", "name=systemd").
+func hasAll(options, controllers string) bool {
+	opts := map[string]bool{}
+	for _, o := range strings.Split(options, ",") {
+		opts[o] = true
+	}
+	for _, c := range strings.Split(controllers, ",") {
+		if !opts[c] {
+			return false
+		}
+	}
+	return true
+}

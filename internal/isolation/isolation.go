@@ -74,6 +74,12 @@ type Capabilities struct {
 	NeedsKVM       bool
 	UserNamespaces bool // sandboxes may ask for a user namespace
 	CgroupVersion  int  // 1 or 2
+	// ContainsProcesses: a process that exhausts the sandbox's memory or
+	// pids is stopped alone (killed, or refused a fork) and the sandbox
+	// goes on, and signals from inside cannot end the agent. Without it
+	// (gVisor: one host process runs the whole sandbox) such a process
+	// ends the sandbox, and the end is reported.
+	ContainsProcesses bool
 }
 
 // Spec is what a sandbox is made of.

@@ -5,9 +5,12 @@ package hostproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 )
 
@@ -107,4 +111,43 @@ func InNetNS(ns, host *os.File, fn func() error) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// Record is what a driver keeps of a sandbox in its directory, so a
+// restarted node can adopt it or remove what it left.
+type Record struct {
+	Handle isolation.Handle `json:"handle"`
+	Cgroup string           `json:"cgroup"`
+	Limits isolation.Limits `json:"limits"`
+}
+
+// recordFile is a sandbox's Record inside its directory.
+const recordFile = "state.json"
+
+// WriteRecord saves r in the sandbox directory dir.
+func WriteRecord(dir string, r Record) error {
+	return fsutil.WriteJSON(filepath.Join(dir, recordFile), r)
+}
+
+// ReadRecord reads the Record in the sandbox directory dir.
+func ReadRecord(dir string) (Record, error) {
+	var r Record
+	b, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}
+
+// Dial connects to 127.0.0.1:port in the network namespace ns, from a
+// thread that returns to host afterwards.
+func Dial(ctx context.Context, ns, host *os.File, port int) (net.Conn, error) {
+	var c net.Conn
+	err := InNetNS(ns, host, func() error {
+		var dialer net.Dialer
+		var err error
+		c, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		return err
+	})
+	return c, err
 }

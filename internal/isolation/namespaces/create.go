@@ -88,7 +88,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, fmt.Errorf("read sandbox init: %w", err)
 	}
 	h = isolation.Handle{ID: id, Driver: d.Name(), PID: cmd.Process.Pid, StartTime: start, CreatedAt: time.Now().UTC()}
-	if err := writeState(dir, state{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits}); err != nil {
+	if err := hostproc.WriteRecord(dir, hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits}); err != nil {
 		netns.Close()
 		return h, fmt.Errorf("record sandbox state: %w", err)
 	}

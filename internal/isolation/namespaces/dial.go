@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
@@ -24,13 +23,7 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
 	default:
 	}
-	var c net.Conn
-	err := hostproc.InNetNS(sb.netns, d.host, func() error {
-		var dialer net.Dialer
-		var err error
-		c, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		return err
-	})
+	c, err := hostproc.Dial(ctx, sb.netns, d.host, port)
 	if err != nil {
 		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("dial sandbox %s port %d: %w", id, port, err))
 	}

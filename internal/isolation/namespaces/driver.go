@@ -116,7 +116,7 @@ func (d *Driver) Name() string { return "namespaces" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{UserNamespaces: true, CgroupVersion: cgroups.Version()}
+	return isolation.Capabilities{UserNamespaces: true, CgroupVersion: cgroups.Version(), ContainsProcesses: true}
 }
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }

@@ -114,7 +114,7 @@ func sandboxInit() error {
 	agent, _ := json.Marshal(cfg.Agent)
 	argv := []string{agentArg0}
 	envv := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-		envSandboxEnv + "=" + string(env), envAgentSettings + "=" + string(agent)}
+		EnvSandboxEnv + "=" + string(env), EnvAgentSettings + "=" + string(agent)}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, envv))
 }
 
@@ -144,7 +144,7 @@ func agentMain() int {
 		fixed    map[string]string
 		settings isolation.AgentSettings
 	)
-	for name, v := range map[string]any{envSandboxEnv: &fixed, envAgentSettings: &settings} {
+	for name, v := range map[string]any{EnvSandboxEnv: &fixed, EnvAgentSettings: &settings} {
 		if s := os.Getenv(name); s != "" {
 			if err := json.Unmarshal([]byte(s), v); err != nil {
 				fmt.Fprintf(os.Stderr, "bad %s: %v\n", name, err)
@@ -158,10 +158,10 @@ func agentMain() int {
 
 // agentFDs are the readiness pipe and OOM counter an agent started by the
 // init inherits; an agent started by another runtime (gVisor's runsc, which
-// sets envNoFDs) has neither.
+// sets EnvNoFDs) has neither.
 func agentFDs() (ready, oom int) {
-	if os.Getenv(envNoFDs) != "" {
-		os.Unsetenv(envNoFDs) // not for the sandbox's processes
+	if os.Getenv(EnvNoFDs) != "" {
+		os.Unsetenv(EnvNoFDs) // not for the sandbox's processes
 		return 0, 0
 	}
 	return fdReady, fdOOM

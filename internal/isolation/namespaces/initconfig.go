@@ -20,14 +20,14 @@ const (
 	fdOOM    = 5 // the cgroup file counting OOM kills, opened by the init
 )
 
-// envSandboxEnv carries the sandbox's fixed variables to the exec'd agent,
-// envAgentSettings its start-up settings; both JSON, unset once read.
+// EnvSandboxEnv carries the sandbox's fixed variables to the exec'd agent,
+// EnvAgentSettings its start-up settings; both JSON, unset once read.
 const (
-	envSandboxEnv    = "COVE_SANDBOX_ENV"
-	envAgentSettings = "COVE_AGENT_SETTINGS"
-	// envNoFDs, set for an agent another runtime starts, says it inherited
+	EnvSandboxEnv    = "COVE_SANDBOX_ENV"
+	EnvAgentSettings = "COVE_AGENT_SETTINGS"
+	// EnvNoFDs, set for an agent another runtime starts, says it inherited
 	// no readiness pipe and no OOM counter.
-	envNoFDs = "COVE_AGENT_NO_FDS"
+	EnvNoFDs = "COVE_AGENT_NO_FDS"
 )
 
 // initConfig is what the driver tells the sandbox's init.

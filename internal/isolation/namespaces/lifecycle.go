@@ -51,7 +51,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		}
 		sb.netns.Close()
 		group = sb.cg.Name()
-	} else if st, err := readState(d.dir(id)); err == nil {
+	} else if st, err := hostproc.ReadRecord(d.dir(id)); err == nil {
 		_ = hostproc.Kill(st.Handle)
 		if err := hostproc.WaitGone(ctx, st.Handle); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
@@ -81,7 +81,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 	if d.get(h.ID) != nil {
 		return nil
 	}
-	st, err := readState(d.dir(h.ID))
+	st, err := hostproc.ReadRecord(d.dir(h.ID))
 	if err != nil {
 		return errs.New(errs.NotFound, "sandbox %s has no state: %v", h.ID, err)
 	}

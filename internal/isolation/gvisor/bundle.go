@@ -1,0 +1,103 @@
+package gvisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/namespaces"
+)
+
+// keptCaps are the capabilities the agent (and root in the sandbox) keeps:
+// the namespaces driver's set, which gVisor applies inside its kernel.
+var keptCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
+	"CAP_SETUID", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_AUDIT_WRITE",
+}
+
+// bundleSpec is the OCI runtime spec of a sandbox whose root is rootfs and
+// whose network namespace is at netnsPath.
+func (d *Driver) bundleSpec(id, rootfs, netnsPath string, spec isolation.Spec) (*specs.Spec, error) {
+	sandboxEnv, err := json.Marshal(spec.Env)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := json.Marshal(spec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	mounts := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777",
+			"size=" + strconv.FormatInt(min(64<<20, spec.Limits.MemoryMB<<19), 10)}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+	}
+	for _, b := range spec.RootFS.Binds {
+		mounts = append(mounts, specs.Mount{Destination: b.Target, Type: "bind", Source: b.Source,
+			Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+	}
+	mounts = append(mounts, specs.Mount{Destination: namespaces.AgentPath, Type: "bind", Source: d.cfg.SandboxBinary,
+		Options: []string{"bind", "ro", "nosuid", "nodev"}})
+	period := uint64(100000)
+	quota := spec.Limits.CPUMillis * int64(period) / 1000
+	memory := spec.Limits.MemoryMB << 20
+	swappiness := uint64(0)
+	// The host sees the sandbox's kernel, gofer and stubs, not its
+	// processes: room for those threads on top of the sandbox's own limit.
+	pids := spec.Limits.PIDs + 512
+	resources := &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &memory, Swap: &memory, Swappiness: &swappiness},
+		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
+		Pids:   &specs.LinuxPids{Limit: &pids},
+	}
+	return &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			User: specs.User{UID: 0, GID: 0},
+			Args: []string{namespaces.AgentPath},
+			Env: []string{
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv),
+				namespaces.EnvAgentSettings + "=" + string(agent),
+				namespaces.EnvNoFDs + "=1",
+			},
+			Cwd: "/",
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: keptCaps, Effective: keptCaps, Permitted: keptCaps,
+			},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: rootfs},
+		Hostname: id,
+		Mounts:   mounts,
+		Linux: &specs.Linux{
+			// Relative: runsc makes it under its own cgroup, the node's,
+			// with these limits, and sizes the sandbox's kernel by them.
+			CgroupsPath: d.cgroupName(id),
+			Resources:   resources,
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: netnsPath},
+			},
+		},
+	}, nil
+}
+
+// writeBundle writes spec as dir/config.json.
+func writeBundle(dir string, s *specs.Spec) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("write the sandbox's bundle: %w", err)
+	}
+	return nil
+}

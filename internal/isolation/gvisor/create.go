@@ -1,0 +1,312 @@
+package gvisor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Create implements isolation.Driver. It returns once the agent inside
+// answers; on any failure or cancellation it removes all it made.
+func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
+	if err := isolation.ValidateSpec(id, spec); err != nil {
+		return h, err
+	}
+	if spec.UserNamespace {
+		return h, errs.New(errs.InvalidArgument, "the gvisor driver has no user namespaces (gVisor's own kernel stands between the sandbox and the host's)")
+	}
+	dir := d.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return h, errs.New(errs.AlreadyExists, "sandbox %s already exists", id)
+		}
+		return h, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if derr := d.remove(cleanup, id, d.cgroupName(id), isolation.Handle{}); derr != nil {
+			d.log.Error("clean up failed create", logx.SandboxID(id), logx.Err(derr))
+		}
+	}()
+	rootfs, err := mountRoot(dir, spec)
+	if err != nil {
+		return h, err
+	}
+	if err := isolation.WriteIdentity(rootfs, id, spec.DNS); err != nil {
+		return h, err
+	}
+	netns := spec.NetNS
+	if netns == nil {
+		if netns, err = loopbackOnly(); err != nil {
+			return h, err
+		}
+		defer netns.Close() // runsc's sandbox holds it from now on
+	}
+	bundle, err := d.bundleSpec(id, rootfs, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), netns.Fd()), spec)
+	if err != nil {
+		return h, err
+	}
+	if err := writeBundle(dir, bundle); err != nil {
+		return h, err
+	}
+	if err := ctx.Err(); err != nil {
+		return h, err
+	}
+	pidFile := filepath.Join(dir, "pid")
+	if _, err := d.runsc(ctx, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
+		return h, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	// runsc made the sandbox's group with its limits (so that its kernel
+	// knows them too: its memory and CPU count); the driver reads it.
+	cg, err := cgroups.Load(d.cgroupName(id))
+	if err != nil {
+		return h, err
+	}
+	if _, err := d.runsc(ctx, "start", id); err != nil {
+		return h, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	// The pid file names the sandbox's init as the host sees it: runsc's
+	// sandbox process, whose end is the sandbox's.
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return h, fmt.Errorf("read the sandbox's pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return h, fmt.Errorf("read the sandbox's pid: %w", err)
+	}
+	sandboxPID, err := sandboxProcess(pid)
+	if err != nil {
+		return h, err
+	}
+	start, err := hostproc.StartTime(sandboxPID)
+	if err != nil {
+		return h, fmt.Errorf("sandbox %s ended as it started: %w", id, err)
+	}
+	h = isolation.Handle{ID: id, Driver: d.Name(), PID: sandboxPID, StartTime: start, CreatedAt: time.Now().UTC()}
+	if err := hostproc.WriteRecord(dir, hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits}); err != nil {
+		return h, err
+	}
+	pidfd, err := unix.PidfdOpen(sandboxPID, 0)
+	if err != nil {
+		return h, fmt.Errorf("watch sandbox %s: %w", id, err)
+	}
+	sb := &sandbox{id: id, handle: h, cg: cg, limits: spec.Limits, done: make(chan struct{})}
+	d.mu.Lock()
+	d.sandboxes[id] = sb
+	d.mu.Unlock()
+	go d.watch(sb, pidfd)
+	if err := d.waitReady(ctx, id); err != nil {
+		return h, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// sandboxProcess is the host process that runs a container's sandbox: the
+// pid runsc reports is its init inside the sandbox, as the host sees it
+// (runsc's sandbox process for the root container).
+func sandboxProcess(pid int) (int, error) {
+	if pid <= 1 {
+		return 0, fmt.Errorf("runsc reported pid %d", pid)
+	}
+	return pid, nil
+}
+
+// mountRoot mounts the sandbox's root under dir: a size-capped tmpfs for
+// the writable layer (or the spec's host directory), an overlay of the
+// template's layers under it at dir/rootfs, with the mount points the
+// bundle needs. Both are host mounts the driver removes in remove.
+func mountRoot(dir string, spec isolation.Spec) (string, error) {
+	rw := filepath.Join(dir, "rw")
+	if spec.RootFS.Upper != "" {
+		rw = spec.RootFS.Upper
+	} else {
+		if err := os.Mkdir(rw, 0o700); err != nil {
+			return "", err
+		}
+		if err := unix.Mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+isolation.TmpfsLimits(spec.Limits.WritableBytes())); err != nil {
+			return "", fmt.Errorf("mount the writable layer: %w", err)
+		}
+	}
+	upper, work := filepath.Join(rw, "upper"), filepath.Join(rw, "work")
+	for _, p := range []string{upper, work} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return "", err
+		}
+	}
+	lower := make([]string, len(spec.RootFS.Layers))
+	for i, l := range spec.RootFS.Layers { // overlayfs lists the topmost lower first
+		lower[len(spec.RootFS.Layers)-1-i] = l
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
+	if spec.RootFS.Upper != "" {
+		opts += ",redirect_dir=off,metacopy=off,index=off"
+	}
+	root := filepath.Join(dir, "rootfs")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return "", err
+	}
+	if err := unix.Mount("overlay", root, "overlay", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
+		return "", fmt.Errorf("mount the root overlay: %w", err)
+	}
+	// Mount points the bundle names, made inside the root only (a
+	// template's links never lead the driver out of it).
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	points := []string{"proc", "dev", "sys", "tmp", ".cove"}
+	for _, b := range spec.RootFS.Binds {
+		points = append(points, strings.TrimPrefix(b.Target, "/"))
+	}
+	for _, p := range points {
+		if err := r.MkdirAll(p, 0o755); err != nil {
+			return "", fmt.Errorf("mount point /%s: %w", p, err)
+		}
+	}
+	f, err := r.OpenFile(".cove/cove-envd", os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		return "", fmt.Errorf("mount point of the agent: %w", err)
+	}
+	f.Close()
+	return root, nil
+}
+
+// loopbackOnly makes a network namespace with only loopback, up.
+func loopbackOnly() (*os.File, error) {
+	type result struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // the thread ends in the new namespace: never unlocked
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: fmt.Errorf("new network namespace: %w", err)}
+			return
+		}
+		if lo, err := netlink.LinkByName("lo"); err != nil {
+			ch <- result{err: err}
+			return
+		} else if err := netlink.LinkSetUp(lo); err != nil {
+			ch <- result{err: err}
+			return
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		ch <- result{f, err}
+	}()
+	r := <-ch
+	return r.f, r.err
+}
+
+// waitReady waits until the agent answers /health.
+func (d *Driver) waitReady(ctx context.Context, id string) error {
+	var last error
+	for {
+		if err := d.health(ctx, id); err == nil {
+			return nil
+		} else {
+			last = err
+		}
+		if sb := d.get(id); sb != nil {
+			select {
+			case <-sb.done:
+				return fmt.Errorf("the sandbox ended before its agent answered: %s", sb.exit.Detail)
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (the agent: %v)", ctx.Err(), last)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// health asks the agent for /health once.
+func (d *Driver) health(ctx context.Context, id string) error {
+	c, err := d.Dial(ctx, id, 49983)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("GET /health HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if f := strings.Fields(line); len(f) < 2 || (f[1] != "200" && f[1] != "204") {
+		return fmt.Errorf("agent health: %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// Dial implements isolation.Driver: 127.0.0.1:port inside the sandbox's
+// network namespace, entered through its runsc process.
+func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	sb := d.get(id)
+	if sb == nil {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	select {
+	case <-sb.done:
+		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
+	default:
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", sb.handle.PID))
+	if err != nil {
+		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("sandbox %s: %w", id, err))
+	}
+	defer ns.Close()
+	c, err := hostproc.Dial(ctx, ns, d.host, port)
+	if err != nil {
+		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("dial sandbox %s port %d: %w", id, port, err))
+	}
+	return c, nil
+}
+
+// watch waits for the sandbox's runsc process to end and records why.
+func (d *Driver) watch(sb *sandbox, pidfd int) {
+	defer unix.Close(pidfd)
+	hostproc.WaitPidfd(pidfd)
+	switch {
+	case sb.destroying.Load():
+		sb.exit = isolation.Exit{Reason: isolation.ExitDestroyed}
+	case oomKilled(sb.cg):
+		sb.exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox was killed for memory"}
+	default:
+		sb.exit = isolation.Exit{Reason: isolation.ExitCrashed, Detail: "the sandbox's gVisor kernel exited"}
+	}
+	close(sb.done)
+	d.log.Info("sandbox ended", logx.SandboxID(sb.id), "reason", sb.exit.Reason, "pid", strconv.Itoa(sb.handle.PID))
+}
+
+func oomKilled(cg *cgroups.Group) bool {
+	n, err := cg.OOMKills()
+	return err == nil && n > 0
+}
