@@ -38,6 +38,8 @@ type CreateRequest struct {
 	// AllowDomains are names reachable on ports 80 and 443.
 	AllowOut, DenyOut []netip.Prefix
 	AllowDomains      []string
+	// Isolation names the driver ("" = the node's default).
+	Isolation string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -66,7 +68,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if err := limits.Validate(); err != nil {
 		return Info{}, err
 	}
-	if req.ID == "" && req.Resolved == nil && m.pool != nil {
+	d, err := m.driverNamed(req.Isolation)
+	if err != nil {
+		return Info{}, err
+	}
+	// Warm sandboxes are the default driver's.
+	if req.ID == "" && req.Resolved == nil && m.pool != nil && d == m.driver {
 		if w := m.pool.take(tpl, limits); w != nil {
 			info, err := m.handOut(ctx, w, req)
 			if err == nil {
@@ -89,7 +96,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	maps.Copy(env, req.EnvVars)
 	now := time.Now().UTC()
 	sb := &sandbox{ended: make(chan struct{}), info: Info{
-		ID: req.ID, TemplateID: tpl.ID, State: StateCreating, Limits: limits,
+		ID: req.ID, TemplateID: tpl.ID, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 	}}
@@ -196,7 +203,15 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		ni.Slot, ni.Addr = n.Slot, n.Addr.String()
 		info.Network = &ni
 	}
-	h, err := m.driver.Create(ctx, info.ID, spec)
+	d, err := m.driverNamed(info.Isolation)
+	if err != nil {
+		if n != nil {
+			m.cfg.Networks.Release(n)
+		}
+		return nil, err
+	}
+	info.Isolation = d.Name()
+	h, err := d.Create(ctx, info.ID, spec)
 	if err != nil {
 		if n != nil {
 			m.cfg.Networks.Release(n)
@@ -235,7 +250,7 @@ func (m *Manager) admit(sb *sandbox, info *Info, n *network.Net, agent *agentcli
 func (m *Manager) destroy(id string, n *network.Net) {
 	cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := m.driver.Destroy(cleanup, id); err != nil {
+	if err := m.driverOf(id).Destroy(cleanup, id); err != nil {
 		m.log.Error("destroy sandbox", logx.SandboxID(id), logx.Err(err))
 		return
 	}

@@ -20,7 +20,7 @@ func (m *Manager) Dial(ctx context.Context, id string, port int) (net.Conn, erro
 	if !m.Running(id) {
 		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	return m.driver.Dial(ctx, id, port)
+	return m.driverOf(id).Dial(ctx, id, port)
 }
 
 // TrafficToken is the token a sandbox's ports require ("" = public).

@@ -49,7 +49,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	if sb.agent != nil {
 		sb.agent.Close()
 	}
-	if err := m.driver.Destroy(ctx, id); err != nil {
+	if err := m.driverOf(id).Destroy(ctx, id); err != nil {
 		// Keep the record: Recover retries the teardown after a restart.
 		return fmt.Errorf("kill sandbox %s: %w", id, err)
 	}
@@ -99,7 +99,7 @@ func (m *Manager) watch(sb *sandbox) {
 				cancel()
 			}
 		}()
-		exit, err := m.driver.Wait(ctx, sb.snapshot().ID)
+		exit, err := m.driverOf(sb.snapshot().ID).Wait(ctx, sb.snapshot().ID)
 		if err != nil || exit.Reason == isolation.ExitDestroyed {
 			return
 		}

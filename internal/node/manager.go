@@ -6,6 +6,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"strings"
 
 	"fmt"
 	"log/slog"
@@ -53,6 +54,12 @@ type Config struct {
 	// the one its user will get (the control plane derives tokens from
 	// ids), so a hand-over usually needs no call to the agent.
 	WarmToken func(id string) string
+	// Drivers are isolation drivers besides the default one, chosen per
+	// sandbox (CreateRequest.Isolation).
+	Drivers []isolation.Driver
+	// Unavailable names drivers this node lacks, with the reason, so that
+	// asking for one says why.
+	Unavailable map[string]string
 }
 
 // Networks hands out sandbox networks (network.Manager).
@@ -72,7 +79,8 @@ var DefaultLimits = isolation.Limits{CPUMillis: 2000, MemoryMB: 512, DiskMB: 102
 // Manager is the node's sandbox table.
 type Manager struct {
 	cfg       Config
-	driver    isolation.Driver
+	driver    isolation.Driver            // the default
+	drivers   map[string]isolation.Driver // by name, the default's included
 	templates Templates
 	log       *slog.Logger
 
@@ -96,11 +104,52 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 		return nil, fmt.Errorf("create node directory: %w", err)
 	}
 	m := &Manager{cfg: cfg, driver: driver, templates: templates, log: log,
-		sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}
+		drivers: map[string]isolation.Driver{driver.Name(): driver}, sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}
+	for _, d := range cfg.Drivers {
+		m.drivers[d.Name()] = d
+	}
 	if cfg.PoolSize > 0 {
 		m.pool = newPool(m, cfg.PoolSize)
 	}
 	return m, nil
+}
+
+// Isolations names the drivers this node runs sandboxes with, the default
+// first.
+func (m *Manager) Isolations() []string {
+	out := []string{m.driver.Name()}
+	for name := range m.drivers {
+		if name != m.driver.Name() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// driverNamed is the driver a create asks for ("" = the default), or an
+// InvalidArgument error saying why there is none.
+func (m *Manager) driverNamed(name string) (isolation.Driver, error) {
+	if name == "" {
+		return m.driver, nil
+	}
+	if d, ok := m.drivers[name]; ok {
+		return d, nil
+	}
+	if why, ok := m.cfg.Unavailable[name]; ok {
+		return nil, errs.New(errs.InvalidArgument, "isolation %q is not available on this node: %s", name, why)
+	}
+	return nil, errs.New(errs.InvalidArgument, "unknown isolation %q: this node offers %s", name, strings.Join(m.Isolations(), ", "))
+}
+
+// driverOf is the driver running sandbox id (the default's for one the
+// table does not hold: warm sandboxes).
+func (m *Manager) driverOf(id string) isolation.Driver {
+	if sb := m.lookup(id); sb != nil {
+		if d, ok := m.drivers[sb.snapshot().Isolation]; ok {
+			return d
+		}
+	}
+	return m.driver
 }
 
 // Get returns a sandbox's info.
@@ -143,9 +192,10 @@ func (m *Manager) Stats(ctx context.Context, id string) (isolation.Stats, error)
 	if _, err := m.Agent(id); err != nil {
 		return isolation.Stats{}, err
 	}
-	st, ok := m.driver.(isolation.Stater)
+	d := m.driverOf(id)
+	st, ok := d.(isolation.Stater)
 	if !ok {
-		return isolation.Stats{}, errs.New(errs.Unimplemented, "driver %s reports no stats", m.driver.Name())
+		return isolation.Stats{}, errs.New(errs.Unimplemented, "driver %s reports no stats", d.Name())
 	}
 	return st.Stats(ctx, id)
 }
@@ -214,7 +264,7 @@ func (m *Manager) agentOf(id string) *agentclient.Client {
 // agentFor builds the agent client of a sandbox.
 func (m *Manager) agentFor(id string) *agentclient.Client {
 	return agentclient.New(func(ctx context.Context) (net.Conn, error) {
-		return m.driver.Dial(ctx, id, envd.Port)
+		return m.driverOf(id).Dial(ctx, id, envd.Port)
 	})
 }
 

@@ -47,14 +47,18 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 			adopted++
 			continue
 		}
-		if err := m.driver.Destroy(ctx, info.ID); err != nil {
+		if err := m.recordDriver(info).Destroy(ctx, info.ID); err != nil {
 			m.log.Error("remove dead sandbox", logx.SandboxID(info.ID), logx.Err(err))
 			continue
 		}
 		m.removeRecord(info.ID)
 		removed++
 	}
-	if lister, ok := m.driver.(isolation.Lister); ok {
+	for _, d := range m.drivers {
+		lister, ok := d.(isolation.Lister)
+		if !ok {
+			continue
+		}
 		ids, err := lister.List(ctx)
 		if err != nil {
 			return adopted, removed, err
@@ -63,7 +67,7 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 			if known[id] {
 				continue
 			}
-			if err := m.driver.Destroy(ctx, id); err != nil {
+			if err := d.Destroy(ctx, id); err != nil {
 				m.log.Error("remove leftover sandbox", logx.SandboxID(id), logx.Err(err))
 				continue
 			}
@@ -74,12 +78,21 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 	return adopted, removed, nil
 }
 
+// recordDriver is the driver a record names (the default's for records
+// older than the field, or naming a driver this node no longer has).
+func (m *Manager) recordDriver(info Info) isolation.Driver {
+	if d, ok := m.drivers[info.Isolation]; ok {
+		return d
+	}
+	return m.driver
+}
+
 // adopt re-attaches a recorded sandbox if it is alive and not yet expired.
 func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	if info.State != StateRunning || !time.Now().Before(info.EndAt) {
 		return false
 	}
-	if err := m.driver.Recover(ctx, info.Handle); err != nil {
+	if err := m.recordDriver(info).Recover(ctx, info.Handle); err != nil {
 		m.log.Info("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
 		return false
 	}

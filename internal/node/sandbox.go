@@ -22,15 +22,18 @@ const (
 // Info is what the node knows about a sandbox; it is also the record kept
 // on disk so a restarted node can adopt the sandbox.
 type Info struct {
-	ID         string            `json:"id"`
-	TemplateID string            `json:"templateID"`
-	State      State             `json:"state"`
-	Handle     isolation.Handle  `json:"handle"`
-	Limits     isolation.Limits  `json:"limits"`
-	StartedAt  time.Time         `json:"startedAt"`
-	EndAt      time.Time         `json:"endAt"`
-	Metadata   map[string]string `json:"metadata,omitempty"`
-	EnvVars    map[string]string `json:"envVars,omitempty"`
+	ID         string `json:"id"`
+	TemplateID string `json:"templateID"`
+	// Isolation names the driver that runs the sandbox ("namespaces",
+	// "gvisor").
+	Isolation string            `json:"isolation,omitempty"`
+	State     State             `json:"state"`
+	Handle    isolation.Handle  `json:"handle"`
+	Limits    isolation.Limits  `json:"limits"`
+	StartedAt time.Time         `json:"startedAt"`
+	EndAt     time.Time         `json:"endAt"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	EnvVars   map[string]string `json:"envVars,omitempty"`
 	// Layers are the template layers the sandbox stacks: they stay until it
 	// ends, even when its template is deleted.
 	Layers []string `json:"layers,omitempty"`

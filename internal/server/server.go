@@ -19,7 +19,10 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/gvisor"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
@@ -57,6 +60,12 @@ type Config struct {
 	Debootstrap string
 	// Ready, when set, receives the listener's address once serving.
 	Ready func(addr net.Addr)
+	// DefaultIsolation is the driver of sandboxes that ask for none:
+	// "namespaces" (the default) or "gvisor".
+	DefaultIsolation string
+	// Runsc is gVisor's runsc ("" = PATH's); without one the gvisor driver
+	// is unavailable, with the reason given to whoever asks for it.
+	Runsc string
 }
 
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes
@@ -91,16 +100,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
 	step("templates")
-	driver, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent,
-		SandboxBinary: cfg.SandboxBinary}, log)
+	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer driver.Close()
+	defer closeDrivers()
 	step("driver")
 	var svc *service.Service
 	var tpls *service.Templates
 	nodeCfg := node.Config{
+		Drivers: more, Unavailable: unavailable,
 		Dir:       filepath.Join(cfg.DataDir, "node"),
 		PoolSize:  cfg.PoolSize,
 		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
@@ -186,6 +195,55 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// drivers makes the isolation drivers: namespaces always, gVisor when
+// runsc runs here (else the reason it does not), the configured default
+// first. close closes them all.
+func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolation.Driver, unavailable map[string]string, closeAll func(), err error) {
+	ns, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent,
+		SandboxBinary: cfg.SandboxBinary}, log)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	all := []isolation.Driver{ns}
+	closers := []func(){ns.Close}
+	closeAll = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	unavailable = map[string]string{}
+	agent := cfg.SandboxBinary
+	if agent == "" {
+		if agent, err = os.Executable(); err != nil {
+			closeAll()
+			return nil, nil, nil, nil, err
+		}
+	}
+	gv, err := gvisor.New(gvisor.Config{Dir: filepath.Join(cfg.DataDir, "gvisor"), CgroupParent: cfg.CgroupParent,
+		Runsc: cfg.Runsc, SandboxBinary: agent}, log)
+	if err != nil {
+		unavailable["gvisor"] = err.Error()
+		log.Info("gVisor isolation unavailable", logx.Err(err))
+	} else {
+		all = append(all, gv)
+		closers = append(closers, gv.Close)
+	}
+	want := cfg.DefaultIsolation
+	if want == "" {
+		want = ns.Name()
+	}
+	for i, d := range all {
+		if d.Name() == want {
+			return d, append(all[:i:i], all[i+1:]...), unavailable, closeAll, nil
+		}
+	}
+	closeAll()
+	if why, ok := unavailable[want]; ok {
+		return nil, nil, nil, nil, fmt.Errorf("default isolation %q: %s", want, why)
+	}
+	return nil, nil, nil, nil, fmt.Errorf("default isolation %q: want namespaces or gvisor", want)
 }
 
 // setupKeys adds the configured keys; with none stored at all, it creates

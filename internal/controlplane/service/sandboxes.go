@@ -49,8 +49,6 @@ func (s *Service) view(sb store.Sandbox) Sandbox {
 	return v
 }
 
-// Create starts a sandbox for a team and records it. It answers once the
-// sandbox's agent is ready; on failure nothing is left.
 // ValidateCreate checks what a create asks for before anything is made:
 // the timeout, the environment variables and the egress rules (returned
 // parsed). Every error is InvalidArgument.
@@ -69,6 +67,13 @@ func ValidateCreate(req CreateRequest, maxTimeout time.Duration) (Egress, error)
 	return ParseEgress(req.AllowOut, req.DenyOut)
 }
 
+// IsolationKey is the metadata key that chooses a sandbox's isolation
+// driver ("namespaces", "gvisor"), which the official SDKs send unchanged;
+// every sandbox's metadata reports its driver under it.
+const IsolationKey = "cove.isolation"
+
+// Create starts a sandbox for a team and records it. It answers once the
+// sandbox's agent is ready; on failure nothing is left.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
 	egress, err := ValidateCreate(req, s.cfg.MaxTimeout)
 	if err != nil {
@@ -98,6 +103,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
+		Isolation: req.Metadata[IsolationKey],
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -113,6 +119,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}
+	sb.Metadata[IsolationKey] = info.Isolation
 	if err := s.store.InsertSandbox(context.WithoutCancel(ctx), sb); err != nil {
 		if kerr := s.node.Kill(context.WithoutCancel(ctx), id); kerr != nil {
 			s.log.Error("kill unrecorded sandbox", logx.SandboxID(id), logx.Err(kerr))

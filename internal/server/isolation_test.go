@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/server"
+)
+
+// repoBin is a file in the repository's bin/ ("" when make has not put it
+// there).
+func repoBin(name string) string {
+	p, _ := filepath.Abs(filepath.Join("../../bin", name))
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// TestIsolationChoice: a sandbox asks for its driver through the metadata
+// the official SDKs send unchanged (cove.isolation), every sandbox's
+// metadata says which driver runs it, a driver the node lacks is a 400
+// with the reason, and an unknown one a 400 naming those it has.
+func TestIsolationChoice(t *testing.T) {
+	runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
+	if runsc == "" || agent == "" {
+		t.Skip("bin/runsc or bin/cove-sandbox is missing: make test builds them")
+	}
+	s, stop := startStoppable(t, func(c *server.Config) { c.Runsc, c.SandboxBinary = runsc, agent })
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		body, want, kernel string
+	}{
+		{`{"timeout":120}`, "namespaces", "Linux"},
+		{`{"timeout":120,"metadata":{"cove.isolation":"gvisor"}}`, "gvisor", "gVisor"},
+	} {
+		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, tc.body)
+		if code != 201 {
+			t.Fatalf("create %s: %d %s", tc.body, code, raw)
+		}
+		id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+		code, m, raw = s.do(t, "GET", "/sandboxes/"+id, keyA, "")
+		if md, _ := m["metadata"].(map[string]any); code != 200 || md["cove.isolation"] != tc.want {
+			t.Errorf("GET of a %s sandbox: %d %s", tc.want, code, raw)
+		}
+		// gVisor's kernel introduces itself in the kernel log; Linux does
+		// not let a sandbox read it.
+		out, err := run(ctx, s.url, id, tok, "dmesg 2>&1 | head -1; uname -s")
+		if err != nil || !strings.Contains(out, tc.kernel) {
+			t.Errorf("%s sandbox: %q %v, want %q in it", tc.want, out, err, tc.kernel)
+		}
+		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+			t.Errorf("kill: %d %s", code, raw)
+		}
+	}
+	if code, _, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"metadata":{"cove.isolation":"firecracker"}}`); code != 400 || !strings.Contains(string(raw), "namespaces, gvisor") {
+		t.Errorf("an unknown isolation: %d %s", code, raw)
+	}
+
+	// Stopped with no sandbox left, nothing of gVisor's stays: no sandbox
+	// directory, no mount (runsc's shared one included), no runsc process.
+	stop()
+	entries, _ := os.ReadDir(filepath.Join(s.dataDir, "gvisor"))
+	for _, e := range entries {
+		if e.Name() != ".runsc" {
+			t.Errorf("left in the gvisor directory: %s", e.Name())
+		}
+	}
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), s.dataDir) {
+		t.Errorf("mounts left under the data directory")
+	}
+
+	without := startWith(t, func(c *server.Config) { c.Runsc = "/nonexistent/runsc" })
+	if code, _, raw := without.do(t, "POST", "/v2/sandboxes", keyA, `{"metadata":{"cove.isolation":"gvisor"}}`); code != 400 || !strings.Contains(string(raw), "not available on this node") {
+		t.Errorf("gvisor on a node without runsc: %d %s", code, raw)
+	}
+}
