@@ -119,20 +119,25 @@ func Leftovers(dir string) []string {
 	for _, e := range entries {
 		out = append(out, "node/"+e.Name())
 		id := strings.TrimSuffix(e.Name(), ".json")
-		if _, err := os.Stat(filepath.Join(dir, "sandboxes", id)); err == nil {
-			out = append(out, "sandboxes/"+id)
+		for _, d := range []string{"sandboxes", "gvisor"} {
+			if _, err := os.Stat(filepath.Join(dir, d, id)); err == nil {
+				out = append(out, d+"/"+id)
+			}
 		}
 	}
 	return out
 }
 
-// allOf lists every record and driver directory under dir.
+// allOf lists every record and driver directory under dir (runsc's own
+// state directory aside: it outlives the sandboxes).
 func allOf(dir string) []string {
 	var out []string
-	for _, d := range []string{"node", "sandboxes"} {
+	for _, d := range []string{"node", "sandboxes", "gvisor"} {
 		entries, _ := os.ReadDir(filepath.Join(dir, d))
 		for _, e := range entries {
-			out = append(out, d+"/"+e.Name())
+			if e.Name() != ".runsc" {
+				out = append(out, d+"/"+e.Name())
+			}
 		}
 	}
 	return out
@@ -169,7 +174,11 @@ func WaitWarm(t testing.TB, dir string, n int) map[string]bool {
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		ids := map[string]bool{}
 		entries, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
-		for _, e := range entries {
+		more, _ := os.ReadDir(filepath.Join(dir, "gvisor"))
+		for _, e := range append(entries, more...) {
+			if e.Name() == ".runsc" {
+				continue
+			}
 			if _, err := os.Stat(filepath.Join(dir, "node", e.Name()+".json")); os.IsNotExist(err) {
 				ids[e.Name()] = true
 			}

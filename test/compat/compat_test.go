@@ -27,9 +27,22 @@ func npmInstall(t *testing.T) {
 	}
 }
 
-// TestOfficialJSSDK runs sdk.test.mjs and template.test.mjs with node's test runner.
+// TestOfficialJSSDK runs sdk.test.mjs and template.test.mjs with node's
+// test runner, against a server whose sandboxes (template builds included)
+// run on each isolation driver.
 func TestOfficialJSSDK(t *testing.T) {
-	srv := testutil.StartServer(t, apiKey)
+	for _, isolation := range []string{"namespaces", "gvisor"} {
+		t.Run(isolation, func(t *testing.T) { officialJSSDK(t, isolation) })
+	}
+}
+
+func officialJSSDK(t *testing.T, isolation string) {
+	if isolation == "gvisor" {
+		if _, err := os.Stat("../../bin/runsc"); err != nil {
+			t.Skip("bin/runsc is missing: make test installs it")
+		}
+	}
+	srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
 	npmInstall(t)
 	defer func() {
 		if left := srv.Leftovers(); len(left) > 0 {
