@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,8 +88,41 @@ func TestMain(m *testing.M) {
 		_ = fsutil.RemoveTree(filepath.Join(shared.dir, "sandboxes", runscState))
 		_ = os.Remove(filepath.Join(shared.dir, "sandboxes"))
 		_ = os.Remove(shared.dir)
+		// Nothing of runsc may outlive the tests: processes, mounts
+		// (its shared one included), cgroups in any hierarchy, files.
+		if left := runscLeftovers(shared); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "left on the host after the gvisor tests: %v\n", left)
+			code = 1
+		}
 	}
 	os.Exit(code)
+}
+
+func runscLeftovers(e env) []string {
+	var left []string
+	if out, _ := exec.Command("pgrep", "-f", e.dir).Output(); len(strings.TrimSpace(string(out))) > 0 {
+		left = append(left, "processes "+strings.Join(strings.Fields(string(out)), ","))
+	}
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), e.dir) {
+		left = append(left, "mounts")
+	}
+	if _, err := os.Stat(e.dir); err == nil {
+		left = append(left, e.dir)
+	}
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == e.cgroupParent {
+			left = append(left, "cgroup "+p)
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 7 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return left
 }
 
 func (e env) driver(t *testing.T) *Driver {
