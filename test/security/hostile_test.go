@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -341,13 +342,18 @@ func (e *hostileEnv) lasting(t *testing.T, ctx context.Context, hc hostile) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	started := make(chan struct{})
-	var seen bool
-	var total atomic.Int64
+	var (
+		mu      sync.Mutex // out and seen: the callbacks run on the stream's goroutine
+		out     strings.Builder
+		seen    bool
+		total   atomic.Int64
+		started = make(chan struct{})
+	)
 	begin := time.Now()
 	record := func(b []byte) {
 		total.Add(int64(len(b)))
+		mu.Lock()
+		defer mu.Unlock()
 		if out.Len() < 1<<16 {
 			out.Write(b)
 		}
@@ -380,6 +386,16 @@ func (e *hostileEnv) lasting(t *testing.T, ctx context.Context, hc hostile) stri
 	if ratio > 2 {
 		t.Errorf("the neighbour's commands took %.2f× their quiet time during the attack", ratio)
 	}
+	// What the attack is expected to show (an OOM kill …) may take a while
+	// on a busy machine: wait for it before ending the sandbox.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		got := out.String()
+		mu.Unlock()
+		if !slices.ContainsFunc(hc.want, func(w string) bool { return !strings.Contains(got, w) }) {
+			break
+		}
+	}
 	// The attacking sandbox's agent still answers its owner (without a new
 	// process: a fork bomb leaves none to start) and the sandbox goes when
 	// killed.
@@ -399,6 +415,8 @@ func (e *hostileEnv) lasting(t *testing.T, ctx context.Context, hc hostile) stri
 	if left := e.srv.Leftovers(); containsPrefix(left, sb.ID) {
 		t.Errorf("the killed sandbox left %v", left)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	return out.String()
 }
 

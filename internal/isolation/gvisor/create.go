@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/cgroups"
@@ -194,31 +195,56 @@ func mountRoot(dir string, spec isolation.Spec) (string, error) {
 	return root, nil
 }
 
-// loopbackOnly makes a network namespace with only loopback, up.
+// loopbackOnly makes a network namespace with only loopback, up. The
+// thread that makes it goes back to the node's namespace before it is
+// unlocked (or dies with its goroutine if it cannot).
 func loopbackOnly() (*os.File, error) {
 	type result struct {
-		f   *os.File
+		ns  netns.NsHandle
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // the thread ends in the new namespace: never unlocked
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
 			ch <- result{err: fmt.Errorf("new network namespace: %w", err)}
 			return
 		}
-		if lo, err := netlink.LinkByName("lo"); err != nil {
-			ch <- result{err: err}
-			return
-		} else if err := netlink.LinkSetUp(lo); err != nil {
-			ch <- result{err: err}
+		if err := netns.Set(orig); err != nil {
+			ns.Close()
+			ch <- result{err: err} // the thread stays locked: it dies with this goroutine
 			return
 		}
-		f, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		ch <- result{f, err}
+		runtime.UnlockOSThread()
+		ch <- result{ns: ns}
 	}()
 	r := <-ch
-	return r.f, r.err
+	if r.err != nil {
+		return nil, r.err
+	}
+	f := os.NewFile(uintptr(r.ns), "netns")
+	h, err := netlink.NewHandleAt(r.ns)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("loopback of a new network namespace: %w", err)
+	}
+	return f, nil
 }
 
 // waitReady waits until the agent answers /health.
