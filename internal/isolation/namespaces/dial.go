@@ -23,7 +23,13 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
 	default:
 	}
+	sb.nsMu.RLock()
+	if sb.netns == nil {
+		sb.nsMu.RUnlock()
+		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
+	}
 	c, err := hostproc.Dial(ctx, sb.netns, d.host, port)
+	sb.nsMu.RUnlock()
 	if err != nil {
 		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("dial sandbox %s port %d: %w", id, port, err))
 	}

@@ -62,6 +62,9 @@ type sandbox struct {
 	id     string
 	handle isolation.Handle
 	cg     *cgroups.Group
+	// netns is the sandbox's network namespace; nsMu guards it: Destroy
+	// closes it while Dials may still be using it.
+	nsMu   sync.RWMutex
 	netns  *os.File
 	limits isolation.Limits
 

@@ -49,7 +49,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("destroy %s: %w", id, ctx.Err())
 		}
+		sb.nsMu.Lock()
 		sb.netns.Close()
+		sb.netns = nil
+		sb.nsMu.Unlock()
 		group = sb.cg.Name()
 	} else if st, err := hostproc.ReadRecord(d.dir(id)); err == nil {
 		_ = hostproc.Kill(st.Handle)
