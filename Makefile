@@ -44,7 +44,7 @@ test: deps build runsc
 test-long: deps build runsc
 	COVE_LONG=1 $(GO) test -count=1 -timeout 80m $(PKGS)
 
-bench: deps build
+bench: deps build runsc
 	./scripts/bench.sh
 
 tools:

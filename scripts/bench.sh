@@ -11,8 +11,9 @@ key=e2b_00000000000000000000000000000000be4c4000
 cold=127.0.0.1:${BENCH_PORT:-3999}
 pooled=127.0.0.1:$((${BENCH_PORT:-3999} - 1))
 burst=127.0.0.1:$((${BENCH_PORT:-3999} - 2))
-s1= s2= s3=
-trap 'kill $s1 $s2 $s3 2>/dev/null || true; wait $s1 $s2 $s3 2>/dev/null || true; rm -f "$out"' EXIT
+gvisor=127.0.0.1:$((${BENCH_PORT:-3999} - 3))
+s1= s2= s3= s4=
+trap 'kill $s1 $s2 $s3 $s4 2>/dev/null || true; wait $s1 $s2 $s3 $s4 2>/dev/null || true; rm -f "$out"' EXIT
 
 # The peers: Debian's runc, crun and bubblewrap.
 for p in runc crun bwrap; do
@@ -36,23 +37,27 @@ s2=$!
 ./bin/cove server --listen "$burst" --data-dir "$data/burst" --api-key "$key" --cgroup-parent cove-bench-burst \
 	--network-range 198.19.0.0/18 --pool-size 100 >"$data/burst.log" 2>&1 &
 s3=$!
-for a in "$cold" "$pooled" "$burst"; do
+# Sandboxes on gVisor (bin/runsc, which make bench installs), none warm.
+./bin/cove server --listen "$gvisor" --data-dir "$data/gvisor" --api-key "$key" --cgroup-parent cove-bench-gvisor \
+	--network-range 198.19.64.0/18 --pool-size 0 --default-isolation gvisor >"$data/gvisor.log" 2>&1 &
+s4=$!
+for a in "$cold" "$pooled" "$burst" "$gvisor"; do
 	for _ in $(seq 100); do
 		curl -fsS "http://$a/health" >/dev/null 2>&1 && break
 		sleep 0.1
 	done
 done
 sleep 5 # the pools fill
-go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -key "$key" -n "${TTI_N:-50}" \
+go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -gvisor "http://$gvisor" -key "$key" -n "${TTI_N:-50}" \
 	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
 (cd bench/js && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund >/dev/null)
 export E2B_API_KEY="$key" E2B_DOMAIN=localhost
 (cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node tti.mjs cold "${TTI_N:-50}") | tee -a "$out"
 (cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node tti.mjs pooled "${TTI_N:-50}") | tee -a "$out"
 
-kill $s1 $s2 $s3
-wait $s1 $s2 $s3 || true
-if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" -mindepth 1 -maxdepth 1 2>/dev/null)" ]; then
+kill $s1 $s2 $s3 $s4
+wait $s1 $s2 $s3 $s4 || true
+if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" -mindepth 1 -maxdepth 1 ! -name .runsc 2>/dev/null)" ]; then
 	echo "bench: sandboxes left after the servers stopped" >&2
 	exit 1
 fi

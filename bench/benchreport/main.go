@@ -130,6 +130,33 @@ func main() {
 		}
 		b.WriteString("\n")
 	}
+	if gv := median("E2E/go-sdk/gvisor", "p50-ms"); gv > 0 {
+		fmt.Fprintf(&b, "## gVisor beside namespaces\n\n")
+		fmt.Fprintf(&b, "A server whose sandboxes run on gVisor (runsc, systrap platform, no warm sandboxes) beside the\n")
+		fmt.Fprintf(&b, "namespaces servers above, and plain `runsc do` over the host's root: Cove's overhead on top of gVisor.\n\n")
+		fmt.Fprintf(&b, "| figure (p50) | namespaces | gVisor | gVisor / namespaces |\n|---|---:|---:|---:|\n")
+		row := func(label, ns, g, unit, format string) {
+			a, c := median(ns, unit), median(g, unit)
+			if a > 0 && c > 0 {
+				fmt.Fprintf(&b, "| %s | "+format+" | "+format+" | %.1f× |\n", label, a, c, c/a)
+			}
+		}
+		row("create → first output, Go SDK, cold (ms)", "E2E/go-sdk/cold", "E2E/go-sdk/gvisor", "p50-ms", "%.1f")
+		row("exec round trip, `true` (ms)", "ExecRTT", "ExecRTT/gvisor", "p50-ms", "%.2f")
+		row("200 × fork+exec of /bin/true in a shell (ms)", "ForkExec200/namespaces", "ForkExec200/gvisor", "p50-ms", "%.0f")
+		for _, name := range order {
+			if n, ok := strings.CutPrefix(name, "IdleMemoryGvisor/"); ok {
+				fmt.Fprintf(&b, "| host memory per idle sandbox (gVisor: %s alive; namespaces: 200) (MiB) | %.2f | %.2f | %.1f× |\n", n,
+					median("IdleMemory/200", "host-MiB/sandbox"), median(name, "host-MiB/sandbox"),
+					median(name, "host-MiB/sandbox")/median("IdleMemory/200", "host-MiB/sandbox"))
+			}
+		}
+		if do := median("Peer/runsc-do", "p50-ms"); do > 0 {
+			fmt.Fprintf(&b, "\n| gVisor alone | p50 ms | Cove on gVisor, cold / it |\n|---|---:|---:|\n")
+			fmt.Fprintf(&b, "| `runsc do /bin/echo hi` (network none) | %.1f | %.2f× |\n", do, gv/do)
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "## Create → agent ready (namespaces driver)\n\n")
 	fmt.Fprintf(&b, "| benchmark | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|\n")
 	for _, name := range order {

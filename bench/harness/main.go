@@ -11,7 +11,11 @@
 //   - Sustained: creates per second over -sustain with 4 workers, and the
 //     host CPU time (all cores, user + system) each create + kill cost;
 //   - IdleMemory/N: host memory per idle sandbox with N alive, and what
-//     each sandbox's cgroup counts.
+//     each sandbox's cgroup counts;
+//   - with -gvisor (a server whose sandboxes run on gVisor, none warm):
+//     E2E/go-sdk/gvisor, ExecRTT/gvisor, ForkExec200/{namespaces,gvisor}
+//     (200 fork+exec of /bin/true in a shell, the syscall-heavy figure) and
+//     IdleMemoryGvisor/N.
 package main
 
 import (
@@ -40,7 +44,8 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
-	only := flag.String("only", "", "run only this figure: sustained")
+	only := flag.String("only", "", "run only this figure: sustained, gvisor")
+	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
@@ -52,6 +57,12 @@ func main() {
 	if *only == "sustained" {
 		sustained(ctx, p, *sustain)
 		return
+	}
+	if *gvisorURL != "" {
+		gvisorFigures(ctx, p, client(*gvisorURL), *n)
+		if *only == "gvisor" {
+			return
+		}
 	}
 	spawn(ctx, p, *n)
 	if *cold != "" {
@@ -67,7 +78,7 @@ func main() {
 	sustained(ctx, p, *sustain)
 	for _, s := range strings.Split(*mem, ",") {
 		if count, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && count > 0 {
-			idleMemory(ctx, p, count)
+			idleMemory(ctx, p, "IdleMemory", count)
 		}
 	}
 }
@@ -247,7 +258,7 @@ func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
 
 // idleMemory starts n idle sandboxes and reports what each costs the host
 // (MemAvailable before and after, divided) and what its cgroup counts.
-func idleMemory(ctx context.Context, c *cove.Client, n int) {
+func idleMemory(ctx context.Context, c *cove.Client, name string, n int) {
 	before := memAvailable()
 	all := make([]*cove.Sandbox, n)
 	var wg sync.WaitGroup
@@ -269,8 +280,37 @@ func idleMemory(ctx context.Context, c *cove.Client, n int) {
 		}
 	}
 	host := float64(before-after) / float64(n) / (1 << 20)
-	fmt.Printf("BenchmarkIdleMemory/%d %d 0 ns/op %.2f host-MiB/sandbox %.2f cgroup-MiB/sandbox\n", n, n, host, inside/float64(max(samples, 1))/(1<<20))
+	fmt.Printf("Benchmark%s/%d %d 0 ns/op %.2f host-MiB/sandbox %.2f cgroup-MiB/sandbox\n", name, n, n, host, inside/float64(max(samples, 1))/(1<<20))
 	killAll(ctx, all)
+}
+
+// gvisorFigures measures the gVisor driver beside the namespaces one: a
+// cold create → first output, the exec round trip, a syscall-heavy loop in
+// both, and idle memory.
+func gvisorFigures(ctx context.Context, ns, gv *cove.Client, n int) {
+	firstOutput(ctx, gv, "E2E/go-sdk/gvisor", n)
+	s := create(ctx, gv)
+	var xs []time.Duration
+	for range n {
+		time.Sleep(pace)
+		t := time.Now()
+		run(ctx, s, "true")
+		xs = append(xs, time.Since(t))
+	}
+	report("ExecRTT/gvisor", xs, "")
+	check(kill(ctx, s))
+	for name, c := range map[string]*cove.Client{"namespaces": ns, "gvisor": gv} {
+		s := create(ctx, c)
+		var xs []time.Duration
+		for range 5 {
+			t := time.Now()
+			run(ctx, s, "for i in $(seq 200); do /bin/true; done")
+			xs = append(xs, time.Since(t))
+		}
+		report("ForkExec200/"+name, xs, "")
+		check(kill(ctx, s))
+	}
+	idleMemory(ctx, gv, "IdleMemoryGvisor", 20)
 }
 
 // cpuBusy is the time all of the host's cores spent not idle (user, nice,

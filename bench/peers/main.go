@@ -23,7 +23,14 @@ import (
 
 func main() {
 	n := flag.Int("n", 30, "starts per peer")
+	runsc := flag.String("runsc", "bin/runsc", "gVisor's runsc, for the `runsc do` peer")
 	flag.Parse()
+	runscRoot, err := os.MkdirTemp("", "cove-peer-runsc-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+	defer fsutil.RemoveTree(runscRoot)
 	bundle, err := makeBundle()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -47,6 +54,11 @@ func main() {
 		}},
 		{"crun", func(i int) []string {
 			return []string{"crun", "run", "--bundle", bundle, fmt.Sprintf("cove-peer-c-%d-%d", os.Getpid(), i)}
+		}},
+		// gVisor alone, over the host's root; never its default network,
+		// which changes the host's forwarding and firewall.
+		{"runsc-do", func(int) []string {
+			return []string{*runsc, "--root", runscRoot, "--network=none", "--platform=systrap", "do", "/bin/echo", "hi"}
 		}},
 	}
 	for _, p := range peers {
