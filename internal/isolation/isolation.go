@@ -66,6 +66,17 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// Checkpointer is implemented by drivers that can save a running sandbox
+// whole — its processes' memory included — and bring it back. Checkpoint
+// writes the image under dir and stops the sandbox (its Wait reports
+// ExitCheckpointed; its files and limits stay for Restore). Restore runs it
+// again from that image under the same id: the processes go on where they
+// were.
+type Checkpointer interface {
+	Checkpoint(ctx context.Context, id, dir string) error
+	Restore(ctx context.Context, id, dir string) (Handle, error)
+}
+
 // Capabilities describe a driver on this host.
 type Capabilities struct {
 	Pause          bool
@@ -202,6 +213,9 @@ const (
 	ExitDestroyed ExitReason = "destroyed" // Destroy ended it
 	ExitOOM       ExitReason = "oom"       // the agent was killed for memory
 	ExitCrashed   ExitReason = "crashed"   // the agent died on its own
+	// ExitCheckpointed: a Checkpointer saved it and stopped it; Restore
+	// brings it back.
+	ExitCheckpointed ExitReason = "checkpointed"
 )
 
 // Stats is a sandbox's resource use.

@@ -96,6 +96,9 @@ func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Pro
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if b, ok := r.Body.(*guardedBody); ok {
+				_ = b.Close()
+			}
 			t := r.Context().Value(targetKey{}).(target)
 			writeJSON(w, http.StatusBadGateway, map[string]any{
 				"sandboxId": t.id, "port": t.port, "code": http.StatusBadGateway,
@@ -251,13 +254,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// proxy answers and returns while its transport may still be reading
 	// the request body, or without having read it: the server would then
 	// read the connection for the next request at the same time, which
-	// net/http refuses with a panic. The body is cut off and closed before
-	// this handler returns.
-	// Closing the body before returning (golang/go#68560) keeps the server
-	// from starting its end-of-body read after the handler is done.
-	body := &guardedBody{rc: r.Body, ctl: rc}
+	// net/http refuses with a panic. The body is cut off before this
+	// handler returns.
+	// A body left unread is also closed before the handler returns
+	// (golang/go#68560): that keeps the server from starting its
+	// end-of-body read after the handler is done. Not one read whole:
+	// closing it would cost the client its keep-alive connection (+4 ms a
+	// command).
+	body := &guardedBody{rc: r.Body, ctl: rc, want: r.ContentLength}
 	r.Body = body
-	defer body.Close()
+	defer body.finish()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 
@@ -268,6 +274,9 @@ type guardedBody struct {
 	done bool
 	rc   io.ReadCloser
 	ctl  *http.ResponseController
+	want int64 // the request's Content-Length (-1: unknown)
+	got  int64 // read so far
+	eof  bool
 }
 
 var errHandlerDone = errors.New("proxy: the request was answered")
@@ -278,7 +287,31 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, errHandlerDone
 	}
-	return b.rc.Read(p)
+	n, err := b.rc.Read(p)
+	b.got += int64(n)
+	b.eof = b.eof || err == io.EOF
+	return n, err
+}
+
+// finish ends the body as its handler returns. A body read whole but not
+// to its end-of-file is read once more, here, so that the server's own
+// end-of-body read starts while the handler still runs; a body not read
+// whole is closed. Then no more reads.
+func (b *guardedBody) finish() {
+	if !b.mu.TryLock() {
+		_ = b.ctl.SetReadDeadline(time.Now()) // the connection is not reused then
+		b.mu.Lock()
+	}
+	defer b.mu.Unlock()
+	if !b.eof && b.want >= 0 && b.got == b.want {
+		var one [1]byte
+		_, err := b.rc.Read(one[:])
+		b.eof = err == io.EOF
+	}
+	if !b.eof {
+		_ = b.rc.Close()
+	}
+	b.done = true
 }
 
 func (b *guardedBody) Close() error {

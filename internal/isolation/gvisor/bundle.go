@@ -101,3 +101,25 @@ func writeBundle(dir string, s *specs.Spec) error {
 	}
 	return nil
 }
+
+// readBundle reads dir/config.json.
+func readBundle(dir string) (*specs.Spec, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("the sandbox's bundle: %w", err)
+	}
+	return &s, nil
+}
+
+// setNetNS points a bundle's network namespace at path.
+func setNetNS(s *specs.Spec, path string) {
+	for i, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.NetworkNamespace {
+			s.Linux.Namespaces[i].Path = path
+		}
+	}
+}

@@ -46,7 +46,13 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		}
 		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if derr := d.remove(cleanup, id, d.cgroupName(id), isolation.Handle{}); derr != nil {
+		var derr error
+		if d.get(id) != nil { // it started: Destroy also waits for its end
+			derr = d.Destroy(cleanup, id)
+		} else {
+			derr = d.remove(cleanup, id, d.cgroupName(id), isolation.Handle{})
+		}
+		if derr != nil {
 			d.log.Error("clean up failed create", logx.SandboxID(id), logx.Err(derr))
 		}
 	}()
@@ -87,51 +93,45 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if _, err := d.runsc(ctx, "start", id); err != nil {
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
-	// The pid file names the sandbox's init as the host sees it: runsc's
-	// sandbox process, whose end is the sandbox's.
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return h, fmt.Errorf("read the sandbox's pid: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return h, fmt.Errorf("read the sandbox's pid: %w", err)
-	}
-	sandboxPID, err := sandboxProcess(pid)
-	if err != nil {
+	if h, err = d.track(id, pidFile, cg, spec.Limits); err != nil {
 		return h, err
 	}
-	start, err := hostproc.StartTime(sandboxPID)
-	if err != nil {
-		return h, fmt.Errorf("sandbox %s ended as it started: %w", id, err)
-	}
-	h = isolation.Handle{ID: id, Driver: d.Name(), PID: sandboxPID, StartTime: start, CreatedAt: time.Now().UTC()}
-	if err := hostproc.WriteRecord(dir, hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits}); err != nil {
-		return h, err
-	}
-	pidfd, err := unix.PidfdOpen(sandboxPID, 0)
-	if err != nil {
-		return h, fmt.Errorf("watch sandbox %s: %w", id, err)
-	}
-	sb := &sandbox{id: id, handle: h, cg: cg, limits: spec.Limits, done: make(chan struct{})}
-	d.mu.Lock()
-	d.sandboxes[id] = sb
-	d.mu.Unlock()
-	go d.watch(sb, pidfd)
 	if err := d.waitReady(ctx, id); err != nil {
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	return h, nil
 }
 
-// sandboxProcess is the host process that runs a container's sandbox: the
-// pid runsc reports is its init inside the sandbox, as the host sees it
-// (runsc's sandbox process for the root container).
-func sandboxProcess(pid int) (int, error) {
-	if pid <= 1 {
-		return 0, fmt.Errorf("runsc reported pid %d", pid)
+// track makes a started runsc container a sandbox of the driver: its host
+// process (the pid file names runsc's sandbox process, whose end is the
+// sandbox's), its record on disk, a watch on its end.
+func (d *Driver) track(id, pidFile string, cg *cgroups.Group, limits isolation.Limits) (isolation.Handle, error) {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return isolation.Handle{}, fmt.Errorf("read the sandbox's pid: %w", err)
 	}
-	return pid, nil
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return isolation.Handle{}, fmt.Errorf("runsc reported pid %q for sandbox %s", b, id)
+	}
+	start, err := hostproc.StartTime(pid)
+	if err != nil {
+		return isolation.Handle{}, fmt.Errorf("sandbox %s ended as it started: %w", id, err)
+	}
+	h := isolation.Handle{ID: id, Driver: d.Name(), PID: pid, StartTime: start, CreatedAt: time.Now().UTC()}
+	if err := hostproc.WriteRecord(d.dir(id), hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: limits}); err != nil {
+		return h, err
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return h, fmt.Errorf("watch sandbox %s: %w", id, err)
+	}
+	sb := &sandbox{id: id, handle: h, cg: cg, limits: limits, done: make(chan struct{})}
+	d.mu.Lock()
+	d.sandboxes[id] = sb
+	d.mu.Unlock()
+	go d.watch(sb, pidfd)
+	return h, nil
 }
 
 // mountRoot mounts the sandbox's root under dir: a size-capped tmpfs for
@@ -323,6 +323,8 @@ func (d *Driver) watch(sb *sandbox, pidfd int) {
 	switch {
 	case sb.destroying.Load():
 		sb.exit = isolation.Exit{Reason: isolation.ExitDestroyed}
+	case sb.checkpointed.Load():
+		sb.exit = isolation.Exit{Reason: isolation.ExitCheckpointed}
 	case oomKilled(sb.cg):
 		sb.exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox was killed for memory"}
 	default:

@@ -54,13 +54,15 @@ type Driver struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	saved     map[string]*os.File // checkpointed sandboxes' network namespaces, held for Restore
 }
 
 var (
-	_ isolation.Driver = (*Driver)(nil)
-	_ isolation.Lister = (*Driver)(nil)
-	_ isolation.Stater = (*Driver)(nil)
-	_ isolation.Pauser = (*Driver)(nil)
+	_ isolation.Driver       = (*Driver)(nil)
+	_ isolation.Lister       = (*Driver)(nil)
+	_ isolation.Stater       = (*Driver)(nil)
+	_ isolation.Pauser       = (*Driver)(nil)
+	_ isolation.Checkpointer = (*Driver)(nil)
 )
 
 type sandbox struct {
@@ -69,9 +71,10 @@ type sandbox struct {
 	cg     *cgroups.Group
 	limits isolation.Limits
 
-	destroying atomic.Bool
-	done       chan struct{} // closed when the sandbox's runsc process has exited
-	exit       isolation.Exit
+	destroying   atomic.Bool
+	checkpointed atomic.Bool   // its end is a checkpoint's
+	done         chan struct{} // closed when the sandbox's runsc process has exited
+	exit         isolation.Exit
 }
 
 // Available says whether runsc at path (PATH's when empty) can run here,
@@ -120,7 +123,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}
-	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}}, nil
+	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}, saved: map[string]*os.File{}}, nil
 }
 
 // runscState is runsc's own state directory under Config.Dir.

@@ -3,6 +3,8 @@ package gvisor
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -173,3 +177,81 @@ func TestConformance(t *testing.T) {
 		Leaks: e.leaks,
 	})
 }
+
+// TestCheckpointRestore saves a running sandbox whole and brings it back:
+// a process's memory (a counter a web server keeps) goes on where it was,
+// the sandbox's files are there, its end in between is reported as a
+// checkpoint, and nothing is left after Destroy.
+func TestCheckpointRestore(t *testing.T) {
+	e := testEnv(t)
+	d := e.driver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id := isolationtest.NewID()
+	if _, err := d.Create(ctx, id, e.spec()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Destroy(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+		if left := e.leaks(t, id); len(left) > 0 {
+			t.Errorf("left: %v", left)
+		}
+	}()
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+	defer c.Close()
+	if _, err := c.Run(ctx, "root", "echo kept > /tmp/file; (setsid python3 -c '"+counterServer+"' >/dev/null 2>&1 &)", 0); err != nil {
+		t.Fatal(err)
+	}
+	count := func() string {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			conn, err := d.Dial(ctx, id, 8000)
+			if err == nil {
+				fmt.Fprint(conn, "GET / HTTP/1.0\r\n\r\n")
+				b, _ := io.ReadAll(conn)
+				conn.Close()
+				if _, body, ok := strings.Cut(string(b), "\r\n\r\n"); ok {
+					return body
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the counter does not answer: %v", err)
+			}
+		}
+	}
+	if a, b := count(), count(); a != "1" || b != "2" {
+		t.Fatalf("counter before the checkpoint: %q %q", a, b)
+	}
+	image := t.TempDir()
+	if err := d.Checkpoint(ctx, id, image); err != nil {
+		t.Fatal(err)
+	}
+	if exit, err := d.Wait(ctx, id); err != nil || exit.Reason != isolation.ExitCheckpointed {
+		t.Errorf("end at the checkpoint: %+v %v", exit, err)
+	}
+	if _, err := d.Restore(ctx, id, image); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != "3" {
+		t.Errorf("counter after the restore: %q, want 3 (its memory kept)", got)
+	}
+	res, err := c.Run(ctx, "root", "cat /tmp/file", 0)
+	if err != nil || string(res.Stdout) != "kept\n" {
+		t.Errorf("a file after the restore: %q %v", res.Stdout, err)
+	}
+}
+
+// counterServer answers each request with how many it has answered.
+const counterServer = `
+import http.server
+n = 0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        global n
+        n += 1
+        self.send_response(200); self.end_headers(); self.wfile.write(str(n).encode())
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+`

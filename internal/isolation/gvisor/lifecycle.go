@@ -62,6 +62,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	}
 	d.mu.Lock()
 	delete(d.sandboxes, id)
+	if ns := d.saved[id]; ns != nil {
+		ns.Close()
+		delete(d.saved, id)
+	}
 	d.mu.Unlock()
 	return nil
 }
