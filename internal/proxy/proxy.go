@@ -252,15 +252,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.EnableFullDuplex()
 	// When the upstream fails mid-request (its sandbox died), the reverse
 	// proxy answers and returns while its transport may still be reading
-	// the request body, or without having read it: the server would then
-	// read the connection for the next request at the same time, which
-	// net/http refuses with a panic. The body is cut off before this
-	// handler returns.
-	// A body left unread is also closed before the handler returns
-	// (golang/go#68560): that keeps the server from starting its
-	// end-of-body read after the handler is done. Not one read whole:
-	// closing it would cost the client its keep-alive connection (+4 ms a
-	// command).
+	// the request body, or having read it only to its length: the
+	// server's own end-of-body read would then start after the handler
+	// returned, beside its read of the next request, which net/http
+	// refuses with a panic (golang/go#68560). The body is ended before
+	// this handler returns (finish).
 	body := &guardedBody{rc: r.Body, ctl: rc, want: r.ContentLength}
 	r.Body = body
 	defer body.finish()
@@ -293,15 +289,13 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish ends the body as its handler returns. A body read whole but not
-// to its end-of-file is read once more, here, so that the server's own
+// finish ends the body as its handler returns. A body read to its length
+// but not to its end is read once more, here, so that the server's own
 // end-of-body read starts while the handler still runs; a body not read
-// whole is closed. Then no more reads.
+// whole is closed (closing one read whole would cost the client its
+// keep-alive connection: +4 ms a command). Then no more reads.
 func (b *guardedBody) finish() {
-	if !b.mu.TryLock() {
-		_ = b.ctl.SetReadDeadline(time.Now()) // the connection is not reused then
-		b.mu.Lock()
-	}
+	b.lock()
 	defer b.mu.Unlock()
 	if !b.eof && b.want >= 0 && b.got == b.want {
 		var one [1]byte
@@ -319,16 +313,20 @@ func (b *guardedBody) Close() error {
 	return b.rc.Close()
 }
 
-// stop waits for a Read in flight, unblocking it through the connection's
-// read deadline (the connection is not reused then), and refuses every
-// later one.
+// stop waits for a Read in flight and refuses every later one.
 func (b *guardedBody) stop() {
+	b.lock()
+	b.done = true
+	b.mu.Unlock()
+}
+
+// lock takes mu, unblocking a Read in flight through the connection's read
+// deadline (the connection is not reused then).
+func (b *guardedBody) lock() {
 	if !b.mu.TryLock() {
 		_ = b.ctl.SetReadDeadline(time.Now())
 		b.mu.Lock()
 	}
-	b.done = true
-	b.mu.Unlock()
 }
 
 func validID(id string) bool {
