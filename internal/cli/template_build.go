@@ -16,6 +16,7 @@ import (
 func templateBuildCmd() *cobra.Command {
 	var (
 		file, name, readyCmd string
+		isolation            string
 		cpu, memory          int
 		buildArgs, tags      []string
 		force                bool
@@ -62,7 +63,7 @@ cached by its inputs: an unchanged rebuild takes a moment.`,
 				return err
 			}
 			b := cove.TemplateBuild{Name: name, Tags: tags, CPUCount: cpu, MemoryMB: memory, Steps: df.Steps,
-				StartCmd: df.StartCmd, ReadyCmd: readyCmd, Force: force}
+				StartCmd: df.StartCmd, ReadyCmd: readyCmd, Force: force, Isolation: isolation}
 			// A FROM without a registry names a template when the server has one.
 			if !strings.ContainsAny(df.From, "/") {
 				base, _, _ := strings.Cut(df.From, ":")
@@ -105,5 +106,6 @@ cached by its inputs: an unchanged rebuild takes a moment.`,
 	f.StringArrayVar(&tags, "tag", nil, "a tag for the build (repeatable; default: default)")
 	f.StringVar(&readyCmd, "ready-cmd", "", "a command that exits 0 once the start command (CMD) is ready")
 	f.BoolVar(&force, "force", false, "rebuild every step, cached or not")
+	f.StringVar(&isolation, "isolation", "", "the driver its sandboxes run on when they ask for none: namespaces or gvisor (default: the server's)")
 	return cmd
 }

@@ -68,6 +68,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if err := limits.Validate(); err != nil {
 		return Info{}, err
 	}
+	if req.Isolation == "" {
+		req.Isolation = tpl.Isolation
+	}
 	d, err := m.driverNamed(req.Isolation)
 	if err != nil {
 		return Info{}, err

@@ -63,6 +63,45 @@ func TestIsolationChoice(t *testing.T) {
 		t.Errorf("an unknown isolation: %d %s", code, raw)
 	}
 
+	// A template may name its sandboxes' driver; a sandbox may still ask
+	// for another.
+	code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"on-gvisor","isolation":"gvisor"}`)
+	if code != 202 {
+		t.Fatalf("template: %d %s", code, raw)
+	}
+	tplID, build := m["templateID"].(string), m["buildID"].(string)
+	if code, _, raw := s.do(t, "POST", "/v2/templates/"+tplID+"/builds/"+build, keyA,
+		`{"fromTemplate":"base","steps":[{"type":"ENV","args":["ON","gvisor"]}]}`); code != 202 {
+		t.Fatalf("build: %d %s", code, raw)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, st, _ := s.do(t, "GET", "/templates/"+tplID+"/builds/"+build+"/status", keyA, "")
+		if st["status"] == "ready" {
+			break
+		}
+		if st["status"] == "error" || time.Now().After(deadline) {
+			t.Fatalf("build: %v", st)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"templateID":"on-gvisor","timeout":60}`:                                            "gvisor",
+		`{"templateID":"on-gvisor","timeout":60,"metadata":{"cove.isolation":"namespaces"}}`: "namespaces",
+	} {
+		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, body)
+		if md, _ := m["sandboxID"].(string); code != 201 || md == "" {
+			t.Fatalf("create %s: %d %s", body, code, raw)
+		}
+		id := m["sandboxID"].(string)
+		_, info, _ := s.do(t, "GET", "/sandboxes/"+id, keyA, "")
+		if md, _ := info["metadata"].(map[string]any); md["cove.isolation"] != want {
+			t.Errorf("%s: runs on %v, want %s", body, md["cove.isolation"], want)
+		}
+		s.do(t, "DELETE", "/sandboxes/"+id, keyA, "")
+	}
+	if code, _, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"on-nothing","isolation":"qemu"}`); code != 400 {
+		t.Errorf("a template on an unknown driver: %d %s", code, raw)
+	}
+
 	// Stopped with no sandbox left, nothing of gVisor's stays: no sandbox
 	// directory, no mount (runsc's shared one included), no runsc process.
 	stop()

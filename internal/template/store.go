@@ -55,8 +55,11 @@ type Build struct {
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 	CPUCount   int       `json:"cpuCount"`
 	MemoryMB   int       `json:"memoryMB"`
-	DiskMB     int       `json:"diskMB,omitempty"`
-	Image      Image     `json:"image"`
+	// Isolation is the driver its sandboxes run on when they ask for none
+	// ("" = the node's default).
+	Isolation string `json:"isolation,omitempty"`
+	DiskMB    int    `json:"diskMB,omitempty"`
+	Image     Image  `json:"image"`
 	// PendingTags are the tags the build takes once it is ready.
 	PendingTags []string `json:"pendingTags,omitempty"`
 }
@@ -120,6 +123,8 @@ type Template struct {
 	// is ready once ReadyCmd exits 0.
 	StartCmd, ReadyCmd string
 	CPUCount, MemoryMB int
+	// Isolation is the driver its sandboxes run on ("" = the node's default).
+	Isolation string
 }
 
 // Store holds the node's templates: records under <dir>/templates, layers
@@ -228,7 +233,8 @@ func (s *Store) resolved(r *Record, b *Build) Template {
 	t := Template{
 		ID: r.ID, BuildID: b.ID, DefaultUser: b.Image.User, DefaultWorkdir: b.Image.Workdir,
 		StartCmd: b.Image.StartCmd, ReadyCmd: b.Image.ReadyCmd, CPUCount: b.CPUCount, MemoryMB: b.MemoryMB,
-		RootFS: isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
+		Isolation: b.Isolation,
+		RootFS:    isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
 	}
 	for _, l := range b.Image.Layers {
 		t.RootFS.Layers = append(t.RootFS.Layers, s.layers.Path(l))

@@ -38,6 +38,9 @@ type TemplateBuild struct {
 	StartCmd     string // run in the background as each sandbox starts
 	ReadyCmd     string // the sandbox is ready once this exits 0
 	Force        bool   // rebuild every step, cached or not
+	// Isolation is the driver the template's sandboxes run on when they
+	// ask for none: "namespaces" or "gvisor" ("" = the server's default).
+	Isolation string
 }
 
 // BuildLog is a line of a build's log.
@@ -77,7 +80,7 @@ func (c *Client) BuildTemplate(ctx context.Context, b TemplateBuild, onLog func(
 		TemplateID string `json:"templateID"`
 		BuildID    string `json:"buildID"`
 	}
-	req := map[string]any{"name": b.Name, "tags": b.Tags, "cpuCount": b.CPUCount, "memoryMB": b.MemoryMB}
+	req := map[string]any{"name": b.Name, "tags": b.Tags, "cpuCount": b.CPUCount, "memoryMB": b.MemoryMB, "isolation": b.Isolation}
 	if _, err := c.do(ctx, http.MethodPost, "/v3/templates", req, &created); err != nil {
 		return BuiltTemplate{}, err
 	}

@@ -13,6 +13,8 @@ type templateBuildRequest struct {
 	Tags     []string `json:"tags"`
 	CPUCount int      `json:"cpuCount"`
 	MemoryMB int      `json:"memoryMB"`
+	// Isolation is Cove's: the driver the template's sandboxes run on.
+	Isolation string `json:"isolation"`
 }
 
 // templateBuildCreated is the 202 answer: the template and the build
@@ -41,7 +43,7 @@ func (a *API) createTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.InvalidArgument, "name is required"))
 		return
 	}
-	rec, build, err := a.templates.NewBuild(team(r), req.Name, req.Tags, req.CPUCount, req.MemoryMB)
+	rec, build, err := a.templates.NewBuild(team(r), req.Name, req.Tags, req.CPUCount, req.MemoryMB, req.Isolation)
 	if err != nil {
 		writeError(w, err)
 		return

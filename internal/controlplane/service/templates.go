@@ -166,7 +166,12 @@ func (t *Templates) awaitRecipe(name string) error {
 
 // NewBuild makes (or reuses, by name) a team's template and a build of it
 // waiting for its steps. name may carry a tag ("name:tag").
-func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int) (template.Record, *template.Build, error) {
+func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int, isolation string) (template.Record, *template.Build, error) {
+	switch isolation {
+	case "", "namespaces", "gvisor":
+	default:
+		return template.Record{}, nil, errs.New(errs.InvalidArgument, "isolation %q: want namespaces or gvisor", isolation)
+	}
 	if cpu == 0 {
 		cpu = 2
 	}
@@ -180,7 +185,12 @@ func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int
 	if hasTag {
 		tags = append([]string{tag}, tags...)
 	}
-	return t.store.NewBuild(team, base, tags, cpu, memoryMB)
+	rec, b, err := t.store.NewBuild(team, base, tags, cpu, memoryMB)
+	if err != nil || isolation == "" {
+		return rec, b, err
+	}
+	b.Isolation = isolation
+	return rec, b, t.store.SetBuild(rec.ID, *b)
 }
 
 func cutTag(name string) (string, string, bool) {
