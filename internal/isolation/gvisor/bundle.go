@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
@@ -82,6 +83,7 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath string, spec isolation.Spec) (
 			// with these limits, and sizes the sandbox's kernel by them.
 			CgroupsPath: d.cgroupName(id),
 			Resources:   resources,
+			Seccomp:     seccompProfile(),
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: netnsPath},
@@ -121,5 +123,24 @@ func setNetNS(s *specs.Spec, path string) {
 		if ns.Type == specs.NetworkNamespace {
 			s.Linux.Namespaces[i].Path = path
 		}
+	}
+}
+
+// seccompProfile is the namespaces driver's deny list as an OCI profile,
+// which runsc (with --oci-seccomp) enforces inside its own kernel, so the
+// calls gVisor implements stay as closed to a sandbox as on Linux. Not
+// clone3's ENOSYS (the namespaces driver's way to make libc fall back to
+// clone, where flags can be checked): under runsc that rule left threads
+// uncreatable; gVisor's own user namespaces are not the host's.
+func seccompProfile() *specs.LinuxSeccomp {
+	eperm := uint(unix.EPERM)
+	newUser := []specs.LinuxSeccompArg{{Index: 0, Value: unix.CLONE_NEWUSER, ValueTwo: unix.CLONE_NEWUSER, Op: specs.OpMaskedEqual}}
+	return &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Architectures: []specs.Arch{specs.ArchX86_64},
+		Syscalls: []specs.LinuxSyscall{
+			{Names: namespaces.DeniedSyscalls, Action: specs.ActErrno, ErrnoRet: &eperm},
+			{Names: []string{"unshare", "clone"}, Action: specs.ActErrno, ErrnoRet: &eperm, Args: newUser},
+		},
 	}
 }

@@ -169,7 +169,7 @@ func (d *Driver) get(id string) *sandbox {
 // reach its end.
 func (d *Driver) runsc(ctx context.Context, args ...string) ([]byte, error) {
 	global := []string{"--root", filepath.Join(d.cfg.Dir, runscState), "--platform", d.cfg.Platform,
-		"--network", "host", "--overlay2", "none"}
+		"--network", "host", "--overlay2", "none", "--oci-seccomp"}
 	stdout, err := os.CreateTemp(d.cfg.Dir, ".runsc-out-")
 	if err != nil {
 		return nil, err

@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// deniedSyscalls answer EPERM: a sandbox never needs them, and each is a
+// DeniedSyscalls answer EPERM: a sandbox never needs them, and each is a
 // way to reach the host kernel's sharper edges (e2b-wire issue list: the
 // mount family, pivot_root, kexec, modules, bpf, perf, keyrings,
 // userfaultfd, handles, reboot, swap, clocks, namespaces).
-var deniedSyscalls = []string{
+var DeniedSyscalls = []string{
 	"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
 	"fsmount", "fspick", "mount_setattr", "chroot",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
@@ -27,7 +27,7 @@ var deniedSyscalls = []string{
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 }
 
-// sandboxPolicy builds the filter: default allow, EPERM for deniedSyscalls,
+// sandboxPolicy builds the filter: default allow, EPERM for DeniedSyscalls,
 // EPERM for unshare and clone asking for a new user namespace, ENOSYS for
 // clone3 (whose flags a filter cannot inspect; libc falls back to clone).
 func sandboxPolicy() seccomp.Policy {
@@ -35,7 +35,7 @@ func sandboxPolicy() seccomp.Policy {
 	return seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
 		Syscalls: []seccomp.SyscallGroup{
-			{Action: seccomp.ActionErrno, Names: deniedSyscalls},
+			{Action: seccomp.ActionErrno, Names: DeniedSyscalls},
 			{Action: seccomp.ActionErrno, NamesWithCondtions: []seccomp.NameWithConditions{
 				{Name: "unshare", Conditions: newUser},
 				{Name: "clone", Conditions: newUser},
