@@ -5,10 +5,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 )
 
 // make builds a network: a new namespace with lo and eth0 up, eth0
@@ -37,7 +38,7 @@ func (m *Manager) make() (*Net, error) {
 const linkMTU = 65535
 
 func build(n *Net) error {
-	ns, err := newNamespace()
+	ns, err := hostproc.NewNetNS()
 	if err != nil {
 		return err
 	}
@@ -87,44 +88,6 @@ func build(n *Net) error {
 		return err
 	}
 	return h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.IP(n.Gateway.AsSlice())})
-}
-
-// newNamespace creates a network namespace without entering it for long:
-// a locked thread unshares, keeps a handle and returns to the original. If
-// it cannot return, the thread stays locked and dies with its goroutine.
-func newNamespace() (int, error) {
-	type result struct {
-		fd  int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		fd, err := unshareNet()
-		ch <- result{fd, err}
-	}()
-	r := <-ch
-	return r.fd, r.err
-}
-
-func unshareNet() (int, error) {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return -1, err
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return -1, fmt.Errorf("new network namespace: %w", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		ns.Close()
-		return -1, fmt.Errorf("return to the host network namespace: %w", err) // the thread stays locked and dies
-	}
-	runtime.UnlockOSThread()
-	return int(ns), nil
 }
 
 func ipnet(a netip.Addr, bits int) *net.IPNet {

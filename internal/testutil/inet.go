@@ -11,6 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 )
 
 // Fake internet addresses: web servers at InternetAddr:8080 and :80 (the
@@ -30,25 +32,8 @@ const (
 func FakeInternet(t testing.TB) netns.NsHandle {
 	t.Helper()
 	holdFakeInternet(t)
-	orig, err := netns.Get()
+	ns, err := hostproc.NewNetNS()
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	var ns netns.NsHandle
-	done := make(chan error, 1)
-	go func() { // a thread of its own: it leaves the namespace before unlocking
-		runtime.LockOSThread()
-		h, err := netns.New()
-		if err == nil {
-			ns = h
-			if err = netns.Set(orig); err == nil {
-				runtime.UnlockOSThread()
-			}
-		}
-		done <- err
-	}()
-	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })

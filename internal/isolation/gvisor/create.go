@@ -8,13 +8,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/cgroups"
@@ -195,42 +193,14 @@ func mountRoot(dir string, spec isolation.Spec) (string, error) {
 	return root, nil
 }
 
-// loopbackOnly makes a network namespace with only loopback, up. The
-// thread that makes it goes back to the node's namespace before it is
-// unlocked (or dies with its goroutine if it cannot).
+// loopbackOnly makes a network namespace with only loopback, up.
 func loopbackOnly() (*os.File, error) {
-	type result struct {
-		ns  netns.NsHandle
-		err error
+	ns, err := hostproc.NewNetNS()
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			ch <- result{err: fmt.Errorf("new network namespace: %w", err)}
-			return
-		}
-		if err := netns.Set(orig); err != nil {
-			ns.Close()
-			ch <- result{err: err} // the thread stays locked: it dies with this goroutine
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{ns: ns}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, r.err
-	}
-	f := os.NewFile(uintptr(r.ns), "netns")
-	h, err := netlink.NewHandleAt(r.ns)
+	f := os.NewFile(uintptr(ns), "netns")
+	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 )
@@ -150,4 +152,41 @@ func Dial(ctx context.Context, ns, host *os.File, port int) (net.Conn, error) {
 		return err
 	})
 	return c, err
+}
+
+// NewNetNS creates a network namespace without entering it for long: a
+// locked thread unshares, keeps a handle and returns to its original
+// namespace. If it cannot return, the thread stays locked and dies with its
+// goroutine.
+func NewNetNS() (netns.NsHandle, error) {
+	type result struct {
+		ns  netns.NsHandle
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{-1, err}
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{-1, fmt.Errorf("new network namespace: %w", err)}
+			return
+		}
+		if err := netns.Set(orig); err != nil {
+			ns.Close()
+			ch <- result{-1, fmt.Errorf("return to the original network namespace: %w", err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{ns, nil}
+	}()
+	r := <-ch
+	return r.ns, r.err
 }
