@@ -89,7 +89,8 @@ type Capabilities struct {
 	// pids is stopped alone (killed, or refused a fork) and the sandbox
 	// goes on, and signals from inside cannot end the agent. Without it
 	// (gVisor: one host process runs the whole sandbox) such a process
-	// ends the sandbox, and the end is reported.
+	// may end the sandbox (a memory hog is often killed alone, and
+	// reported so, but not always), and the end is reported.
 	ContainsProcesses bool
 }
 

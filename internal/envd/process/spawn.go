@@ -193,11 +193,29 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 		}
 		<-drained
 	}
-	oom := s.oomCount() > oomBefore
+	oom := s.killedForMemory(ws, oomBefore)
 	p.closeParentEnds(outs)
 	p.finish(endEvent(ws, oom))
 	s.log.Debug("process ended", logx.PID(int(p.pid)), "status", p.end.Status)
 	s.forgetLater(p)
+}
+
+// killedForMemory reports whether a process that ended with ws was the OOM
+// killer's: killed, and the sandbox's OOM kill count above before. The
+// kernel counts a kill after sending it, so a SIGKILL not yet counted is
+// read again for a moment (under gVisor the process's end reaches the
+// agent that fast).
+func (s *Service) killedForMemory(ws unix.WaitStatus, before uint64) bool {
+	if !ws.Signaled() || ws.Signal() != unix.SIGKILL || s.opts.OOMKills == nil {
+		return false
+	}
+	for range 10 {
+		if s.oomCount() > before {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }
 
 // pump publishes what the process writes to o, at most at limit's rate.

@@ -22,8 +22,9 @@ var keptCaps = []string{
 }
 
 // bundleSpec is the OCI runtime spec of a sandbox whose root is rootfs and
-// whose network namespace is at netnsPath.
-func (d *Driver) bundleSpec(id, rootfs, netnsPath string, spec isolation.Spec) (*specs.Spec, error) {
+// whose network namespace is at netnsPath, and whose group counts its OOM
+// kills in oomFile.
+func (d *Driver) bundleSpec(id, rootfs, netnsPath, oomFile string, spec isolation.Spec) (*specs.Spec, error) {
 	sandboxEnv, err := json.Marshal(spec.Env)
 	if err != nil {
 		return nil, err
@@ -39,25 +40,16 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath string, spec isolation.Spec) (
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777",
 			"size=" + strconv.FormatInt(min(64<<20, spec.Limits.MemoryMB<<19), 10)}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		// The writable layer's /tmp, bound by mountRoot (see bindTmp).
+		{Destination: "/tmp", Type: "bind", Source: filepath.Join(filepath.Dir(rootfs), "tmp"), Options: []string{"bind", "rw", "nosuid", "nodev"}},
 	}
 	for _, b := range spec.RootFS.Binds {
 		mounts = append(mounts, specs.Mount{Destination: b.Target, Type: "bind", Source: b.Source,
 			Options: []string{"rbind", "ro", "nosuid", "nodev"}})
 	}
-	mounts = append(mounts, specs.Mount{Destination: namespaces.AgentPath, Type: "bind", Source: d.cfg.SandboxBinary,
-		Options: []string{"bind", "ro", "nosuid", "nodev"}})
-	period := uint64(100000)
-	quota := spec.Limits.CPUMillis * int64(period) / 1000
-	memory := spec.Limits.MemoryMB << 20
-	swappiness := uint64(0)
-	// The host sees the sandbox's kernel, gofer and stubs, not its
-	// processes: room for those threads on top of the sandbox's own limit.
-	pids := spec.Limits.PIDs + 512
-	resources := &specs.LinuxResources{
-		Memory: &specs.LinuxMemory{Limit: &memory, Swap: &memory, Swappiness: &swappiness},
-		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
-		Pids:   &specs.LinuxPids{Limit: &pids},
-	}
+	mounts = append(mounts,
+		specs.Mount{Destination: namespaces.AgentPath, Type: "bind", Source: d.cfg.SandboxBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		specs.Mount{Destination: namespaces.OOMPath, Type: "bind", Source: oomFile, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	return &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
@@ -79,10 +71,9 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath string, spec isolation.Spec) (
 		Hostname: id,
 		Mounts:   mounts,
 		Linux: &specs.Linux{
-			// Relative: runsc makes it under its own cgroup, the node's,
-			// with these limits, and sizes the sandbox's kernel by them.
+			// The group the driver made, with the sandbox's limits (runsc
+			// sizes its kernel by them); relative to runsc's own, the node's.
 			CgroupsPath: d.cgroupName(id),
-			Resources:   resources,
 			Seccomp:     seccompProfile(),
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},

@@ -2,9 +2,11 @@ package gvisor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
+	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -54,6 +57,19 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 			d.log.Error("clean up failed create", logx.SandboxID(id), logx.Err(derr))
 		}
 	}()
+	// The driver makes the sandbox's group (runsc uses one that exists,
+	// and sizes its kernel by it): the bundle binds its OOM counter.
+	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
+		CPUMillis:   spec.Limits.CPUMillis,
+		MemoryBytes: spec.Limits.MemoryMB << 20,
+		// The host sees the sandbox's kernel, gofer and stubs, not its
+		// processes: room for their threads on top of the sandbox's own.
+		PIDs:     spec.Limits.PIDs + 512,
+		IOWeight: 100,
+	})
+	if err != nil {
+		return h, err
+	}
 	rootfs, err := mountRoot(dir, spec)
 	if err != nil {
 		return h, err
@@ -68,7 +84,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		}
 		defer netns.Close() // runsc's sandbox holds it from now on
 	}
-	bundle, err := d.bundleSpec(id, rootfs, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), netns.Fd()), spec)
+	bundle, err := d.bundleSpec(id, rootfs, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), netns.Fd()), cg.OOMFile(), spec)
 	if err != nil {
 		return h, err
 	}
@@ -81,12 +97,6 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	pidFile := filepath.Join(dir, "pid")
 	if _, err := d.runsc(ctx, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
 		return h, fmt.Errorf("create sandbox %s: %w", id, err)
-	}
-	// runsc made the sandbox's group with its limits (so that its kernel
-	// knows them too: its memory and CPU count); the driver reads it.
-	cg, err := cgroups.Load(d.cgroupName(id))
-	if err != nil {
-		return h, err
 	}
 	if _, err := d.runsc(ctx, "start", id); err != nil {
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
@@ -116,6 +126,9 @@ func (d *Driver) track(id, pidFile string, cg *cgroups.Group, limits isolation.L
 	if err != nil {
 		return isolation.Handle{}, fmt.Errorf("sandbox %s ended as it started: %w", id, err)
 	}
+	if err := exposeStubs(cg); err != nil {
+		return isolation.Handle{}, err
+	}
 	h := isolation.Handle{ID: id, Driver: d.Name(), PID: pid, StartTime: start, CreatedAt: time.Now().UTC()}
 	if err := hostproc.WriteRecord(d.dir(id), hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: limits}); err != nil {
 		return h, err
@@ -130,6 +143,36 @@ func (d *Driver) track(id, pidFile string, cg *cgroups.Group, limits isolation.L
 	d.mu.Unlock()
 	go d.watch(sb, pidfd)
 	return h, nil
+}
+
+// stubOOMScoreAdj is the host OOM score adjustment of the processes that
+// hold a sandbox's processes' address spaces (systrap's stubs).
+const stubOOMScoreAdj = "1000"
+
+// exposeStubs makes a process that exhausts the sandbox's memory the host
+// OOM killer's victim rather than the gVisor kernel that runs them all
+// (whose end is the sandbox's; its RSS, not the process's, is often the
+// group's largest): every process in cg but runsc's sandbox (the kernel)
+// and gofer is a stub, and gets stubOOMScoreAdj (raising needs no
+// privilege; lowering the kernel's would need CAP_SYS_RESOURCE). Stubs made
+// later are forked from one of these, and inherit it. The kernel ends the
+// task whose stub was killed, and the sandbox goes on.
+func exposeStubs(cg *cgroups.Group) error {
+	pids, err := cg.Procs()
+	if err != nil {
+		return fmt.Errorf("the sandbox's processes: %w", err)
+	}
+	for _, pid := range pids {
+		proc := "/proc/" + strconv.Itoa(pid)
+		cmdline, _ := os.ReadFile(proc + "/cmdline")
+		if bytes.HasPrefix(cmdline, []byte("runsc-")) {
+			continue
+		}
+		if err := os.WriteFile(proc+"/oom_score_adj", []byte(stubOOMScoreAdj), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("expose the sandbox's processes to the OOM killer: %w", err)
+		}
+	}
+	return nil
 }
 
 // mountRoot mounts the sandbox's root under dir: a size-capped tmpfs for
@@ -176,7 +219,7 @@ func mountRoot(dir string, spec isolation.Spec) (string, error) {
 		return "", err
 	}
 	defer r.Close()
-	points := []string{"proc", "dev", "sys", "tmp", ".cove"}
+	points := []string{"proc", "dev", "sys", ".cove"}
 	for _, b := range spec.RootFS.Binds {
 		points = append(points, strings.TrimPrefix(b.Target, "/"))
 	}
@@ -185,12 +228,50 @@ func mountRoot(dir string, spec isolation.Spec) (string, error) {
 			return "", fmt.Errorf("mount point /%s: %w", p, err)
 		}
 	}
-	f, err := r.OpenFile(".cove/cove-envd", os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		return "", fmt.Errorf("mount point of the agent: %w", err)
+	for _, file := range []string{namespaces.AgentPath, namespaces.OOMPath} {
+		f, err := r.OpenFile(strings.TrimPrefix(file, "/"), os.O_CREATE|os.O_WRONLY, 0o755)
+		if err != nil {
+			return "", fmt.Errorf("mount point %s: %w", file, err)
+		}
+		f.Close()
 	}
-	f.Close()
+	if err := bindTmp(r, filepath.Join(dir, "tmp")); err != nil {
+		return "", err
+	}
 	return root, nil
+}
+
+// bindTmp binds the root's /tmp at at. runsc mounts a tmpfs of its own,
+// of no size, over an empty /tmp the bundle does not name — memory a
+// sandbox could fill until the host ends it whole — so the bundle names
+// this: the writable layer's /tmp, as on the namespaces driver, under the
+// layer's size and inode caps. It is bound by what /tmp is now, resolved
+// inside the root: the path runsc opens is the driver's own, which no
+// link the sandbox makes later can redirect.
+func bindTmp(r *os.Root, at string) error {
+	switch err := r.Mkdir("tmp", 0o777); {
+	case err == nil:
+		if err := r.Chmod("tmp", 0o777|os.ModeSticky); err != nil {
+			return fmt.Errorf("the sandbox's /tmp: %w", err)
+		}
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("the sandbox's /tmp: %w", err)
+	}
+	tmp, err := r.Open("tmp")
+	if err != nil {
+		return fmt.Errorf("the sandbox's /tmp: %w", err)
+	}
+	defer tmp.Close()
+	if st, err := tmp.Stat(); err != nil || !st.IsDir() {
+		return errs.New(errs.InvalidArgument, "the template's /tmp is not a directory")
+	}
+	if err := os.Mkdir(at, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", tmp.Fd()), at, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind the sandbox's /tmp: %w", err)
+	}
+	return nil
 }
 
 // loopbackOnly makes a network namespace with only loopback, up.

@@ -95,7 +95,7 @@ func (d *Driver) remove(ctx context.Context, id, group string, h isolation.Handl
 		return err
 	}
 	dir := d.dir(id)
-	for _, m := range []string{filepath.Join(dir, "rootfs"), filepath.Join(dir, "rw")} {
+	for _, m := range []string{filepath.Join(dir, "tmp"), filepath.Join(dir, "rootfs"), filepath.Join(dir, "rw")} {
 		if err := unmount(ctx, m); err != nil {
 			return err
 		}

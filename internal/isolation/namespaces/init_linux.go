@@ -158,13 +158,23 @@ func agentMain() int {
 
 // agentFDs are the readiness pipe and OOM counter an agent started by the
 // init inherits; an agent started by another runtime (gVisor's runsc, which
-// sets EnvNoFDs) has neither.
+// sets EnvNoFDs) has no pipe, and opens the OOM counter EnvOOMFile names.
 func agentFDs() (ready, oom int) {
-	if os.Getenv(EnvNoFDs) != "" {
-		os.Unsetenv(EnvNoFDs) // not for the sandbox's processes
+	if os.Getenv(EnvNoFDs) == "" {
+		return fdReady, fdOOM
+	}
+	path := os.Getenv(EnvOOMFile)
+	os.Unsetenv(EnvNoFDs) // not for the sandbox's processes
+	os.Unsetenv(EnvOOMFile)
+	if path == "" {
 		return 0, 0
 	}
-	return fdReady, fdOOM
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "the OOM counter (OOM kills are reported as plain kills): %v\n", err)
+		return 0, 0
+	}
+	return 0, fd
 }
 
 type spawnRequest struct {

@@ -28,6 +28,11 @@ const (
 	// EnvNoFDs, set for an agent another runtime starts, says it inherited
 	// no readiness pipe and no OOM counter.
 	EnvNoFDs = "COVE_AGENT_NO_FDS"
+	// EnvOOMFile, with EnvNoFDs, names the file inside the sandbox (bound
+	// there by that runtime) whose "oom_kill" line counts its OOM kills.
+	EnvOOMFile = "COVE_AGENT_OOM_FILE"
+	// OOMPath is where the gVisor driver binds it.
+	OOMPath = "/.cove/oom"
 )
 
 // initConfig is what the driver tells the sandbox's init.
