@@ -1,7 +1,7 @@
 // Package isolationtest is the conformance suite every isolation driver
-// passes: create, agent reachable, limits enforced, destroy idempotent, bad
-// input refused without a trace, a cancelled create leaks nothing, recover
-// after the node restarts. Drivers run it from their own tests:
+// passes: create, agent reachable, limits enforced, containment, destroy
+// idempotent, bad input refused without a trace, a cancelled create leaks
+// nothing, recover after the node restarts. Drivers run it from their own tests:
 //
 //	isolationtest.Run(t, isolationtest.Config{New: …, Spec: …, Leaks: …})
 package isolationtest
@@ -43,6 +43,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("PIDsLimit", s.pidsLimit)
 	t.Run("CPULimit", s.cpuLimit)
 	t.Run("DiskLimit", s.diskLimit)
+	t.Run("Containment", s.containment)
 	t.Run("AgentDeathIsReported", s.agentDeath)
 	t.Run("RecoverAfterRestart", s.recoverAfterRestart)
 	if d.Capabilities().UserNamespaces {
