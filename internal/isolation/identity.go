@@ -1,10 +1,13 @@
 package isolation
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/covesandbox/cove/internal/errs"
 )
 
 // WriteIdentity writes a sandbox's /etc/hostname, /etc/hosts and (with
@@ -21,6 +24,12 @@ func WriteIdentity(root, id string, dns []string) error {
 		return err
 	}
 	defer r.Close()
+	if st, err := r.Lstat("etc"); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		if _, err := r.Stat("etc"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			target, _ := r.Readlink("etc")
+			return errs.New(errs.InvalidArgument, "the template's /etc is a link to %s, which leads out of its root", target)
+		}
+	}
 	if err := r.MkdirAll("etc", 0o755); err != nil { // an image may have none
 		return fmt.Errorf("the root's /etc: %w", err)
 	}

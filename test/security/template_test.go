@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,9 +23,12 @@ func TestTemplateSymlinksStayInside(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	hostDir := t.TempDir()
-	for i, tc := range []struct{ name, run string }{
-		{"files linked out", fmt.Sprintf("for f in hostname hosts resolv.conf; do rm -f /etc/$f; ln -s %s/$f /etc/$f; done", hostDir)},
-		{"etc linked out", fmt.Sprintf("mv /etc /etc.real && ln -s %s /etc", hostDir)},
+	for i, tc := range []struct {
+		name, run string
+		refused   bool // the create is refused as the template's fault (400)
+	}{
+		{"files linked out", fmt.Sprintf("for f in hostname hosts resolv.conf; do rm -f /etc/$f; ln -s %s/$f /etc/$f; done", hostDir), false},
+		{"etc linked out", fmt.Sprintf("mv /etc /etc.real && ln -s %s /etc", hostDir), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("symlinks-%d", i)
@@ -33,12 +37,20 @@ func TestTemplateSymlinksStayInside(t *testing.T) {
 				t.Fatalf("build: %v", err)
 			}
 			sb, err := c.Create(ctx, cove.CreateOptions{Template: name})
-			if err == nil {
+			switch {
+			case err == nil && !tc.refused:
 				r := mustRun(t, ctx, sb, "root", "cat /etc/hostname 2>&1; true")
-				t.Logf("created; /etc/hostname inside: %q", r.out)
+				if strings.TrimSpace(r.out) != sb.ID {
+					t.Errorf("/etc/hostname inside: %q, want %s", r.out, sb.ID)
+				}
 				sb.Kill(ctx)
-			} else {
+			case err == nil:
+				sb.Kill(ctx)
+				t.Errorf("created a sandbox whose /etc leads out of its root")
+			case tc.refused && errors.Is(err, cove.ErrInvalidArgument) && strings.Contains(err.Error(), "leads out of its root"):
 				t.Logf("create refused: %v", err)
+			default:
+				t.Errorf("create: %v", err)
 			}
 			entries, _ := os.ReadDir(hostDir)
 			for _, e := range entries {

@@ -239,7 +239,11 @@ func waitReady(ctx context.Context, ready *os.File, dir string) error {
 			return nil
 		}
 		if errors.Is(err, io.EOF) {
-			return errs.New(errs.Internal, "sandbox init failed: %s", agentLogTail(dir))
+			tail := agentLogTail(dir)
+			if _, why, ok := strings.Cut(tail, initRefused); ok {
+				return errs.New(errs.InvalidArgument, "%s", strings.TrimSpace(why))
+			}
+			return errs.New(errs.Internal, "sandbox init failed: %s", tail)
 		}
 		return err
 	case <-ctx.Done():

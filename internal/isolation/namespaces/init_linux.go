@@ -14,6 +14,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/envd/settings"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 )
 
@@ -23,7 +24,11 @@ func init() {
 		// Package init runs on the main thread with the goroutine locked to
 		// it: every namespace change below stays on the thread that execs.
 		if err := sandboxInit(); err != nil {
-			fmt.Fprintf(os.Stderr, "cove sandbox init: %v\n", err)
+			prefix := "cove sandbox init: "
+			if errs.Is(err, errs.InvalidArgument) { // the spec's or template's fault
+				prefix = initRefused
+			}
+			fmt.Fprintf(os.Stderr, "%s%v\n", prefix, err)
 			os.Exit(1)
 		}
 		os.Exit(0) // not reached: sandboxInit execs the agent

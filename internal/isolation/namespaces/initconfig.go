@@ -35,6 +35,10 @@ const (
 	OOMPath = "/.cove/oom"
 )
 
+// initRefused starts the init's last words when the sandbox's spec or
+// template is at fault (an invalid-argument error), not the host.
+const initRefused = "cove sandbox init refused: "
+
 // initConfig is what the driver tells the sandbox's init.
 type initConfig struct {
 	ID        string                  `json:"id"`
