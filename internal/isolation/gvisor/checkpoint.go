@@ -60,8 +60,8 @@ func (d *Driver) Restore(ctx context.Context, id, dir string) (isolation.Handle,
 	if err != nil {
 		return isolation.Handle{}, errs.New(errs.NotFound, "sandbox %s: %v", id, err)
 	}
-	// runsc keeps a checkpointed container, stopped: it goes first (with
-	// the group runsc made, which the restore makes again).
+	// runsc keeps a checkpointed container, stopped: it goes first (the
+	// driver's group stays; the restore uses it again).
 	if _, err := d.runsc(ctx, "delete", "--force", id); err != nil {
 		return isolation.Handle{}, err
 	}
