@@ -24,11 +24,8 @@ func WriteIdentity(root, id string, dns []string) error {
 		return err
 	}
 	defer r.Close()
-	if st, err := r.Lstat("etc"); err == nil && st.Mode()&fs.ModeSymlink != 0 {
-		if _, err := r.Stat("etc"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			target, _ := r.Readlink("etc")
-			return errs.New(errs.InvalidArgument, "the template's /etc is a link to %s, which leads out of its root", target)
-		}
+	if err := LinkLeadsOut(r, "etc"); err != nil {
+		return err
 	}
 	if err := r.MkdirAll("etc", 0o755); err != nil { // an image may have none
 		return fmt.Errorf("the root's /etc: %w", err)
@@ -61,4 +58,19 @@ func WriteIdentity(root, id string, dns []string) error {
 		"::1\tlocalhost ip6-localhost ip6-loopback",
 		"",
 	}, "\n"))
+}
+
+// LinkLeadsOut returns an invalid-argument error naming the link when name,
+// in the root a template's layers make, is a symlink that leads out of it
+// (the template's fault, not the host's).
+func LinkLeadsOut(r *os.Root, name string) error {
+	st, err := r.Lstat(name)
+	if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	if _, err := r.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		target, _ := r.Readlink(name)
+		return errs.New(errs.InvalidArgument, "the template's /%s is a link to %s, which leads out of its root", name, target)
+	}
+	return nil
 }

@@ -257,6 +257,9 @@ func bindTmp(r *os.Root, at string) error {
 	case !errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("the sandbox's /tmp: %w", err)
 	}
+	if err := isolation.LinkLeadsOut(r, "tmp"); err != nil {
+		return err
+	}
 	tmp, err := r.Open("tmp")
 	if err != nil {
 		return fmt.Errorf("the sandbox's /tmp: %w", err)
