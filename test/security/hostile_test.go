@@ -329,6 +329,9 @@ func hostileOn(t *testing.T, driver string) {
 	}
 	for _, hc := range cases {
 		t.Run(hc.group+"/"+hc.name, func(t *testing.T) {
+			if e.driver == "gvisor" && hc.gvisor != nil {
+				t.Logf("on gVisor: %s", hc.gvisor.why)
+			}
 			hc := hc.on(e.driver)
 			var out string
 			if hc.lasting {
