@@ -34,11 +34,9 @@ func (d *Driver) Checkpoint(ctx context.Context, id, dir string) error {
 		ns.Close()
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
-	select {
-	case <-sb.done:
-	case <-ctx.Done():
+	if _, err := sb.end.Wait(ctx); err != nil {
 		ns.Close()
-		return ctx.Err()
+		return err
 	}
 	d.mu.Lock()
 	d.saved[id] = ns

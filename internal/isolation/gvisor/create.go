@@ -137,7 +137,7 @@ func (d *Driver) track(id, pidFile string, cg *cgroups.Group, limits isolation.L
 	if err != nil {
 		return h, fmt.Errorf("watch sandbox %s: %w", id, err)
 	}
-	sb := &sandbox{id: id, handle: h, cg: cg, limits: limits, done: make(chan struct{})}
+	sb := &sandbox{id: id, handle: h, cg: cg, limits: limits, end: hostproc.NewEnd()}
 	d.mu.Lock()
 	d.sandboxes[id] = sb
 	d.mu.Unlock()
@@ -311,10 +311,8 @@ func (d *Driver) waitReady(ctx context.Context, id string) error {
 			last = err
 		}
 		if sb := d.get(id); sb != nil {
-			select {
-			case <-sb.done:
-				return fmt.Errorf("the sandbox ended before its agent answered: %s", sb.exit.Detail)
-			default:
+			if sb.end.Ended() {
+				return fmt.Errorf("the sandbox ended before its agent answered: %s", sb.end.Exit().Detail)
 			}
 		}
 		select {
@@ -353,10 +351,8 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 	if sb == nil {
 		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	select {
-	case <-sb.done:
+	if sb.end.Ended() {
 		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
-	default:
 	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", sb.handle.PID))
 	if err != nil {
@@ -374,18 +370,19 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 func (d *Driver) watch(sb *sandbox, pidfd int) {
 	defer unix.Close(pidfd)
 	hostproc.WaitPidfd(pidfd)
+	var exit isolation.Exit
 	switch {
 	case sb.destroying.Load():
-		sb.exit = isolation.Exit{Reason: isolation.ExitDestroyed}
+		exit = isolation.Exit{Reason: isolation.ExitDestroyed}
 	case sb.checkpointed.Load():
-		sb.exit = isolation.Exit{Reason: isolation.ExitCheckpointed}
+		exit = isolation.Exit{Reason: isolation.ExitCheckpointed}
 	case oomKilled(sb.cg):
-		sb.exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox was killed for memory"}
+		exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox was killed for memory"}
 	default:
-		sb.exit = isolation.Exit{Reason: isolation.ExitCrashed, Detail: "the sandbox's gVisor kernel exited"}
+		exit = isolation.Exit{Reason: isolation.ExitCrashed, Detail: "the sandbox's gVisor kernel exited"}
 	}
-	close(sb.done)
-	d.log.Info("sandbox ended", logx.SandboxID(sb.id), "reason", sb.exit.Reason, "pid", strconv.Itoa(sb.handle.PID))
+	sb.end.Set(exit)
+	d.log.Info("sandbox ended", logx.SandboxID(sb.id), "reason", exit.Reason, "pid", strconv.Itoa(sb.handle.PID))
 }
 
 func oomKilled(cg *cgroups.Group) bool {

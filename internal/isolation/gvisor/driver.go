@@ -25,6 +25,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -73,8 +74,7 @@ type sandbox struct {
 
 	destroying   atomic.Bool
 	checkpointed atomic.Bool   // its end is a checkpoint's
-	done         chan struct{} // closed when the sandbox's runsc process has exited
-	exit         isolation.Exit
+	end          *hostproc.End // set when the sandbox's runsc process has exited
 }
 
 // Available says whether runsc at path (PATH's when empty) can run here,

@@ -190,3 +190,50 @@ func NewNetNS() (netns.NsHandle, error) {
 	r := <-ch
 	return r.ns, r.err
 }
+
+// End is a sandbox's end, once it has come: the driver's watcher sets it
+// when the sandbox's process has exited; Wait, Dial and Destroy read it.
+type End struct {
+	done chan struct{}
+	exit isolation.Exit
+}
+
+// NewEnd returns an end still to come.
+func NewEnd() *End { return &End{done: make(chan struct{})} }
+
+// Set records how the sandbox ended and wakes its waiters; call it once.
+func (e *End) Set(exit isolation.Exit) {
+	e.exit = exit
+	close(e.done)
+}
+
+// Done is closed once the sandbox has ended.
+func (e *End) Done() <-chan struct{} { return e.done }
+
+// Ended reports whether the sandbox has ended.
+func (e *End) Ended() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Exit is how the sandbox ended; the zero Exit until it has.
+func (e *End) Exit() isolation.Exit {
+	if !e.Ended() {
+		return isolation.Exit{}
+	}
+	return e.exit
+}
+
+// Wait returns how the sandbox ended, once it has, or ctx's error.
+func (e *End) Wait(ctx context.Context) (isolation.Exit, error) {
+	select {
+	case <-e.done:
+		return e.exit, nil
+	case <-ctx.Done():
+		return isolation.Exit{}, ctx.Err()
+	}
+}

@@ -92,7 +92,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		netns.Close()
 		return h, fmt.Errorf("record sandbox state: %w", err)
 	}
-	sb := &sandbox{id: id, handle: h, cg: cg, netns: netns, limits: spec.Limits, done: make(chan struct{})}
+	sb := &sandbox{id: id, handle: h, cg: cg, netns: netns, limits: spec.Limits, end: hostproc.NewEnd()}
 	d.mu.Lock()
 	d.sandboxes[id] = sb
 	d.mu.Unlock()
@@ -276,16 +276,17 @@ func (d *Driver) watchChild(sb *sandbox, cmd *exec.Cmd) {
 
 // ended records how a sandbox's init ended and wakes Wait.
 func (d *Driver) ended(sb *sandbox, detail string) {
+	var exit isolation.Exit
 	switch {
 	case sb.destroying.Load():
-		sb.exit = isolation.Exit{Reason: isolation.ExitDestroyed}
+		exit = isolation.Exit{Reason: isolation.ExitDestroyed}
 	case sb.oomKilled():
-		sb.exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox's agent was killed for memory: " + detail}
+		exit = isolation.Exit{Reason: isolation.ExitOOM, Detail: "the sandbox's agent was killed for memory: " + detail}
 	default:
-		sb.exit = isolation.Exit{Reason: isolation.ExitCrashed, Detail: detail}
+		exit = isolation.Exit{Reason: isolation.ExitCrashed, Detail: detail}
 	}
-	close(sb.done)
-	d.log.Info("sandbox ended", logx.SandboxID(sb.id), "reason", sb.exit.Reason, "detail", sb.exit.Detail, "pid", strconv.Itoa(sb.handle.PID))
+	sb.end.Set(exit)
+	d.log.Info("sandbox ended", logx.SandboxID(sb.id), "reason", exit.Reason, "detail", exit.Detail, "pid", strconv.Itoa(sb.handle.PID))
 }
 
 func (sb *sandbox) oomKilled() bool {

@@ -18,10 +18,8 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 	if sb == nil {
 		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	select {
-	case <-sb.done:
+	if sb.end.Ended() {
 		return nil, errs.New(errs.Unavailable, "sandbox %s has ended", id)
-	default:
 	}
 	sb.nsMu.RLock()
 	if sb.netns == nil {

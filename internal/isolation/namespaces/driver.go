@@ -16,6 +16,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 )
 
 // Config configures the driver.
@@ -69,8 +70,7 @@ type sandbox struct {
 	limits isolation.Limits
 
 	destroying atomic.Bool
-	done       chan struct{} // closed when the init has exited
-	exit       isolation.Exit
+	end        *hostproc.End // set when the init has exited
 }
 
 // New returns a driver keeping its state under cfg.Dir.

@@ -22,12 +22,7 @@ func (d *Driver) Wait(ctx context.Context, id string) (isolation.Exit, error) {
 	if sb == nil {
 		return isolation.Exit{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	select {
-	case <-sb.done:
-		return sb.exit, nil
-	case <-ctx.Done():
-		return isolation.Exit{}, ctx.Err()
-	}
+	return sb.end.Wait(ctx)
 }
 
 // Destroy implements isolation.Driver: kill the init (which takes its whole
@@ -44,10 +39,8 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if sb := d.get(id); sb != nil {
 		sb.destroying.Store(true)
 		_ = hostproc.Kill(sb.handle)
-		select {
-		case <-sb.done:
-		case <-ctx.Done():
-			return fmt.Errorf("destroy %s: %w", id, ctx.Err())
+		if _, err := sb.end.Wait(ctx); err != nil {
+			return fmt.Errorf("destroy %s: %w", id, err)
 		}
 		sb.nsMu.Lock()
 		sb.netns.Close()
@@ -108,7 +101,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 		unix.Close(pidfd)
 		return errs.New(errs.NotFound, "sandbox %s: %v", h.ID, err)
 	}
-	sb := &sandbox{id: h.ID, handle: h, cg: cg, netns: netns, limits: st.Limits, done: make(chan struct{})}
+	sb := &sandbox{id: h.ID, handle: h, cg: cg, netns: netns, limits: st.Limits, end: hostproc.NewEnd()}
 	d.mu.Lock()
 	d.sandboxes[h.ID] = sb
 	d.mu.Unlock()
