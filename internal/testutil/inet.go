@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -105,31 +104,23 @@ func holdFakeInternet(t testing.TB) {
 
 // ListenIn opens a TCP listener inside the network namespace ns.
 func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
+	host, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	return r.ln, r.err
+	defer host.Close()
+	fd, err := unix.Dup(int(ns)) // the caller keeps ns
+	if err != nil {
+		return nil, err
+	}
+	target := os.NewFile(uintptr(fd), "netns")
+	defer target.Close()
+	var ln net.Listener
+	err = hostproc.InNetNS(target, host, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln, err
 }
 
 func mustAddr(s string) *netlink.Addr {

@@ -30,6 +30,28 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
+// NeedRunsc skips t when bin/runsc, which a server's gVisor driver runs
+// (make test installs it), is missing.
+func NeedRunsc(t testing.TB) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(file), "../../bin/runsc")); err != nil {
+		t.Skip("bin/runsc is missing: make test installs it")
+	}
+}
+
+// CheckLog fails t if a stopped server's log holds a panic, and shows the
+// log when t has failed.
+func CheckLog(t testing.TB, log string) {
+	t.Helper()
+	if strings.Contains(log, "panic") {
+		t.Errorf("the server's log holds a panic")
+	}
+	if t.Failed() {
+		t.Logf("server log:\n%s", log)
+	}
+}
+
 var serverSeq atomic.Int32
 
 // Server is a `cove server` process started for one test.
@@ -86,15 +108,9 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 			t.Errorf("left on disk after the server stopped: %v", left)
 		}
 		logs.mu.Lock()
-		if strings.Contains(logs.b.String(), "panic") {
-			t.Errorf("the server's log holds a panic")
-		}
+		log := logs.b.String()
 		logs.mu.Unlock()
-		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("server log:\n%s", logs.b.String())
-			logs.mu.Unlock()
-		}
+		CheckLog(t, log)
 	})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {

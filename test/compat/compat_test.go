@@ -38,9 +38,7 @@ func TestOfficialJSSDK(t *testing.T) {
 
 func officialJSSDK(t *testing.T, isolation string) {
 	if isolation == "gvisor" {
-		if _, err := os.Stat("../../bin/runsc"); err != nil {
-			t.Skip("bin/runsc is missing: make test installs it")
-		}
+		testutil.NeedRunsc(t)
 	}
 	srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
 	npmInstall(t)

@@ -274,9 +274,7 @@ func TestHostile(t *testing.T) {
 
 func hostileOn(t *testing.T, driver string) {
 	if driver == "gvisor" {
-		if _, err := os.Stat("../../bin/runsc"); err != nil {
-			t.Skip("bin/runsc is missing: make test installs it")
-		}
+		testutil.NeedRunsc(t)
 	}
 	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.19.244.0/24", "--default-isolation", driver)
 	testutil.FakeInternet(t)

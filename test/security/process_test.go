@@ -129,15 +129,9 @@ func (p *coveProc) cleanup() {
 		t.Errorf("left after the server stopped: %s", leak)
 	}
 	p.mu.Lock()
-	if strings.Contains(p.logs.String(), "panic") {
-		t.Errorf("the server's log holds a panic")
-	}
+	log := p.logs.String()
 	p.mu.Unlock()
-	if t.Failed() {
-		p.mu.Lock()
-		t.Logf("server log:\n%s", p.logs.String())
-		p.mu.Unlock()
-	}
+	testutil.CheckLog(t, log)
 }
 
 // leaks lists what the server's sandboxes left on the host.
