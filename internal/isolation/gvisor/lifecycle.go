@@ -161,17 +161,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 
 // List implements isolation.Lister: every sandbox with a directory here.
 func (d *Driver) List(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(d.cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() && isolation.ValidateID(e.Name()) == nil {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
+	return hostproc.SandboxIDs(d.cfg.Dir)
 }
 
 // Stats implements isolation.Stater, from the sandbox's cgroup (the
@@ -181,20 +171,11 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	if sb == nil {
 		return isolation.Stats{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	s, err := sb.cg.Stats()
+	s, err := hostproc.Stats(sb.cg, sb.limits, filepath.Join(d.dir(id), "rw"))
 	if err != nil {
 		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
 	}
-	out := isolation.Stats{
-		CPUUsage: s.CPUUsage, CPUMillis: sb.limits.CPUMillis,
-		MemoryUsage: s.MemoryUsage, MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache,
-		PIDs: s.PIDs, OOMKills: s.OOMKills, DiskTotal: uint64(sb.limits.WritableBytes()),
-	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(filepath.Join(d.dir(id), "rw"), &fs); err == nil {
-		out.DiskUsed = (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
-	}
-	return out, nil
+	return s, nil
 }
 
 // Pause implements isolation.Pauser: runsc stops the sandbox's kernel in

@@ -1,6 +1,7 @@
-// Package hostproc holds what isolation drivers do with a sandbox's host
-// processes: name one for good (pid and start time), signal and wait for it
-// without hitting a reused pid, and run code in its network namespace.
+// Package hostproc holds what isolation drivers share about a sandbox on
+// the host: its processes — named for good (pid and start time), signalled
+// and waited for without hitting a reused pid, a network namespace to run
+// code in — its end, its record and directory, and its group's usage.
 package hostproc
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 )
@@ -236,4 +238,40 @@ func (e *End) Wait(ctx context.Context) (isolation.Exit, error) {
 	case <-ctx.Done():
 		return isolation.Exit{}, ctx.Err()
 	}
+}
+
+// SandboxIDs lists the sandboxes that have a directory under dir, a
+// driver's own (isolation.Lister).
+func SandboxIDs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && isolation.ValidateID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// Stats reads a sandbox's usage (isolation.Stater) from its group cg, with
+// its limits, and the disk use of the file system at disk (its writable
+// layer).
+func Stats(cg *cgroups.Group, limits isolation.Limits, disk string) (isolation.Stats, error) {
+	s, err := cg.Stats()
+	if err != nil {
+		return isolation.Stats{}, err
+	}
+	out := isolation.Stats{
+		CPUUsage: s.CPUUsage, CPUMillis: limits.CPUMillis,
+		MemoryUsage: s.MemoryUsage, MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache,
+		PIDs: s.PIDs, OOMKills: s.OOMKills, DiskTotal: uint64(limits.WritableBytes()),
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(disk, &fs); err == nil {
+		out.DiskUsed = (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
+	}
+	return out, nil
 }

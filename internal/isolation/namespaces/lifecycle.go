@@ -119,17 +119,7 @@ func (d *Driver) watchAdopted(sb *sandbox, pidfd int) {
 
 // List implements isolation.Lister: every sandbox with a directory here.
 func (d *Driver) List(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(d.cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() && isolation.ValidateID(e.Name()) == nil {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
+	return hostproc.SandboxIDs(d.cfg.Dir)
 }
 
 // Stats implements isolation.Stater from the sandbox's cgroup.
@@ -138,20 +128,11 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	if sb == nil {
 		return isolation.Stats{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	s, err := sb.cg.Stats()
+	s, err := hostproc.Stats(sb.cg, sb.limits, fmt.Sprintf("/proc/%d/root/", sb.handle.PID))
 	if err != nil {
 		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
 	}
-	out := isolation.Stats{
-		CPUUsage: s.CPUUsage, CPUMillis: sb.limits.CPUMillis,
-		MemoryUsage: s.MemoryUsage, MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache,
-		PIDs: s.PIDs, OOMKills: s.OOMKills, DiskTotal: uint64(sb.limits.WritableBytes()),
-	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(fmt.Sprintf("/proc/%d/root/", sb.handle.PID), &fs); err == nil {
-		out.DiskUsed = (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
-	}
-	return out, nil
+	return s, nil
 }
 
 // backgroundNice is the niceness of a sandbox made ahead of time.
