@@ -410,9 +410,8 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 		return "", fmt.Errorf("%s: exit code %d", cmd.Cmd, code)
 	}
 	upper := filepath.Join(scratch, "upper")
-	// What the sandbox itself wrote is not the step's.
-	for _, f := range []string{"etc/hostname", "etc/hosts", "etc/resolv.conf"} {
-		os.Remove(filepath.Join(upper, f))
+	if err := dropIdentityFiles(upper); err != nil {
+		return "", err
 	}
 	stage, err := b.store.layers.stage()
 	if err != nil {
@@ -425,6 +424,27 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 		return "", fmt.Errorf("take the step's layer: %w", err)
 	}
 	return b.store.layers.commitByContent(stage)
+}
+
+// dropIdentityFiles removes from a step's writable layer the files the
+// build sandbox's start wrote (hostname, hosts, resolv.conf): they are not
+// the step's. The step wrote that directory, so nothing in it is followed:
+// an /etc that is a symlink keeps whatever it holds.
+func dropIdentityFiles(upper string) error {
+	root, err := os.OpenRoot(upper)
+	if err != nil {
+		return fmt.Errorf("open the step's layer: %w", err)
+	}
+	defer root.Close()
+	if st, err := root.Lstat("etc"); err != nil || !st.IsDir() {
+		return nil
+	}
+	for _, f := range []string{"hostname", "hosts", "resolv.conf"} {
+		if err := root.Remove("etc/" + f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("drop the sandbox's /etc/%s from the layer: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // checkStart starts the start command in a sandbox of the finished image
@@ -522,8 +542,10 @@ func (b *Builder) mkParents(st state, stage, rel string, owner fsutil.Ids) error
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
 		p := filepath.Join(stage, sub)
-		if _, err := os.Lstat(p); err == nil {
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
 			continue
+		} else if err == nil {
+			return errs.New(errs.InvalidArgument, "/%s is not a directory", sub)
 		}
 		mode, uid, gid := os.FileMode(0o755), owner.UID, owner.GID
 		if fi, ok := b.store.layers.lookup(st.Layers, sub); ok {

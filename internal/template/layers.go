@@ -3,9 +3,9 @@ package template
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -104,51 +104,96 @@ func (l Layers) list() ([]string, error) {
 
 // lookup finds rel (a clean path relative to the root) in a stack of
 // layers (lowest first) the way overlayfs would: the topmost layer that
-// has it wins, and a whiteout on the way hides the lower ones.
+// has it wins, and a whiteout, a non-directory or an opaque directory on
+// the way hides the lower ones. Layers hold what build steps wrote, so no
+// link in them is followed: a layer whose /etc is a symlink (to a host
+// directory or anywhere else) has nothing under /etc as far as the host
+// is concerned.
 func (l Layers) lookup(layers []string, rel string) (fs.FileInfo, bool) {
-	for i := len(layers) - 1; i >= 0; i-- {
-		p := filepath.Join(l.Path(layers[i]), rel)
-		st, err := os.Lstat(p)
-		if err == nil {
-			if isWhiteout(st) {
-				return nil, false
-			}
-			return st, true
-		}
-		// A whiteout or a non-directory at a parent hides the rest.
-		for parent := path.Dir(rel); parent != "." && parent != "/"; parent = path.Dir(parent) {
-			pp := filepath.Join(l.Path(layers[i]), parent)
-			if pst, err := os.Lstat(pp); err == nil && (!pst.IsDir() || isWhiteout(pst) || isOpaque(pp)) {
-				return nil, false
-			}
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, false
-		}
-	}
-	return nil, false
+	_, fi, ok := l.locate(layers, rel)
+	return fi, ok
 }
 
-// readFile reads rel from the topmost layer that has it.
-func (l Layers) readFile(layers []string, rel string) ([]byte, error) {
+// locate is lookup that also names the layer the file is in.
+func (l Layers) locate(layers []string, rel string) (string, fs.FileInfo, bool) {
 	for i := len(layers) - 1; i >= 0; i-- {
-		p := filepath.Join(l.Path(layers[i]), rel)
-		st, err := os.Lstat(p)
+		fi, opaque, err := statInLayer(l.Path(layers[i]), rel)
+		switch {
+		case err == nil && isWhiteout(fi):
+			return "", nil, false
+		case err == nil:
+			return layers[i], fi, true
+		case !errors.Is(err, fs.ErrNotExist) || opaque:
+			return "", nil, false
+		}
+	}
+	return "", nil, false
+}
+
+// errHidden is a path under something that is not a real directory in
+// its layer: a file, a whiteout or a symlink.
+var errHidden = errors.New("a parent is not a directory")
+
+// statInLayer lstats rel inside one layer directory through an os.Root,
+// every parent checked to be a real directory of the layer (never a
+// link, followed or not). It also reports whether a parent is opaque.
+func statInLayer(dir, rel string) (fs.FileInfo, bool, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	defer root.Close()
+	opaque := false
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		parent := strings.Join(parts[:i], "/")
+		st, err := root.Lstat(parent)
 		if err != nil {
-			continue
+			return nil, opaque, err
 		}
-		if isWhiteout(st) || !st.Mode().IsRegular() {
-			break
+		if !st.IsDir() {
+			return nil, opaque, errHidden
 		}
-		return os.ReadFile(p)
+		opaque = opaque || isOpaque(root, parent)
 	}
-	return nil, fs.ErrNotExist
+	fi, err := root.Lstat(rel)
+	return fi, opaque, err
 }
 
-// isOpaque reports an overlayfs directory that hides the lower layers'.
-func isOpaque(dir string) bool {
+// readFile reads rel, a regular file, from the topmost layer that has it;
+// like lookup it follows no link in the layers.
+func (l Layers) readFile(layers []string, rel string) ([]byte, error) {
+	layer, fi, ok := l.locate(layers, rel)
+	if !ok || !fi.Mode().IsRegular() {
+		return nil, fs.ErrNotExist
+	}
+	root, err := os.OpenRoot(l.Path(layer))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxLayerFileRead))
+}
+
+// maxLayerFileRead bounds what the builder reads of a layer's file
+// (passwd, group): a template's author chooses its size.
+const maxLayerFileRead = 16 << 20
+
+// isOpaque reports an overlayfs directory that hides the lower layers',
+// dir relative to root (and checked to be a directory).
+func isOpaque(root *os.Root, dir string) bool {
+	f, err := root.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
 	buf := make([]byte, 1)
-	n, err := unix.Lgetxattr(dir, "trusted.overlay.opaque", buf)
+	n, err := unix.Fgetxattr(int(f.Fd()), "trusted.overlay.opaque", buf)
 	return err == nil && n == 1 && buf[0] == 'y'
 }
 

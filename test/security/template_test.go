@@ -63,3 +63,54 @@ func TestTemplateSymlinksStayInside(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildStaysInside attacks the builder from a template's steps: a RUN
+// step makes /etc a symlink to a host directory, and the host work the
+// builder does after the step (dropping the sandbox's own /etc files,
+// reading /etc/passwd for COPY --chown) must not follow it.
+func TestBuildStaysInside(t *testing.T) {
+	p := newCove(t, "", "--network=false", "--pool-size", "0")
+	c := client(t, p.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	t.Run("the step's /etc files are dropped inside the layer", func(t *testing.T) {
+		hostDir := t.TempDir()
+		want := map[string]string{"hostname": "host-name\n", "hosts": "127.0.0.1 host\n", "resolv.conf": "nameserver 127.0.0.53\n"}
+		for name, body := range want {
+			if err := os.WriteFile(filepath.Join(hostDir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := c.BuildTemplate(ctx, cove.TemplateBuild{Name: "etc-out-run", Steps: []cove.TemplateStep{
+			{Type: "RUN", Args: []string{"rm -rf /etc && ln -s " + hostDir + " /etc", "root"}},
+		}}, nil)
+		t.Logf("build: %v", err)
+		for name, body := range want {
+			if b, err := os.ReadFile(filepath.Join(hostDir, name)); err != nil || string(b) != body {
+				t.Errorf("the build changed the host's %s: %q %v", name, b, err)
+			}
+		}
+		c.DeleteTemplate(ctx, "etc-out-run")
+	})
+
+	t.Run("COPY --chown reads no host passwd", func(t *testing.T) {
+		hostDir := t.TempDir()
+		os.WriteFile(filepath.Join(hostDir, "passwd"), []byte("root:x:0:0::/root:/bin/sh\nevil:x:4242:4242::/:/bin/sh\n"), 0o644)
+		os.WriteFile(filepath.Join(hostDir, "group"), []byte("root:x:0:\nevil:x:4242:\n"), 0o644)
+		ctxDir := t.TempDir()
+		os.WriteFile(filepath.Join(ctxDir, "f"), []byte("payload"), 0o644)
+		data, hash, err := cove.ArchiveContext(ctxDir, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.BuildTemplate(ctx, cove.TemplateBuild{Name: "etc-out-copy", Steps: []cove.TemplateStep{
+			{Type: "RUN", Args: []string{"mv /etc /etc.real && ln -s " + hostDir + " /etc", "root"}},
+			{Type: "COPY", Args: []string{"f", "/f", "evil", ""}, FilesHash: hash, Files: data},
+		}}, nil)
+		if err == nil || !strings.Contains(err.Error(), "user evil is not in the template's /etc/passwd") {
+			t.Errorf("COPY --chown=evil through a layer's /etc linked to the host: %v, want the user unknown", err)
+		}
+		c.DeleteTemplate(ctx, "etc-out-copy")
+	})
+}
