@@ -74,10 +74,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.PoolSize < 0 {
 		return fmt.Errorf("pool size %d: want 0 or more", cfg.PoolSize)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+	// Only the server's user may enter the data directory: it holds the
+	// database (with the secret agent tokens derive from), uploaded files
+	// and template layers, whose setuid files must not run for anyone.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
 	began := time.Now()

@@ -153,8 +153,13 @@ type Store struct {
 func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
 		templates: map[string]*Record{}, stale: true}
-	for _, d := range []string{"layers", "templates", "cache", "files"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+	for _, d := range []string{".", "layers", "templates", "cache", "files"} {
+		// Layers keep their files' modes (setuid ones included) and
+		// uploads are a team's own: only the server's user enters.
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}
 	}
