@@ -251,6 +251,12 @@ func TmpfsLimits(bytes int64) string {
 	return "size=" + strconv.FormatInt(bytes, 10) + ",nr_inodes=" + strconv.FormatInt(max(bytes/(16<<10), 4096), 10)
 }
 
+// MaxPTYs is how many pseudo-terminals one sandbox may hold at once (its
+// devpts instance's max=). The kernel shares one pool (kernel.pty.max less
+// the host's reserve) among every devpts instance: without a cap of its
+// own, one sandbox could take them all and leave its neighbours none.
+const MaxPTYs = 64
+
 // ValidateSpec checks what every driver needs of a sandbox: its id, its
 // limits, usable layer directories, an absolute host writable layer, and
 // binds with absolute, clean paths.

@@ -59,6 +59,7 @@ type hostileEnv struct {
 	srv       testutil.Server
 	c         *cove.Client
 	neighbour *cove.Sandbox
+	attacker  *cove.Sandbox // where the cases that are not lasting run
 	nbIP      string // the neighbour's address
 	gateway   string // the host's end of a sandbox network
 	apiPort   string
@@ -197,6 +198,29 @@ print("fds", len(fds))`),
 				}
 			}},
 		{name: "/dev/shm: fill it", group: "exhaustion", user: "user", cmd: "dd if=/dev/zero of=/dev/shm/fill bs=1M 2>&1 | grep -E 'No space|copied'; rm -f /dev/shm/fill", want: []string{"No space left on device"}},
+		{name: "PTYs: take every one", group: "exhaustion", user: "user",
+			cmd: py(`fds = []
+try:
+    while len(fds) < 10000:
+        fds.extend(os.openpty())
+except OSError as e:
+    print("stopped", e.strerror)
+print("ptys", len(fds) // 2)
+sys.stdout.flush()
+if os.fork() == 0:  # hold them while the neighbour opens one
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for f in (0, 1, 2):
+        os.dup2(null, f)
+    import time
+    for _ in range(600):
+        if os.path.exists("/tmp/pty-release"):
+            break
+        time.sleep(0.1)
+    os._exit(0)`),
+			want:  []string{"stopped", "ptys 64\n"},
+			after: e.neighbourGetsPTY,
+			gvisor: &outcome{why: "gVisor's PTYs are its own kernel's: they take none of the host's pool", after: e.neighbourGetsPTY}},
 		{name: "output: flood the agent", group: "exhaustion", user: "user", lasting: true, ready: "flooding",
 			cmd: "echo flooding; yes 'the quick brown fox jumps over the lazy dog'"},
 
@@ -313,6 +337,7 @@ func hostileOn(t *testing.T, driver string) {
 		t.Fatal(err)
 	}
 	defer attacker.Kill(context.Background())
+	e.attacker = attacker
 	// Controls: what the attacks find unreachable is there to be reached.
 	if r := mustRun(t, ctx, nb, "user", "for i in $(seq 50); do curl -s -m 1 http://127.0.0.1:8000/ && break; sleep 0.1; done"); !strings.Contains(r.out, "neighbour-secret") {
 		t.Fatalf("the neighbour's own service does not answer it: %q", r.out)
@@ -468,6 +493,17 @@ func (e *hostileEnv) lasting(t *testing.T, ctx context.Context, hc hostile) stri
 	mu.Lock()
 	defer mu.Unlock()
 	return out.String()
+}
+
+// neighbourGetsPTY checks, while an attack holds every PTY it could open,
+// that the neighbour can still open one, then lets the attack go.
+func (e *hostileEnv) neighbourGetsPTY(t *testing.T, _ *hostileEnv, _ string) {
+	ctx := context.Background()
+	r := mustRun(t, ctx, e.neighbour, "user", "python3 -c 'import os; os.openpty(); print(\"neighbour pty ok\")' 2>&1")
+	if !strings.Contains(r.out, "neighbour pty ok") {
+		t.Errorf("the neighbour could not open a PTY: %s", r.out)
+	}
+	mustRun(t, ctx, e.attacker, "user", "touch /tmp/pty-release")
 }
 
 // unaffected checks the host and the neighbour after an attack.
