@@ -12,21 +12,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The node's firewall is one nftables table of its own, rebuilt whole on
-// start (idempotent across restarts) and deleted on close:
+// The node's firewall is one nftables table of its own, for both address
+// families, rebuilt whole on start (idempotent across restarts) and deleted
+// on close. Sandboxes have IPv4 only (IPv6 is off on both ends of their
+// links); whatever else comes from or goes to their veths is refused first:
 //
-//	table ip <name> {
+//	table inet <name> {
 //	  set nointernet { ipv4_addr }            sandboxes without egress
 //	  set dns        { ipv4_addr }            resolvers sandboxes may use
 //	  set blocked    { ipv4_addr, interval }  private, link-local, loopback, host and sandbox networks
 //	  map rules      { ipv4_addr : verdict }  sandbox → jump s<slot> { daddr @a<slot> return; daddr @d<slot> reject }
 //	  (cv<tag>*: this node's veths; another node on the host has its own tag)
-//	  chain forward  { iifname cv<tag>*: established → accept, nointernet → reject, dns → accept,
-//	                   blocked → reject, else accept;
-//	                   oifname cv<tag>*: established → accept, else drop }
-//	  chain input    { iifname cv<tag>*: established → accept, else reject }   (the host itself)
-//	  chain postrouting (nat) { saddr in sandbox range, oifname not cv* → masquerade }
-//	  chain prerouting (nat)  { saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
+//	  chain forward  { iifname cv<tag>*: not IPv4 → reject, established → accept, nointernet → reject,
+//	                   dns and udp/tcp port 53 → accept, blocked → reject, else accept;
+//	                   oifname cv<tag>*: not IPv4 → drop, established → accept, else drop }
+//	  chain input    { iifname cv<tag>*: not IPv4 → reject, established → accept,
+//	                   redirected to the egress proxy → accept, else reject;
+//	                   any other to the egress proxy's port → reject }   (the host itself)
+//	  chain postrouting (nat) { IPv4, saddr in sandbox range, oifname not cv* → masquerade }
+//	  chain prerouting (nat)  { IPv4, saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
 //	}
 type firewall struct {
 	conn       *nftables.Conn
@@ -54,7 +58,12 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
 	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}, ruled: map[int]bool{}, proxiedAddrs: map[netip.Addr]bool{}}
-	fw.table = &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
+	// An IPv4-only table of this name (before both families were filtered)
+	// goes too.
+	old := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
+	c.AddTable(old)
+	c.DelTable(old)
+	fw.table = &nftables.Table{Family: nftables.TableFamilyINet, Name: name}
 	c.AddTable(fw.table)
 	c.DelTable(fw.table) // start from nothing, whatever a previous run left
 	c.AddTable(fw.table)
@@ -98,6 +107,12 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	// This node's sandboxes only: another node on the host filters its own.
 	fromSandbox := matchIfname(expr.MetaKeyIIFNAME, unix.NFT_CMP_EQ, ifPrefix)
 	toSandbox := matchIfname(expr.MetaKeyOIFNAME, unix.NFT_CMP_EQ, ifPrefix)
+	// Sandboxes speak IPv4 alone: IPv6 (link-local addresses reach every
+	// host service bound to "::") or anything else is refused before the
+	// IPv4 rules, whose lookups read IPv4 headers.
+	rule(fwd, cat(fromSandbox, notIPv4(), rejectAny())...)
+	rule(fwd, cat(toSandbox, notIPv4(), verdict(expr.VerdictDrop))...)
+	rule(in, cat(fromSandbox, notIPv4(), rejectAny())...)
 	// Established flows skip the lookups (changes take effect for new
 	// connections; turning egress off also flushes the sandbox's flows).
 	rule(fwd, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
@@ -106,21 +121,26 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		&expr.Lookup{SourceRegister: 1, SetName: fw.rules.Name, SetID: fw.rules.ID, IsDestRegSet: true, DestRegister: 0},
 	})...)
-	rule(fwd, cat(fromSandbox, lookup(16, fw.dns), verdict(expr.VerdictAccept))...)
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} { // the resolvers' DNS, nothing else of theirs
+		rule(fwd, cat(fromSandbox, lookup(16, fw.dns), dport(proto, 53), verdict(expr.VerdictAccept))...)
+	}
 	rule(fwd, cat(fromSandbox, lookup(16, blockedSet), rejectAdmin())...)
 	rule(fwd, cat(fromSandbox, verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(toSandbox, established(), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(toSandbox, verdict(expr.VerdictDrop))...)
 	rule(in, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
-	rule(in, cat(fromSandbox, tcpDport(proxyPort), verdict(expr.VerdictAccept))...)
+	// The egress proxy listens on every address (redirects arrive at the
+	// gateway each sandbox has): only connections redirected to it reach it.
+	rule(in, cat(fromSandbox, tcpDport(proxyPort), redirected(), verdict(expr.VerdictAccept))...)
 	rule(in, cat(fromSandbox, rejectAdmin())...)
+	rule(in, cat(tcpDport(proxyPort), rejectAny())...)
 	for _, port := range []uint16{80, 443} { // name-checked egress
-		rule(pre, cat(fromSandbox, lookup(12, fw.proxied), tcpDport(port), []expr.Any{
+		rule(pre, cat(fromSandbox, isIPv4(), lookup(12, fw.proxied), tcpDport(port), []expr.Any{
 			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(proxyPort)},
 			&expr.Redir{RegisterProtoMin: 1},
 		})...)
 	}
-	rule(post, cat(
+	rule(post, cat(isIPv4(),
 		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: prefixMask(sandboxes), Xor: make([]byte, 4)},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: sandboxes.Masked().Addr().AsSlice()}},
@@ -152,6 +172,28 @@ func lookup(offset uint32, set *nftables.Set) []expr.Any {
 	}
 }
 
+// isIPv4 and notIPv4 match a packet's family (the table sees both).
+func isIPv4() []expr.Any  { return nfproto(expr.CmpOpEq) }
+func notIPv4() []expr.Any { return nfproto(expr.CmpOpNeq) }
+
+func nfproto(op expr.CmpOp) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: []byte{unix.NFPROTO_IPV4}}}
+}
+
+// redirected matches a connection whose destination NAT changed (the
+// prerouting chain's redirect to the egress proxy).
+func redirected() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(ctStatusDstNAT), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+	}
+}
+
+// ctStatusDstNAT is conntrack's IPS_DST_NAT status bit.
+const ctStatusDstNAT = 1 << 5
+
 func established() []expr.Any {
 	return []expr.Any{
 		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
@@ -167,13 +209,22 @@ func rejectAdmin() []expr.Any {
 	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 13}}
 }
 
+// rejectAny refuses a packet of either family (ICMP or ICMPv6
+// "administratively prohibited").
+func rejectAny() []expr.Any {
+	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}}
+}
+
 func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
 
 // tcpDport matches TCP to a destination port.
-func tcpDport(port uint16) []expr.Any {
+func tcpDport(port uint16) []expr.Any { return dport(unix.IPPROTO_TCP, port) }
+
+// dport matches a transport protocol (TCP or UDP) to a destination port.
+func dport(proto byte, port uint16) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
 	}

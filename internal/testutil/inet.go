@@ -104,7 +104,7 @@ func holdFakeInternet(t testing.TB) {
 
 // ListenIn opens a TCP listener inside the network namespace ns.
 func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
-	host, err := os.Open("/proc/self/ns/net")
+	host, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
 		return nil, err
 	}

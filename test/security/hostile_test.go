@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/testutil"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
@@ -60,12 +64,16 @@ type hostileEnv struct {
 	c         *cove.Client
 	neighbour *cove.Sandbox
 	attacker  *cove.Sandbox // where the cases that are not lasting run
-	nbIP      string // the neighbour's address
-	gateway   string // the host's end of a sandbox network
+	nbIP      string        // the neighbour's address
+	gateway   string        // the host's end of a sandbox network
 	apiPort   string
 	secret    string // a host file
 	loopback  *listener
 	anyAddr   *listener
+	anyAddr6  *listener // on "::", as Go's ":port" listeners, sshd and most daemons are
+	// hostLinkLocal are the IPv6 link-local addresses the host's ends of
+	// sandbox links would have (EUI-64, from their MACs).
+	hostLinkLocal []string
 }
 
 // py runs a Python program (from the host's /usr) with helpers for raw
@@ -218,8 +226,8 @@ if os.fork() == 0:  # hold them while the neighbour opens one
             break
         time.sleep(0.1)
     os._exit(0)`),
-			want:  []string{"stopped", "ptys 64\n"},
-			after: e.neighbourGetsPTY,
+			want:   []string{"stopped", "ptys 64\n"},
+			after:  e.neighbourGetsPTY,
 			gvisor: &outcome{why: "gVisor's PTYs are its own kernel's: they take none of the host's pool", after: e.neighbourGetsPTY}},
 		{name: "output: flood the agent", group: "exhaustion", user: "user", lasting: true, ready: "flooding",
 			cmd: "echo flooding; yes 'the quick brown fox jumps over the lazy dog'"},
@@ -275,6 +283,19 @@ except OSError as err:
 					t.Errorf("the host's service accepted %d connections", n)
 				}
 			}},
+		{name: "the host's services over IPv6 (link-local)", group: "host", user: "root",
+			cmd: "cat /proc/net/if_inet6 2>&1; " + py(`for ll in "`+strings.Join(e.hostLinkLocal, " ")+`".split():
+    for port in (`+e.anyAddr6.port()+`, 22):
+        try:
+            socket.create_connection((ll + "%eth0", port), timeout=1); print("reached", ll, port)
+        except OSError as err:
+            print("refused", ll, port, err.strerror)`),
+			want: []string{"refused"}, deny: []string{"reached", "eth0\n"},
+			after: func(t *testing.T, e *hostileEnv, _ string) {
+				if n := e.anyAddr6.accepted.Load(); n > 0 {
+					t.Errorf("the host's IPv6 service accepted %d connections", n)
+				}
+			}},
 		{name: "the API port", group: "host", user: "root",
 			cmd:  "curl -s -m 2 http://" + e.gateway + ":" + e.apiPort + "/health || echo unreachable; curl -s -m 2 http://127.0.0.1:" + e.apiPort + "/health || echo unreachable",
 			want: []string{"unreachable\nunreachable"}},
@@ -296,11 +317,36 @@ func TestHostile(t *testing.T) {
 	}
 }
 
+// hostileRange is where the hostile suite's sandboxes get addresses.
+const hostileRange = "198.19.244.0/24"
+
+// linkLocals lists the EUI-64 link-local addresses of the host's links
+// whose names start with prefix: what an attacker would compute from the
+// gateway's MAC.
+func linkLocals(t *testing.T, prefix string) []string {
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range links {
+		mac := l.Attrs().HardwareAddr
+		if !strings.HasPrefix(l.Attrs().Name, prefix) || len(mac) != 6 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("fe80::%02x%02x:%02xff:fe%02x:%02x%02x", mac[0]^2, mac[1], mac[2], mac[3], mac[4], mac[5]))
+	}
+	if len(out) == 0 {
+		t.Fatalf("no host link named %s*", prefix)
+	}
+	return out
+}
+
 func hostileOn(t *testing.T, driver string) {
 	if driver == "gvisor" {
 		testutil.NeedRunsc(t)
 	}
-	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.19.244.0/24", "--default-isolation", driver)
+	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", hostileRange, "--default-isolation", driver)
 	testutil.FakeInternet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -316,6 +362,7 @@ func hostileOn(t *testing.T, driver string) {
 	t.Cleanup(func() { os.Remove(e.secret) })
 	e.loopback = listen(t, "127.0.0.1:0")
 	e.anyAddr = listen(t, "0.0.0.0:0")
+	e.anyAddr6 = listen(t, "[::]:0")
 
 	nb, err := e.c.Create(ctx, cove.CreateOptions{Timeout: 15 * time.Minute})
 	if err != nil {
@@ -346,6 +393,7 @@ func hostileOn(t *testing.T, driver string) {
 		t.Fatalf("the attacker cannot reach the fake internet: %q", r.out)
 	}
 
+	e.hostLinkLocal = linkLocals(t, network.InterfacePrefix(netip.MustParsePrefix(hostileRange)))
 	cases := hostileCases(e)
 	if len(cases) < 40 {
 		t.Fatalf("%d cases, the suite promises at least 40", len(cases))
@@ -536,7 +584,8 @@ func TestSecurityDocListsEveryCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &hostileEnv{secret: "/tmp/x/secret", loopback: &listener{}, anyAddr: &listener{}}
-	e.loopback.Listener, e.anyAddr.Listener = fakeAddr{}, fakeAddr{}
+	e.anyAddr6 = &listener{}
+	e.loopback.Listener, e.anyAddr.Listener, e.anyAddr6.Listener = fakeAddr{}, fakeAddr{}, fakeAddr{}
 	for _, hc := range hostileCases(e) {
 		rows := []string{"| " + hc.group + " | " + hc.name + " |"}
 		if hc.gvisor != nil { // and its own row in the gVisor table

@@ -119,7 +119,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	host, err := os.Open("/proc/self/ns/net")
+	host, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}

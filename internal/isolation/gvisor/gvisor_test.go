@@ -83,7 +83,7 @@ func TestMain(m *testing.M) {
 	if shared.dir != "" {
 		// The drivers' Close: runsc's shared mount goes with the last sandbox.
 		d := &Driver{cfg: Config{Dir: filepath.Join(shared.dir, "sandboxes"), CgroupParent: shared.cgroupParent}, log: logx.Discard()}
-		d.host, _ = os.Open("/proc/self/ns/net")
+		d.host, _ = os.Open("/proc/thread-self/ns/net")
 		d.Close()
 		if g, err := cgroups.Load(shared.cgroupParent); err == nil {
 			_ = g.Destroy(context.Background())

@@ -98,7 +98,11 @@ func WaitPidfd(pidfd int) {
 // InNetNS runs fn on a thread inside the network namespace ns: sockets it
 // makes and processes it forks belong there. The thread then returns to
 // host (the caller's own namespace); if it cannot, it stays locked and dies
-// with its goroutine.
+// with its goroutine. Open host from /proc/thread-self/ns/net on a thread
+// that is not locked (those are always in the node's namespace), never
+// from /proc/self: that names the main thread, which may be inside a
+// sandbox's namespace at that moment, and a thread returned there would
+// take the node's next netlink or nftables call with it.
 func InNetNS(ns, host *os.File, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {

@@ -100,7 +100,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err := os.Chmod(cfg.Dir, 0o711); err != nil {
 		return nil, err
 	}
-	host, err := os.Open("/proc/self/ns/net")
+	host, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}

@@ -118,7 +118,7 @@ func TestNoLeaksAfterManyCycles(t *testing.T) {
 	// Namespace inode numbers are reused, and other packages' sandboxes run
 	// meanwhile: what must not hold a sandbox's namespace is this process
 	// (the driver's handles) — its inits are checked by identity below.
-	own, _ := os.Readlink("/proc/self/ns/net")
+	own, _ := os.Readlink("/proc/thread-self/ns/net")
 	fds, _ := filepath.Glob("/proc/self/fd/*")
 	for _, fd := range fds {
 		if target, err := os.Readlink(fd); err == nil && strings.HasPrefix(target, "net:[") && target != own {
