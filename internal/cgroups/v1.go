@@ -87,7 +87,12 @@ func v1Resources(l Limits) *specs.LinuxResources {
 	if l.MemoryBytes > 0 {
 		limit := l.MemoryBytes
 		swappiness := uint64(0)
-		r.Memory = &specs.LinuxMemory{Limit: &limit, Swappiness: &swappiness}
+		// cgroup v1 charges a group's TCP buffers only once its TCP limit
+		// is set; unset, a sandbox could hold gigabytes of the host's TCP
+		// memory outside its limit (cgroup v2 charges socket memory to
+		// memory.max on its own).
+		tcp := TCPBytes(limit)
+		r.Memory = &specs.LinuxMemory{Limit: &limit, Swappiness: &swappiness, KernelTCP: &tcp}
 		if memswAvailable() {
 			swap := limit // memory+swap = memory: no swap
 			r.Memory.Swap = &swap
@@ -103,6 +108,10 @@ func v1Resources(l Limits) *specs.LinuxResources {
 	}
 	return r
 }
+
+// TCPBytes is how much TCP buffer memory a group whose memory limit is
+// memory may hold: a quarter of it, at least 16 MiB.
+func TCPBytes(memory int64) int64 { return max(memory/4, 16<<20) }
 
 func newV1(name string, l Limits) (*v1, error) {
 	c, err := cgroup1.New(nestedPath(name), v1Resources(l), cgroup1.WithHierarchy(v1Hierarchy))

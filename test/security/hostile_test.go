@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,6 +230,39 @@ if os.fork() == 0:  # hold them while the neighbour opens one
 			want:   []string{"stopped", "ptys 64\n"},
 			after:  e.neighbourGetsPTY,
 			gvisor: &outcome{why: "gVisor's PTYs are its own kernel's: they take none of the host's pool", after: e.neighbourGetsPTY}},
+		{name: "socket memory: fill TCP buffers and hold them", group: "exhaustion", user: "user",
+			cmd: py(`ls = socket.socket()
+ls.bind(("127.0.0.1", 0)); ls.listen(4096)
+held, queued, stopped, chunk = [], 0, "at the case's bound", b"x" * 65536
+try:
+    while queued < (768 << 20) and len(held) < 2000:
+        c = socket.create_connection(ls.getsockname()); a, _ = ls.accept()
+        for x in (c, a):
+            x.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            x.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        c.setblocking(False); held += [c, a]
+        while queued < (768 << 20):
+            try:
+                queued += c.send(chunk)
+            except BlockingIOError:
+                break
+except OSError as e:
+    stopped = e.strerror
+print("queued", queued >> 20, "MiB in", len(held) // 2, "connections; stopped:", stopped)
+sys.stdout.flush()
+if os.fork() == 0:  # hold them while the host's TCP memory is read
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for f in (0, 1, 2):
+        os.dup2(null, f)
+    import time
+    for _ in range(600):
+        if os.path.exists("/tmp/tcp-release"):
+            break
+        time.sleep(0.1)
+    os._exit(0)`),
+			want:  []string{"queued"},
+			after: e.hostTCPMemoryBounded},
 		{name: "output: flood the agent", group: "exhaustion", user: "user", lasting: true, ready: "flooding",
 			cmd: "echo flooding; yes 'the quick brown fox jumps over the lazy dog'"},
 
@@ -552,6 +586,33 @@ func (e *hostileEnv) neighbourGetsPTY(t *testing.T, _ *hostileEnv, _ string) {
 		t.Errorf("the neighbour could not open a PTY: %s", r.out)
 	}
 	mustRun(t, ctx, e.attacker, "user", "touch /tmp/pty-release")
+}
+
+// hostTCPMemoryBounded checks, while an attack holds all the TCP buffers
+// it could fill, that the host's TCP memory (all namespaces) stays within
+// the sandbox's share (a quarter of its 512 MiB) and some slack for the
+// rest of the host, then lets the attack go.
+func (e *hostileEnv) hostTCPMemoryBounded(t *testing.T, _ *hostileEnv, out string) {
+	defer mustRun(t, context.Background(), e.attacker, "user", "touch /tmp/tcp-release")
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "TCP:" {
+			for i := 1; i+1 < len(f); i++ {
+				if f[i] == "mem" {
+					pages, _ = strconv.ParseInt(f[i+1], 10, 64)
+				}
+			}
+		}
+	}
+	held := pages * int64(os.Getpagesize())
+	t.Logf("the host's TCP memory while the attack holds its buffers: %d MiB", held>>20)
+	if held > 256<<20 {
+		t.Errorf("the host's TCP memory is %d MiB while one sandbox of 512 MiB holds its buffers", held>>20)
+	}
 }
 
 // unaffected checks the host and the neighbour after an attack.
