@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/covesandbox/cove/internal/envd/filesystem"
+	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 )
 
@@ -26,7 +27,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.InvalidArgument, "path is required"))
 		return
 	}
-	f, err := os.Open(req.path)
+	var f *os.File
+	err = identity.As(req.user, func() (err error) { f, err = os.Open(req.path); return err })
 	if err != nil {
 		writeError(w, filesystem.PathError(req.path, err))
 		return

@@ -118,8 +118,19 @@ func (s *Server) uploadMultipart(r *http.Request, req filesRequest, meta map[str
 }
 
 // writeFile writes body to path (truncating an existing file), creating its
-// parents; new files and directories belong to u.
+// parents, with u's rights (identity.As): new files and directories belong
+// to u, an existing file keeps its owner, and a link planted at path is
+// followed only as far as u could follow it.
 func writeFile(path string, u identity.User, body io.Reader, meta map[string]string) (uploadedFile, error) {
+	var out uploadedFile
+	err := identity.As(u, func() (err error) {
+		out, err = writeFileAs(path, u, body, meta)
+		return err
+	})
+	return out, err
+}
+
+func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]string) (uploadedFile, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return uploadedFile{}, errs.New(errs.InvalidArgument, "path '%s' is a directory", path)
 	}
@@ -128,10 +139,6 @@ func writeFile(path string, u identity.User, body io.Reader, meta map[string]str
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return uploadedFile{}, filesystem.PathError(path, err)
-	}
-	if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
-		f.Close()
 		return uploadedFile{}, filesystem.PathError(path, err)
 	}
 	if _, err := io.Copy(f, body); err != nil {

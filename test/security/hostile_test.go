@@ -300,6 +300,18 @@ except OSError as err:
     print("refused", err.strerror)`),
 			want: []string{"Operation not permitted", "refused"}, deny: []string{"rc=0", "sent"}},
 
+		// The sandbox's own root, through the files API: a link planted by
+		// the user, then a file operation the sandbox's owner makes as that
+		// user.
+		{name: "files API: an upload through a link the user planted", group: "escape",
+			setup: "echo root-only > /etc/cove-protected && chmod 644 /etc/cove-protected",
+			user:  "user", cmd: "ln -sf /etc/cove-protected ~/report.txt && echo planted",
+			want: []string{"planted"}, after: e.uploadThroughLink},
+		{name: "files API: read root's home as the user", group: "escape",
+			setup: "echo root-secret > /root/secret && chmod 700 /root",
+			user:  "user", cmd: "ls /root 2>&1; true", want: []string{"Permission denied"},
+			after: e.listRootAsUser},
+
 		// The host: its loopback services, its API, its files, the metadata service.
 		{name: "the host's loopback services", group: "host", user: "root",
 			cmd:  "curl -s -m 2 http://127.0.0.1:" + e.loopback.port() + "/ || echo unreachable",
@@ -613,6 +625,40 @@ func (e *hostileEnv) hostTCPMemoryBounded(t *testing.T, _ *hostileEnv, out strin
 	if held > 256<<20 {
 		t.Errorf("the host's TCP memory is %d MiB while one sandbox of 512 MiB holds its buffers", held>>20)
 	}
+}
+
+// uploadThroughLink uploads to the link a case planted, as the user the
+// files API defaults to: the root-owned file it leads to stays as it was.
+func (e *hostileEnv) uploadThroughLink(t *testing.T, _ *hostileEnv, _ string) {
+	ctx := context.Background()
+	_, err := e.attacker.Files.As("user").Write(ctx, "/home/user/report.txt", strings.NewReader("user wrote this\n"))
+	if !deniedErr(err) {
+		t.Errorf("upload through a link to a root-owned file: %v, want permission denied", err)
+	}
+	r := mustRun(t, ctx, e.attacker, "root", "stat -c '%U %a' /etc/cove-protected; cat /etc/cove-protected")
+	if r.out != "root 644\nroot-only\n" {
+		t.Errorf("the root-owned file behind the link: %q", r.out)
+	}
+}
+
+// listRootAsUser lists and reads /root (mode 0700) through the files API as
+// the user: both refused, as they are to the user's commands; root may.
+func (e *hostileEnv) listRootAsUser(t *testing.T, _ *hostileEnv, _ string) {
+	ctx := context.Background()
+	if _, err := e.attacker.Files.As("user").List(ctx, "/root", 1); !deniedErr(err) {
+		t.Errorf("list /root as user: %v, want permission denied", err)
+	}
+	if b, err := e.attacker.Files.As("user").ReadFile(ctx, "/root/secret"); !deniedErr(err) {
+		t.Errorf("read /root/secret as user: %q %v, want permission denied", b, err)
+	}
+	if b, err := e.attacker.Files.As("root").ReadFile(ctx, "/root/secret"); err != nil || string(b) != "root-secret\n" {
+		t.Errorf("read /root/secret as root: %q %v", b, err)
+	}
+}
+
+// deniedErr reports an agent's "permission denied" answer.
+func deniedErr(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "permission denied")
 }
 
 // unaffected checks the host and the neighbour after an attack.

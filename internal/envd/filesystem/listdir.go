@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
@@ -15,24 +16,26 @@ import (
 // ListDir lists a directory to the given depth (0 means 1) without following
 // symlinks.
 func (s *Service) ListDir(ctx context.Context, req *connect.Request[pb.ListDirRequest]) (*connect.Response[pb.ListDirResponse], error) {
-	_, root, err := s.resolve(req.Header(), req.Msg.GetPath())
+	u, root, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, errs.ConnectError(err)
-	}
-	st, err := os.Stat(root)
-	if err != nil {
-		return nil, errs.ConnectError(PathError(root, err))
-	}
-	if !st.IsDir() {
-		return nil, errs.ConnectError(errs.New(errs.InvalidArgument, "path '%s' is not a directory", root))
 	}
 	depth := int(req.Msg.GetDepth())
 	if depth == 0 {
 		depth = 1
 	}
 	var entries []*pb.EntryInfo
-	err = listDir(ctx, root, depth, func(path string, info fs.FileInfo) {
-		entries = append(entries, entryFromInfo(path, info))
+	err = identity.As(u, func() error {
+		st, err := os.Stat(root)
+		if err != nil {
+			return PathError(root, err)
+		}
+		if !st.IsDir() {
+			return errs.New(errs.InvalidArgument, "path '%s' is not a directory", root)
+		}
+		return listDir(ctx, root, depth, func(path string, info fs.FileInfo) {
+			entries = append(entries, entryFromInfo(path, info))
+		})
 	})
 	if err != nil {
 		return nil, errs.ConnectError(err)

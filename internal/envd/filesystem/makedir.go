@@ -19,16 +19,21 @@ func (s *Service) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDirRe
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}
-	if st, err := os.Stat(p); err == nil {
-		if st.IsDir() {
-			return nil, errs.ConnectError(errs.New(errs.AlreadyExists, "directory '%s' already exists", p))
+	var e *pb.EntryInfo
+	err = identity.As(u, func() error {
+		if st, err := os.Stat(p); err == nil {
+			if st.IsDir() {
+				return errs.New(errs.AlreadyExists, "directory '%s' already exists", p)
+			}
+			return errs.New(errs.InvalidArgument, "path '%s' exists and is not a directory", p)
 		}
-		return nil, errs.ConnectError(errs.New(errs.InvalidArgument, "path '%s' exists and is not a directory", p))
-	}
-	if err := MkdirAllOwned(p, u); err != nil {
-		return nil, errs.ConnectError(err)
-	}
-	e, err := Entry(p)
+		if err := MkdirAllOwned(p, u); err != nil {
+			return err
+		}
+		var err error
+		e, err = Entry(p)
+		return err
+	})
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
@@ -21,16 +22,20 @@ func (s *Service) Move(ctx context.Context, req *connect.Request[pb.MoveRequest]
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}
-	if _, err := os.Lstat(src); err != nil {
-		return nil, errs.ConnectError(PathError(src, err))
-	}
-	if err := MkdirAllOwned(filepath.Dir(dst), u); err != nil {
-		return nil, errs.ConnectError(err)
-	}
-	if err := os.Rename(src, dst); err != nil {
-		return nil, errs.ConnectError(PathError(dst, err))
-	}
-	e, err := Entry(dst)
+	var e *pb.EntryInfo
+	err = identity.As(u, func() error {
+		if _, err := os.Lstat(src); err != nil {
+			return PathError(src, err)
+		}
+		if err := MkdirAllOwned(filepath.Dir(dst), u); err != nil {
+			return err
+		}
+		if err := os.Rename(src, dst); err != nil {
+			return PathError(dst, err)
+		}
+		e, err = Entry(dst)
+		return err
+	})
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}
