@@ -194,14 +194,19 @@ func copyTree(src, dst, rel string, opts CopyOptions) error {
 	if err := os.Lchown(dst, uid, gid); err != nil {
 		return err
 	}
-	if st.Mode()&os.ModeSymlink != 0 {
-		return nil
+	if st.Mode()&os.ModeSymlink == 0 {
+		mode := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+		if opts.Mode != 0 {
+			mode = opts.Mode
+		}
+		if err := os.Chmod(dst, mode); err != nil {
+			return err
+		}
 	}
-	mode := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-	if opts.Mode != 0 {
-		mode = opts.Mode
-	}
-	return os.Chmod(dst, mode)
+	// Times last (a directory's after its entries): programs compare them
+	// (Python's bytecode caches, make).
+	t := unix.NsecToTimespec(st.ModTime().UnixNano())
+	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func copyFile(src, dst string) error {

@@ -17,8 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -388,12 +391,24 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 	if err != nil {
 		return "", err
 	}
+	t := b.store.image(st.Image, build)
+	// The step writes into a tmpfs capped as a sandbox's writable layer is
+	// (its pages count against the build sandbox's memory), never straight
+	// onto the host's disk.
+	limit := isolation.Limits{MemoryMB: int64(max(t.MemoryMB, isolation.MinMemoryMB)), DiskMB: isolation.MaxDiskMB}.WritableBytes()
+	if err := unix.Mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700,"+isolation.TmpfsLimits(limit)); err != nil {
+		os.Remove(scratch)
+		return "", fmt.Errorf("mount the step's writable layer: %w", err)
+	}
 	defer func() {
+		if err := unix.Unmount(scratch, unix.MNT_DETACH); err != nil {
+			b.log.Error("unmount build scratch", "path", scratch, logx.Err(err))
+			return // never remove what may still hold the mount
+		}
 		if err := fsutil.RemoveTree(scratch); err != nil {
 			b.log.Error("remove build scratch", "path", scratch, logx.Err(err))
 		}
 	}()
-	t := b.store.image(st.Image, build)
 	t.RootFS.Upper = scratch
 	sb, err := b.sandboxes.StartBuild(ctx, t)
 	if err != nil {
@@ -420,7 +435,10 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 	if err := os.Remove(stage); err != nil {
 		return "", err
 	}
-	if err := os.Rename(upper, stage); err != nil {
+	// Out of the tmpfs onto the layers' disk: whiteouts and opaque
+	// directories kept, links copied as links, never followed.
+	if err := fsutil.CopyTree(upper, stage, fsutil.CopyOptions{Overlay: true}); err != nil {
+		removeStage(stage)
 		return "", fmt.Errorf("take the step's layer: %w", err)
 	}
 	return b.store.layers.commitByContent(stage)

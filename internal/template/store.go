@@ -153,13 +153,19 @@ type Store struct {
 func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
 		templates: map[string]*Record{}, stale: true}
-	for _, d := range []string{".", "layers", "templates", "cache", "files"} {
-		// Layers keep their files' modes (setuid ones included) and
-		// uploads are a team's own: only the server's user enters.
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+	// Layers keep their files' modes (setuid ones included) and uploads
+	// are a team's own: only the server's user enters, but for the layers,
+	// which a user-namespaced sandbox's root (another host user) must
+	// reach by name to mount them; the server's data directory (0700)
+	// keeps everyone else out of all of it.
+	for _, d := range []struct {
+		name string
+		mode os.FileMode
+	}{{".", 0o711}, {"layers", 0o711}, {"templates", 0o700}, {"cache", 0o700}, {"files", 0o700}} {
+		if err := os.MkdirAll(filepath.Join(dir, d.name), d.mode); err != nil {
 			return nil, err
 		}
-		if err := os.Chmod(filepath.Join(dir, d), 0o700); err != nil {
+		if err := os.Chmod(filepath.Join(dir, d.name), d.mode); err != nil {
 			return nil, err
 		}
 	}

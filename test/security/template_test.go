@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,28 @@ func TestBuildStaysInside(t *testing.T) {
 			}
 		}
 		c.DeleteTemplate(ctx, "etc-out-run")
+	})
+
+	t.Run("a step's writes are capped", func(t *testing.T) {
+		_, err := c.BuildTemplate(ctx, cove.TemplateBuild{Name: "big-step", MemoryMB: 256, Steps: []cove.TemplateStep{
+			{Type: "RUN", Args: []string{"dd if=/dev/zero of=/big bs=1M count=1024 2>&1 | tail -1; test $(stat -c %s /big) -ge 1073741824", "root"}},
+		}}, func(l cove.BuildLog) { t.Logf("build: %s", l.Message) })
+		if err == nil {
+			t.Errorf("a step wrote 1 GiB in a build of 256 MiB")
+		}
+		var total int64
+		filepath.WalkDir(p.srv.DataDir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					total += fi.Size()
+				}
+			}
+			return nil
+		})
+		if total > 256<<20 {
+			t.Errorf("the data directory holds %d MiB after the step", total>>20)
+		}
+		c.DeleteTemplate(ctx, "big-step")
 	})
 
 	t.Run("COPY --chown reads no host passwd", func(t *testing.T) {
