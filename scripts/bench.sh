@@ -25,20 +25,22 @@ go test -run '^$' -bench Disk100 -benchtime 1x -count 1 ./internal/isolation/nam
 go test -run '^$' -bench TCPStream -benchtime 5x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
 go run ./bench/peers -n "${PEER_N:-30}" | tee -a "$out"
 
+# The servers promise up to 64 times this host's memory: the idle-memory
+# figure keeps 1 000 sandboxes of 512 MiB alive at once.
 # End to end through the SDKs against two servers on loopback: one without
 # warm sandboxes (every create is cold), one with them.
-./bin/cove server --listen "$cold" --data-dir "$data/cold" --api-key "$key" --cgroup-parent cove-bench-cold \
+./bin/cove server --listen "$cold" --data-dir "$data/cold" --api-key "$key" --cgroup-parent cove-bench-cold --memory-overcommit 64 \
 	--network-range 198.19.128.0/17 --pool-size 0 >"$data/cold.log" 2>&1 &
 s1=$!
-./bin/cove server --listen "$pooled" --data-dir "$data/pooled" --api-key "$key" --cgroup-parent cove-bench-pooled \
+./bin/cove server --listen "$pooled" --data-dir "$data/pooled" --api-key "$key" --cgroup-parent cove-bench-pooled --memory-overcommit 64 \
 	--network-range 198.18.0.0/16 --pool-size "${POOL:-8}" >"$data/pooled.log" 2>&1 &
 s2=$!
 # A node sized for bursts of 100: that many warm sandboxes.
-./bin/cove server --listen "$burst" --data-dir "$data/burst" --api-key "$key" --cgroup-parent cove-bench-burst \
+./bin/cove server --listen "$burst" --data-dir "$data/burst" --api-key "$key" --cgroup-parent cove-bench-burst --memory-overcommit 64 \
 	--network-range 198.19.0.0/18 --pool-size 100 >"$data/burst.log" 2>&1 &
 s3=$!
 # Sandboxes on gVisor (bin/runsc, which make bench installs), none warm.
-./bin/cove server --listen "$gvisor" --data-dir "$data/gvisor" --api-key "$key" --cgroup-parent cove-bench-gvisor \
+./bin/cove server --listen "$gvisor" --data-dir "$data/gvisor" --api-key "$key" --cgroup-parent cove-bench-gvisor --memory-overcommit 64 \
 	--network-range 198.19.64.0/18 --pool-size 0 --default-isolation gvisor >"$data/gvisor.log" 2>&1 &
 s4=$!
 for a in "$cold" "$pooled" "$burst" "$gvisor"; do

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/server"
 )
 
@@ -76,6 +77,11 @@ Every flag can also be set through its environment variable.`,
 	f.StringVar(&cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces or gvisor (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
 	f.StringVar(&cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
 	f.StringVar(&cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
+	f.Float64Var(&cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")
+	f.IntVar(&cfg.Admission.Team.Sandboxes, "team-max-sandboxes", envInt("COVE_TEAM_MAX_SANDBOXES", 0), "sandboxes one team may run at once (COVE_TEAM_MAX_SANDBOXES; 0: no cap)")
+	f.IntVar(&cfg.Admission.Team.CPUs, "team-max-cpus", envInt("COVE_TEAM_MAX_CPUS", 0), "CPUs one team's sandboxes may hold together (COVE_TEAM_MAX_CPUS; 0: no cap)")
+	f.Int64Var(&cfg.Admission.Team.MemoryMB, "team-max-memory-mb", int64(envInt("COVE_TEAM_MAX_MEMORY_MB", 0)), "memory (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_MEMORY_MB; 0: no cap)")
+	f.Int64Var(&cfg.Admission.Team.DiskMB, "team-max-disk-mb", int64(envInt("COVE_TEAM_MAX_DISK_MB", 0)), "disk (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_DISK_MB; 0: no cap)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }
@@ -96,6 +102,13 @@ func besideSelf(name string) string {
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil {
 		return v
 	}
 	return def

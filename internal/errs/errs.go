@@ -28,6 +28,8 @@ const (
 	Conflict
 	Unimplemented
 	Canceled
+	// QuotaExceeded: the caller's quota is used up (HTTP 429).
+	QuotaExceeded
 )
 
 var kindNames = map[Kind]string{
@@ -42,6 +44,7 @@ var kindNames = map[Kind]string{
 	Conflict:          "conflict",
 	Unimplemented:     "unimplemented",
 	Canceled:          "canceled",
+	QuotaExceeded:     "quota exceeded",
 }
 
 func (k Kind) String() string { return kindNames[k] }
@@ -118,6 +121,7 @@ var httpStatuses = map[Kind]int{
 	Conflict:          http.StatusConflict,
 	Unimplemented:     http.StatusNotImplemented,
 	Canceled:          499,
+	QuotaExceeded:     http.StatusTooManyRequests,
 }
 
 // ConnectError converts err into a *connect.Error with the code of its kind.

@@ -22,6 +22,7 @@ func TestKindOf(t *testing.T) {
 		{"wrapped mark", fmt.Errorf("get: %w", New(InvalidArgument, "bad")), InvalidArgument, http.StatusBadRequest},
 		{"a full disk", fmt.Errorf("record state: %w", full), ResourceExhausted, http.StatusInsufficientStorage},
 		{"over quota", fmt.Errorf("save: %w", syscall.EDQUOT), ResourceExhausted, http.StatusInsufficientStorage},
+		{"a team's quota", New(QuotaExceeded, "team quota: 3 sandboxes running, at most 3"), QuotaExceeded, http.StatusTooManyRequests},
 		{"a mark wins over the cause", Mark(Unavailable, full), Unavailable, http.StatusServiceUnavailable},
 	}
 	for _, tc := range tests {

@@ -167,6 +167,17 @@ func TestEgressAndIsolation(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	// The egress proxy listens on every address, but takes only connections
+	// redirected to it: not the host's own, nor a sandbox's sent straight
+	// to it.
+	proxyAddr := fmt.Sprintf("127.0.0.1:%d", m.proxy.port())
+	if c, err := net.DialTimeout("tcp", proxyAddr, 3*time.Second); err == nil {
+		c.Close()
+		t.Errorf("the egress proxy took a connection from the host at %s", proxyAddr)
+	}
+	if got := get(t, open, fmt.Sprintf("%s:%d", open.Gateway, m.proxy.port())); got != "" {
+		t.Errorf("the egress proxy answered a sandbox that was not redirected: %q", got)
+	}
 	// Rules change live.
 	must(t, m.SetInternet(closed, true))
 	if got := get(t, closed, "203.0.113.1:8080"); !strings.HasPrefix(got, "hello from 203.0.113.1:8080") {

@@ -40,6 +40,8 @@ type CreateRequest struct {
 	AllowDomains      []string
 	// Isolation names the driver ("" = the node's default).
 	Isolation string
+	// Team owns the sandbox: its quota applies ("" = none).
+	Team string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -66,6 +68,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	}
 	limits := withDefaults(req.Limits, m.templateLimits(tpl))
 	if err := limits.Validate(); err != nil {
+		return Info{}, err
+	}
+	limits, err := m.cfg.Admission.fit(limits)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.checkAdmission(req.Team, limits); err != nil {
 		return Info{}, err
 	}
 	if req.Isolation == "" {
@@ -99,7 +108,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	maps.Copy(env, req.EnvVars)
 	now := time.Now().UTC()
 	sb := &sandbox{ended: make(chan struct{}), info: Info{
-		ID: req.ID, TemplateID: tpl.ID, Isolation: d.Name(), State: StateCreating, Limits: limits,
+		ID: req.ID, TemplateID: tpl.ID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 	}}
@@ -107,6 +116,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if _, ok := m.sandboxes[req.ID]; ok {
 		m.mu.Unlock()
 		return Info{}, errs.New(errs.AlreadyExists, "sandbox %s already exists", req.ID)
+	}
+	if err := m.admitLocked(req.Team, limits); err != nil { // again: others may have come in meanwhile
+		m.mu.Unlock()
+		return Info{}, err
 	}
 	m.sandboxes[req.ID] = sb
 	m.mu.Unlock()
@@ -144,6 +157,7 @@ func (m *Manager) templateLimits(tpl template.Template) isolation.Limits {
 	if tpl.MemoryMB > 0 {
 		l.MemoryMB = int64(tpl.MemoryMB)
 	}
+	l.CPUMillis = min(l.CPUMillis, int64(m.cfg.Admission.CPUs)*1000)
 	return l
 }
 

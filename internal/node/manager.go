@@ -60,6 +60,9 @@ type Config struct {
 	// Unavailable names drivers this node lacks, with the reason, so that
 	// asking for one says why.
 	Unavailable map[string]string
+	// Admission is what the node may promise its sandboxes, and each
+	// team's share (zero fields: the host's capacity, no team quota).
+	Admission Admission
 }
 
 // Networks hands out sandbox networks (network.Manager).
@@ -99,6 +102,10 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 	}
 	if cfg.MaxTimeout == 0 {
 		cfg.MaxTimeout = 24 * time.Hour
+	}
+	var err error
+	if cfg.Admission, err = cfg.Admission.withDefaults(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create node directory: %w", err)

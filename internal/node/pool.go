@@ -29,9 +29,12 @@ type pool struct {
 	mu   sync.Mutex
 	tpls map[string]template.Template // kept warm, by template id (latest build)
 	warm map[string][]*warmSandbox    // by template id
-	kick chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	// failed are templates whose warm sandboxes failed to start: retried
+	// later and later, then given up.
+	failed warmFailures
+	kick   chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 type warmSandbox struct {
@@ -42,7 +45,7 @@ type warmSandbox struct {
 }
 
 func newPool(m *Manager, size int) *pool {
-	p := &pool{m: m, size: size, tpls: map[string]template.Template{}, warm: map[string][]*warmSandbox{},
+	p := &pool{m: m, size: size, tpls: map[string]template.Template{}, warm: map[string][]*warmSandbox{}, failed: warmFailures{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.loop()
@@ -109,11 +112,13 @@ func (p *pool) take(tpl template.Template, limits isolation.Limits) *warmSandbox
 // loop refills the pool, one sandbox at a time, whenever it is short.
 func (p *pool) loop() {
 	defer p.wg.Done()
+	var retry <-chan time.Time // the next retry of a template that failed
 	for {
 		select {
 		case <-p.done:
 			return
 		case <-p.kick:
+		case <-retry:
 		}
 		p.settle()
 		for {
@@ -121,14 +126,27 @@ func (p *pool) loop() {
 			if !ok {
 				break
 			}
-			if err := p.fill(tpl); err != nil {
-				p.m.log.Warn("warm a sandbox", "template", tpl.ID, logx.Err(err))
-				select { // a template that fails to start is not retried in a tight loop
-				case <-p.done:
-					return
-				case <-time.After(time.Second):
-				}
+			err := p.fill(tpl)
+			p.mu.Lock()
+			if err == nil {
+				delete(p.failed, tpl.ID)
+				p.mu.Unlock()
+				continue
 			}
+			gaveUp := p.failed.fail(tpl.ID, tpl.BuildID, err, time.Now())
+			p.mu.Unlock()
+			if gaveUp {
+				p.m.log.Error("stopped warming a template whose sandboxes fail to start", "template", tpl.ID, "build", tpl.BuildID, "failures", warmGiveUp, logx.Err(err))
+			} else {
+				p.m.log.Warn("warm a sandbox", "template", tpl.ID, logx.Err(err))
+			}
+		}
+		p.mu.Lock()
+		next := p.failed.next()
+		p.mu.Unlock()
+		retry = nil
+		if !next.IsZero() {
+			retry = time.After(time.Until(next))
 		}
 	}
 }
@@ -165,8 +183,9 @@ func (p *pool) low() bool {
 	return false
 }
 
-// short returns a template with fewer warm sandboxes than the pool's size,
-// first dropping warm sandboxes of builds or templates that are gone.
+// short returns a template with fewer warm sandboxes than the pool's size
+// and not held back by failed starts, first dropping warm sandboxes of
+// builds or templates that are gone.
 func (p *pool) short() (template.Template, bool) {
 	p.mu.Lock()
 	ids := make([]string, 0, len(p.tpls))
@@ -200,8 +219,9 @@ func (p *pool) short() (template.Template, bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := time.Now()
 	for id, tpl := range p.tpls {
-		if len(p.warm[id]) < p.size {
+		if len(p.warm[id]) < p.size && p.failed.ready(id, tpl.BuildID, now) {
 			return tpl, true
 		}
 	}
@@ -312,8 +332,15 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 	if req.Tokens != nil {
 		info.AccessToken, info.TrafficToken = req.Tokens(info.ID)
 	}
+	info.Team = req.Team
 	sb := &sandbox{ended: make(chan struct{}), info: info}
 	m.mu.Lock()
+	if err := m.admitLocked(req.Team, info.Limits); err != nil {
+		m.mu.Unlock()
+		w.agent.Close()
+		m.destroy(info.ID, w.net)
+		return Info{}, err
+	}
 	m.sandboxes[info.ID] = sb
 	m.mu.Unlock()
 	fail := func(err error) (Info, error) {

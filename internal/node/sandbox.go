@@ -24,6 +24,9 @@ const (
 type Info struct {
 	ID         string `json:"id"`
 	TemplateID string `json:"templateID"`
+	// Team owns the sandbox ("" for the node's own: builds); team quotas
+	// count by it.
+	Team string `json:"team,omitempty"`
 	// Isolation names the driver that runs the sandbox ("namespaces",
 	// "gvisor").
 	Isolation string            `json:"isolation,omitempty"`

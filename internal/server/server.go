@@ -55,6 +55,8 @@ type Config struct {
 	// PoolSize is how many warm sandboxes to keep per template in use (0:
 	// none): a create is then a hand-over.
 	PoolSize int
+	// Admission caps what the node promises its sandboxes and each team.
+	Admission node.Admission
 	// Debootstrap is the program that builds the built-in Debian templates
 	// ("" = debootstrap from PATH).
 	Debootstrap string
@@ -81,6 +83,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	if err := restrictKernelPointers(log); err != nil {
 		return err
 	}
 	began := time.Now()
@@ -115,6 +120,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Drivers: more, Unavailable: unavailable,
 		Dir:       filepath.Join(cfg.DataDir, "node"),
 		PoolSize:  cfg.PoolSize,
+		Admission: cfg.Admission,
 		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
 		OnEnd: func(info node.Info) {
 			if info.Metadata["cove.build"] == "" {

@@ -225,9 +225,10 @@ func TestBadInput(t *testing.T) {
 		name, user, path string
 		ok               bool // written, inside the sandbox
 	}{
-		// The files API's user names who owns what it writes: whoever holds
-		// the sandbox's token may act as root in it (docs/SECURITY.md).
-		{"climbing out of home, as the user", "user", "../../../../etc/" + marker, true},
+		// The files API acts with its user's rights (whoever holds the
+		// sandbox's token may still act as root in it: docs/SECURITY.md).
+		{"climbing out of home, as the user, into /etc", "user", "../../../../etc/" + marker, false},
+		{"climbing out of home, as the user, into /tmp", "user", "../../../../tmp/" + marker + "-u", true},
 		{"climbing out of home, as root", "root", "../../../../tmp/" + marker, true},
 		{"through a symlink to /", "root", "/tmp/rootlink/tmp/" + marker + "-2", true},
 		{"through the agent's root (its own)", "root", "/tmp/agentroot/tmp/" + marker + "-3", true},

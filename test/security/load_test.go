@@ -30,7 +30,8 @@ func TestLoad(t *testing.T) {
 	if long() {
 		sandboxes, commands, writes, netRange = 500, 10000, 10000, "198.19.224.0/20"
 	}
-	p := newCove(t, "", "--network=true", "--network-range", netRange)
+	// 500 sandboxes of 512 MiB promise more than four times this host's memory.
+	p := newCove(t, "", "--network=true", "--network-range", netRange, "--memory-overcommit", "64")
 	p.prefix = network.InterfacePrefix(netip.MustParsePrefix(netRange))
 	c := client(t, p.srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

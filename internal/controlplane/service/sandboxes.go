@@ -103,7 +103,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
-		Isolation: req.Metadata[IsolationKey],
+		Isolation: req.Metadata[IsolationKey], Team: req.Team,
 	})
 	if err != nil {
 		return Sandbox{}, err

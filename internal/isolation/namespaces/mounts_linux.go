@@ -134,7 +134,8 @@ func mountProc(root string) error {
 			return err
 		}
 	}
-	for _, p := range []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "latency_stats"} {
+	for _, p := range []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "latency_stats",
+		"slabinfo", "vmallocinfo", "config.gz", "modules", "pagetypeinfo", "iomem", "ioports"} {
 		target := filepath.Join(proc, p)
 		if _, err := os.Lstat(target); err != nil {
 			continue

@@ -1,0 +1,137 @@
+package node
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+)
+
+// Admission is what a node promises its sandboxes, and each team's share.
+type Admission struct {
+	// MemoryMB is the node's memory (0: the host's, from /proc/meminfo);
+	// no sandbox may ask for more.
+	MemoryMB int64
+	// CPUs is the node's processors (0: runtime.NumCPU); a sandbox's CPU
+	// limit is capped at them.
+	CPUs int
+	// MemoryOvercommit is how many times MemoryMB the memory limits of
+	// the node's sandboxes may add up to (0: DefaultMemoryOvercommit).
+	// Limits are ceilings, rarely reached all at once; a create past the
+	// ratio is refused as the node being full.
+	MemoryOvercommit float64
+	// Team caps what one team's sandboxes on the node may hold together.
+	Team TeamQuota
+}
+
+// TeamQuota caps one team's sandboxes; a zero field is no cap.
+type TeamQuota struct {
+	Sandboxes int
+	CPUs      int
+	MemoryMB  int64
+	DiskMB    int64
+}
+
+// DefaultMemoryOvercommit lets sandboxes' memory limits add up to four
+// times the node's memory.
+const DefaultMemoryOvercommit = 4
+
+// withDefaults fills what the operator left at zero from the host.
+func (a Admission) withDefaults() (Admission, error) {
+	if a.MemoryMB == 0 {
+		mb, err := hostMemoryMB()
+		if err != nil {
+			return a, err
+		}
+		a.MemoryMB = mb
+	}
+	if a.CPUs == 0 {
+		a.CPUs = runtime.NumCPU()
+	}
+	if a.MemoryOvercommit == 0 {
+		a.MemoryOvercommit = DefaultMemoryOvercommit
+	}
+	if a.MemoryMB < 0 || a.CPUs < 0 || a.MemoryOvercommit < 0 {
+		return a, fmt.Errorf("admission: negative capacity %+v", a)
+	}
+	return a, nil
+}
+
+// fit caps a sandbox's CPU limit at the node's processors (a quota above
+// them means nothing) and refuses memory the node does not have.
+func (a Admission) fit(l isolation.Limits) (isolation.Limits, error) {
+	l.CPUMillis = min(l.CPUMillis, int64(a.CPUs)*1000)
+	if l.MemoryMB > a.MemoryMB {
+		return l, errs.New(errs.InvalidArgument, "the sandbox asks for %d MiB of memory; this node has %d MiB", l.MemoryMB, a.MemoryMB)
+	}
+	return l, nil
+}
+
+// admitLocked refuses a sandbox of team with limits l when the node's
+// promised memory or the team's quota would be passed. The sandboxes in
+// the table (warm ones are not there) are what is promised. m.mu is held.
+func (m *Manager) admitLocked(team string, l isolation.Limits) error {
+	a := m.cfg.Admission
+	var mem int64
+	var teamUse TeamQuota
+	for _, sb := range m.sandboxes {
+		mem += sb.info.Limits.MemoryMB
+		if team != "" && sb.info.Team == team {
+			teamUse.Sandboxes++
+			teamUse.CPUs += int((sb.info.Limits.CPUMillis + 999) / 1000)
+			teamUse.MemoryMB += sb.info.Limits.MemoryMB
+			teamUse.DiskMB += sb.info.Limits.DiskMB
+		}
+	}
+	if limit := int64(float64(a.MemoryMB) * a.MemoryOvercommit); mem+l.MemoryMB > limit {
+		return errs.New(errs.Unavailable, "node is full: its sandboxes are promised %d MiB of memory, %d MiB more would pass its limit of %d MiB (%g × %d MiB)",
+			mem, l.MemoryMB, limit, a.MemoryOvercommit, a.MemoryMB)
+	}
+	if team == "" {
+		return nil
+	}
+	q := a.Team
+	switch {
+	case q.Sandboxes > 0 && teamUse.Sandboxes+1 > q.Sandboxes:
+		return errs.New(errs.QuotaExceeded, "team quota: %d sandboxes running, at most %d", teamUse.Sandboxes, q.Sandboxes)
+	case q.CPUs > 0 && teamUse.CPUs+int((l.CPUMillis+999)/1000) > q.CPUs:
+		return errs.New(errs.QuotaExceeded, "team quota: %d CPUs in use, %d more would pass %d", teamUse.CPUs, (l.CPUMillis+999)/1000, q.CPUs)
+	case q.MemoryMB > 0 && teamUse.MemoryMB+l.MemoryMB > q.MemoryMB:
+		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of memory in use, %d MiB more would pass %d MiB", teamUse.MemoryMB, l.MemoryMB, q.MemoryMB)
+	case q.DiskMB > 0 && teamUse.DiskMB+l.DiskMB > q.DiskMB:
+		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of disk in use, %d MiB more would pass %d MiB", teamUse.DiskMB, l.DiskMB, q.DiskMB)
+	}
+	return nil
+}
+
+// checkAdmission is admitLocked taking the lock.
+func (m *Manager) checkAdmission(team string, l isolation.Limits) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admitLocked(team, l)
+}
+
+// hostMemoryMB reads MemTotal from /proc/meminfo.
+func hostMemoryMB() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("MemTotal %q: %w", rest, err)
+			}
+			return kb >> 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no MemTotal in /proc/meminfo")
+}
