@@ -57,6 +57,10 @@ type Config struct {
 	PoolSize int
 	// Admission caps what the node promises its sandboxes and each team.
 	Admission node.Admission
+	// NoUserNamespaces runs namespaces sandboxes without a user namespace
+	// of their own: their root is the host's root, their users the host's
+	// (an operator's opt-out; kernels without id-mapped mounts need it).
+	NoUserNamespaces bool
 	// Debootstrap is the program that builds the built-in Debian templates
 	// ("" = debootstrap from PATH).
 	Debootstrap string
@@ -211,7 +215,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // first. close closes them all.
 func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolation.Driver, unavailable map[string]string, closeAll func(), err error) {
 	ns, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent,
-		SandboxBinary: cfg.SandboxBinary}, log)
+		SandboxBinary: cfg.SandboxBinary, UserNamespaces: !cfg.NoUserNamespaces}, log)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

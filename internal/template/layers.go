@@ -76,7 +76,8 @@ func (l Layers) commitByContent(stage string) (string, error) {
 }
 
 // remove deletes a layer that nothing uses any more, with the id-shifted
-// copies drivers made of it for user namespaces ("<layer>.shift-<base>").
+// copies earlier versions made of it for user namespaces
+// ("<layer>.shift-<base>"; id-mapped mounts replaced them).
 func (l Layers) remove(name string) error {
 	copies, _ := filepath.Glob(l.Path(name) + ".shift-*")
 	for _, c := range append(copies, l.Path(name)) {

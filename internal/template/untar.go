@@ -202,15 +202,19 @@ func whiteout(root *os.Root, dir, name string) error {
 	return nil
 }
 
-// setOpaque hides the lower layers' contents of dir.
+// setOpaque hides the lower layers' contents of dir, in both forms: the
+// trusted.* one for overlays the host mounts, the user.* one for those a
+// user namespace mounts (userxattr).
 func setOpaque(root *os.Root, dir string) error {
 	d, err := root.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := unix.Fsetxattr(int(d.Fd()), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
-		return fmt.Errorf("mark %s opaque: %w", dir, err)
+	for _, x := range []string{"trusted.overlay.opaque", "user.overlay.opaque"} {
+		if err := unix.Fsetxattr(int(d.Fd()), x, []byte("y"), 0); err != nil {
+			return fmt.Errorf("mark %s opaque: %w", dir, err)
+		}
 	}
 	return nil
 }

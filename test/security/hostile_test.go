@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/testutil"
@@ -278,6 +279,33 @@ if os.fork() == 0:  # hold them while the host's TCP memory is read
     os._exit(0)`),
 			want:  []string{"queued"},
 			after: e.hostTCPMemoryBounded},
+		{name: "per-user limits: every inotify instance of its root", group: "exhaustion", user: "root",
+			cmd: py(`fds = []
+try:
+    while len(fds) < 100000:
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        fds.append(fd)
+except OSError as e:
+    print("stopped", e.strerror)
+print("instances", len(fds))
+sys.stdout.flush()
+if os.fork() == 0:  # hold them while the host and the neighbour make one
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for f in (0, 1, 2):
+        os.dup2(null, f)
+    import time
+    for _ in range(600):
+        if os.path.exists("/tmp/inotify-release"):
+            break
+        time.sleep(0.1)
+    os._exit(0)`),
+			want:  []string{"stopped Too many open files"},
+			after: e.othersGetInotify,
+			gvisor: &outcome{why: "gVisor's inotify is its own kernel's: the host's per-user counts are not touched; the case's own bound stops it",
+				want: []string{"instances"}, after: e.othersGetInotify}},
 		{name: "output: flood the agent", group: "exhaustion", user: "user", lasting: true, ready: "flooding",
 			cmd: "echo flooding; yes 'the quick brown fox jumps over the lazy dog'"},
 
@@ -662,6 +690,23 @@ func (e *hostileEnv) listRootAsUser(t *testing.T, _ *hostileEnv, _ string) {
 // deniedErr reports an agent's "permission denied" answer.
 func deniedErr(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "permission denied")
+}
+
+// othersGetInotify checks, while an attack holds every inotify instance
+// its sandbox's root may have, that host root and the neighbour's root can
+// still make one, then lets the attack go.
+func (e *hostileEnv) othersGetInotify(t *testing.T, _ *hostileEnv, _ string) {
+	ctx := context.Background()
+	defer mustRun(t, ctx, e.attacker, "root", "touch /tmp/inotify-release")
+	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC); err != nil {
+		t.Errorf("host root cannot make an inotify instance: %v", err)
+	} else {
+		unix.Close(fd)
+	}
+	r := mustRun(t, ctx, e.neighbour, "root", py(`print("neighbour inotify", "ok" if libc.inotify_init1(0) >= 0 else os.strerror(ctypes.get_errno()))`))
+	if !strings.Contains(r.out, "neighbour inotify ok") {
+		t.Errorf("the neighbour's root cannot make an inotify instance: %s", r.out)
+	}
 }
 
 // unaffected checks the host and the neighbour after an attack.

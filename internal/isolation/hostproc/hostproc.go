@@ -127,6 +127,9 @@ type Record struct {
 	Handle isolation.Handle `json:"handle"`
 	Cgroup string           `json:"cgroup"`
 	Limits isolation.Limits `json:"limits"`
+	// UserNSBase is the first host id of the sandbox's user namespace
+	// (0: none), held until the sandbox is destroyed.
+	UserNSBase uint32 `json:"userNSBase,omitempty"`
 }
 
 // recordFile is a sandbox's Record inside its directory.

@@ -66,12 +66,18 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := os.Mkdir(filepath.Join(dir, "rw"), 0o700); err != nil {
 		return h, fmt.Errorf("create mount point: %w", err)
 	}
-	if spec.UserNamespace {
-		if spec, err = d.userNSSpec(dir, spec); err != nil {
+	var idBase uint32
+	if spec.UserNamespace = spec.UserNamespace || (d.cfg.UserNamespaces && spec.RootFS.Upper == ""); spec.UserNamespace {
+		if idBase, err = d.ids.take(); err != nil {
 			return h, err
 		}
+		defer func() {
+			if err != nil {
+				d.ids.free(idBase)
+			}
+		}()
 	}
-	cmd, cg, ready, err = d.start(id, dir, spec)
+	cmd, cg, ready, err = d.start(id, dir, spec, idBase)
 	if err != nil {
 		return h, err
 	}
@@ -88,36 +94,16 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, fmt.Errorf("read sandbox init: %w", err)
 	}
 	h = isolation.Handle{ID: id, Driver: d.Name(), PID: cmd.Process.Pid, StartTime: start, CreatedAt: time.Now().UTC()}
-	if err := hostproc.WriteRecord(dir, hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits}); err != nil {
+	if err := hostproc.WriteRecord(dir, hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits, UserNSBase: idBase}); err != nil {
 		netns.Close()
 		return h, fmt.Errorf("record sandbox state: %w", err)
 	}
-	sb := &sandbox{id: id, handle: h, cg: cg, netns: netns, limits: spec.Limits, end: hostproc.NewEnd()}
+	sb := &sandbox{id: id, handle: h, cg: cg, netns: netns, limits: spec.Limits, idBase: idBase, end: hostproc.NewEnd()}
 	d.mu.Lock()
 	d.sandboxes[id] = sb
 	d.mu.Unlock()
 	go d.watchChild(sb, cmd)
 	return h, nil
-}
-
-// userNSSpec prepares a sandbox that runs in a user namespace: its layers
-// become id-shifted copies and its directory belongs to its root.
-func (d *Driver) userNSSpec(dir string, spec isolation.Spec) (isolation.Spec, error) {
-	layers := make([]string, len(spec.RootFS.Layers))
-	for i, l := range spec.RootFS.Layers {
-		shifted, err := d.shiftedLayer(l)
-		if err != nil {
-			return spec, err
-		}
-		layers[i] = shifted
-	}
-	spec.RootFS.Layers = layers
-	for _, p := range []string{dir, filepath.Join(dir, "rw")} {
-		if err := os.Chown(p, int(d.cfg.UserNSBase), int(d.cfg.UserNSBase)); err != nil {
-			return spec, fmt.Errorf("give %s to the sandbox: %w", p, err)
-		}
-	}
-	return spec, nil
 }
 
 func validateSpec(id string, spec isolation.Spec) error {
@@ -134,8 +120,10 @@ func validateSpec(id string, spec isolation.Spec) error {
 // starts up, creates its cgroup, moves it in and only then sends it its
 // config. The returned file reads the agent's readiness. On error the
 // returned cmd and group (if any) are the caller's to clean up.
-func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups.Group, *os.File, error) {
-	cfgR, cfgW, err := os.Pipe()
+func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exec.Cmd, *cgroups.Group, *os.File, error) {
+	// The config goes through a pipe, or a socket when it brings the
+	// user namespace's id-mapped mounts along.
+	cfgR, cfgW, err := configChannel(spec.UserNamespace)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -161,7 +149,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		attr.Cloneflags &^= syscall.CLONE_NEWNET // born inside the pooled one, below
 	}
 	if spec.UserNamespace {
-		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(d.cfg.UserNSBase), Size: userNSSize}}
+		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(idBase), Size: userNSSize}}
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings, attr.GidMappings = ids, ids
 		attr.GidMappingsEnableSetgroups = true
@@ -176,12 +164,16 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 		Stderr:      logf,
 		SysProcAttr: attr,
 	}
+	startCmd := cmd.Start
+	if spec.UserNamespace {
+		startCmd = func() error { return asOwner(idBase, cmd.Start) }
+	}
 	if spec.NetNS != nil {
 		// Born inside the pooled namespace: a user-namespaced child could
 		// not join it later.
-		err = hostproc.InNetNS(spec.NetNS, d.host, cmd.Start)
+		err = hostproc.InNetNS(spec.NetNS, d.host, startCmd)
 	} else {
-		err = cmd.Start()
+		err = startCmd()
 	}
 	cfgR.Close()
 	readyW.Close()
@@ -209,6 +201,12 @@ func (d *Driver) start(id, dir string, spec isolation.Spec) (*exec.Cmd, *cgroups
 	if err := cg.Add(cmd.Process.Pid); err != nil {
 		readyR.Close()
 		return cmd, cg, nil, err
+	}
+	if spec.UserNamespace {
+		if err := sendIDMappedMounts(cfgW, spec, cmd.Process.Pid); err != nil {
+			readyR.Close()
+			return cmd, cg, nil, err
+		}
 	}
 	cfg := initConfig{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,

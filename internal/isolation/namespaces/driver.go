@@ -36,9 +36,14 @@ type Config struct {
 	// child keeps /proc/self/exe, which it can exec whatever the binary's
 	// directory allows it.)
 	SandboxBinary string
-	// UserNSBase is the first host uid and gid of sandboxes that ask for a
-	// user namespace; DefaultUserNSBase when zero.
+	// UserNSBase is the first host uid and gid of user-namespaced
+	// sandboxes (each has a range of its own above it); DefaultUserNSBase
+	// when zero.
 	UserNSBase uint32
+	// UserNamespaces runs every sandbox in a user namespace of its own
+	// (but those over a host writable layer: template builds), as if its
+	// spec asked for one.
+	UserNamespaces bool
 }
 
 // Driver implements isolation.Driver with Linux namespaces.
@@ -49,7 +54,7 @@ type Driver struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
-	shiftMu   sync.Mutex // serializes making id-shifted layer copies
+	ids       *idRanges // user namespaces' host id ranges
 }
 
 var (
@@ -68,6 +73,7 @@ type sandbox struct {
 	nsMu   sync.RWMutex
 	netns  *os.File
 	limits isolation.Limits
+	idBase uint32 // its user namespace's first host id (0: none)
 
 	destroying atomic.Bool
 	end        *hostproc.End // set when the init has exited
@@ -104,7 +110,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}
-	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}}, nil
+	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}, ids: newIDRanges(cfg.UserNSBase)}, nil
 }
 
 // Close releases the driver's handles and removes its cgroup parent if no

@@ -52,12 +52,29 @@ func init() {
 func sandboxInit() error {
 	runtime.LockOSThread()
 	inPlace := allThreadsSupported
+	sys := thisThread // a cgo build execs the agent from this thread
+	if inPlace {
+		sys = allThreads
+	}
+	if err := clearSecurebits(sys); err != nil {
+		return err
+	}
 	var cfg initConfig
+	mounts, err := receiveMounts(fdConfig)
+	if err != nil {
+		return err
+	}
 	f := os.NewFile(fdConfig, "config")
 	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
 	f.Close()
+	if cfg.UserNS {
+		if len(mounts) != len(cfg.Layers)+len(cfg.Binds) {
+			return fmt.Errorf("%d mounts came for %d layers and %d binds", len(mounts), len(cfg.Layers), len(cfg.Binds))
+		}
+		cfg.layerFDs, cfg.bindFDs = mounts[:len(cfg.Layers)], mounts[len(cfg.Layers):]
+	}
 	// Only now, inside the sandbox's cgroup, so that the cgroup namespace's
 	// root is the sandbox's own group.
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {

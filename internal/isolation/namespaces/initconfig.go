@@ -55,4 +55,7 @@ type initConfig struct {
 	DNS       []string                `json:"dns"`     // resolvers for /etc/resolv.conf
 	Agent     isolation.AgentSettings `json:"agent"`
 	Mounts    []isolation.Bind        `json:"-"`
+	// layerFDs and bindFDs are the id-mapped mounts of Layers and Binds
+	// that came with the config (UserNS).
+	layerFDs, bindFDs []int
 }

@@ -36,7 +36,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	// The sandbox's group is where it was made, even if the node's cgroup
 	// parent changed since (it is in the state file).
 	group := d.cgroupName(id)
+	var idBase uint32
 	if sb := d.get(id); sb != nil {
+		idBase = sb.idBase
 		sb.destroying.Store(true)
 		_ = hostproc.Kill(sb.handle)
 		if _, err := sb.end.Wait(ctx); err != nil {
@@ -48,6 +50,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		sb.nsMu.Unlock()
 		group = sb.cg.Name()
 	} else if st, err := hostproc.ReadRecord(d.dir(id)); err == nil {
+		idBase = st.UserNSBase
 		_ = hostproc.Kill(st.Handle)
 		if err := hostproc.WaitGone(ctx, st.Handle); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
@@ -65,6 +68,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	d.mu.Lock()
 	delete(d.sandboxes, id)
 	d.mu.Unlock()
+	if idBase != 0 { // nothing of the sandbox's is left to hold its ids
+		d.ids.free(idBase)
+	}
 	return nil
 }
 
@@ -101,7 +107,8 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 		unix.Close(pidfd)
 		return errs.New(errs.NotFound, "sandbox %s: %v", h.ID, err)
 	}
-	sb := &sandbox{id: h.ID, handle: h, cg: cg, netns: netns, limits: st.Limits, end: hostproc.NewEnd()}
+	d.ids.mark(st.UserNSBase)
+	sb := &sandbox{id: h.ID, handle: h, cg: cg, netns: netns, limits: st.Limits, idBase: st.UserNSBase, end: hostproc.NewEnd()}
 	d.mu.Lock()
 	d.sandboxes[h.ID] = sb
 	d.mu.Unlock()

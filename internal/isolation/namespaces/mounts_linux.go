@@ -22,6 +22,12 @@ func buildRoot(cfg initConfig) (string, error) {
 		return "", fmt.Errorf("make mounts private: %w", err)
 	}
 	rw := filepath.Join(cfg.Dir, "rw")
+	if cfg.UserNS {
+		// The node's data directory is closed to the namespace's root
+		// (another host user): the writable layer goes over the host's
+		// /tmp instead, in this mount namespace only.
+		rw = userNSScratch
+	}
 	if cfg.Upper != "" {
 		if err := mount(cfg.Upper, rw, "", unix.MS_BIND, ""); err != nil {
 			return "", err
@@ -35,9 +41,16 @@ func buildRoot(cfg initConfig) (string, error) {
 			return "", fmt.Errorf("mkdir %s: %w", d, err)
 		}
 	}
-	lower := make([]string, len(cfg.Layers))
-	for i, l := range cfg.Layers { // overlayfs lists the topmost lower first
-		lower[len(cfg.Layers)-1-i] = l
+	layers := cfg.Layers
+	if cfg.UserNS {
+		var err error
+		if layers, err = attachLayers(rw, cfg.layerFDs); err != nil {
+			return "", err
+		}
+	}
+	lower := make([]string, len(layers))
+	for i, l := range layers { // overlayfs lists the topmost lower first
+		lower[len(layers)-1-i] = l
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
 	if cfg.UserNS {
@@ -70,8 +83,15 @@ func buildRoot(cfg initConfig) (string, error) {
 			}
 		}
 	}
-	for _, b := range cfg.Binds {
-		if err := bindReadOnly(b.Source, filepath.Join(root, b.Target)); err != nil {
+	for i, b := range cfg.Binds {
+		target := filepath.Join(root, b.Target)
+		if cfg.UserNS { // id-mapped, read-only, nosuid and nodev already
+			if err := attach(cfg.bindFDs[i], target); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if err := bindReadOnly(b.Source, target); err != nil {
 			return "", err
 		}
 	}
@@ -85,6 +105,36 @@ func buildRoot(cfg initConfig) (string, error) {
 		return "", err
 	}
 	return root, nil
+}
+
+// userNSScratch is where a user-namespaced sandbox's writable layer and
+// its layers' mounts go, in its own mount namespace.
+const userNSScratch = "/tmp"
+
+// attachLayers attaches the id-mapped mounts of the layers under
+// rw/layers and returns their paths.
+func attachLayers(rw string, fds []int) ([]string, error) {
+	paths := make([]string, len(fds))
+	for i, fd := range fds {
+		p := filepath.Join(rw, "layers", strconv.Itoa(i))
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return nil, err
+		}
+		if err := attach(fd, p); err != nil {
+			return nil, err
+		}
+		paths[i] = p
+	}
+	return paths, nil
+}
+
+// attach puts a detached mount (a descriptor from open_tree) at dst.
+func attach(fd int, dst string) error {
+	defer unix.Close(fd)
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach a mount at %s: %w", dst, err)
+	}
+	return nil
 }
 
 func mount(src, dst, fstype string, flags uintptr, data string) error {

@@ -151,4 +151,16 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+	// As cove server runs it: every sandbox in a user namespace of its own.
+	t.Run("userns-default", func(t *testing.T) {
+		isolationtest.Run(t, isolationtest.Config{
+			New: func(t *testing.T) isolation.Driver {
+				d := e.driverWith(t, binaries()["release-binary"])
+				d.cfg.UserNamespaces = true
+				return d
+			},
+			Spec:  func(*testing.T) isolation.Spec { return e.spec() },
+			Leaks: e.leaks,
+		})
+	})
 }

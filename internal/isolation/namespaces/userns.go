@@ -3,41 +3,254 @@ package namespaces
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
+	"runtime"
+	"sync"
 
-	"github.com/covesandbox/cove/internal/fsutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
-// User namespace sandboxes map their ids 0..userNSSize-1 to
-// Config.UserNSBase.. on the host: their root is an unprivileged host user.
+// A user-namespaced sandbox maps its ids 0..userNSSize-1 to a host range
+// of its own (Config.UserNSBase + n·userNSSize): its root and its user are
+// host users nobody else is, so the kernel's per-user counts (inotify
+// instances, epoll watches, processes …) are the sandbox's own, and no
+// file it makes belongs to a host user.
 const userNSSize = 65536
 
 // DefaultUserNSBase is the first host id of user-namespaced sandboxes.
 const DefaultUserNSBase = 1 << 30
 
-// shiftedLayer returns a copy of layer whose owners are shifted into the
-// user namespaces' range, made once and shared by every such sandbox.
-// Without it the layer's files would belong to ids the namespace does not
-// map, and its root could not write to its own home.
-func (d *Driver) shiftedLayer(layer string) (string, error) {
-	dst := layer + ".shift-" + strconv.FormatUint(uint64(d.cfg.UserNSBase), 10)
-	d.shiftMu.Lock()
-	defer d.shiftMu.Unlock()
-	if _, err := os.Stat(dst); err == nil {
-		return dst, nil
-	}
-	tmp := dst + ".tmp"
-	if _, err := os.Lstat(tmp); err == nil {
-		if err := fsutil.RemoveTree(tmp); err != nil {
-			return "", err
+// idRanges hands out the host id ranges of user-namespaced sandboxes.
+type idRanges struct {
+	base uint32
+
+	mu   sync.Mutex
+	used map[uint32]bool // by first host id
+}
+
+func newIDRanges(base uint32) *idRanges { return &idRanges{base: base, used: map[uint32]bool{}} }
+
+// take returns the lowest free range's first host id.
+func (r *idRanges) take() (uint32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for first := uint64(r.base); first+userNSSize <= 1<<32; first += userNSSize {
+		if !r.used[uint32(first)] {
+			r.used[uint32(first)] = true
+			return uint32(first), nil
 		}
 	}
-	if err := fsutil.CopyTree(layer, tmp, fsutil.CopyOptions{Shift: d.cfg.UserNSBase, Overlay: true}); err != nil {
-		return "", fmt.Errorf("shift layer %s: %w", filepath.Base(layer), err)
+	return 0, errs.New(errs.Unavailable, "no host id range left for a user namespace")
+}
+
+// mark records a range an adopted sandbox holds.
+func (r *idRanges) mark(first uint32) {
+	if first == 0 {
+		return
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return "", err
+	r.mu.Lock()
+	r.used[first] = true
+	r.mu.Unlock()
+}
+
+// free gives a range back.
+func (r *idRanges) free(first uint32) {
+	r.mu.Lock()
+	delete(r.used, first)
+	r.mu.Unlock()
+}
+
+// idMappedMounts clones each layer and bind of spec as a detached mount
+// whose ids are mapped into the user namespace userns (open_tree and
+// mount_setattr), so the sandbox's root owns what host root owns there,
+// without a copy. Binds are also read-only, nosuid and nodev, flags the
+// namespace cannot take off. The sandbox's init attaches them in its own
+// mount namespace; it needs no path into the node's data directory.
+func idMappedMounts(spec isolation.Spec, userns int) (fds []int, err error) {
+	defer func() {
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			fds = nil
+		}
+	}()
+	clone := func(path string, attrs uint64) error {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("clone mount of %s: %w", path, err)
+		}
+		fds = append(fds, fd)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | attrs, Userns_fd: uint64(userns)}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return fmt.Errorf("map the ids of %s into the sandbox's user namespace: %w", path, err)
+		}
+		return nil
 	}
-	return dst, nil
+	for _, l := range spec.RootFS.Layers {
+		if err := clone(l, 0); err != nil {
+			return fds, err
+		}
+	}
+	for _, b := range spec.RootFS.Binds {
+		if err := clone(b.Source, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+			return fds, err
+		}
+	}
+	return fds, nil
+}
+
+// configChannel is what the init's config travels through: a pipe, or a
+// connected socket pair when descriptors go along (userNS).
+func configChannel(userNS bool) (r, w *os.File, err error) {
+	if !userNS {
+		return os.Pipe()
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "config"), os.NewFile(uintptr(fds[1]), "config"), nil
+}
+
+// sendIDMappedMounts makes the id-mapped mounts of the sandbox whose init
+// is pid (its user namespace exists from its start) and passes them over
+// the config socket, before the config itself.
+func sendIDMappedMounts(sock *os.File, spec isolation.Spec, pid int) error {
+	userns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's user namespace: %w", err)
+	}
+	defer unix.Close(userns)
+	fds, err := idMappedMounts(spec, userns)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) > maxPassedMounts {
+		return errs.New(errs.InvalidArgument, "%d layers and binds: at most %d", len(fds), maxPassedMounts)
+	}
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		var oob []byte
+		if len(fds) > 0 {
+			oob = unix.UnixRights(fds...)
+		}
+		serr = unix.Sendmsg(int(fd), []byte{0}, oob, nil, 0)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("pass mounts to the sandbox: %w", serr)
+	}
+	return nil
+}
+
+// maxPassedMounts bounds the layers and binds one message carries (the
+// kernel takes at most 253 descriptors in one).
+const maxPassedMounts = 200
+
+// receiveMounts takes the id-mapped mounts the driver passed (in the init,
+// before its config), when its config arrives over a socket.
+func receiveMounts(fd int) ([]int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, err
+	}
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4*maxPassedMounts))
+	_, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("receive mounts: %w", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, fmt.Errorf("receive mounts: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return nil, fmt.Errorf("receive mounts: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
+// asOwner runs start (which clones the sandbox's init into its new user
+// namespace) on a thread whose effective uid is owner, the first host id
+// of the sandbox's range, so that the namespace belongs to owner. The
+// kernel charges per-user counts (inotify instances, epoll watches,
+// processes …) up the chain of namespace owners: owned by host root, every
+// sandbox would still share host root's counts, and could exhaust them.
+// The thread keeps its capabilities through the change (the
+// SECBIT_NO_SETUID_FIXUP bit, this thread only), so it can still write the
+// child's id maps; the init clears the bit it inherits before anything
+// else. A thread that cannot return to root is never used again.
+func asOwner(owner uint32, start func() error) error {
+	runtime.LockOSThread()
+	restored := false
+	defer func() {
+		if restored {
+			runtime.UnlockOSThread()
+		}
+	}()
+	prev, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("read securebits: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, prev|secbitNoSetuidFixup, 0); e != 0 {
+		return fmt.Errorf("keep capabilities: %w", e)
+	}
+	err := setEUID(owner)
+	if err == nil {
+		err = start()
+	}
+	if setEUID(0) == nil {
+		_, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, prev, 0)
+		restored = e == 0
+	}
+	if err != nil {
+		return err
+	}
+	if !restored {
+		return fmt.Errorf("return to root after starting a sandbox")
+	}
+	return nil
+}
+
+// secbitNoSetuidFixup is linux/securebits.h's SECBIT_NO_SETUID_FIXUP.
+const secbitNoSetuidFixup = 1 << 2
+
+// setEUID sets the calling thread's effective uid (only: a raw system call).
+func setEUID(uid uint32) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+		return fmt.Errorf("set effective uid %d: %w", uid, e)
+	}
+	return nil
+}
+
+// clearSecurebits undoes, in the init, the SECBIT_NO_SETUID_FIXUP it
+// inherited from asOwner (set on sys's threads), and checks it is gone:
+// with it, the agent's processes would keep capabilities across a change
+// to an unprivileged user.
+func clearSecurebits(sys threadSyscall) error {
+	if err := sys(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, 0, 0); err != nil {
+		return fmt.Errorf("clear securebits: %w", err)
+	}
+	if bits, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0); e != 0 || bits != 0 {
+		return fmt.Errorf("securebits still %#x (%v)", bits, e)
+	}
+	return nil
 }
