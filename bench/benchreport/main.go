@@ -130,6 +130,17 @@ func main() {
 		}
 		b.WriteString("\n")
 	}
+	if plain := median("E2E/go-sdk/cold-no-userns", "p50-ms"); plain > 0 {
+		fmt.Fprintf(&b, "## User namespaces (the default) and without\n\n")
+		fmt.Fprintf(&b, "The cold server (every sandbox in a user namespace of its own, its layers and binds id-mapped\n")
+		fmt.Fprintf(&b, "mounts) beside one started with `--userns=false`, in the same run.\n\n")
+		fmt.Fprintf(&b, "| figure (p50) | without | with | with − without |\n|---|---:|---:|---:|\n")
+		cold := median("E2E/go-sdk/cold", "p50-ms")
+		fmt.Fprintf(&b, "| create → first output, Go SDK, cold (ms) | %.1f | %.1f | %+.1f (%.2f×) |\n", plain, cold, cold-plain, cold/plain)
+		a, c := median("IdleMemoryNoUserns/50", "host-MiB/sandbox"), median("IdleMemoryUserns/50", "host-MiB/sandbox")
+		fmt.Fprintf(&b, "| host memory per idle sandbox, 50 alive (MiB) | %.2f | %.2f | %+.2f |\n", a, c, c-a)
+		b.WriteString("\n")
+	}
 	if gv := median("E2E/go-sdk/gvisor", "p50-ms"); gv > 0 {
 		fmt.Fprintf(&b, "## gVisor beside namespaces\n\n")
 		fmt.Fprintf(&b, "A server whose sandboxes run on gVisor (runsc, systrap platform, no warm sandboxes) beside the\n")

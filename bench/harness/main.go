@@ -46,6 +46,7 @@ func main() {
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
 	only := flag.String("only", "", "run only this figure: sustained, gvisor")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
+	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
@@ -67,6 +68,9 @@ func main() {
 	spawn(ctx, p, *n)
 	if *cold != "" {
 		firstOutput(ctx, client(*cold), "E2E/go-sdk/cold", *n)
+		if *plainURL != "" {
+			usernsFigures(ctx, client(*cold), client(*plainURL), *n)
+		}
 	}
 	firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
 	files(ctx, p)
@@ -282,6 +286,16 @@ func idleMemory(ctx context.Context, c *cove.Client, name string, n int) {
 	host := float64(before-after) / float64(n) / (1 << 20)
 	fmt.Printf("Benchmark%s/%d %d 0 ns/op %.2f host-MiB/sandbox %.2f cgroup-MiB/sandbox\n", name, n, n, host, inside/float64(max(samples, 1))/(1<<20))
 	killAll(ctx, all)
+}
+
+// usernsFigures measures what user namespaces (the default) cost: a cold
+// create → first output and idle memory, beside a server that runs its
+// sandboxes without one. The two run one after the other, each measure on
+// a quiet machine.
+func usernsFigures(ctx context.Context, userns, plain *cove.Client, n int) {
+	firstOutput(ctx, plain, "E2E/go-sdk/cold-no-userns", n)
+	idleMemory(ctx, plain, "IdleMemoryNoUserns", 50)
+	idleMemory(ctx, userns, "IdleMemoryUserns", 50)
 }
 
 // gvisorFigures measures the gVisor driver beside the namespaces one: a
