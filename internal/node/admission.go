@@ -80,12 +80,12 @@ func (m *Manager) admitLocked(team string, l isolation.Limits) error {
 	var mem int64
 	var teamUse TeamQuota
 	for _, sb := range m.sandboxes {
-		mem += sb.info.Limits.MemoryMB
-		if team != "" && sb.info.Team == team {
+		mem += sb.limits.MemoryMB
+		if team != "" && sb.team == team {
 			teamUse.Sandboxes++
-			teamUse.CPUs += int((sb.info.Limits.CPUMillis + 999) / 1000)
-			teamUse.MemoryMB += sb.info.Limits.MemoryMB
-			teamUse.DiskMB += sb.info.Limits.DiskMB
+			teamUse.CPUs += int((sb.limits.CPUMillis + 999) / 1000)
+			teamUse.MemoryMB += sb.limits.MemoryMB
+			teamUse.DiskMB += sb.limits.DiskMB
 		}
 	}
 	if limit := int64(float64(a.MemoryMB) * a.MemoryOvercommit); mem+l.MemoryMB > limit {

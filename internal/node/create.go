@@ -107,7 +107,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	}
 	maps.Copy(env, req.EnvVars)
 	now := time.Now().UTC()
-	sb := &sandbox{ended: make(chan struct{}), info: Info{
+	sb := &sandbox{team: req.Team, limits: limits, ended: make(chan struct{}), info: Info{
 		ID: req.ID, TemplateID: tpl.ID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,

@@ -333,7 +333,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		info.AccessToken, info.TrafficToken = req.Tokens(info.ID)
 	}
 	info.Team = req.Team
-	sb := &sandbox{ended: make(chan struct{}), info: info}
+	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()
 	if err := m.admitLocked(req.Team, info.Limits); err != nil {
 		m.mu.Unlock()

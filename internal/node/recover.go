@@ -96,7 +96,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 		m.log.Info("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
 		return false
 	}
-	sb := &sandbox{info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
+	sb := &sandbox{team: info.Team, limits: info.Limits, info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	if info.Network != nil && m.cfg.Networks != nil {
 		// The sandbox's init holds its namespace: a handle lets the network be
 		// reused once the sandbox ends.

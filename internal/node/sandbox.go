@@ -63,6 +63,11 @@ type NetworkInfo struct {
 
 // sandbox is a live entry of the table.
 type sandbox struct {
+	// team and limits never change: admission reads them under the
+	// table's lock alone.
+	team   string
+	limits isolation.Limits
+
 	mu    sync.Mutex
 	info  Info
 	timer *time.Timer

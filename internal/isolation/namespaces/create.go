@@ -141,8 +141,25 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 		return nil, nil, nil, err
 	}
 	binary := d.cfg.Binary
-	if d.cfg.SandboxBinary != "" && !spec.UserNamespace {
+	extra := []*os.File{cfgR, readyW} // fdConfig, fdReady
+	if d.cfg.SandboxBinary != "" {
 		binary = d.cfg.SandboxBinary
+		if spec.UserNamespace {
+			// Executed through a descriptor (fdOOM's place until the init
+			// puts the OOM counter there): the namespace's root may not
+			// reach the binary's directory.
+			exe, err := os.OpenFile(binary, os.O_RDONLY|unix.O_PATH, 0)
+			if err != nil {
+				cfgR.Close()
+				readyR.Close()
+				readyW.Close()
+				logf.Close()
+				return nil, nil, nil, fmt.Errorf("open the sandbox binary: %w", err)
+			}
+			defer exe.Close()
+			extra = append(extra, exe)
+			binary = fmt.Sprintf("/proc/self/fd/%d", fdOOM)
+		}
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
 	if spec.NetNS != nil {
@@ -159,7 +176,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 		Path:        binary,
 		Args:        []string{initArg0},
 		Env:         []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		ExtraFiles:  []*os.File{cfgR, readyW}, // fdConfig, fdReady
+		ExtraFiles:  extra,
 		Stdout:      logf,
 		Stderr:      logf,
 		SysProcAttr: attr,

@@ -30,11 +30,10 @@ type Config struct {
 	// which a user-namespaced child can exec even when the binary's
 	// directory is closed to it.
 	Binary string
-	// SandboxBinary, when set, is re-executed instead of Binary for
-	// sandboxes without a user namespace: a build holding only the init
-	// and agent (cmd/cove-sandbox), which starts faster. (A user-namespaced
-	// child keeps /proc/self/exe, which it can exec whatever the binary's
-	// directory allows it.)
+	// SandboxBinary, when set, is re-executed instead of Binary: a build
+	// holding only the init and agent (cmd/cove-sandbox), which starts
+	// faster. A user-namespaced child executes it through a descriptor,
+	// whatever the binary's directory allows it.
 	SandboxBinary string
 	// UserNSBase is the first host uid and gid of user-namespaced
 	// sandboxes (each has a range of its own above it); DefaultUserNSBase

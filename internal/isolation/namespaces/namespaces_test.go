@@ -155,7 +155,11 @@ func TestConformance(t *testing.T) {
 	t.Run("userns-default", func(t *testing.T) {
 		isolationtest.Run(t, isolationtest.Config{
 			New: func(t *testing.T) isolation.Driver {
-				d := e.driverWith(t, binaries()["release-binary"])
+				bin := binaries()["sandbox-binary"] // cove server's binaries, where built
+				if bin == "" {
+					bin = binaries()["release-binary"]
+				}
+				d := e.driverWith(t, bin)
 				d.cfg.UserNamespaces = true
 				return d
 			},
