@@ -133,12 +133,20 @@ func main() {
 	if plain := median("E2E/go-sdk/cold-no-userns", "p50-ms"); plain > 0 {
 		fmt.Fprintf(&b, "## User namespaces (the default) and without\n\n")
 		fmt.Fprintf(&b, "The cold server (every sandbox in a user namespace of its own, its layers and binds id-mapped\n")
-		fmt.Fprintf(&b, "mounts) beside one started with `--userns=false`, in the same run.\n\n")
+		fmt.Fprintf(&b, "mounts) beside one started with `--userns=false`, in the same run. Most of the difference is the\n")
+		fmt.Fprintf(&b, "server's own CPU: Go's os/exec cannot use vfork for a child that gets a new user namespace (the\n")
+		fmt.Fprintf(&b, "child waits for its id maps), so each create forks the whole server, whose pages are then\n")
+		fmt.Fprintf(&b, "copied back on write.\n\n")
 		fmt.Fprintf(&b, "| figure (p50) | without | with | with − without |\n|---|---:|---:|---:|\n")
 		cold := median("E2E/go-sdk/cold", "p50-ms")
 		fmt.Fprintf(&b, "| create → first output, Go SDK, cold (ms) | %.1f | %.1f | %+.1f (%.2f×) |\n", plain, cold, cold-plain, cold/plain)
 		a, c := median("IdleMemoryNoUserns/50", "host-MiB/sandbox"), median("IdleMemoryUserns/50", "host-MiB/sandbox")
 		fmt.Fprintf(&b, "| host memory per idle sandbox, 50 alive (MiB) | %.2f | %.2f | %+.2f |\n", a, c, c-a)
+		if a, c := median("SustainedCold/no-userns", "creates/s"), median("SustainedCold/userns", "creates/s"); a > 0 && c > 0 {
+			fmt.Fprintf(&b, "| sustained creates per second, no warm sandboxes (create + kill, 4 clients) | %.1f | %.1f | %.2f× |\n", a, c, c/a)
+			a, c = median("SustainedCold/no-userns", "cpu-ms/create"), median("SustainedCold/userns", "cpu-ms/create")
+			fmt.Fprintf(&b, "| host CPU per create + kill in that run (ms) | %.1f | %.1f | %+.1f |\n", a, c, c-a)
+		}
 		b.WriteString("\n")
 	}
 	if gv := median("E2E/go-sdk/gvisor", "p50-ms"); gv > 0 {

@@ -56,7 +56,7 @@ func main() {
 	}
 	p := client(*pooled)
 	if *only == "sustained" {
-		sustained(ctx, p, *sustain)
+		sustained(ctx, p, "Sustained", *sustain)
 		return
 	}
 	if *gvisorURL != "" {
@@ -69,7 +69,7 @@ func main() {
 	if *cold != "" {
 		firstOutput(ctx, client(*cold), "E2E/go-sdk/cold", *n)
 		if *plainURL != "" {
-			usernsFigures(ctx, client(*cold), client(*plainURL), *n)
+			usernsFigures(ctx, client(*cold), client(*plainURL), *n, *sustain)
 		}
 	}
 	firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
@@ -79,7 +79,7 @@ func main() {
 	} else {
 		burst(ctx, p, 100)
 	}
-	sustained(ctx, p, *sustain)
+	sustained(ctx, p, "Sustained", *sustain)
 	for _, s := range strings.Split(*mem, ",") {
 		if count, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && count > 0 {
 			idleMemory(ctx, p, "IdleMemory", count)
@@ -237,7 +237,7 @@ func killAll(ctx context.Context, all []*cove.Sandbox) {
 }
 
 // sustained runs create + kill with 4 workers for d and reports creates/s.
-func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
+func sustained(ctx context.Context, c *cove.Client, name string, d time.Duration) {
 	var count atomic.Int64
 	var wg sync.WaitGroup
 	end := time.Now().Add(d)
@@ -257,7 +257,7 @@ func sustained(ctx context.Context, c *cove.Client, d time.Duration) {
 	wg.Wait()
 	rate := float64(count.Load()) / time.Since(start).Seconds()
 	cpu := float64(cpuBusy()-busy) / float64(time.Millisecond) / float64(max(count.Load(), 1))
-	fmt.Printf("BenchmarkSustained %d 0 ns/op %.1f creates/s %.0f seconds %.1f cpu-ms/create\n", count.Load(), rate, d.Seconds(), cpu)
+	fmt.Printf("Benchmark%s %d 0 ns/op %.1f creates/s %.0f seconds %.1f cpu-ms/create\n", name, count.Load(), rate, d.Seconds(), cpu)
 }
 
 // idleMemory starts n idle sandboxes and reports what each costs the host
@@ -292,8 +292,10 @@ func idleMemory(ctx context.Context, c *cove.Client, name string, n int) {
 // create → first output and idle memory, beside a server that runs its
 // sandboxes without one. The two run one after the other, each measure on
 // a quiet machine.
-func usernsFigures(ctx context.Context, userns, plain *cove.Client, n int) {
+func usernsFigures(ctx context.Context, userns, plain *cove.Client, n int, d time.Duration) {
 	firstOutput(ctx, plain, "E2E/go-sdk/cold-no-userns", n)
+	sustained(ctx, plain, "SustainedCold/no-userns", d)
+	sustained(ctx, userns, "SustainedCold/userns", d)
 	idleMemory(ctx, plain, "IdleMemoryNoUserns", 50)
 	idleMemory(ctx, userns, "IdleMemoryUserns", 50)
 }
