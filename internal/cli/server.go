@@ -84,6 +84,7 @@ Every flag can also be set through its environment variable.`,
 	f.IntVar(&cfg.Admission.Team.CPUs, "team-max-cpus", envInt("COVE_TEAM_MAX_CPUS", 0), "CPUs one team's sandboxes may hold together (COVE_TEAM_MAX_CPUS; 0: no cap)")
 	f.Int64Var(&cfg.Admission.Team.MemoryMB, "team-max-memory-mb", int64(envInt("COVE_TEAM_MAX_MEMORY_MB", 0)), "memory (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_MEMORY_MB; 0: no cap)")
 	f.Int64Var(&cfg.Admission.Team.DiskMB, "team-max-disk-mb", int64(envInt("COVE_TEAM_MAX_DISK_MB", 0)), "disk (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_DISK_MB; 0: no cap)")
+	f.Int64Var(&cfg.Admission.Team.StorageMB, "team-max-storage-mb", int64(envInt("COVE_TEAM_MAX_STORAGE_MB", 0)), "template layers (MiB) one team's templates may hold; past it its builds are refused (COVE_TEAM_MAX_STORAGE_MB; 0: no cap)")
 	f.BoolVar(&userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd

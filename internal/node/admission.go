@@ -35,6 +35,9 @@ type TeamQuota struct {
 	CPUs      int
 	MemoryMB  int64
 	DiskMB    int64
+	// StorageMB caps the layers its templates hold (the template service
+	// enforces it, at a build's start).
+	StorageMB int64
 }
 
 // DefaultMemoryOvercommit lets sandboxes' memory limits add up to four

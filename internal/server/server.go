@@ -154,6 +154,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	builder.AllowLocalImages = cfg.LocalImages
 	builder.Debootstrap = cfg.Debootstrap
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
+	tpls.MaxTeamStorageMB = cfg.Admission.Team.StorageMB
 	defer tpls.Wait()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse}, st, mgr, secret, log)
 	step("node")

@@ -136,6 +136,9 @@ type Store struct {
 
 	mu        sync.Mutex
 	templates map[string]*Record
+	// sizes are stored layers' sizes, by name, for teams' storage.
+	sizesMu sync.Mutex
+	sizes   map[string]int64
 	// building is held (shared) by every build in progress: Collect does
 	// not run while one may be committing or reusing layers.
 	building sync.RWMutex
@@ -152,7 +155,7 @@ type Store struct {
 // template. Builds a previous process left unfinished are marked failed.
 func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
-		templates: map[string]*Record{}, stale: true}
+		templates: map[string]*Record{}, stale: true, sizes: map[string]int64{}}
 	// Layers keep their files' modes (setuid ones included) and uploads
 	// are a team's own: only the server's user enters, but for the layers,
 	// which a user-namespaced sandbox's root (another host user) must

@@ -30,6 +30,9 @@ type Templates struct {
 	secret  []byte
 	log     *slog.Logger
 	ctx     context.Context // ends builds when the server stops
+	// MaxTeamStorageMB, when above 0, is the layer storage a team's
+	// templates may hold before its builds are refused. Set before serving.
+	MaxTeamStorageMB int64
 
 	mu   sync.Mutex
 	logs map[string]*buildLog // by build id
@@ -256,6 +259,9 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 			return err
 		}
 	}
+	if err := t.checkStorage(team); err != nil {
+		return err
+	}
 	bl := &buildLog{}
 	t.mu.Lock()
 	if _, ok := t.logs[buildID]; ok {
@@ -269,6 +275,23 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 		defer t.wg.Done()
 		t.run(templateID, buildID, spec, bl)
 	}()
+	return nil
+}
+
+// checkStorage refuses a build to a team whose templates' layers already
+// fill its storage quota (the build in progress may pass it: it is
+// counted once stored).
+func (t *Templates) checkStorage(team string) error {
+	if t.MaxTeamStorageMB <= 0 {
+		return nil
+	}
+	used, err := t.store.TeamLayerBytes(team)
+	if err != nil {
+		return err
+	}
+	if used >= t.MaxTeamStorageMB<<20 {
+		return errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, at most %d MiB; delete templates to build more", used>>20, t.MaxTeamStorageMB)
+	}
 	return nil
 }
 

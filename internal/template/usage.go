@@ -1,0 +1,66 @@
+package template
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+)
+
+// TeamLayerBytes is how much layer storage a team's templates hold: the
+// bytes of every layer their builds name, each layer once, shared with
+// other teams or not.
+func (s *Store) TeamLayerBytes(team string) (int64, error) {
+	s.mu.Lock()
+	names := map[string]bool{}
+	for _, r := range s.templates {
+		if r.Team != team {
+			continue
+		}
+		for _, b := range r.Builds {
+			for _, l := range b.Image.Layers {
+				names[l] = true
+			}
+		}
+	}
+	s.mu.Unlock()
+	var total int64
+	for name := range names {
+		n, err := s.layerBytes(name)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// layerBytes is the size of a layer's files, counted once: a stored layer
+// never changes.
+func (s *Store) layerBytes(name string) (int64, error) {
+	s.sizesMu.Lock()
+	n, ok := s.sizes[name]
+	s.sizesMu.Unlock()
+	if ok {
+		return n, nil
+	}
+	err := filepath.WalkDir(s.layers.Path(name), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("size of layer %s: %w", name, err)
+	}
+	s.sizesMu.Lock()
+	s.sizes[name] = n
+	s.sizesMu.Unlock()
+	return n, nil
+}
