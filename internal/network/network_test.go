@@ -247,3 +247,24 @@ func TestReleasedNetworkComesBackClean(t *testing.T) {
 		t.Errorf("the reused network cannot reach out: %q", got)
 	}
 }
+
+// TestResolverPortOnly: a resolver in a blocked range (here the fake
+// internet's host, blocked because it is a network of the host's own
+// interfaces once it exists before the node starts) is reachable on port
+// 53 only, not on its other ports.
+func TestResolverPortOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	testutil.FakeInternet(t) // before New: its network is one of the host's, so blocked
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.247.0/24"), Table: fmt.Sprintf("cove-test-r%d", os.Getpid()), PoolSize: 1,
+		DNS: []netip.Addr{netip.MustParseAddr(testutil.InternetAddr)}}, logx.Discard())
+	must(t, err)
+	defer m.Close()
+	n, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	defer m.Release(n)
+	if got := get(t, n, testutil.InternetAddr+":8080"); got != "" {
+		t.Errorf("the resolver's web server answered a sandbox: %q", got)
+	}
+}
