@@ -63,6 +63,9 @@ type Config struct {
 	// Admission is what the node may promise its sandboxes, and each
 	// team's share (zero fields: the host's capacity, no team quota).
 	Admission Admission
+	// OnWarm, when set, is told whether the last warm sandbox of a build
+	// failed to start (its error) or started (nil, after failures).
+	OnWarm func(templateID, buildID string, err error)
 }
 
 // Networks hands out sandbox networks (network.Manager).

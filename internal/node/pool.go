@@ -128,13 +128,20 @@ func (p *pool) loop() {
 			}
 			err := p.fill(tpl)
 			p.mu.Lock()
+			_, hadFailed := p.failed[tpl.ID]
 			if err == nil {
 				delete(p.failed, tpl.ID)
 				p.mu.Unlock()
+				if hadFailed && p.m.cfg.OnWarm != nil {
+					p.m.cfg.OnWarm(tpl.ID, tpl.BuildID, nil)
+				}
 				continue
 			}
 			gaveUp := p.failed.fail(tpl.ID, tpl.BuildID, err, time.Now())
 			p.mu.Unlock()
+			if p.m.cfg.OnWarm != nil {
+				p.m.cfg.OnWarm(tpl.ID, tpl.BuildID, err)
+			}
 			if gaveUp {
 				p.m.log.Error("stopped warming a template whose sandboxes fail to start", "template", tpl.ID, "build", tpl.BuildID, "failures", warmGiveUp, logx.Err(err))
 			} else {

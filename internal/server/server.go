@@ -132,6 +132,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 			tpls.SandboxEnded()
 		},
+		OnWarm: func(templateID, buildID string, err error) {
+			why := ""
+			if err != nil {
+				why = err.Error()
+			}
+			if serr := templates.SetWarmError(templateID, buildID, why); serr != nil {
+				log.Warn("record why warm sandboxes fail", "template", templateID, logx.Err(serr))
+			}
+		},
 	}
 	if cfg.Network != nil {
 		nets, err := network.New(*cfg.Network, log)

@@ -62,6 +62,9 @@ type Build struct {
 	Image     Image  `json:"image"`
 	// PendingTags are the tags the build takes once it is ready.
 	PendingTags []string `json:"pendingTags,omitempty"`
+	// WarmError is why the node's last attempt to start a warm sandbox of
+	// this build failed ("" once one starts).
+	WarmError string `json:"warmError,omitempty"`
 }
 
 // Record is a template: its names, its builds (oldest first) and tags
@@ -366,6 +369,23 @@ func (s *Store) SetBuild(templateID string, b Build) error {
 		s.stale = true // what the build stored may serve no build
 	}
 	*cur = b
+	return s.save(r)
+}
+
+// SetWarmError records why warm sandboxes of a build fail to start (""
+// clears it). A template or build that is gone is not an error.
+func (s *Store) SetWarmError(templateID, buildID, why string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.templates[templateID]
+	if !ok {
+		return nil
+	}
+	b := r.Build(buildID)
+	if b == nil || b.WarmError == why {
+		return nil
+	}
+	b.WarmError = why
 	return s.save(r)
 }
 

@@ -208,6 +208,9 @@ type TemplateInfo struct {
 	CreatedAt   time.Time         `json:"createdAt"`
 	UpdatedAt   time.Time         `json:"updatedAt"`
 	Tags        map[string]string `json:"tags"`
+	// WarmError is why the server cannot keep sandboxes of the template
+	// warm ("" when it can).
+	WarmError string `json:"warmError,omitempty"`
 }
 
 // ListTemplates lists the templates the key's team can use.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +137,46 @@ func TestBuildStaysInside(t *testing.T) {
 		}
 		c.DeleteTemplate(ctx, "etc-out-copy")
 	})
+}
+
+// TestWarmFailureShown builds a template whose sandboxes cannot run a
+// command as its user (the user is gone from its /etc/passwd): the node's
+// warm pool fails to start them, backs off, and the template says why.
+func TestWarmFailureShown(t *testing.T) {
+	p := newCove(t, "", "--network=false", "--pool-size", "1")
+	c := client(t, p.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := c.BuildTemplate(ctx, cove.TemplateBuild{Name: "nouser", Steps: []cove.TemplateStep{
+		{Type: "RUN", Args: []string{"sed -i '/^user:/d' /etc/passwd", "root"}},
+	}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(ctx, cove.CreateOptions{Template: "nouser"}) // asks the pool for the template
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Kill(ctx)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		list, err := c.ListTemplates(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var why string
+		for _, tpl := range list {
+			if slices.Contains(tpl.Names, "nouser") {
+				why = tpl.WarmError
+			}
+		}
+		if why != "" {
+			t.Logf("the template says: %s", why)
+			if !strings.Contains(why, "user") {
+				t.Errorf("warm error %q does not name the user", why)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the template never said why its warm sandboxes fail")
+		}
+	}
 }

@@ -25,6 +25,9 @@ type templateInfo struct {
 	EnvdVersion string            `json:"envdVersion"`
 	BuildStatus string            `json:"buildStatus"`
 	Tags        map[string]string `json:"tags,omitempty"`
+	// WarmError is why the node cannot keep sandboxes of the build warm
+	// (Cove's own; E2B has no such field).
+	WarmError string `json:"warmError,omitempty"`
 }
 
 func templateView(r template.Record) templateInfo {
@@ -32,7 +35,7 @@ func templateView(r template.Record) templateInfo {
 		UpdatedAt: r.CreatedAt, BuildCount: len(r.Builds), EnvdVersion: envd.Version, Tags: r.Tags}
 	if n := len(r.Builds); n > 0 {
 		b := r.Builds[n-1]
-		v.BuildID, v.CPUCount, v.MemoryMB, v.DiskSizeMB, v.BuildStatus = b.ID, b.CPUCount, b.MemoryMB, b.DiskMB, b.Status
+		v.BuildID, v.CPUCount, v.MemoryMB, v.DiskSizeMB, v.BuildStatus, v.WarmError = b.ID, b.CPUCount, b.MemoryMB, b.DiskMB, b.Status, b.WarmError
 		if v.CPUCount == 0 { // the node's defaults (node.DefaultLimits)
 			v.CPUCount, v.MemoryMB = 2, 512
 		}
