@@ -275,7 +275,7 @@ print("instances", len(fds))
 ` + holdUntil("/tmp/inotify-release")),
 			want:  []string{"stopped Too many open files"},
 			after: e.othersGetInotify,
-			gvisor: &outcome{why: "gVisor's inotify is its own kernel's: the host's per-user counts are not touched; the case's own bound stops it",
+			gvisor: &outcome{why: "gVisor's inotify is its own kernel's: the host's per-user counts are not touched; the sandbox's descriptor limit stops it",
 				want: []string{"instances"}, after: e.othersGetInotify}},
 		{name: "output: flood the agent", group: "exhaustion", user: "user", lasting: true, ready: "flooding",
 			cmd: "echo flooding; yes 'the quick brown fox jumps over the lazy dog'"},
@@ -606,9 +606,8 @@ func holdUntil(release string) string {
 sys.stdout.flush()
 if os.fork() == 0:
     os.setsid()
-    null = os.open("/dev/null", os.O_RDWR)
-    for f in (0, 1, 2):
-        os.dup2(null, f)
+    for f in (0, 1, 2):  # the command's streams end; no new descriptor (none may be left)
+        os.close(f)
     import time
     for _ in range(600):
         if os.path.exists("` + release + `"):
