@@ -63,11 +63,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 			d.log.Error("clean up failed create", logx.SandboxID(id), logx.Err(rerr))
 		}
 	}()
-	if err := os.Mkdir(filepath.Join(dir, "rw"), 0o700); err != nil {
-		return h, fmt.Errorf("create mount point: %w", err)
-	}
+	spec.UserNamespace = spec.UserNamespace || (d.cfg.UserNamespaces && spec.RootFS.Upper == "")
 	var idBase uint32
-	if spec.UserNamespace = spec.UserNamespace || (d.cfg.UserNamespaces && spec.RootFS.Upper == ""); spec.UserNamespace {
+	if spec.UserNamespace {
 		if idBase, err = d.ids.take(); err != nil {
 			return h, err
 		}
@@ -76,6 +74,10 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 				d.ids.free(idBase)
 			}
 		}()
+	} else if err := os.Mkdir(filepath.Join(dir, "rw"), 0o700); err != nil {
+		// The writable layer's mount point (a user-namespaced init makes
+		// its own, in its mount namespace).
+		return h, fmt.Errorf("create mount point: %w", err)
 	}
 	cmd, cg, ready, err = d.start(id, dir, spec, idBase)
 	if err != nil {
