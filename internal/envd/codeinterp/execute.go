@@ -1,0 +1,276 @@
+package codeinterp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Limits of an execution.
+const (
+	maxRequestBytes = 16 << 20 // the request body (10 MB of code fits)
+	// maxOutputBytes caps one execution's stdout and stderr: past it the
+	// output is dropped (and said so once), the code runs on.
+	maxOutputBytes = 64 << 20
+	keepaliveEvery = 5 * time.Second
+	// interruptGrace is how long interrupted code may take to stop before
+	// its kernel is restarted.
+	interruptGrace = 10 * time.Second
+)
+
+type executeRequest struct {
+	Code      json.RawMessage   `json:"code"`
+	ContextID *string           `json:"context_id"`
+	Language  *string           `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+}
+
+// execute is POST /execute: it runs code in a context and streams what the
+// kernel publishes as NDJSON lines.
+func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	var req executeRequest
+	body := http.MaxBytesReader(w, r.Body, maxRequestBytes)
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeText(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is larger than %d MiB", maxRequestBytes>>20))
+			return
+		}
+		writeText(w, http.StatusBadRequest, "invalid JSON: "+err.Error())
+		return
+	}
+	var code string
+	if len(req.Code) == 0 || json.Unmarshal(req.Code, &code) != nil {
+		writeText(w, http.StatusBadRequest, "code must be a string")
+		return
+	}
+	ctxID, lang := deref(req.ContextID), deref(req.Language)
+	if ctxID != "" && lang != "" {
+		writeText(w, http.StatusBadRequest, "Only one of context_id or language can be provided")
+		return
+	}
+	var c *codeContext
+	if ctxID != "" {
+		var ok bool
+		if c, ok = s.ctxs.get(ctxID); !ok {
+			writeText(w, http.StatusNotFound, "Context "+ctxID+" not found")
+			return
+		}
+	} else {
+		var err error
+		if c, err = s.defaultContext(r.Context(), lang); err != nil {
+			var bad errBadRequest
+			if errors.As(err, &bad) {
+				writeText(w, http.StatusBadRequest, bad.msg)
+				return
+			}
+			writeText(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	env, status, err := s.sandboxEnv(r.Context(), r.Header.Get("X-Access-Token"))
+	if err != nil {
+		writeText(w, status, err.Error())
+		return
+	}
+	typescript := lang == "typescript" || lang == "ts" || c.Language == "typescript"
+	out := newStream(w)
+	defer out.stop()
+	if err := c.acquire(r.Context()); err != nil {
+		return
+	}
+	defer c.release()
+	k := c.kernel()
+	if err := s.prepareEnv(c, k, env, req.EnvVars); err != nil {
+		out.error("EnvironmentError", err.Error(), "")
+		return
+	}
+	s.runCell(r.Context(), c, k, dedent(code), runOpts{typescript: typescript}, out)
+	if err := s.restoreEnv(c, k, env, req.EnvVars); err != nil {
+		s.log.Warn("restore the environment after an execution", "context", c.ID, "err", err)
+	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// defaultContext is the context an execute without context_id uses: the
+// language's default one, started now if it has none.
+func (s *Server) defaultContext(ctx context.Context, language string) (*codeContext, error) {
+	lang, err := normalizeLanguage(language)
+	if err != nil {
+		return nil, errBadRequest{err.Error()}
+	}
+	if lang == "typescript" { // runs on the JavaScript kernel
+		lang = "javascript"
+	}
+	s.ctxs.mu.Lock()
+	c := s.ctxs.defaults[lang]
+	s.ctxs.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.ctxs.mu.Lock()
+	c = s.ctxs.defaults[lang]
+	s.ctxs.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	return s.newContext(ctx, lang, s.cfg.Cwd, true)
+}
+
+// runCell runs src in c's kernel k and streams its messages. A request
+// that ends (the client went away or timed out) interrupts the code; code
+// that does not stop within interruptGrace gets a fresh kernel.
+func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src string, opts runOpts, out *stream) {
+	rn, err := k.start(src, opts)
+	if errors.Is(err, errKernelDied) {
+		out.error("DeadKernelError", deadKernelText(c), "")
+		return
+	}
+	if err != nil {
+		out.error("ExecutionError", err.Error(), "")
+		return
+	}
+	done := ctx.Done()
+	var interrupted <-chan time.Time
+	for {
+		select {
+		case m, ok := <-rn.msgs:
+			if !ok {
+				if rn.err != nil {
+					out.error("DeadKernelError", deadKernelText(c), "")
+					return
+				}
+				var rep executeReply
+				if json.Unmarshal(rn.reply, &rep) == nil && rep.ExecutionCount > 0 {
+					out.line(map[string]any{"type": "number_of_executions", "execution_count": rep.ExecutionCount})
+				}
+				out.end()
+				return
+			}
+			if done != nil {
+				out.message(m)
+			}
+		case <-done:
+			done = nil
+			if err := k.interrupt(); err != nil {
+				s.log.Warn("interrupt", "context", c.ID, "err", err)
+			}
+			interrupted = time.After(interruptGrace)
+		case <-interrupted:
+			s.log.Warn("interrupted code did not stop: restarting its kernel", "context", c.ID)
+			s.replaceKernel(c, k)
+			for range rn.msgs { // closed once the old kernel is gone
+			}
+			return
+		}
+	}
+}
+
+func deadKernelText(c *codeContext) string {
+	return fmt.Sprintf("the %s kernel of context %s died (killed, out of memory or exited); restart the context: POST /contexts/%s/restart", c.Language, c.ID, c.ID)
+}
+
+// replaceKernel ends c's kernel k and starts another in its place.
+func (s *Server) replaceKernel(c *codeContext, k kernel) {
+	_ = k.close()
+	nk, err := s.startKernel(context.Background(), c.Language, c.Cwd)
+	if err != nil {
+		s.log.Error("restart a kernel", "context", c.ID, "err", err)
+		return
+	}
+	c.mu.Lock()
+	c.k, c.sandboxEnv = nk, nil
+	c.mu.Unlock()
+}
+
+// stream writes an execution's NDJSON lines, with a keepalive line after
+// keepaliveEvery of silence.
+type stream struct {
+	mu      sync.Mutex
+	w       io.Writer
+	flush   func()
+	last    time.Time
+	written int
+	capped  bool
+	stopped chan struct{}
+}
+
+func newStream(w http.ResponseWriter) *stream {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	s := &stream{w: w, flush: func() { _ = rc.Flush() }, last: time.Now(), stopped: make(chan struct{})}
+	s.flush()
+	go s.keepalive()
+	return s
+}
+
+func (s *stream) keepalive() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopped:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			if now.Sub(s.last) >= keepaliveEvery {
+				s.writeLocked(map[string]any{"type": "keepalive"})
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *stream) stop() { close(s.stopped) }
+
+func (s *stream) line(v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLocked(v)
+}
+
+func (s *stream) writeLocked(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	_, _ = s.w.Write(append(b, '\n'))
+	s.flush()
+	s.last = time.Now()
+}
+
+func (s *stream) error(name, value, traceback string) {
+	s.line(map[string]any{"type": "error", "name": name, "value": value, "traceback": traceback})
+	s.end()
+}
+
+func (s *stream) end() { s.line(map[string]any{"type": "end_of_execution"}) }
+
+// output writes stdout or stderr text, within maxOutputBytes.
+func (s *stream) output(name, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capped {
+		return
+	}
+	s.written += len(text)
+	if s.written > maxOutputBytes {
+		s.capped = true
+		name, text = "stderr", fmt.Sprintf("\n[cove: output past %d MiB is dropped; the code runs on]\n", maxOutputBytes>>20)
+	}
+	s.writeLocked(map[string]any{"type": name, "text": text, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+}

@@ -1,0 +1,153 @@
+package codeinterp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Port is the code interpreter's port inside a sandbox.
+const Port = 49999
+
+// Config configures a Server.
+type Config struct {
+	// Agent is the base URL of the sandbox's agent, whose /envs gives the
+	// sandbox's environment and checks the access token.
+	Agent string
+	// Cwd is the default contexts' directory ("" is the user's home).
+	Cwd string
+	// Env is the environment kernels start with (os.Environ when nil).
+	Env []string
+	// Defaults are the languages whose contexts exist from the start.
+	Defaults []string
+}
+
+// Server is the code interpreter's HTTP server.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	ctxs   contexts
+	assets string // the kernels' own files, written at start
+	agent  *http.Client
+	// startMu serializes the start of default contexts.
+	startMu sync.Mutex
+}
+
+// New starts the default contexts' kernels and returns the server.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.Cwd == "" {
+		cfg.Cwd = homeDir(cfg.Env)
+	}
+	assets, err := writeAssets()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, mux: http.NewServeMux(), assets: assets,
+		ctxs:  contexts{byID: map[string]*codeContext{}, defaults: map[string]*codeContext{}},
+		agent: &http.Client{Timeout: 10 * time.Second}}
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("POST /execute", s.execute)
+	s.mux.HandleFunc("POST /contexts", s.createContext)
+	s.mux.HandleFunc("GET /contexts", s.listContexts)
+	s.mux.HandleFunc("POST /contexts/{id}/restart", s.restartContext)
+	s.mux.HandleFunc("DELETE /contexts/{id}", s.deleteContext)
+	for _, l := range cfg.Defaults {
+		if _, err := s.newContext(ctx, l, cfg.Cwd, true); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("default %s context: %w", l, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close ends every context's kernel.
+func (s *Server) Close() {
+	for _, c := range s.ctxs.list() {
+		if c, ok := s.ctxs.remove(c.ID); ok {
+			if k := c.kernel(); k != nil {
+				_ = k.close()
+			}
+		}
+	}
+	os.RemoveAll(s.assets)
+}
+
+// Serve serves ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// newContext starts a kernel for language in cwd and adds its context.
+func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault bool) (*codeContext, error) {
+	lang, err := normalizeLanguage(language)
+	if err != nil {
+		return nil, err
+	}
+	if cwd == "" {
+		cwd = s.cfg.Cwd
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return nil, errBadRequest{fmt.Sprintf("cwd %q is not a directory", cwd)}
+	}
+	k, err := s.startKernel(ctx, lang, cwd)
+	if err != nil {
+		return nil, err
+	}
+	c := &codeContext{ID: newID(), Language: lang, Cwd: cwd, created: time.Now(), lock: make(chan struct{}, 1), k: k}
+	s.ctxs.add(c, asDefault)
+	return c, nil
+}
+
+// errBadRequest is the client's fault: a 400 with its text.
+type errBadRequest struct{ msg string }
+
+func (e errBadRequest) Error() string { return e.msg }
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, "OK")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg))
+}
+
+func homeDir(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
+			return v
+		}
+	}
+	return "/"
+}

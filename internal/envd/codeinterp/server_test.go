@@ -1,0 +1,138 @@
+package codeinterp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/covesandbox/cove/internal/envd"
+)
+
+// testServer is a code interpreter over a real agent (envd) whose access
+// token is "secret" and whose environment has SANDBOX_VAR.
+type testServer struct {
+	url   string
+	agent string
+}
+
+func startServer(t *testing.T, defaults ...string) *testServer {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	agent := httptest.NewServer(envd.New(envd.Config{}, log))
+	t.Cleanup(agent.Close)
+	resp, err := http.Post(agent.URL+"/init", "application/json", strings.NewReader(`{"accessToken":"secret","envVars":{"SANDBOX_VAR":"from-the-sandbox"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	dir := t.TempDir()
+	s, err := New(context.Background(), Config{Agent: agent.URL, Cwd: dir, Defaults: defaults, Env: append(os.Environ(), "HOME="+dir)}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return &testServer{url: srv.URL, agent: agent.URL}
+}
+
+// execution is what an /execute streamed.
+type execution struct {
+	status int
+	body   string
+	lines  []map[string]any
+}
+
+func (e execution) of(typ string) []map[string]any {
+	var out []map[string]any
+	for _, l := range e.lines {
+		if l["type"] == typ {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (e execution) text(typ string) string {
+	var b strings.Builder
+	for _, l := range e.of(typ) {
+		s, _ := l["text"].(string)
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func (s *testServer) execute(t *testing.T, body string, token string) execution {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/execute", strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	e := execution{status: resp.StatusCode}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		e.body = string(b)
+		return e
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		e.lines = append(e.lines, m)
+	}
+	return e
+}
+
+func code(c string) string {
+	b, _ := json.Marshal(map[string]string{"code": c})
+	return string(b)
+}
+
+func TestPython(t *testing.T) {
+	s := startServer(t, "python")
+	run := func(c string) execution { return s.execute(t, code(c), "secret") }
+	if e := run("x = 41"); len(e.of("error")) > 0 {
+		t.Fatalf("x = 41: %v", e.lines)
+	}
+	e := run("x + 1")
+	if r := e.of("result"); len(r) != 1 || r[0]["text"] != "42" || r[0]["is_main_result"] != true {
+		t.Errorf("x + 1: %v", e.lines)
+	}
+	if n := e.of("number_of_executions"); len(n) != 1 || n[0]["execution_count"] != float64(2) {
+		t.Errorf("execution count: %v", e.lines)
+	}
+	if e := run("print('hi')\nimport sys; print('oops', file=sys.stderr)"); e.text("stdout") != "hi\n" || e.text("stderr") != "oops\n" {
+		t.Errorf("print: %v", e.lines)
+	}
+	if e := run("1/0"); len(e.of("error")) != 1 || e.of("error")[0]["name"] != "ZeroDivisionError" {
+		t.Errorf("1/0: %v", e.lines)
+	}
+	if e := run("    if True:\n        y = 'indented'\n    y"); e.of("result") == nil || e.of("result")[0]["text"] != "indented" {
+		t.Errorf("indented code: %v", e.lines)
+	}
+	if e := run("import os; os.environ['SANDBOX_VAR']"); e.of("result") == nil || e.of("result")[0]["text"] != "from-the-sandbox" {
+		t.Errorf("sandbox environment: %v", e.lines)
+	}
+	e = s.execute(t, `{"code":"import os; os.environ['REQ_VAR']","env_vars":{"REQ_VAR":"from-the-request"}}`, "secret")
+	if e.of("result") == nil || e.of("result")[0]["text"] != "from-the-request" {
+		t.Errorf("request environment: %v", e.lines)
+	}
+	if e := run("import os; os.environ.get('REQ_VAR', 'gone')"); e.of("result") == nil || e.of("result")[0]["text"] != "gone" {
+		t.Errorf("request environment after the request: %v", e.lines)
+	}
+}
