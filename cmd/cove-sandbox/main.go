@@ -9,11 +9,18 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/covesandbox/cove/internal/envd/codeinterp"
+
 	// Its init takes over when the process is a sandbox's init.
 	_ "github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
 func main() {
+	// Inside a sandbox (as /.cove/cove-envd) it also runs the code
+	// interpreter, the code-interpreter-v1 template's start command.
+	if len(os.Args) > 1 && os.Args[1] == "code-interpreter" {
+		os.Exit(codeinterp.Main(os.Args[2:]))
+	}
 	fmt.Fprintln(os.Stderr, "cove-sandbox is started by cove server as a sandbox's init; it has no commands")
 	os.Exit(2)
 }

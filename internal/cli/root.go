@@ -26,7 +26,7 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), envdCmd(), serverCmd(), sandboxCmd(), templateCmd())
+	root.AddCommand(versionCmd(), envdCmd(), codeInterpreterCmd(), serverCmd(), sandboxCmd(), templateCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var exit exitCodeError

@@ -164,12 +164,30 @@ var Recipes = map[string]Spec{
 		FromTemplate: "debian",
 		Steps: []Step{
 			{Type: "USER", Args: []string{"root"}},
-			{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends" +
-				" python3-numpy python3-pandas python3-matplotlib && apt-get clean && rm -rf /var/lib/apt/lists/*"}},
+			{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " +
+				strings.Join(CodeInterpreterPackages, " ") + " && apt-get clean && rm -rf /var/lib/apt/lists/*"}},
 			{Type: "USER", Args: []string{"user"}},
 		},
+		StartCmd: CodeInterpreterStart,
+		ReadyCmd: CodeInterpreterReady,
 	},
 }
+
+// CodeInterpreterPackages are the Debian packages code-interpreter-v1
+// adds to debian: the kernels (IPython's, IRkernel, a JDK for JShell,
+// TypeScript's compiler for the Node kernel) and the usual data libraries.
+var CodeInterpreterPackages = []string{
+	"python3-ipykernel", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-pil",
+	"r-cran-irkernel", "default-jdk-headless", "node-typescript",
+}
+
+// The code interpreter's start and ready commands: the sandbox binary
+// (bound at /.cove/cove-envd in every sandbox) serves port 49999, ready
+// once its default Python and JavaScript contexts are.
+const (
+	CodeInterpreterStart = "/.cove/cove-envd code-interpreter"
+	CodeInterpreterReady = "/.cove/cove-envd code-interpreter --ready"
+)
 
 // RecipeOrder is the order recipes depend on each other.
 var RecipeOrder = []string{"debian", "code-interpreter-v1"}

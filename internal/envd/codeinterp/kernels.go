@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // assets are the files Cove's own kernels run from (and the Python
@@ -57,6 +58,13 @@ func (s *Server) startKernel(ctx context.Context, lang, cwd string) (kernel, err
 		return k, nil
 	case "r":
 		return startZMQKernel(ctx, "ir", lang, cwd, s.cfg.Env)
+	case "javascript", "typescript":
+		env := s.cfg.Env
+		if _, ok := lookupEnv(env, "NODE_PATH"); !ok {
+			// Where Debian and npm put global modules (typescript among them).
+			env = append(slices.Clip(env), "NODE_PATH=/usr/local/lib/node_modules:/usr/share/nodejs:/usr/lib/nodejs")
+		}
+		return startPipeKernel(ctx, []string{"node", filepath.Join(s.assets, "node_kernel.js")}, cwd, env)
 	}
 	return nil, fmt.Errorf("no kernel for %s yet", lang)
 }

@@ -136,3 +136,38 @@ func TestPython(t *testing.T) {
 		t.Errorf("request environment after the request: %v", e.lines)
 	}
 }
+
+func TestJavaScript(t *testing.T) {
+	s := startServer(t)
+	run := func(c, lang string) execution {
+		b, _ := json.Marshal(map[string]string{"code": c, "language": lang})
+		return s.execute(t, string(b), "secret")
+	}
+	for _, tc := range []struct {
+		name, lang, code string
+		check        func(e execution) bool
+	}{
+		{"state", "js", "const x = 41", func(e execution) bool { return len(e.of("error")) == 0 }},
+		{"state kept", "javascript", "x + 1", func(e execution) bool { return len(e.of("result")) == 1 && e.of("result")[0]["text"] == "42" }},
+		{"console", "js", "console.log('hi'); console.error('oops')", func(e execution) bool { return e.text("stdout") == "hi\n" && e.text("stderr") == "oops\n" }},
+		{"top-level await", "js", "await new Promise(r => setTimeout(() => r(7), 10))", func(e execution) bool { return e.of("result")[0]["text"] == "7" }},
+		{"import", "js", "import path from 'node:path'\nimport { join } from 'node:path'\njoin('a', path.basename('/x/b'))", func(e execution) bool { return e.of("result")[0]["text"] == "a/b" }},
+		{"error", "js", "throw new TypeError('bad')", func(e execution) bool {
+			return len(e.of("error")) == 1 && e.of("error")[0]["name"] == "TypeError" && e.of("error")[0]["value"] == "bad"
+		}},
+		{"typescript", "ts", "const n: number = 2\nfunction twice(v: number): number { return v * 2 }\ntwice(n)", func(e execution) bool { return e.of("result")[0]["text"] == "4" }},
+		{"environment", "js", "process.env.SANDBOX_VAR", func(e execution) bool { return e.of("result")[0]["text"] == "from-the-sandbox" }},
+	} {
+		e := run(tc.code, tc.lang)
+		if e.status != 200 || !func() (ok bool) {
+			defer func() {
+				if recover() != nil {
+					ok = false
+				}
+			}()
+			return tc.check(e)
+		}() {
+			t.Errorf("%s: %d %s %v", tc.name, e.status, e.body, e.lines)
+		}
+	}
+}

@@ -76,12 +76,7 @@ type zmqKernel struct {
 	shell, control, iopub zmq4.Socket
 	cancel                context.CancelFunc
 
-	in chan message // what the kernel sent, from every channel, in order
-
-	mu     sync.Mutex
-	active *run // the run messages are dispatched to
-	done   chan struct{}
-
+	router
 	closeOnce sync.Once
 }
 
@@ -126,14 +121,14 @@ func startZMQKernel(ctx context.Context, name, lang, dir string, env []string) (
 		return nil, fmt.Errorf("start kernel %s: %w", name, err)
 	}
 	k := &zmqKernel{cmd: cmd, connDir: connDir, sign: signer{key: []byte(conn.Key)}, session: newID(), spec: spec, lang: lang,
-		in: make(chan message, 64), done: make(chan struct{})}
+		router: newRouter()}
 	go k.wait()
 	go k.dispatch()
 	if err := k.connect(conn); err != nil {
 		k.close()
 		return nil, err
 	}
-	if err := k.handshake(ctx); err != nil {
+	if err := k.handshake(ctx, func(m message) error { return k.send(k.shell, m) }); err != nil {
 		k.close()
 		return nil, fmt.Errorf("kernel %s: %w", name, err)
 	}
@@ -206,51 +201,6 @@ func dialWhileAlive(s zmq4.Socket, addr string, done <-chan struct{}) error {
 	}
 }
 
-// handshake asks for the kernel's info until it answers on the shell
-// channel and its IOPub messages reach us (a subscription only takes
-// effect once the kernel has seen it).
-func (k *zmqKernel) handshake(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for {
-		m, err := newMessage(k.session, "kernel_info_request", struct{}{})
-		if err != nil {
-			return err
-		}
-		r := newRun(m.Header.MsgID)
-		k.setActive(r)
-		if err := k.send(k.shell, m); err != nil {
-			return err
-		}
-		timer := time.NewTimer(500 * time.Millisecond)
-	wait:
-		for {
-			select {
-			case _, ok := <-r.msgs:
-				if !ok {
-					timer.Stop()
-					if r.err != nil {
-						return r.err
-					}
-					return nil // answered, and its status came on IOPub
-				}
-			case <-timer.C:
-				break wait
-			case <-ctx.Done():
-				timer.Stop()
-				return fmt.Errorf("no answer to kernel_info_request: %w", ctx.Err())
-			}
-		}
-		k.setActive(nil)
-	}
-}
-
-func (k *zmqKernel) setActive(r *run) {
-	k.mu.Lock()
-	k.active = r
-	k.mu.Unlock()
-}
-
 func (k *zmqKernel) send(s zmq4.Socket, m message) error {
 	frames, err := k.sign.frames(m)
 	if err != nil {
@@ -279,57 +229,6 @@ func (k *zmqKernel) read(s zmq4.Socket) {
 			return
 		}
 	}
-}
-
-// dispatch hands each message to the run it answers; a run ends when the
-// kernel has replied and is idle again, or has died.
-func (k *zmqKernel) dispatch() {
-	for {
-		select {
-		case m := <-k.in:
-			k.mu.Lock()
-			r := k.active
-			k.mu.Unlock()
-			if r == nil || m.Parent.MsgID != r.id {
-				continue
-			}
-			switch {
-			case strings.HasSuffix(m.Header.MsgType, "_reply"):
-				r.reply, r.replied = m.Content, true
-			case m.Header.MsgType == "status":
-				var st struct {
-					State string `json:"execution_state"`
-				}
-				if json.Unmarshal(m.Content, &st) == nil && st.State == "idle" {
-					r.idle = true
-				}
-			default:
-				r.msgs <- m // the run's reader drains it until it is closed
-			}
-			if r.replied && r.idle {
-				k.finish(r, nil)
-			}
-		case <-k.done:
-			k.mu.Lock()
-			r := k.active
-			k.mu.Unlock()
-			if r != nil {
-				k.finish(r, errKernelDied)
-			}
-			return
-		}
-	}
-}
-
-// finish ends r, the active run.
-func (k *zmqKernel) finish(r *run, err error) {
-	k.mu.Lock()
-	if k.active == r {
-		k.active = nil
-	}
-	k.mu.Unlock()
-	r.err = err
-	close(r.msgs)
 }
 
 func (k *zmqKernel) start(code string, opts runOpts) (*run, error) {

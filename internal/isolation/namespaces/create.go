@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,11 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		}
 	}()
 	spec.UserNamespace = spec.UserNamespace || (d.cfg.UserNamespaces && spec.RootFS.Upper == "")
+	if spec.RootFS.Upper == "" { // not into a template's layer
+		// The sandbox binary, read-only at AgentPath, as gVisor has it: the
+		// code interpreter a template starts runs from it.
+		spec.RootFS.Binds = append(slices.Clip(spec.RootFS.Binds), isolation.Bind{Source: d.agent, Target: AgentPath})
+	}
 	var idBase uint32
 	if spec.UserNamespace {
 		if idBase, err = d.ids.take(); err != nil {

@@ -50,6 +50,8 @@ type Driver struct {
 	cfg  Config
 	log  *slog.Logger
 	host *os.File // the node's own network namespace, to return to after Dial
+	// agent is the sandbox binary's path, bound at AgentPath in sandboxes.
+	agent string
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
@@ -97,6 +99,19 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if cfg.UserNSBase == 0 {
 		cfg.UserNSBase = DefaultUserNSBase
 	}
+	agent := cfg.SandboxBinary
+	if agent == "" {
+		// A path, not /proc/self/exe: a sandbox's init, in its own mount
+		// namespace, cannot bind a file of the node's namespace by its link.
+		exe, err := filepath.EvalSymlinks(cfg.Binary)
+		if err == nil {
+			exe, err = filepath.Abs(exe)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the sandbox binary %s: %w", cfg.Binary, err)
+		}
+		agent = exe
+	}
 	// 0711: user-namespaced sandboxes (unprivileged on the host) must be
 	// able to reach their own directory, never to list the others.
 	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
@@ -109,7 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}
-	return &Driver{cfg: cfg, log: log, host: host, sandboxes: map[string]*sandbox{}, ids: newIDRanges(cfg.UserNSBase)}, nil
+	return &Driver{cfg: cfg, log: log, host: host, agent: agent, sandboxes: map[string]*sandbox{}, ids: newIDRanges(cfg.UserNSBase)}, nil
 }
 
 // Close releases the driver's handles and removes its cgroup parent if no

@@ -33,7 +33,9 @@ func init() {
 		}
 		os.Exit(0) // not reached: sandboxInit execs the agent
 	case agentArg0, AgentPath:
-		os.Exit(agentMain())
+		if len(os.Args) == 1 { // with arguments it is a command of main's
+			os.Exit(agentMain())
+		}
 	}
 }
 

@@ -85,6 +85,11 @@ func buildRoot(cfg initConfig) (string, error) {
 	}
 	for i, b := range cfg.Binds {
 		target := filepath.Join(root, b.Target)
+		if b.Target == AgentPath {
+			if err := agentMountPoint(target); err != nil {
+				return "", err
+			}
+		}
 		if cfg.UserNS { // id-mapped, read-only, nosuid and nodev already
 			if err := attach(cfg.bindFDs[i], target); err != nil {
 				return "", err
@@ -105,6 +110,19 @@ func buildRoot(cfg initConfig) (string, error) {
 		return "", err
 	}
 	return root, nil
+}
+
+// agentMountPoint makes the file the sandbox binary is bound on, in the
+// sandbox's writable layer.
+func agentMountPoint(target string) error {
+	if err := os.Mkdir(filepath.Dir(target), 0o755); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("mkdir %s: %w", filepath.Dir(target), err)
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW, 0o555)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", target, err)
+	}
+	return f.Close()
 }
 
 // userNSScratch is where a user-namespaced sandbox's writable layer and
