@@ -10,12 +10,18 @@ for pair in python3:python3 node:nodejs npm:npm; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done
+# The code interpreter's kernels and libraries (test/compat runs them in
+# sandboxes over the host's /usr), as code-interpreter-v1 has them.
+for pkg in python3-ipykernel python3-numpy python3-pandas python3-matplotlib python3-pil \
+	r-cran-irkernel default-jdk-headless node-typescript; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need="$need $pkg"
+done
 if [ "${1:-}" = tools ]; then
 	command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
 fi
 if [ -n "$need" ]; then
 	if [ "$(id -u)" != 0 ]; then echo "deps: need root to install:$need" >&2; exit 1; fi
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 fi
 go mod download
 # The official E2B SDKs for the compatibility suite (test/compat).

@@ -164,7 +164,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	builder.Debootstrap = cfg.Debootstrap
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
 	tpls.MaxTeamStorageMB = cfg.Admission.Team.StorageMB
-	defer tpls.Wait()
+	defer func() { // builds end (cancelled) before what they use closes
+		stopBuilds()
+		tpls.Wait()
+	}()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse}, st, mgr, secret, log)
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {

@@ -47,8 +47,31 @@ func officialJSSDK(t *testing.T, isolation string) {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
 	}()
-	addr := srv.Addr
-	cmd := exec.Command("node", "--test", "--test-concurrency=1", "--test-timeout=120000", "sdk.test.mjs", "template.test.mjs")
+	runNodeTests(t, srv.Addr, "sdk.test.mjs", "template.test.mjs")
+}
+
+// TestCodeInterpreter runs code-interpreter.test.mjs (the official
+// @e2b/code-interpreter) on each isolation driver.
+func TestCodeInterpreter(t *testing.T) {
+	for _, isolation := range []string{"namespaces", "gvisor"} {
+		t.Run(isolation, func(t *testing.T) {
+			if isolation == "gvisor" {
+				testutil.NeedRunsc(t)
+			}
+			srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
+			npmInstall(t)
+			runNodeTests(t, srv.Addr, "code-interpreter.test.mjs")
+			if left := srv.Leftovers(); len(left) > 0 {
+				t.Errorf("the suite left sandboxes behind: %v", left)
+			}
+		})
+	}
+}
+
+// runNodeTests runs node's test runner on files against the server at addr.
+func runNodeTests(t *testing.T, addr string, files ...string) {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{"--test", "--test-concurrency=1", "--test-timeout=120000"}, files...)...)
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL=http://"+addr,
 		"E2B_SANDBOX_URL=http://"+addr,

@@ -58,6 +58,8 @@ func (s *Server) startKernel(ctx context.Context, lang, cwd string) (kernel, err
 		return k, nil
 	case "r":
 		return startZMQKernel(ctx, "ir", lang, cwd, s.cfg.Env)
+	case "bash":
+		return startBashKernel(ctx, cwd, s.cfg.Env)
 	case "javascript", "typescript":
 		env := s.cfg.Env
 		if _, ok := lookupEnv(env, "NODE_PATH"); !ok {

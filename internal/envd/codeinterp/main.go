@@ -44,7 +44,7 @@ func Main(args []string) int {
 		}
 		return 0
 	}
-	supervise(ctx, append([]string{serveFlag}, args...), log)
+	supervise(ctx, append([]string{"code-interpreter", serveFlag}, args...), log)
 	return 0
 }
 
@@ -63,7 +63,7 @@ func serve1(ctx context.Context, addr, agent string, log *slog.Logger) error {
 	return s.Serve(ctx, ln)
 }
 
-// supervise runs the server until ctx ends, again after each exit (after
+// supervise runs the server (this binary with args) until ctx ends, again after each exit (after
 // 0.5 s, doubling to 5 s while it keeps failing fast).
 func supervise(ctx context.Context, args []string, log *slog.Logger) {
 	wait := 500 * time.Millisecond

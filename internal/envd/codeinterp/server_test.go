@@ -171,3 +171,26 @@ func TestJavaScript(t *testing.T) {
 		}
 	}
 }
+
+func TestBash(t *testing.T) {
+	s := startServer(t)
+	run := func(c string) execution {
+		b, _ := json.Marshal(map[string]string{"code": c, "language": "bash"})
+		return s.execute(t, string(b), "secret")
+	}
+	if e := run("X=kept; cd /; echo -n partial"); e.text("stdout") != "partial" {
+		t.Errorf("first cell: %v", e.lines)
+	}
+	if e := run("echo $X $(pwd); echo err >&2"); e.text("stdout") != "kept /\n" || e.text("stderr") != "err\n" {
+		t.Errorf("state: %v", e.lines)
+	}
+	if e := run("echo \"unclosed"); len(e.lines) == 0 || e.of("stderr") == nil {
+		t.Errorf("a syntax error: %v", e.lines)
+	}
+	if e := run("echo $SANDBOX_VAR"); e.text("stdout") != "from-the-sandbox\n" {
+		t.Errorf("environment: %v", e.lines)
+	}
+	if e := run("exec >/dev/null; echo hidden"); len(e.of("end_of_execution")) != 1 {
+		t.Errorf("a cell that moves its output: %v", e.lines)
+	}
+}
