@@ -58,6 +58,11 @@ func (s *Server) startKernel(ctx context.Context, lang, cwd string) (kernel, err
 		return k, nil
 	case "r":
 		return startZMQKernel(ctx, "ir", lang, cwd, s.cfg.Env)
+	case "java":
+		// JShell in the kernel's own JVM; --add-opens lets it change the
+		// environment System.getenv reads.
+		return startPipeKernel(ctx, []string{"java", "--add-opens", "java.base/java.util=ALL-UNNAMED",
+			"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", filepath.Join(s.assets, "CoveJavaKernel.java")}, cwd, s.cfg.Env)
 	case "bash":
 		return startBashKernel(ctx, cwd, s.cfg.Env)
 	case "javascript", "typescript":

@@ -194,3 +194,47 @@ func TestBash(t *testing.T) {
 		t.Errorf("a cell that moves its output: %v", e.lines)
 	}
 }
+
+func TestR(t *testing.T) {
+	s := startServer(t)
+	run := func(c string) execution {
+		b, _ := json.Marshal(map[string]string{"code": c, "language": "r"})
+		return s.execute(t, string(b), "secret")
+	}
+	run("x <- 41")
+	if e := run("x + 1"); e.of("result") == nil || e.of("result")[0]["text"] != "[1] 42" {
+		t.Errorf("state: %v", e.lines)
+	}
+	if e := run(`cat(Sys.getenv("SANDBOX_VAR"))`); e.text("stdout") != "from-the-sandbox" {
+		t.Errorf("environment: %v", e.lines)
+	}
+	if e := run(`stop("bad")`); len(e.of("error")) != 1 {
+		t.Errorf("error: %v", e.lines)
+	}
+}
+
+func TestJava(t *testing.T) {
+	s := startServer(t)
+	run := func(c string, env map[string]string) execution {
+		b, _ := json.Marshal(map[string]any{"code": c, "language": "java", "env_vars": env})
+		return s.execute(t, string(b), "secret")
+	}
+	if e := run("import java.util.*;\nint x = 41;\nList<Integer> l = new ArrayList<>();", nil); len(e.of("error")) > 0 {
+		t.Fatalf("declarations: %v", e.lines)
+	}
+	if e := run("l.add(x + 1);\nSystem.out.println(\"out \" + l);\nx + 1", nil); e.text("stdout") != "out [42]\n" || e.of("result") == nil || e.of("result")[0]["text"] != "42" {
+		t.Errorf("state: %v", e.lines)
+	}
+	if e := run(`System.getenv("REQ") + " " + System.getProperty("REQ") + " " + System.getenv("SANDBOX_VAR")`, map[string]string{"REQ": "r"}); e.of("result") == nil || e.of("result")[0]["text"] != "r r from-the-sandbox" {
+		t.Errorf("environment: %v", e.lines)
+	}
+	if e := run(`System.getenv("REQ")`, nil); e.of("result") == nil || e.of("result")[0]["text"] != "null" {
+		t.Errorf("the request's environment after it: %v", e.lines)
+	}
+	if e := run(`throw new IllegalStateException("bad");`, nil); len(e.of("error")) != 1 || e.of("error")[0]["name"] != "IllegalStateException" {
+		t.Errorf("exception: %v", e.lines)
+	}
+	if e := run(`int y = "no";`, nil); len(e.of("error")) != 1 || e.of("error")[0]["name"] != "CompilationException" {
+		t.Errorf("compile error: %v", e.lines)
+	}
+}
