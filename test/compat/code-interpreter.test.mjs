@@ -72,6 +72,9 @@ test('a matplotlib figure comes back as a PNG without plt.show()', async () => {
   assert.ok(png, `results: ${JSON.stringify(exec.results.map((r) => r.formats()))} ${JSON.stringify(exec.error)}`)
   const bytes = Buffer.from(png.png, 'base64')
   assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+  assert.equal(png.chart.type, 'line')
+  assert.equal(png.chart.title, 't')
+  assert.deepEqual(png.chart.elements[0].points, [[1, 4], [2, 1], [3, 9]])
 })
 
 test('a DataFrame is HTML and text', async () => {

@@ -238,3 +238,63 @@ func TestJava(t *testing.T) {
 		t.Errorf("compile error: %v", e.lines)
 	}
 }
+
+func TestPythonRichResults(t *testing.T) {
+	s := startServer(t, "python")
+	run := func(c string) execution { return s.execute(t, code(c), "secret") }
+	chartOf := func(e execution) map[string]any {
+		for _, r := range e.of("result") {
+			if c, ok := r["chart"].(map[string]any); ok {
+				return c
+			}
+		}
+		t.Errorf("no chart in %v", e.lines)
+		return map[string]any{}
+	}
+	run("import matplotlib.pyplot as plt")
+	for _, tc := range []struct {
+		name, code, kind string
+		check        func(c map[string]any) bool
+	}{
+		{"line", "plt.figure(); plt.plot([1, 2, 3], [2, 4, 9], label='sq'); plt.title('T'); plt.xlabel('time (s)'); plt.yscale('log')", "line", func(c map[string]any) bool {
+			el := c["elements"].([]any)[0].(map[string]any)
+			return c["title"] == "T" && c["x_unit"] == "s" && c["y_scale"] == "log" && el["label"] == "sq" && len(el["points"].([]any)) == 3
+		}},
+		{"scatter", "plt.figure(); plt.scatter([1, 2], [3, 4])", "scatter", func(c map[string]any) bool {
+			return len(c["elements"].([]any)[0].(map[string]any)["points"].([]any)) == 2
+		}},
+		{"bar", "plt.figure(); plt.bar(['a', 'b'], [3, 5])", "bar", func(c map[string]any) bool {
+			el := c["elements"].([]any)
+			return len(el) == 2 && el[1].(map[string]any)["label"] == "b" && el[1].(map[string]any)["value"] == float64(5)
+		}},
+		{"pie", "plt.figure(); plt.pie([1, 3], labels=['x', 'y'])", "pie", func(c map[string]any) bool {
+			el := c["elements"].([]any)
+			return len(el) == 2 && el[1].(map[string]any)["label"] == "y" && el[1].(map[string]any)["angle"] == float64(270)
+		}},
+		{"box", "plt.figure(); plt.boxplot([[1, 2, 3, 4, 5, 40]], labels=['g'])", "box_and_whisker", func(c map[string]any) bool {
+			el := c["elements"].([]any)[0].(map[string]any)
+			return el["label"] == "g" && el["median"] == 3.5 && len(el["outliers"].([]any)) == 1
+		}},
+		{"superchart", "fig, (a, b) = plt.subplots(1, 2); a.plot([1, 2]); b.bar(['u'], [1]); fig.suptitle('S')", "superchart", func(c map[string]any) bool {
+			el := c["elements"].([]any)
+			return c["title"] == "S" && len(el) == 2 && el[1].(map[string]any)["type"] == "bar"
+		}},
+	} {
+		e := run(tc.code)
+		c := chartOf(e)
+		if c["type"] != tc.kind || !func() (ok bool) {
+			defer func() { ok = ok && recover() == nil }()
+			return tc.check(c)
+		}() {
+			t.Errorf("%s: %v", tc.name, c)
+		}
+	}
+	e := run("import pandas as pd\npd.DataFrame({'a': [1, 2]})")
+	if r := e.of("result"); len(r) != 1 || r[0]["html"] == nil || r[0]["data"] == nil || r[0]["extra"] != nil {
+		t.Errorf("DataFrame: %v", e.lines)
+	}
+	e = run("from PIL import Image\nImage.new('RGB', (4, 4)).show()")
+	if r := e.of("result"); len(r) != 1 || r[0]["png"] == nil {
+		t.Errorf("PIL show: %v", e.lines)
+	}
+}
