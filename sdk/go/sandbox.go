@@ -40,6 +40,9 @@ type Sandbox struct {
 	Commands   *Commands
 	Files      *Files
 	PTY        *PTY
+	// Code runs code in the code interpreter of a code-interpreter-v1
+	// sandbox (or one from a template over it).
+	Code *CodeInterpreter
 
 	client *Client
 	token  string
@@ -90,25 +93,28 @@ func (c *Client) Connect(ctx context.Context, id string, timeout time.Duration) 
 
 func (c *Client) attach(j sandboxJSON) *Sandbox {
 	s := &Sandbox{ID: j.SandboxID, TemplateID: j.TemplateID, client: c, token: j.EnvdAccessToken}
-	s.envd = &http.Client{Transport: sandboxTransport{s: s, next: c.http.Transport}}
+	s.envd = &http.Client{Transport: sandboxTransport{s: s, port: "49983", next: c.http.Transport}}
 	proc := processconnect.NewProcessClient(s.envd, c.sandboxURL)
 	fs := filesystemconnect.NewFilesystemClient(s.envd, c.sandboxURL)
 	s.Commands = &Commands{s: s, rpc: proc}
 	s.PTY = &PTY{s: s, rpc: proc}
 	s.Files = &Files{s: s, rpc: fs}
+	s.Code = &CodeInterpreter{s: s, http: &http.Client{Transport: sandboxTransport{s: s, port: codeInterpreterPort, next: c.http.Transport}}}
 	return s
 }
 
-// sandboxTransport addresses every request to the sandbox's agent.
+// sandboxTransport addresses every request to a port of the sandbox (its
+// agent's, or the code interpreter's), with the sandbox's access token.
 type sandboxTransport struct {
 	s    *Sandbox
+	port string
 	next http.RoundTripper
 }
 
 func (t sandboxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("E2b-Sandbox-Id", t.s.ID)
-	r.Header.Set("E2b-Sandbox-Port", "49983")
+	r.Header.Set("E2b-Sandbox-Port", t.port)
 	if t.s.token != "" {
 		r.Header.Set("X-Access-Token", t.s.token)
 	}

@@ -1,0 +1,109 @@
+package cove_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+// TestCodeInterpreter runs code through Sandbox.Code in a sandbox of a
+// template over base that starts the code interpreter, as
+// code-interpreter-v1 does.
+func TestCodeInterpreter(t *testing.T) {
+	client := server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := client.BuildTemplate(ctx, cove.TemplateBuild{
+		Name:     "go-code-interpreter",
+		Steps:    []cove.TemplateStep{{Type: "ENV", Args: []string{"MATPLOTLIBRC", "/usr/share/matplotlib/mpl-data/matplotlibrc"}}},
+		StartCmd: "/.cove/cove-envd code-interpreter",
+		ReadyCmd: "/.cove/cove-envd code-interpreter --ready",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := client.Create(ctx, cove.CreateOptions{Template: "go-code-interpreter", Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Kill(context.Background())
+
+	t.Run("state, output and callbacks", func(t *testing.T) {
+		if _, err := sbx.Code.RunCode(ctx, "n = 20", cove.RunCodeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var streamed []string
+		exec, err := sbx.Code.RunCode(ctx, "print('half', n)\nn * 2", cove.RunCodeOptions{
+			OnStdout: func(m cove.OutputMessage) { streamed = append(streamed, m.Line) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exec.Text() != "40" || strings.Join(exec.Logs.Stdout, "") != "half 20\n" || strings.Join(streamed, "") != "half 20\n" || exec.ExecutionCount < 2 {
+			t.Errorf("execution: %+v, streamed %q", exec, streamed)
+		}
+	})
+	t.Run("an exception", func(t *testing.T) {
+		exec, err := sbx.Code.RunCode(ctx, "{}['missing']", cove.RunCodeOptions{})
+		if err != nil || exec.Error == nil || exec.Error.Name != "KeyError" {
+			t.Errorf("%+v %v", exec, err)
+		}
+	})
+	t.Run("a chart", func(t *testing.T) {
+		exec, err := sbx.Code.RunCode(ctx, "import matplotlib.pyplot as plt\nplt.bar(['a', 'b'], [1, 2])\nplt.title('bars')", cove.RunCodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chart *cove.Chart
+		for _, r := range exec.Results {
+			if r.Chart != nil {
+				chart = r.Chart
+				if png, err := base64.StdEncoding.DecodeString(r.PNG); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+					t.Errorf("png: %v", err)
+				}
+			}
+		}
+		if chart == nil || chart.Type != "bar" || chart.Title != "bars" || len(chart.Elements) != 2 || chart.Elements[1].Label != "b" || chart.Elements[1].Value != float64(2) {
+			t.Errorf("chart: %+v", chart)
+		}
+	})
+	t.Run("contexts and languages", func(t *testing.T) {
+		c, err := sbx.Code.CreateContext(ctx, cove.CodeContextOptions{Language: "js", Cwd: "/tmp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec, err := sbx.Code.RunCode(ctx, "process.cwd()", cove.RunCodeOptions{Context: c})
+		if err != nil || exec.Text() != "/tmp" || c.Language != "javascript" {
+			t.Errorf("%+v %+v %v", c, exec, err)
+		}
+		list, err := sbx.Code.ListContexts(ctx)
+		if err != nil || len(list) != 3 || list[2].ID != c.ID {
+			t.Errorf("list: %+v %v", list, err)
+		}
+		if err := sbx.Code.RemoveContext(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sbx.Code.RunCode(ctx, "1", cove.RunCodeOptions{Context: c}); !errors.Is(err, cove.ErrNotFound) {
+			t.Errorf("a removed context: %v", err)
+		}
+		if _, err := sbx.Code.RunCode(ctx, "1", cove.RunCodeOptions{Language: "cobol"}); !errors.Is(err, cove.ErrInvalidArgument) {
+			t.Errorf("an unknown language: %v", err)
+		}
+	})
+	t.Run("a deadline interrupts the code", func(t *testing.T) {
+		short, stop := context.WithTimeout(ctx, time.Second)
+		defer stop()
+		if _, err := sbx.Code.RunCode(short, "import time\ntime.sleep(60)", cove.RunCodeOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("past the deadline: %v", err)
+		}
+		exec, err := sbx.Code.RunCode(ctx, "n", cove.RunCodeOptions{})
+		if err != nil || exec.Text() != "20" {
+			t.Errorf("after the interrupt: %+v %v", exec, err)
+		}
+	})
+}
