@@ -1,0 +1,53 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// codeInterpreterDockerfile is a template over base that starts the code
+// interpreter as code-interpreter-v1 does (base's /etc lacks Debian's
+// matplotlibrc, hence the ENV).
+const codeInterpreterDockerfile = `FROM base
+ENV MATPLOTLIBRC=/usr/share/matplotlib/mpl-data/matplotlibrc
+CMD /.cove/cove-envd code-interpreter
+`
+
+func TestRunCode(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(codeInterpreterDockerfile), 0o644)
+	if out, errOut, code := c.run(t, "", "template", "build", "--name", "ci-cli", "--ready-cmd", "/.cove/cove-envd code-interpreter --ready", dir); code != 0 {
+		t.Fatalf("build: %s %s", out, errOut)
+	}
+	out, errOut, code := c.run(t, "", "sandbox", "create", "-t", "ci-cli")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	defer c.run(t, "", "sandbox", "kill", id)
+
+	if out, errOut, code := c.run(t, "x = 6\nprint('six')\nx * 7\n", "sandbox", "run-code", id); code != 0 || out != "six\n42\n" {
+		t.Errorf("python from stdin: %q %q %d", out, errOut, code)
+	}
+	script := filepath.Join(dir, "plot.py")
+	os.WriteFile(script, []byte("import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"), 0o644)
+	images := t.TempDir()
+	if _, errOut, code := c.run(t, "", "sandbox", "run-code", "--out", images, id, script); code != 0 || !strings.Contains(errOut, "result-1.png") {
+		t.Errorf("a figure: %q %d", errOut, code)
+	}
+	if b, err := os.ReadFile(filepath.Join(images, "result-1.png")); err != nil || !strings.HasPrefix(string(b), "\x89PNG") {
+		t.Errorf("the saved figure: %v", err)
+	}
+	if out, _, code := c.run(t, "echo $((2 + 3))", "sandbox", "run-code", "-l", "bash", id, "-"); code != 0 || out != "5\n" {
+		t.Errorf("bash: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "1/0", "sandbox", "run-code", id); code != 1 || !strings.Contains(errOut, "ZeroDivisionError") {
+		t.Errorf("an exception: %q %d", errOut, code)
+	}
+}
