@@ -106,4 +106,39 @@ func TestCodeInterpreter(t *testing.T) {
 			t.Errorf("after the interrupt: %+v %v", exec, err)
 		}
 	})
+	t.Run("the server comes back when it is killed", func(t *testing.T) {
+		if _, err := sbx.Commands.Run(ctx, "pkill -f 'code-interpreter --serve'"); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			exec, err := sbx.Code.RunCode(ctx, "1 + 1", cove.RunCodeOptions{})
+			if err == nil && exec.Text() == "2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not back after 30 s: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Run("a killed sandbox breaks the stream off", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := sbx.Code.RunCode(ctx, "print('started', flush=True)\nimport time\ntime.sleep(60)", cove.RunCodeOptions{
+				OnStdout: func(cove.OutputMessage) {
+					go sbx.Kill(context.Background())
+				},
+			})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Error("the execution ended cleanly in a killed sandbox")
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the stream did not end within 30 s of the kill")
+		}
+	})
 }

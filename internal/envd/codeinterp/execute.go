@@ -14,9 +14,6 @@ import (
 // Limits of an execution.
 const (
 	maxRequestBytes = 16 << 20 // the request body (10 MB of code fits)
-	// maxOutputBytes caps one execution's stdout and stderr: past it the
-	// output is dropped (and said so once), the code runs on.
-	maxOutputBytes = 64 << 20
 	keepaliveEvery = 5 * time.Second
 	// interruptGrace is how long interrupted code may take to stop before
 	// its kernel is restarted.
@@ -49,6 +46,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, "code must be a string")
 		return
 	}
+	for name := range req.EnvVars {
+		if !validEnvName(name) {
+			writeText(w, http.StatusBadRequest, fmt.Sprintf("env_vars: %q is not a valid variable name", name))
+			return
+		}
+	}
 	ctxID, lang := deref(req.ContextID), deref(req.Language)
 	if ctxID != "" && lang != "" {
 		writeText(w, http.StatusBadRequest, "Only one of context_id or language can be provided")
@@ -79,7 +82,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	typescript := lang == "typescript" || lang == "ts" || c.Language == "typescript"
-	out := newStream(w)
+	out := newStream(w, s.cfg.MaxOutputBytes)
 	defer out.stop()
 	if err := c.acquire(r.Context()); err != nil {
 		return
@@ -204,15 +207,17 @@ type stream struct {
 	flush   func()
 	last    time.Time
 	written int
+	// maxOutput caps the output's bytes (Config.MaxOutputBytes).
+	maxOutput int
 	capped  bool
 	stopped chan struct{}
 }
 
-func newStream(w http.ResponseWriter) *stream {
+func newStream(w http.ResponseWriter, maxOutput int) *stream {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	s := &stream{w: w, flush: func() { _ = rc.Flush() }, last: time.Now(), stopped: make(chan struct{})}
+	s := &stream{w: w, flush: func() { _ = rc.Flush() }, last: time.Now(), stopped: make(chan struct{}), maxOutput: maxOutput}
 	s.flush()
 	go s.keepalive()
 	return s
@@ -268,9 +273,9 @@ func (s *stream) output(name, text string) {
 		return
 	}
 	s.written += len(text)
-	if s.written > maxOutputBytes {
+	if s.written > s.maxOutput {
 		s.capped = true
-		name, text = "stderr", fmt.Sprintf("\n[cove: output past %d MiB is dropped; the code runs on]\n", maxOutputBytes>>20)
+		name, text = "stderr", fmt.Sprintf("\n[cove: output past %d bytes is dropped; the code runs on]\n", s.maxOutput)
 	}
 	s.writeLocked(map[string]any{"type": name, "text": text, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 }

@@ -28,6 +28,9 @@ type Config struct {
 	Env []string
 	// Defaults are the languages whose contexts exist from the start.
 	Defaults []string
+	// MaxOutputBytes caps one execution's stdout and stderr (default
+	// 64 MiB): past it the output is dropped, the code runs on.
+	MaxOutputBytes int
 }
 
 // Server is the code interpreter's HTTP server.
@@ -49,6 +52,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.Cwd == "" {
 		cfg.Cwd = homeDir(cfg.Env)
+	}
+	if cfg.MaxOutputBytes == 0 {
+		cfg.MaxOutputBytes = 64 << 20
 	}
 	assets, err := writeAssets()
 	if err != nil {

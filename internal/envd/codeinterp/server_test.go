@@ -24,6 +24,11 @@ type testServer struct {
 
 func startServer(t *testing.T, defaults ...string) *testServer {
 	t.Helper()
+	return startServerWith(t, func(c *Config) { c.Defaults = defaults })
+}
+
+func startServerWith(t *testing.T, configure func(*Config)) *testServer {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	agent := httptest.NewServer(envd.New(envd.Config{}, log))
 	t.Cleanup(agent.Close)
@@ -33,7 +38,9 @@ func startServer(t *testing.T, defaults ...string) *testServer {
 	}
 	resp.Body.Close()
 	dir := t.TempDir()
-	s, err := New(context.Background(), Config{Agent: agent.URL, Cwd: dir, Defaults: defaults, Env: append(os.Environ(), "HOME="+dir)}, log)
+	cfg := Config{Agent: agent.URL, Cwd: dir, Env: append(os.Environ(), "HOME="+dir)}
+	configure(&cfg)
+	s, err := New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,5 +303,108 @@ func TestPythonRichResults(t *testing.T) {
 	e = run("from PIL import Image\nImage.new('RGB', (4, 4)).show()")
 	if r := e.of("result"); len(r) != 1 || r[0]["png"] == nil {
 		t.Errorf("PIL show: %v", e.lines)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	s := startServer(t, "python")
+	big, _ := json.Marshal(map[string]string{"code": "x = 1\n" + strings.Repeat("#", 10<<20)})
+	for _, tc := range []struct {
+		name, body, token string
+		status            int
+		text              string
+	}{
+		{"no token", code("1"), "", 401, "access token"},
+		{"a wrong token", code("1"), "wrong", 401, "access token"},
+		{"malformed JSON", `{"code": `, "secret", 400, "invalid JSON"},
+		{"code not a string", `{"code": 42}`, "secret", 400, "code must be a string"},
+		{"no code", `{}`, "secret", 400, "code must be a string"},
+		{"context and language", `{"code": "1", "context_id": "x", "language": "python"}`, "secret", 400, "Only one of context_id or language"},
+		{"unknown context", `{"code": "1", "context_id": "nope"}`, "secret", 404, "Context nope not found"},
+		{"unknown language", `{"code": "1", "language": "cobol"}`, "secret", 400, "python, javascript, typescript, r, java, bash"},
+		{"bad variable name", `{"code": "1", "env_vars": {"A B": "x"}}`, "secret", 400, "not a valid variable name"},
+		{"too large", `{"code": "` + strings.Repeat("a", 17<<20) + `"}`, "secret", 413, "larger than"},
+		{"10 MB of code", string(big), "secret", 200, ""},
+	} {
+		e := s.execute(t, tc.body, tc.token)
+		if e.status != tc.status || !strings.Contains(e.body, tc.text) {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, e.status, e.body, tc.status, tc.text)
+		}
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"context of an unknown language", "POST", "/contexts", `{"language": "cobol"}`, 400},
+		{"context in a missing directory", "POST", "/contexts", `{"cwd": "/nonexistent"}`, 400},
+		{"restart an unknown context", "POST", "/contexts/nope/restart", "", 404},
+		{"delete an unknown context", "DELETE", "/contexts/nope", "", 404},
+	} {
+		req, _ := http.NewRequest(tc.method, s.url+tc.path, strings.NewReader(tc.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
+		}
+	}
+}
+
+func TestKernelFailures(t *testing.T) {
+	s := startServerWith(t, func(c *Config) { c.Defaults = []string{"python"}; c.MaxOutputBytes = 1 << 20 })
+	run := func(c string) execution { return s.execute(t, code(c), "secret") }
+
+	// Output without end is capped; the client going away interrupts it.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/execute", strings.NewReader(code("kept = 1\nwhile True: print('x' * 1000)")))
+	req.Header.Set("X-Access-Token", "secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, capped := 0, false
+	for sc := bufio.NewScanner(resp.Body); !capped && n < 4<<20 && sc.Scan(); {
+		n += len(sc.Bytes())
+		capped = strings.Contains(sc.Text(), "is dropped")
+	}
+	cancel()
+	resp.Body.Close()
+	if !capped || n > 2<<20 {
+		t.Errorf("the output was not capped at 1 MiB: %d bytes, capped %v", n, capped)
+	}
+	if e := run("kept"); e.of("result") == nil || e.of("result")[0]["text"] != "1" {
+		t.Errorf("after an interrupted execution: %v", e.lines)
+	}
+
+	// A kernel that dies says so, and so does the next execution until
+	// the context is restarted.
+	e := run("import os\nos._exit(3)")
+	if errs := e.of("error"); len(errs) != 1 || errs[0]["name"] != "DeadKernelError" {
+		t.Errorf("a dying kernel: %v", e.lines)
+	}
+	if e := run("1"); len(e.of("error")) != 1 {
+		t.Errorf("a dead kernel: %v", e.lines)
+	}
+	var list []map[string]string
+	r, _ := http.Get(s.url + "/contexts")
+	json.NewDecoder(r.Body).Decode(&list)
+	r.Body.Close()
+	r, err = http.Post(s.url+"/contexts/"+list[0]["id"]+"/restart", "application/json", nil)
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("restart: %v %v", r, err)
+	}
+	r.Body.Close()
+	if e := run("2 + 2"); e.of("result") == nil || e.of("result")[0]["text"] != "4" {
+		t.Errorf("after a restart: %v", e.lines)
+	}
+}
+
+func TestKeepalive(t *testing.T) {
+	s := startServer(t, "python")
+	e := s.execute(t, code("import time\ntime.sleep(5.6)"), "secret")
+	if len(e.of("keepalive")) == 0 || len(e.of("end_of_execution")) != 1 {
+		t.Errorf("5.6 s of silence: %v", e.lines)
 	}
 }
