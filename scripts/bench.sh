@@ -57,10 +57,15 @@ done
 sleep 5 # the pools fill
 go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -key "$key" -n "${TTI_N:-50}" \
 	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
-(cd bench/js && [ -d node_modules/e2b ] || npm ci --no-audit --no-fund >/dev/null)
+(cd bench/js && [ -d node_modules/@e2b/code-interpreter ] || npm ci --no-audit --no-fund >/dev/null)
 export E2B_API_KEY="$key" E2B_DOMAIN=localhost
 (cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node tti.mjs cold "${TTI_N:-50}") | tee -a "$out"
 (cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node tti.mjs pooled "${TTI_N:-50}") | tee -a "$out"
+# The code interpreter through @e2b/code-interpreter, and its floor: the
+# same kernel driven by the reference Jupyter client.
+(cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node code.mjs cold "${CODE_N:-10}") | tee -a "$out"
+(cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node code.mjs pooled "${CODE_N:-20}") | tee -a "$out"
+/usr/bin/python3 bench/code/jupyter_rtt.py 2>/dev/null | tee -a "$out"
 
 kill $s1 $s2 $s3 $s4 $s5
 wait $s1 $s2 $s3 $s4 $s5 || true

@@ -149,6 +149,29 @@ func main() {
 		}
 		b.WriteString("\n")
 	}
+	if pooled := median("E2E/code-interpreter/pooled", "p50-ms"); pooled > 0 {
+		fmt.Fprintf(&b, "## Code interpreter\n\n")
+		fmt.Fprintf(&b, "Through the official `@e2b/code-interpreter`: `Sandbox.create(template)` then `runCode('1+1')`, and\n")
+		fmt.Fprintf(&b, "`runCode('1+1')` round trips in one warm Python context. The template is base with the code\n")
+		fmt.Fprintf(&b, "interpreter as its start command (as code-interpreter-v1 has it); pooled sandboxes have their\n")
+		fmt.Fprintf(&b, "kernels running already. The floor is the same kernel (IPython's) driven by the reference\n")
+		fmt.Fprintf(&b, "client, `jupyter_client`, on the host.\n\n")
+		fmt.Fprintf(&b, "| figure | p50 | goal |\n|---|---:|---|\n")
+		fmt.Fprintf(&b, "| pooled create → first `runCode('1+1')` result (ms) | %.1f | ≤ 60 |\n", pooled)
+		if cold := median("E2E/code-interpreter/cold", "p50-ms"); cold > 0 {
+			fmt.Fprintf(&b, "| cold create → first result (ms): both kernels start | %.0f | |\n", cold)
+		}
+		rtt := median("E2E/code-interpreter/runCode", "p50-ms")
+		fmt.Fprintf(&b, "| `runCode('1+1')` round trip, warm context (ms) | %.1f | ≤ 10 |\n", rtt)
+		if cmd := median("E2E/code-interpreter/commands-run", "p50-ms"); cmd > 0 {
+			fmt.Fprintf(&b, "| `commands.run('true')` round trip, same sandbox (ms) | %.1f | |\n", cmd)
+		}
+		if floor := median("Peer/jupyter-client", "p50-ms"); floor > 0 {
+			fmt.Fprintf(&b, "| `jupyter_client` → IPython kernel, `1+1` (ms) | %.1f | |\n", floor)
+			fmt.Fprintf(&b, "| round trip / the floor | %.2f× | |\n", rtt/floor)
+		}
+		b.WriteString("\n")
+	}
 	if gv := median("E2E/go-sdk/gvisor", "p50-ms"); gv > 0 {
 		fmt.Fprintf(&b, "## gVisor beside namespaces\n\n")
 		fmt.Fprintf(&b, "A server whose sandboxes run on gVisor (runsc, systrap platform, no warm sandboxes) beside the\n")
