@@ -33,9 +33,10 @@ const BaseName = "base"
 const UserUID = 1000
 
 // hostEtc are the host /etc entries the base template copies: what
-// dynamic linking, locales, TLS roots, shells and alternatives need. No
-// secrets (shadow, ssh keys, ssl/private) are copied.
-var hostEtc = []string{
+// dynamic linking, locales, TLS roots, shells and alternatives need, and
+// the settings Debian's matplotlib, R and JDK keep there. No secrets
+// (shadow, ssh keys, ssl/private) are copied. Patterns are globs.
+var hostEtc = []string{"matplotlibrc", "R", "java-*",
 	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version",
 	"environment", "ethertypes", "gai.conf", "host.conf", "inputrc", "ld.so.cache", "ld.so.conf",
 	"ld.so.conf.d", "locale.alias", "locale.gen", "localtime", "login.defs", "magic", "magic.mime",
@@ -209,11 +210,18 @@ func writeBaseLayer(root string) error {
 			}
 		}
 	}
-	for _, name := range hostEtc {
-		src := filepath.Join("/etc", name)
-		if _, err := os.Lstat(src); os.IsNotExist(err) {
-			continue
+	var names []string
+	for _, pattern := range hostEtc {
+		matches, err := filepath.Glob(filepath.Join("/etc", pattern))
+		if err != nil {
+			return err
 		}
+		for _, m := range matches {
+			names = append(names, filepath.Base(m))
+		}
+	}
+	for _, name := range names {
+		src := filepath.Join("/etc", name)
 		skip := func(rel string) bool { return skipEtc[filepath.Join(name, rel)] }
 		if err := fsutil.CopyTree(src, filepath.Join(root, "etc", name), fsutil.CopyOptions{Skip: skip}); err != nil {
 			return err

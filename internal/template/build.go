@@ -46,6 +46,8 @@ type Spec struct {
 	Steps           []Step
 	StartCmd        string
 	ReadyCmd        string
+	// CPUCount and MemoryMB size a recipe's sandboxes (0: 2 CPUs, 1 GiB).
+	CPUCount, MemoryMB int
 	// Force rebuilds every step, cache or not.
 	Force bool
 }

@@ -170,6 +170,7 @@ var Recipes = map[string]Spec{
 		},
 		StartCmd: CodeInterpreterStart,
 		ReadyCmd: CodeInterpreterReady,
+		CPUCount: 2, MemoryMB: 2048, // E2B's
 	},
 }
 

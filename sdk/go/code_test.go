@@ -20,7 +20,6 @@ func TestCodeInterpreter(t *testing.T) {
 	defer cancel()
 	_, err := client.BuildTemplate(ctx, cove.TemplateBuild{
 		Name:     "go-code-interpreter",
-		Steps:    []cove.TemplateStep{{Type: "ENV", Args: []string{"MATPLOTLIBRC", "/usr/share/matplotlib/mpl-data/matplotlibrc"}}},
 		StartCmd: "/.cove/cove-envd code-interpreter",
 		ReadyCmd: "/.cove/cove-envd code-interpreter --ready",
 	}, nil)

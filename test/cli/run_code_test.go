@@ -10,10 +10,8 @@ import (
 )
 
 // codeInterpreterDockerfile is a template over base that starts the code
-// interpreter as code-interpreter-v1 does (base's /etc lacks Debian's
-// matplotlibrc, hence the ENV).
+// interpreter as code-interpreter-v1 does.
 const codeInterpreterDockerfile = `FROM base
-ENV MATPLOTLIBRC=/usr/share/matplotlib/mpl-data/matplotlibrc
 CMD /.cove/cove-envd code-interpreter
 `
 

@@ -13,9 +13,6 @@ let sbx
 before(async () => {
   const tpl = Template()
     .fromTemplate('base')
-    // base has the host's /usr but its own /etc: Debian's matplotlib looks
-    // for its settings in /etc.
-    .setEnvs({ MATPLOTLIBRC: '/usr/share/matplotlib/mpl-data/matplotlibrc' })
     .setStartCmd('/.cove/cove-envd code-interpreter', '/.cove/cove-envd code-interpreter --ready')
   await Template.build(tpl, TEMPLATE)
   sbx = await Sandbox.create(TEMPLATE)
@@ -100,6 +97,18 @@ test('JavaScript, TypeScript and Bash', async () => {
   assert.equal(ts.text, '42')
   const sh = await sbx.runCode('echo "$((6 * 7))"', { language: 'bash' })
   assert.deepEqual(sh.logs.stdout, ['42\n'])
+})
+
+test('R and Java', async () => {
+  await sbx.runCode('v <- c(1, 2, 3)', { language: 'r' })
+  // IRkernel shows a value as a display, not as the cell's result.
+  const r = await sbx.runCode('sum(v)', { language: 'r' })
+  assert.equal(r.results[0].text, '[1] 6')
+  await sbx.runCode('int base = 40;', { language: 'java' })
+  const java = await sbx.runCode('System.out.println("java");\nbase + 2', { language: 'java', envs: { JVAR: 'j' } })
+  assert.equal(java.text, '42')
+  assert.deepEqual(java.logs.stdout, ['java\n'])
+  assert.equal((await sbx.runCode('System.getenv("JVAR") + System.getProperty("JVAR")', { language: 'java', envs: { JVAR: 'j' } })).text, 'jj')
 })
 
 test('contexts: create with a cwd, list, restart, delete', async () => {

@@ -61,6 +61,7 @@ func TestCodeInterpreter(t *testing.T) {
 			srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
 			npmInstall(t)
 			runNodeTests(t, srv.Addr, "code-interpreter.test.mjs")
+			runReadmeSnippet(t, srv.Addr, "ci-compat") // the template the suite built
 			if left := srv.Leftovers(); len(left) > 0 {
 				t.Errorf("the suite left sandboxes behind: %v", left)
 			}

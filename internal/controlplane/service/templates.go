@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -112,7 +113,8 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 			return BuildStatus{Build: *last}, nil
 		}
 	}
-	_, b, err := t.store.NewBuild("", name, nil, 2, 1024)
+	cpus, mem := cmp.Or(spec.CPUCount, 2), cmp.Or(spec.MemoryMB, 1024)
+	_, b, err := t.store.NewBuild("", name, nil, cpus, mem)
 	if err != nil {
 		return BuildStatus{}, err
 	}

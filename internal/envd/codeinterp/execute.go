@@ -14,7 +14,7 @@ import (
 // Limits of an execution.
 const (
 	maxRequestBytes = 16 << 20 // the request body (10 MB of code fits)
-	keepaliveEvery = 5 * time.Second
+	keepaliveEvery  = 5 * time.Second
 	// interruptGrace is how long interrupted code may take to stop before
 	// its kernel is restarted.
 	interruptGrace = 10 * time.Second
@@ -209,8 +209,8 @@ type stream struct {
 	written int
 	// maxOutput caps the output's bytes (Config.MaxOutputBytes).
 	maxOutput int
-	capped  bool
-	stopped chan struct{}
+	capped    bool
+	stopped   chan struct{}
 }
 
 func newStream(w http.ResponseWriter, maxOutput int) *stream {

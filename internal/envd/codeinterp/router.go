@@ -103,7 +103,6 @@ func (k *router) handshake(ctx context.Context, send func(message) error) error 
 	}
 }
 
-
 // route hands m to the run it answers and ends the run once the kernel has
 // replied and is idle again.
 func (k *router) route(m message) {

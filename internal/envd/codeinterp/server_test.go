@@ -152,7 +152,7 @@ func TestJavaScript(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, lang, code string
-		check        func(e execution) bool
+		check            func(e execution) bool
 	}{
 		{"state", "js", "const x = 41", func(e execution) bool { return len(e.of("error")) == 0 }},
 		{"state kept", "javascript", "x + 1", func(e execution) bool { return len(e.of("result")) == 1 && e.of("result")[0]["text"] == "42" }},
@@ -261,7 +261,7 @@ func TestPythonRichResults(t *testing.T) {
 	run("import matplotlib.pyplot as plt")
 	for _, tc := range []struct {
 		name, code, kind string
-		check        func(c map[string]any) bool
+		check            func(c map[string]any) bool
 	}{
 		{"line", "plt.figure(); plt.plot([1, 2, 3], [2, 4, 9], label='sq'); plt.title('T'); plt.xlabel('time (s)'); plt.yscale('log')", "line", func(c map[string]any) bool {
 			el := c["elements"].([]any)[0].(map[string]any)

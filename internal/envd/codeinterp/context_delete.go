@@ -1,0 +1,17 @@
+package codeinterp
+
+import (
+	"net/http"
+)
+
+// deleteContext is DELETE /contexts/{id}.
+func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	c, ok := s.ctxs.remove(id)
+	if !ok {
+		writeText(w, http.StatusNotFound, "Context "+id+" not found")
+		return
+	}
+	_ = c.kernel().close()
+	writeJSON(w, http.StatusOK, nil)
+}
