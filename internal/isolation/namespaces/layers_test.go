@@ -2,15 +2,18 @@ package namespaces
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 )
 
@@ -64,5 +67,52 @@ func TestImageLayers(t *testing.T) {
 				t.Errorf("got %q (%s), want %q", got, res.Stderr, want)
 			}
 		})
+	}
+}
+
+// TestAgentMountPointStaysInside: an image whose /.cove is a link (here
+// to a host directory) or whose /.cove/cove-envd is not a file is refused,
+// and nothing is made on the host through the link.
+func TestAgentMountPointStaysInside(t *testing.T) {
+	e := testEnv(t)
+	host := t.TempDir() // what the link points at, on the host
+	d := e.driver(t)
+	for _, tc := range []struct {
+		name  string
+		layer func(dir string) error
+	}{
+		{"/.cove a link", func(dir string) error { return os.Symlink(host, filepath.Join(dir, ".cove")) }},
+		{"/.cove a file", func(dir string) error { return os.WriteFile(filepath.Join(dir, ".cove"), nil, 0o644) }},
+		{"/.cove/cove-envd a link", func(dir string) error {
+			os.Mkdir(filepath.Join(dir, ".cove"), 0o755)
+			return os.Symlink(filepath.Join(host, "x"), filepath.Join(dir, ".cove", "cove-envd"))
+		}},
+		{"/.cove/cove-envd a FIFO", func(dir string) error {
+			os.Mkdir(filepath.Join(dir, ".cove"), 0o755)
+			return unix.Mkfifo(filepath.Join(dir, ".cove", "cove-envd"), 0o644)
+		}},
+	} {
+		for _, userns := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/userns=%v", tc.name, userns), func(t *testing.T) {
+				layer := t.TempDir()
+				if err := tc.layer(layer); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				spec := e.spec()
+				spec.RootFS.Layers = append(append([]string(nil), spec.RootFS.Layers...), layer)
+				spec.UserNamespace = userns
+				id := isolationtest.NewID()
+				_, err := d.Create(ctx, id, spec)
+				defer d.Destroy(context.Background(), id)
+				if !errs.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "/.cove") {
+					t.Errorf("create: %v, want it refused", err)
+				}
+				if entries, _ := os.ReadDir(host); len(entries) > 0 {
+					t.Errorf("made on the host through the image's link: %v", entries)
+				}
+			})
+		}
 	}
 }

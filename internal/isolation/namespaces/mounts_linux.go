@@ -1,7 +1,9 @@
 package namespaces
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 )
 
@@ -86,7 +89,7 @@ func buildRoot(cfg initConfig) (string, error) {
 	for i, b := range cfg.Binds {
 		target := filepath.Join(root, b.Target)
 		if b.Target == AgentPath {
-			if err := agentMountPoint(target); err != nil {
+			if err := agentMountPoint(root); err != nil {
 				return "", err
 			}
 		}
@@ -113,14 +116,36 @@ func buildRoot(cfg initConfig) (string, error) {
 }
 
 // agentMountPoint makes the file the sandbox binary is bound on, in the
-// sandbox's writable layer.
-func agentMountPoint(target string) error {
-	if err := os.Mkdir(filepath.Dir(target), 0o755); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("mkdir %s: %w", filepath.Dir(target), err)
-	}
-	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW, 0o555)
+// sandbox's writable layer. The image's own /.cove is the template
+// author's: it is looked at inside the root (os.Root) and must be a
+// directory holding at most a regular file of that name, else the sandbox
+// is refused (a link there would lead the bind, and the file made for it,
+// into the host's tree).
+func agentMountPoint(root string) error {
+	r, err := os.OpenRoot(root)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", target, err)
+		return err
+	}
+	defer r.Close()
+	dir, file := strings.TrimPrefix(filepath.Dir(AgentPath), "/"), strings.TrimPrefix(AgentPath, "/")
+	if err := r.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("mkdir %s: %w", AgentPath, err)
+	}
+	if st, err := r.Lstat(dir); err != nil || !st.IsDir() {
+		return errs.New(errs.InvalidArgument, "the template's /%s is not a directory: Cove binds its sandbox binary at %s", dir, AgentPath)
+	}
+	st, err := r.Lstat(file)
+	switch {
+	case err == nil && st.Mode().IsRegular():
+		return nil
+	case err == nil:
+		return errs.New(errs.InvalidArgument, "the template's %s is not a regular file: Cove binds its sandbox binary there", AgentPath)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	f, err := r.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o555)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", AgentPath, err)
 	}
 	return f.Close()
 }
