@@ -237,16 +237,19 @@ func isWhiteout(st os.FileInfo) bool {
 var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
 
 // copyOpaque carries an opaque directory's marker over, in both forms.
+// Only trusted.overlay.opaque marks the source: Cove's overlays that write
+// layers (build steps) run in the host's namespace. A user.overlay.opaque
+// on a source directory is a lower layer's marker, copied up with the
+// directory when the step changed it: taken as this layer's, it would
+// hide what the lower layers hold there.
 func copyOpaque(src, dst string) error {
 	buf := make([]byte, 1)
-	for _, x := range opaqueXattrs {
-		if n, err := unix.Lgetxattr(src, x, buf); err == nil && n == 1 && buf[0] == 'y' {
-			for _, y := range opaqueXattrs {
-				if err := unix.Lsetxattr(dst, y, []byte("y"), 0); err != nil {
-					return fmt.Errorf("mark %s opaque: %w", dst, err)
-				}
-			}
-			return nil
+	if n, err := unix.Lgetxattr(src, opaqueXattrs[0], buf); err != nil || n != 1 || buf[0] != 'y' {
+		return nil
+	}
+	for _, y := range opaqueXattrs {
+		if err := unix.Lsetxattr(dst, y, []byte("y"), 0); err != nil {
+			return fmt.Errorf("mark %s opaque: %w", dst, err)
 		}
 	}
 	return nil

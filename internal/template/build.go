@@ -281,8 +281,14 @@ func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state
 }
 
 // stepKey chains a step onto the key of what came before it.
+// stepFormat changes when the layers steps make change: cached steps of
+// another format are built again. 2: a directory a step changed no longer
+// takes a lower layer's opaque marker as its own.
+const stepFormat = "2"
+
 func stepKey(prev string, step Step) string {
 	h := sha256.New()
+	h.Write([]byte(stepFormat))
 	h.Write([]byte(prev))
 	h.Write([]byte{0})
 	data, _ := json.Marshal([]any{step.Type, step.Args, step.FilesHash})

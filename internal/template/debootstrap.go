@@ -162,12 +162,8 @@ var Recipes = map[string]Spec{
 	},
 	"code-interpreter-v1": {
 		FromTemplate: "debian",
-		Steps: []Step{
-			{Type: "USER", Args: []string{"root"}},
-			{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " +
-				strings.Join(CodeInterpreterPackages, " ") + " && apt-get clean && rm -rf /var/lib/apt/lists/*"}},
-			{Type: "USER", Args: []string{"user"}},
-		},
+		Steps: append(append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps(CodeInterpreterPackages)...),
+			Step{Type: "USER", Args: []string{"user"}}),
 		StartCmd: CodeInterpreterStart,
 		ReadyCmd: CodeInterpreterReady,
 		CPUCount: 2, MemoryMB: 2048, // E2B's
@@ -175,11 +171,24 @@ var Recipes = map[string]Spec{
 }
 
 // CodeInterpreterPackages are the Debian packages code-interpreter-v1
-// adds to debian: the kernels (IPython's, IRkernel, a JDK for JShell,
-// TypeScript's compiler for the Node kernel) and the usual data libraries.
-var CodeInterpreterPackages = []string{
-	"python3-ipykernel", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-pil",
-	"r-cran-irkernel", "default-jdk-headless", "node-typescript",
+// adds to debian, a step (a layer) per group: each step's writes (the
+// downloaded archives too) must fit a build sandbox's writable layer. The
+// kernels (IPython's, IRkernel, a JDK for JShell, TypeScript's compiler for
+// the Node kernel) and the usual data libraries.
+var CodeInterpreterPackages = [][]string{
+	{"python3-ipykernel", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-pil"},
+	{"r-cran-irkernel"},
+	{"default-jdk-headless", "node-typescript"},
+}
+
+// aptSteps installs each group of packages in a RUN step of its own.
+func aptSteps(groups [][]string) []Step {
+	steps := make([]Step, len(groups))
+	for i, pkgs := range groups {
+		steps[i] = Step{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " +
+			strings.Join(pkgs, " ") + " && apt-get clean && rm -rf /var/lib/apt/lists/*"}}
+	}
+	return steps
 }
 
 // The code interpreter's start and ready commands: the sandbox binary

@@ -47,7 +47,16 @@ func findKernelSpec(name string) (kernelSpec, error) {
 		}
 		return s, nil
 	}
+	if s, ok := nativeSpecs[name]; ok {
+		return s, nil
+	}
 	return kernelSpec{}, fmt.Errorf("no Jupyter kernel %q is installed (looked in %s)", name, strings.Join(kernelSpecDirs, ", "))
+}
+
+// nativeSpecs are the kernels that run without a spec, as Jupyter's own
+// client has them: IPython's, wherever ipykernel is importable.
+var nativeSpecs = map[string]kernelSpec{
+	"python3": {Argv: []string{"python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"}},
 }
 
 // connection is a kernel's connection file.
