@@ -300,6 +300,18 @@ func TestPythonRichResults(t *testing.T) {
 	if r := e.of("result"); len(r) != 1 || r[0]["html"] == nil || r[0]["data"] == nil || r[0]["extra"] != nil {
 		t.Errorf("DataFrame: %v", e.lines)
 	}
+	e = run("from IPython.display import display, HTML, Markdown, Latex, JSON, SVG\n" +
+		"display(HTML('<b>h</b>'), Markdown('*m*'), Latex('$x$'), JSON({'k': 1}), SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'))")
+	if r := e.of("result"); len(r) != 5 || r[0]["html"] != "<b>h</b>" || r[1]["markdown"] != "*m*" || r[2]["latex"] != "$x$" ||
+		r[3]["json"] == nil || r[4]["svg"] == nil {
+		t.Errorf("display: %v", e.lines)
+	} else {
+		for _, x := range r {
+			if x["extra"] != nil {
+				t.Errorf("a stray MIME type: %v", x)
+			}
+		}
+	}
 	e = run("from PIL import Image\nImage.new('RGB', (4, 4)).show()")
 	if r := e.of("result"); len(r) != 1 || r[0]["png"] == nil {
 		t.Errorf("PIL show: %v", e.lines)
