@@ -282,6 +282,14 @@ func TestPythonRichResults(t *testing.T) {
 			el := c["elements"].([]any)[0].(map[string]any)
 			return el["label"] == "g" && el["median"] == 3.5 && len(el["outliers"].([]any)) == 1
 		}},
+		{"categorical", "plt.figure(); plt.plot(['a', 'b'], [1, 2])", "line", func(c map[string]any) bool {
+			p := c["elements"].([]any)[0].(map[string]any)["points"].([]any)
+			return c["x_scale"] == "categorical" && p[1].([]any)[0] == "b" && p[1].([]any)[1] == float64(2)
+		}},
+		{"datetime", "import datetime\nplt.figure(); plt.plot([datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)], [1, 2])", "line", func(c map[string]any) bool {
+			p := c["elements"].([]any)[0].(map[string]any)["points"].([]any)
+			return c["x_scale"] == "datetime" && strings.HasPrefix(p[0].([]any)[0].(string), "2024-01-01")
+		}},
 		{"superchart", "fig, (a, b) = plt.subplots(1, 2); a.plot([1, 2]); b.bar(['u'], [1]); fig.suptitle('S')", "superchart", func(c map[string]any) bool {
 			el := c["elements"].([]any)
 			return c["title"] == "S" && len(el) == 2 && el[1].(map[string]any)["type"] == "bar"

@@ -101,7 +101,8 @@ def __cove_setup():
 
         boxes = []
         for ln in lines:
-            xs, ys = np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)
+            xy = np.asarray(ln.get_xydata(), float)  # through the axes' units: dates, categories
+            xs, ys = xy[:, 0], xy[:, 1]
             if len(xs) == 5 and xs[0] == xs[-1] and ys[0] == ys[-1] and len(set(xs)) == 2 and len(set(ys)) == 2:
                 boxes.append((min(xs), max(xs), min(ys), max(ys)))
         if not boxes:
@@ -111,7 +112,8 @@ def __cove_setup():
             mid = (x0 + x1) / 2
             median, low, high, outliers = None, q1, q3, []
             for ln in lines:
-                xs, ys = np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)
+                xy = np.asarray(ln.get_xydata(), float)
+                xs, ys = xy[:, 0], xy[:, 1]
                 if len(xs) == 2 and ys[0] == ys[1] and x0 <= xs.min() and xs.max() <= x1 and q1 <= ys[0] <= q3 and xs[0] != xs[1]:
                     median = ys[0]
                 elif len(xs) == 2 and xs[0] == xs[1] == mid:
@@ -151,7 +153,7 @@ def __cove_setup():
         if scatters and not lines:
             return point_chart(ax, "scatter", [(visible_label(s), s.get_offsets()[:, 0], s.get_offsets()[:, 1]) for s in scatters])
         if lines:
-            return point_chart(ax, "line", [(visible_label(ln), ln.get_xdata(), ln.get_ydata()) for ln in lines])
+            return point_chart(ax, "line", [(visible_label(ln), ln.get_xydata()[:, 0], ln.get_xydata()[:, 1]) for ln in lines])
         return {"type": "unknown", "title": ax.get_title(), "elements": []}
 
     def figure_chart(fig):
