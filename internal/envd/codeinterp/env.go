@@ -50,6 +50,9 @@ func (s *Server) prepareEnv(c *codeContext, k kernel, sandbox, request map[strin
 	last := c.sandboxEnv
 	c.mu.Unlock()
 	for key, v := range sandbox {
+		if !validEnvName(key) { // not settable in every language's environment
+			continue
+		}
 		if old, ok := last[key]; !ok || old != v {
 			set[key] = v
 		}

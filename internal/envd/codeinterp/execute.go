@@ -14,7 +14,6 @@ import (
 // Limits of an execution.
 const (
 	maxRequestBytes = 16 << 20 // the request body (10 MB of code fits)
-	keepaliveEvery  = 5 * time.Second
 	// interruptGrace is how long interrupted code may take to stop before
 	// its kernel is restarted.
 	interruptGrace = 10 * time.Second
@@ -81,8 +80,9 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		writeText(w, status, err.Error())
 		return
 	}
-	typescript := lang == "typescript" || lang == "ts" || c.Language == "typescript"
-	out := newStream(w, s.cfg.MaxOutputBytes)
+	norm, _ := normalizeLanguage(lang)
+	typescript := norm == "typescript" || c.Language == "typescript"
+	out := newStream(w, s.cfg.MaxOutputBytes, s.cfg.Keepalive)
 	defer out.stop()
 	if err := c.acquire(r.Context()); err != nil {
 		return
@@ -200,7 +200,7 @@ func (s *Server) replaceKernel(c *codeContext, k kernel) {
 }
 
 // stream writes an execution's NDJSON lines, with a keepalive line after
-// keepaliveEvery of silence.
+// Config.Keepalive of silence.
 type stream struct {
 	mu      sync.Mutex
 	w       io.Writer
@@ -211,20 +211,21 @@ type stream struct {
 	maxOutput int
 	capped    bool
 	stopped   chan struct{}
+	every     time.Duration // keepalive after this much silence
 }
 
-func newStream(w http.ResponseWriter, maxOutput int) *stream {
+func newStream(w http.ResponseWriter, maxOutput int, keepalive time.Duration) *stream {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	s := &stream{w: w, flush: func() { _ = rc.Flush() }, last: time.Now(), stopped: make(chan struct{}), maxOutput: maxOutput}
+	s := &stream{w: w, flush: func() { _ = rc.Flush() }, last: time.Now(), stopped: make(chan struct{}), maxOutput: maxOutput, every: keepalive}
 	s.flush()
 	go s.keepalive()
 	return s
 }
 
 func (s *stream) keepalive() {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(s.every / 5)
 	defer t.Stop()
 	for {
 		select {
@@ -232,7 +233,7 @@ func (s *stream) keepalive() {
 			return
 		case now := <-t.C:
 			s.mu.Lock()
-			if now.Sub(s.last) >= keepaliveEvery {
+			if now.Sub(s.last) >= s.every {
 				s.writeLocked(map[string]any{"type": "keepalive"})
 			}
 			s.mu.Unlock()

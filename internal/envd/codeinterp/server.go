@@ -31,6 +31,9 @@ type Config struct {
 	// MaxOutputBytes caps one execution's stdout and stderr (default
 	// 64 MiB): past it the output is dropped, the code runs on.
 	MaxOutputBytes int
+	// Keepalive is the silence after which an execution's stream gets a
+	// keepalive line (default 5 s).
+	Keepalive time.Duration
 }
 
 // Server is the code interpreter's HTTP server.
@@ -55,6 +58,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.MaxOutputBytes == 0 {
 		cfg.MaxOutputBytes = 64 << 20
+	}
+	if cfg.Keepalive == 0 {
+		cfg.Keepalive = 5 * time.Second
 	}
 	assets, err := writeAssets()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/envd"
 )
@@ -422,9 +423,9 @@ func TestKernelFailures(t *testing.T) {
 }
 
 func TestKeepalive(t *testing.T) {
-	s := startServer(t, "python")
-	e := s.execute(t, code("import time\ntime.sleep(5.6)"), "secret")
+	s := startServerWith(t, func(c *Config) { c.Defaults = []string{"python"}; c.Keepalive = 100 * time.Millisecond })
+	e := s.execute(t, code("import time\ntime.sleep(1.5)"), "secret")
 	if len(e.of("keepalive")) == 0 || len(e.of("end_of_execution")) != 1 {
-		t.Errorf("5.6 s of silence: %v", e.lines)
+		t.Errorf("1.5 s of silence, keepalives after 100 ms: %v", e.lines)
 	}
 }
