@@ -38,7 +38,7 @@ test: deps build runsc
 	# The isolation tests measure CPU shares: they run first, alone, one
 	# driver's package at a time.
 	$(GO) test -race -count=1 -p 1 -timeout 10m ./internal/isolation/...
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /internal/isolation/ -e /test/security)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/internal/isolation$$' -e /internal/isolation/ -e /test/security)
 	# The hostile suite measures a neighbour under attack: alone too.
 	$(GO) test -race -count=1 -timeout 20m ./test/security/
 	cd sdk/go && $(GO) test -race -count=1 -timeout 10m ./...
