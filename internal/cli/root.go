@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/covesandbox/cove/internal/version"
+
 	// The namespaces driver re-executes this binary as a sandbox's init and
 	// agent; importing it installs that entry point.
 	_ "github.com/covesandbox/cove/internal/isolation/namespaces"
@@ -25,7 +27,9 @@ func Main(args []string) int {
 		Short:         "Cove runs untrusted code in sandboxes that start in milliseconds",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Version,
 	}
+	root.SetVersionTemplate("cove {{.Version}}\n")
 	root.AddCommand(versionCmd(), envdCmd(), codeInterpreterCmd(), serverCmd(), sandboxCmd(), templateCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -36,6 +36,9 @@ func sandboxListCmd() *cobra.Command {
 				return explain(c, err, "")
 			}
 			if asJSON {
+				if list == nil {
+					list = []cove.SandboxInfo{} // [] for none, not null
+				}
 				return printJSON(cmd.OutOrStdout(), list)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)

@@ -48,6 +48,12 @@ func TestCLI(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(id, "i") {
 		t.Fatalf("create: %q %q %d", out, errOut, code)
 	}
+	if out, _, code := c.run(t, "", "sandbox", "list", "--json", "-m", "owner=nobody"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("list --json of none: %q %d, want []", out, code)
+	}
+	if out, _, code := c.run(t, "", "--version"); code != 0 || !strings.HasPrefix(out, "cove ") {
+		t.Errorf("--version: %q %d", out, code)
+	}
 	if out, _, _ := c.run(t, "", "sandbox", "list", "-m", "owner=cli"); !strings.Contains(out, id) || !strings.Contains(out, "owner=cli") {
 		t.Errorf("list: %q", out)
 	}
