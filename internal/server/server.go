@@ -89,6 +89,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := restrictKernelPointers(log); err != nil {
 		return err
 	}
