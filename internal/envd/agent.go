@@ -77,7 +77,14 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 			return fmt.Errorf("signal readiness: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: agent, IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
+	return Serve(ctx, ln, agent)
+}
+
+// Serve serves h on ln until ctx ends, then shuts down within 2 s: how the
+// in-sandbox servers (the agent, the code interpreter) serve. Connections
+// stay idle up to 640 s, as E2B's do.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -42,14 +42,16 @@ func startBashKernel(ctx context.Context, dir string, env []string) (*bashKernel
 	cmd := exec.Command("bash", "--noprofile", "--norc")
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
+	stdout, stderr, err := outputPipes()
 	if err != nil {
 		os.RemoveAll(cells)
 		return nil, err
 	}
-	stdout, stderr := newOutputPipe(), newOutputPipe()
 	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
-	err = cmd.Start()
+	stdin, err := cmd.StdinPipe() // closed by Start if it fails
+	if err == nil {
+		err = cmd.Start()
+	}
 	stdout.w.Close()
 	stderr.w.Close()
 	if err != nil {

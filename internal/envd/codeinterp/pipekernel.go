@@ -43,7 +43,14 @@ func startPipeKernel(ctx context.Context, argv []string, dir string, env []strin
 		reqW.Close()
 		return nil, err
 	}
-	stdout, stderr := newOutputPipe(), newOutputPipe()
+	stdout, stderr, err := outputPipes()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		msgR.Close()
+		msgW.Close()
+		return nil, err
+	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, ExtraFiles: []*os.File{reqR, msgW},
 		Stdout: stdout.w, Stderr: stderr.w, SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
 	err = cmd.Start()
@@ -79,12 +86,16 @@ func startPipeKernel(ctx context.Context, argv []string, dir string, env []strin
 
 type outputPipe struct{ r, w *os.File }
 
-func newOutputPipe() outputPipe {
-	r, w, err := os.Pipe()
-	if err != nil {
-		panic(err) // out of descriptors: nothing sensible to do
+// outputPipes are a kernel's standard output and error.
+func outputPipes() (stdout, stderr outputPipe, err error) {
+	if stdout.r, stdout.w, err = os.Pipe(); err != nil {
+		return stdout, stderr, err
 	}
-	return outputPipe{r, w}
+	if stderr.r, stderr.w, err = os.Pipe(); err != nil {
+		stdout.r.Close()
+		stdout.w.Close()
+	}
+	return stdout, stderr, err
 }
 
 func (k *pipeKernel) readMessages(r io.ReadCloser) {

@@ -3,7 +3,6 @@ package codeinterp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/covesandbox/cove/internal/envd"
 )
 
 // Port is the code interpreter's port inside a sandbox.
@@ -99,19 +100,7 @@ func (s *Server) Close() {
 }
 
 // Serve serves ln until ctx ends.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s, IdleTimeout: 640 * time.Second, ReadHeaderTimeout: 30 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shut)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error { return envd.Serve(ctx, ln, s) }
 
 // newContext starts a kernel for language in cwd and adds its context.
 func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault bool) (*codeContext, error) {
