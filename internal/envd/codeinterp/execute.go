@@ -11,13 +11,8 @@ import (
 	"time"
 )
 
-// Limits of an execution.
-const (
-	maxRequestBytes = 16 << 20 // the request body (10 MB of code fits)
-	// interruptGrace is how long interrupted code may take to stop before
-	// its kernel is restarted.
-	interruptGrace = 10 * time.Second
-)
+// maxRequestBytes caps an execution's request body (10 MB of code fits).
+const maxRequestBytes = 16 << 20
 
 type executeRequest struct {
 	Code      json.RawMessage   `json:"code"`
@@ -135,7 +130,7 @@ func (s *Server) defaultContext(ctx context.Context, language string) (*codeCont
 
 // runCell runs src in c's kernel k and streams its messages. A request
 // that ends (the client went away or timed out) interrupts the code; code
-// that does not stop within interruptGrace gets a fresh kernel.
+// that does not stop within Config.InterruptGrace gets a fresh kernel.
 func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src string, opts runOpts, out *stream) {
 	rn, err := k.start(src, opts)
 	if errors.Is(err, errKernelDied) {
@@ -171,7 +166,7 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src stri
 			if err := k.interrupt(); err != nil {
 				s.log.Warn("interrupt", "context", c.ID, "err", err)
 			}
-			interrupted = time.After(interruptGrace)
+			interrupted = time.After(s.cfg.InterruptGrace)
 		case <-interrupted:
 			s.log.Warn("interrupted code did not stop: restarting its kernel", "context", c.ID)
 			s.replaceKernel(c, k)

@@ -35,6 +35,9 @@ type Config struct {
 	// Keepalive is the silence after which an execution's stream gets a
 	// keepalive line (default 5 s).
 	Keepalive time.Duration
+	// InterruptGrace is how long interrupted code may take to stop before
+	// its kernel is replaced by a fresh one (default 10 s).
+	InterruptGrace time.Duration
 }
 
 // Server is the code interpreter's HTTP server.
@@ -62,6 +65,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.Keepalive == 0 {
 		cfg.Keepalive = 5 * time.Second
+	}
+	if cfg.InterruptGrace == 0 {
+		cfg.InterruptGrace = 10 * time.Second
 	}
 	assets, err := writeAssets()
 	if err != nil {

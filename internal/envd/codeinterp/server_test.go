@@ -429,3 +429,26 @@ func TestKeepalive(t *testing.T) {
 		t.Errorf("1.5 s of silence, keepalives after 100 ms: %v", e.lines)
 	}
 }
+
+// TestInterruptIgnored: code that ignores the interrupt gets a fresh
+// kernel once the grace is over; the next execution runs in it.
+func TestInterruptIgnored(t *testing.T) {
+	s := startServerWith(t, func(c *Config) { c.Defaults = []string{"python"}; c.InterruptGrace = 300 * time.Millisecond })
+	s.execute(t, code("kept = 1"), "secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/execute",
+		strings.NewReader(code("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('deaf', flush=True)\ntime.sleep(60)")))
+	req.Header.Set("X-Access-Token", "secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sc := bufio.NewScanner(resp.Body); sc.Scan() && !strings.Contains(sc.Text(), "deaf"); {
+	}
+	cancel()
+	resp.Body.Close()
+	e := s.execute(t, code("'kept' in globals()"), "secret") // waits for the replaced kernel
+	if r := e.of("result"); len(r) != 1 || r[0]["text"] != "False" {
+		t.Errorf("after a kernel that ignored the interrupt: %v", e.lines)
+	}
+}
