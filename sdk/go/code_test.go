@@ -106,7 +106,8 @@ func TestCodeInterpreter(t *testing.T) {
 		}
 	})
 	t.Run("the server comes back when it is killed", func(t *testing.T) {
-		if _, err := sbx.Commands.Run(ctx, "pkill -f 'code-interpreter --serve'"); err != nil {
+		// SIGKILL: the server cannot end its kernels itself.
+		if _, err := sbx.Commands.Run(ctx, "pkill -KILL -f 'code-interpreter --serve'"); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
@@ -119,6 +120,12 @@ func TestCodeInterpreter(t *testing.T) {
 				t.Fatalf("not back after 30 s: %v", err)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+		// The killed server's kernels went with it (parent-death signal):
+		// one IPython kernel left, the new server's.
+		res, err := sbx.Commands.Run(ctx, "pgrep -fc ipykernel_launcher")
+		if err != nil || strings.TrimSpace(res.Stdout) != "1" {
+			t.Errorf("IPython kernels after the restart: %v %+v", err, res)
 		}
 	})
 	t.Run("a killed sandbox breaks the stream off", func(t *testing.T) {
