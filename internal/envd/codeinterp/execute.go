@@ -142,7 +142,7 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src stri
 		return
 	}
 	done := ctx.Done()
-	var interrupted <-chan time.Time
+	var interrupted, retry <-chan time.Time
 	for {
 		select {
 		case m, ok := <-rn.msgs:
@@ -167,6 +167,14 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src stri
 				s.log.Warn("interrupt", "context", c.ID, "err", err)
 			}
 			interrupted = time.After(s.cfg.InterruptGrace)
+			again := time.NewTicker(time.Second)
+			defer again.Stop()
+			retry = again.C
+		case <-retry:
+			// A signal that came while the kernel could not take it (an
+			// output flood in its own I/O code) is lost: again, until the
+			// grace is over.
+			_ = k.interrupt()
 		case <-interrupted:
 			s.log.Warn("interrupted code did not stop: restarting its kernel", "context", c.ID)
 			s.replaceKernel(c, k)
