@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -131,29 +132,163 @@ func writeFile(path string, u identity.User, body io.Reader, meta map[string]str
 }
 
 func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]string) (uploadedFile, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
+	// A link at path is written through, as a shell's redirection would:
+	// the file replaced is the one it leads to.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	} else if st, lerr := os.Lstat(path); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
+		// A dangling link: the file is made where it leads, if the user may.
+		if err := rewriteInPlace(path, os.O_CREATE, body, meta); err != nil {
+			return uploadedFile{}, err
+		}
+		return uploadedFile{Path: path, Name: filepath.Base(path), Type: "file", Metadata: filesystem.ReadMetadata(path)}, nil
+	}
+	old, err := os.Stat(path)
+	switch {
+	case err == nil && old.IsDir():
 		return uploadedFile{}, errs.New(errs.InvalidArgument, "path '%s' is a directory", path)
+	case err == nil && !old.Mode().IsRegular():
+		return uploadedFile{}, errs.New(errs.InvalidArgument, "path '%s' is not a regular file", path)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return uploadedFile{}, filesystem.PathError(path, err)
+	case err != nil:
+		old = nil
 	}
 	if err := filesystem.MkdirAllOwned(filepath.Dir(path), u); err != nil {
 		return uploadedFile{}, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return uploadedFile{}, filesystem.PathError(path, err)
-	}
-	if _, err := io.Copy(f, body); err != nil {
-		f.Close()
-		return uploadedFile{}, filesystem.PathError(path, err)
-	}
-	if err := f.Close(); err != nil {
-		return uploadedFile{}, filesystem.PathError(path, err)
-	}
-	for k, v := range meta {
-		if err := unix.Setxattr(path, filesystem.MetadataXattrPrefix+k, []byte(v), 0); err != nil {
-			return uploadedFile{}, errs.New(errs.Internal, "store metadata %q on %s: %v", k, path, err)
+	if old != nil {
+		// The user must be allowed to write the file itself, not only its
+		// directory: the upload replaces its content.
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return uploadedFile{}, filesystem.PathError(path, err)
 		}
+		f.Close()
+	}
+	if err := replaceFile(path, old, u, body, meta); err != nil {
+		return uploadedFile{}, err
 	}
 	return uploadedFile{Path: path, Name: filepath.Base(path), Type: "file", Metadata: filesystem.ReadMetadata(path)}, nil
+}
+
+// replaceFile writes body and meta to a new file beside path and renames it
+// over path, so a failed upload (no space, a broken stream) leaves path as
+// it was and takes no space. The new file keeps the old one's mode and
+// owner; where it could not (another user's file the user may write, or a
+// directory the user may not create in) the old file is rewritten in
+// place, as before.
+func replaceFile(path string, old os.FileInfo, u identity.User, body io.Reader, meta map[string]string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".upload-*")
+	if err != nil {
+		if old != nil && errors.Is(err, os.ErrPermission) {
+			return rewriteInPlace(path, 0, body, meta)
+		}
+		return filesystem.PathError(path, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	mode := os.FileMode(0o644)
+	if old != nil {
+		mode = old.Mode().Perm()
+		if st, ok := old.Sys().(*syscall.Stat_t); ok && (st.Uid != u.UID || st.Gid != u.GID) {
+			if u.UID != 0 {
+				tmp.Close()
+				os.Remove(tmp.Name())
+				done = true
+				return rewriteInPlace(path, 0, body, meta)
+			}
+			if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
+				return filesystem.PathError(path, err)
+			}
+		}
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return filesystem.PathError(path, err)
+	}
+	if err := copyBody(tmp, body, path); err != nil {
+		return err
+	}
+	if err := setMetadata(tmp.Name(), meta); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return filesystem.PathError(path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return filesystem.PathError(path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return filesystem.PathError(path, err)
+	}
+	done = true
+	return nil
+}
+
+// rewriteInPlace truncates path (flags may add O_CREATE) and writes body
+// to it: its owner and mode stay, its old metadata goes.
+func rewriteInPlace(path string, flags int, body io.Reader, meta map[string]string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|flags, 0o644)
+	if err != nil {
+		return filesystem.PathError(path, err)
+	}
+	if err := copyBody(f, body, path); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return filesystem.PathError(path, err)
+	}
+	for k := range filesystem.ReadMetadata(path) {
+		if err := unix.Removexattr(path, filesystem.MetadataXattrPrefix+k); err != nil && !errors.Is(err, unix.ENODATA) {
+			return filesystem.PathError(path, err)
+		}
+	}
+	return setMetadata(path, meta)
+}
+
+// copyBody copies an upload's body to f: a body that breaks off is the
+// client's error, a write that fails the file system's.
+func copyBody(f *os.File, body io.Reader, path string) error {
+	r := &bodyReader{r: body}
+	if _, err := io.Copy(f, r); err != nil {
+		if r.err != nil {
+			return errs.New(errs.InvalidArgument, "reading the upload for '%s': %v", path, r.err)
+		}
+		return filesystem.PathError(path, err)
+	}
+	return nil
+}
+
+// bodyReader remembers a read error, to tell it from a write error.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+func setMetadata(path string, meta map[string]string) error {
+	for k, v := range meta {
+		if err := unix.Setxattr(path, filesystem.MetadataXattrPrefix+k, []byte(v), 0); err != nil {
+			if errors.Is(err, unix.ENOTSUP) {
+				return errs.New(errs.InvalidArgument, "the file system of '%s' keeps no metadata", path)
+			}
+			return filesystem.PathError(path, err)
+		}
+	}
+	return nil
 }
 
 // uploadMetadata collects X-Metadata-<key> headers.

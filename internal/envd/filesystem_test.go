@@ -32,7 +32,7 @@ func TestFilesystemRPCs(t *testing.T) {
 		t.Errorf("stat: %v", e)
 	}
 	link, err := a.fs.Stat(ctx(t), req(&fspb.StatRequest{Path: filepath.Join(dir, "link")}))
-	if err != nil || link.Msg.GetEntry().GetSymlinkTarget() != "file" {
+	if err != nil || link.Msg.GetEntry().GetSymlinkTarget() != filepath.Join(dir, "file") {
 		t.Errorf("stat of a symlink: %v %v", link, err)
 	}
 

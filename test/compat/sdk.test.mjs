@@ -103,6 +103,26 @@ test('files: text and bytes, list, exists, getInfo, makeDir, rename, remove', as
   await assert.rejects(sbx.files.read('/home/user/missing.txt'), NotFoundError)
 })
 
+test('files: symlink targets are absolute, metadata is user.e2b.*, the default user has its own rights', async () => {
+  await sbx.files.write('/home/user/meta/target.txt', 'x', { metadata: { author: 'alice' } })
+  await sbx.commands.run(
+    'cd /home/user/meta && ln -s target.txt link && python3 -c "import os; os.setxattr(\'target.txt\', \'user.e2b.reviewed\', b\'yes\')"'
+  )
+  const link = await sbx.files.getInfo('/home/user/meta/link')
+  assert.equal(link.symlinkTarget, '/home/user/meta/target.txt')
+  const info = await sbx.files.getInfo('/home/user/meta/target.txt')
+  assert.deepEqual(info.metadata, { author: 'alice', reviewed: 'yes' })
+  await sbx.files.write('/home/user/meta/target.txt', 'y')
+  assert.equal((await sbx.files.getInfo('/home/user/meta/target.txt')).metadata, undefined)
+  // As user: no writing root's files, no listing /root; root may.
+  await assert.rejects(sbx.files.write('/etc/hosts', 'mine'), (e) => !(e instanceof NotFoundError) && /denied/i.test(e.message))
+  await assert.rejects(sbx.files.list('/root'), /denied/i)
+  assert.ok(Array.isArray(await sbx.files.list('/root', { user: 'root' })))
+  assert.equal((await sbx.files.getInfo('/etc/hosts')).owner, 'root')
+  // A read-only file system is the caller's error with the reason, not a 500.
+  await assert.rejects(sbx.files.write('/usr/cove-test', 'x', { user: 'root' }), /read-only/)
+})
+
 test('files: watchDir sees a new file', async () => {
   await sbx.files.makeDir('/home/user/watched')
   const events = []

@@ -374,7 +374,11 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestKernelFailures(t *testing.T) {
-	s := startServerWith(t, func(c *Config) { c.Defaults = []string{"python"}; c.MaxOutputBytes = 1 << 20; c.InterruptGrace = time.Minute })
+	s := startServerWith(t, func(c *Config) {
+		c.Defaults = []string{"python"}
+		c.MaxOutputBytes = 1 << 20
+		c.InterruptGrace = time.Minute
+	})
 	run := func(c string) execution { return s.execute(t, code(c), "secret") }
 
 	// Output without end is capped; the client going away interrupts it.

@@ -17,8 +17,9 @@ import (
 )
 
 // MetadataXattrPrefix prefixes the extended attributes that hold a file's
-// user metadata (X-Metadata-* headers of an upload).
-const MetadataXattrPrefix = "user.cove.meta."
+// user metadata (X-Metadata-* headers of an upload), E2B's own: metadata
+// set inside the sandbox with setfattr -n user.e2b.<key> shows too.
+const MetadataXattrPrefix = "user.e2b."
 
 // Entry describes path without following a final symlink.
 func Entry(path string) (*pb.EntryInfo, error) {
@@ -44,7 +45,15 @@ func entryFromInfo(path string, st fs.FileInfo) *pb.EntryInfo {
 		e.Group = groupName(sys.Gid)
 	}
 	if st.Mode()&fs.ModeSymlink != 0 {
-		if target, err := os.Readlink(path); err == nil {
+		// The target is given absolute and resolved, as E2B's agent gives
+		// it; a dangling link's target as far as it goes.
+		if target, err := filepath.EvalSymlinks(path); err == nil {
+			e.SymlinkTarget = &target
+		} else if target, err := os.Readlink(path); err == nil {
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(path), target)
+			}
+			target = filepath.Clean(target)
 			e.SymlinkTarget = &target
 		}
 		// Like envd, report a symlink to a directory or file as that type.
@@ -126,6 +135,14 @@ func PathError(path string, err error) error {
 		return errs.New(errs.PermissionDenied, "permission denied: '%s'", path)
 	case errors.Is(err, syscall.ENOTDIR):
 		return errs.New(errs.InvalidArgument, "a component of '%s' is not a directory", path)
+	case errors.Is(err, syscall.EROFS):
+		return errs.New(errs.PermissionDenied, "'%s' is on a read-only file system", path)
+	case errors.Is(err, syscall.ETXTBSY):
+		return errs.New(errs.Conflict, "'%s' is a program running now", path)
+	case errors.Is(err, syscall.EBUSY):
+		return errs.New(errs.Conflict, "'%s' is in use (a mount point)", path)
+	case errors.Is(err, syscall.EISDIR):
+		return errs.New(errs.InvalidArgument, "path '%s' is a directory", path)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return errs.New(errs.ResourceExhausted, "no space left for '%s'", path)
 	default:

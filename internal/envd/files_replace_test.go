@@ -1,0 +1,144 @@
+package envd_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
+)
+
+// tmpfs mounts a small tmpfs at a new directory for the test (flags may
+// make it read-only) and unmounts it at the end.
+func tmpfs(t *testing.T, size string, flags uintptr) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "size="+size); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+func upload(t *testing.T, a *agent, path string, body []byte, headers ...string) (int, string) {
+	t.Helper()
+	resp := a.post(t, "/files?path="+url.QueryEscape(path), string(body), append([]string{"Content-Type", "application/octet-stream"}, headers...)...)
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// An upload replaces a file whole or not at all: a full disk or a broken
+// stream leaves the old content and nothing beside it.
+func TestUploadAllOrNothing(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	dir := tmpfs(t, "256k", 0)
+	path := filepath.Join(dir, "kept.txt")
+	if code, body := upload(t, a, path, []byte("old content")); code != 200 {
+		t.Fatalf("first upload: %d %s", code, body)
+	}
+	os.Chmod(path, 0o600)
+
+	code, body := upload(t, a, path, bytes.Repeat([]byte("x"), 1<<20))
+	if code != 507 || !strings.Contains(body, "no space") {
+		t.Errorf("upload past the disk: %d %s, want 507 no space", code, body)
+	}
+	var broken bytes.Buffer
+	zw := gzip.NewWriter(&broken)
+	zw.Write(bytes.Repeat([]byte("y"), 4096))
+	zw.Close()
+	code, body = upload(t, a, path, broken.Bytes()[:broken.Len()-8], "Content-Encoding", "gzip")
+	if code < 400 || code >= 500 {
+		t.Errorf("truncated gzip body: %d %s, want a 4xx", code, body)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old content" {
+		t.Errorf("failed uploads left %q", b)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Errorf("failed uploads left files beside: %v", names)
+	}
+
+	if code, body := upload(t, a, path, []byte("new")); code != 200 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("an overwritten file's mode became %v, want 0600", st.Mode().Perm())
+	}
+}
+
+// Metadata is E2B's: user.e2b.<key> attributes, set by an upload or by
+// setfattr inside, shown by stat, gone when the file is overwritten.
+func TestFileMetadata(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	dir := tmpfs(t, "1m", 0)
+	path := filepath.Join(dir, "f")
+	code, body := upload(t, a, path, []byte("1"), "X-Metadata-Author", "alice")
+	if code != 200 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	var out []struct{ Metadata map[string]string }
+	if json.Unmarshal([]byte(body), &out); len(out) != 1 || out[0].Metadata["author"] != "alice" {
+		t.Errorf("upload answer %s", body)
+	}
+	val := make([]byte, 64)
+	if n, err := unix.Getxattr(path, "user.e2b.author", val); err != nil || string(val[:n]) != "alice" {
+		t.Errorf("user.e2b.author = %q, %v", val[:n], err)
+	}
+	if err := unix.Setxattr(path, "user.e2b.reviewed", []byte("yes"), 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.fs.Stat(ctx(t), req(&fspb.StatRequest{Path: path}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.Msg.GetEntry().GetMetadata(); m["author"] != "alice" || m["reviewed"] != "yes" || len(m) != 2 {
+		t.Errorf("stat metadata %v", m)
+	}
+	if code, body := upload(t, a, path, []byte("2")); code != 200 || strings.Contains(body, "metadata") {
+		t.Errorf("overwrite: %d %s", code, body)
+	}
+	st, err = a.fs.Stat(ctx(t), req(&fspb.StatRequest{Path: path}))
+	if err != nil || len(st.Msg.GetEntry().GetMetadata()) != 0 {
+		t.Errorf("an overwritten file kept metadata: %v %v", st, err)
+	}
+}
+
+// Writing where the file system is read-only is the user's error, with the
+// reason: 403, not 500.
+func TestUploadReadOnly(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	dir := tmpfs(t, "64k", unix.MS_RDONLY)
+	code, body := upload(t, a, filepath.Join(dir, "f"), []byte("x"))
+	if code != 403 || !strings.Contains(body, "read-only") {
+		t.Errorf("upload to a read-only file system: %d %s, want 403 naming it", code, body)
+	}
+	// A running program cannot be written: 409 with the reason.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := upload(t, a, self, []byte("x")); code != 409 || !strings.Contains(body, "running") {
+		t.Errorf("upload onto a running program: %d %s, want 409", code, body)
+	}
+	_, err = a.fs.MakeDir(ctx(t), req(&fspb.MakeDirRequest{Path: filepath.Join(dir, "d")}))
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("make dir on a read-only file system: %v", err)
+	}
+}
