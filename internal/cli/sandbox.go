@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,17 @@ func explain(c *cove.Client, err error, sandboxID string) error {
 		return fmt.Errorf("cannot reach the Cove API at %s: is `cove server` running there? Set COVE_API_URL otherwise (%v)", c.APIURL(), err)
 	}
 	return err
+}
+
+// explainPath is explain for a file operation in a live sandbox: a
+// missing path is said as such, not as a missing sandbox.
+func explainPath(c *cove.Client, err error, sandboxID, p string) error {
+	if errors.Is(err, cove.ErrNotFound) {
+		if _, ierr := c.Info(context.Background(), sandboxID); ierr == nil {
+			return fmt.Errorf("%s:%s: no such file or directory", sandboxID, p)
+		}
+	}
+	return explain(c, err, sandboxID)
 }
 
 // keyValues parses repeated k=v flags.

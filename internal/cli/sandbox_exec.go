@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,10 +16,20 @@ type exitCodeError struct{ code int }
 
 func (e exitCodeError) Error() string { return "" }
 
+// exitCode turns a command's exit into the CLI's own.
+func exitCode(err error) error {
+	var exitErr *cove.CommandExitError
+	if errors.As(err, &exitErr) {
+		return exitCodeError{code: max(1, min(exitErr.ExitCode, 255))}
+	}
+	return err
+}
+
 func sandboxExecCmd() *cobra.Command {
 	var (
-		user, cwd string
-		envs      []string
+		user, cwd  string
+		envs       []string
+		stdin, tty bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec SANDBOX -- COMMAND [ARG...]",
@@ -36,6 +48,10 @@ func sandboxExecCmd() *cobra.Command {
 			if err != nil {
 				return explain(c, err, args[0])
 			}
+			if tty {
+				return explain(c, attachTerminal(cmd, sbx, cove.PTYOptions{
+					Command: shellJoin(args[1:]), User: user, Cwd: cwd, Envs: e}), args[0])
+			}
 			opts := []cove.CommandOption{
 				cove.OnStdout(func(b []byte) { _, _ = cmd.OutOrStdout().Write(b) }),
 				cove.OnStderr(func(b []byte) { _, _ = cmd.ErrOrStderr().Write(b) }),
@@ -47,18 +63,43 @@ func sandboxExecCmd() *cobra.Command {
 			if cwd != "" {
 				opts = append(opts, cove.WithCwd(cwd))
 			}
-			_, err = sbx.Commands.Run(cmd.Context(), shellJoin(args[1:]), opts...)
-			var exitErr *cove.CommandExitError
-			if errors.As(err, &exitErr) {
-				return exitCodeError{code: max(1, min(exitErr.ExitCode, 255))}
+			if !stdin {
+				_, err = sbx.Commands.Run(cmd.Context(), shellJoin(args[1:]), opts...)
+				return explain(c, exitCode(err), args[0])
 			}
-			return explain(c, err, args[0])
+			h, err := sbx.Commands.Start(cmd.Context(), shellJoin(args[1:]), append(opts, cove.WithStdin())...)
+			if err != nil {
+				return explain(c, err, args[0])
+			}
+			go forwardStdin(cmd.Context(), h, cmd.InOrStdin())
+			_, err = h.Wait(cmd.Context())
+			return explain(c, exitCode(err), args[0])
 		},
 	}
 	cmd.Flags().StringVarP(&user, "user", "u", "", "run as this user (user or root)")
 	cmd.Flags().StringVarP(&cwd, "cwd", "w", "", "working directory")
 	cmd.Flags().StringArrayVarP(&envs, "env", "e", nil, "environment variable key=value (repeatable)")
+	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, "pass stdin to the command (closed at its end)")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command on a terminal (raw mode when stdin is one)")
 	return cmd
+}
+
+// forwardStdin sends r to the command's stdin in chunks and closes it at
+// the end of r.
+func forwardStdin(ctx context.Context, h *cove.CommandHandle, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if h.SendStdin(ctx, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = h.CloseStdin(ctx)
+			return
+		}
+	}
 }
 
 // shellJoin quotes args for bash -c; a single argument is taken as a

@@ -15,6 +15,8 @@ import (
 func sandboxListCmd() *cobra.Command {
 	var (
 		meta   []string
+		states []string
+		tpl    string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -31,7 +33,7 @@ func sandboxListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := c.List(cmd.Context(), cove.ListOptions{Metadata: m})
+			list, err := c.List(cmd.Context(), cove.ListOptions{Metadata: m, States: states, Template: tpl})
 			if err != nil {
 				return explain(c, err, "")
 			}
@@ -42,15 +44,21 @@ func sandboxListCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), list)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tTEMPLATE\tSTATE\tSTARTED\tENDS IN\tMETADATA")
+			fmt.Fprintln(w, "ID\tTEMPLATE\tISOLATION\tSTATE\tSTARTED\tENDS IN\tMETADATA")
 			for _, s := range list {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.TemplateID, s.State, s.StartedAt.Local().Format(time.DateTime),
+				name := s.Name
+				if name == "" {
+					name = s.TemplateID
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, name, s.Isolation, s.State, s.StartedAt.Local().Format(time.DateTime),
 					time.Until(s.EndAt).Round(time.Second), formatMeta(s.Metadata))
 			}
 			return w.Flush()
 		},
 	}
 	cmd.Flags().StringArrayVarP(&meta, "metadata", "m", nil, "only sandboxes with this metadata key=value (repeatable)")
+	cmd.Flags().StringArrayVar(&states, "state", nil, "only sandboxes in this state: running or paused (repeatable)")
+	cmd.Flags().StringVarP(&tpl, "template", "t", "", "only sandboxes of this template (id or name)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -29,37 +28,40 @@ func sandboxShellCmd() *cobra.Command {
 			if err != nil {
 				return explain(c, err, args[0])
 			}
-			in := int(os.Stdin.Fd())
-			cols, rows := 80, 24
-			if term.IsTerminal(in) {
-				if w, h, err := term.GetSize(in); err == nil {
-					cols, rows = w, h
-				}
-			}
-			t, err := sbx.PTY.Create(cmd.Context(), cove.PTYOptions{Cols: uint16(cols), Rows: uint16(rows), User: user})
-			if err != nil {
-				return explain(c, err, args[0])
-			}
-			if term.IsTerminal(in) {
-				old, err := term.MakeRaw(in)
-				if err != nil {
-					return err
-				}
-				defer term.Restore(in, old)
-				go followSize(cmd.Context(), in, t)
-			}
-			go func() { _, _ = io.Copy(t, os.Stdin) }()
-			_, _ = io.Copy(cmd.OutOrStdout(), t)
-			_, err = t.Wait(context.Background())
-			var exitErr *cove.CommandExitError
-			if errors.As(err, &exitErr) {
-				return exitCodeError{code: max(1, min(exitErr.ExitCode, 255))}
-			}
-			return explain(c, err, args[0])
+			return explain(c, attachTerminal(cmd, sbx, cove.PTYOptions{User: user}), args[0])
 		},
 	}
 	cmd.Flags().StringVarP(&user, "user", "u", "", "log in as this user (user or root)")
 	return cmd
+}
+
+// attachTerminal runs a terminal in the sandbox with this process's
+// terminal (raw, resized with it) or stdin and stdout; the result is the
+// terminal's exit.
+func attachTerminal(cmd *cobra.Command, sbx *cove.Sandbox, opts cove.PTYOptions) error {
+	in := int(os.Stdin.Fd())
+	opts.Cols, opts.Rows = 80, 24
+	if term.IsTerminal(in) {
+		if w, h, err := term.GetSize(in); err == nil {
+			opts.Cols, opts.Rows = uint16(w), uint16(h)
+		}
+	}
+	t, err := sbx.PTY.Create(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	if term.IsTerminal(in) {
+		old, err := term.MakeRaw(in)
+		if err != nil {
+			return err
+		}
+		defer term.Restore(in, old)
+		go followSize(cmd.Context(), in, t)
+	}
+	go func() { _, _ = io.Copy(t, os.Stdin) }()
+	_, _ = io.Copy(cmd.OutOrStdout(), t)
+	_, err = t.Wait(context.Background())
+	return exitCode(err)
 }
 
 // followSize resizes the sandbox's terminal whenever the local one changes.

@@ -304,3 +304,6 @@ func (h *CommandHandle) SendStdin(ctx context.Context, data []byte) error {
 
 // Disconnect stops following the process; it keeps running.
 func (h *CommandHandle) Disconnect() { h.cancel() }
+
+// CloseStdin closes the process's stdin (it reads end of file).
+func (h *CommandHandle) CloseStdin(ctx context.Context) error { return h.c.CloseStdin(ctx, h.PID) }

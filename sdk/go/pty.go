@@ -17,13 +17,17 @@ type PTY struct {
 	rpc processconnect.ProcessClient
 }
 
-// PTYOptions describe a terminal; the shell is an interactive login bash.
+// PTYOptions describe a terminal; the shell is an interactive login bash
+// unless Command is set.
 type PTYOptions struct {
 	Cols, Rows uint16
-	Envs       map[string]string
-	Cwd        string
-	User       string
-	Timeout    time.Duration // 0: the terminal lives until it exits or is killed
+	// Command, when set, runs instead of the interactive shell (bash -l -c
+	// Command); the terminal ends with it.
+	Command string
+	Envs    map[string]string
+	Cwd     string
+	User    string
+	Timeout time.Duration // 0: the terminal lives until it exits or is killed
 }
 
 // Terminal is a running shell on a pseudo-terminal. Read returns its output;
@@ -42,8 +46,12 @@ func (p *PTY) Create(ctx context.Context, opts PTYOptions) (*Terminal, error) {
 	for k, v := range opts.Envs {
 		envs[k] = v
 	}
+	args := []string{"-i", "-l"}
+	if opts.Command != "" {
+		args = []string{"-l", "-c", opts.Command}
+	}
 	req := connect.NewRequest(&pb.StartRequest{
-		Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-i", "-l"}, Envs: envs},
+		Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: args, Envs: envs},
 		Pty:     &pb.PTY{Size: &pb.PTY_Size{Cols: uint32(opts.Cols), Rows: uint32(opts.Rows)}},
 	})
 	if opts.Cwd != "" {

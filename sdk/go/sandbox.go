@@ -22,8 +22,11 @@ type CreateOptions struct {
 
 // SandboxInfo is what the server reports of a sandbox.
 type SandboxInfo struct {
-	ID         string            `json:"sandboxID"`
-	TemplateID string            `json:"templateID"`
+	ID         string `json:"sandboxID"`
+	TemplateID string `json:"templateID"`
+	// Name is the template's name the sandbox was made from, when it was
+	// asked for by name.
+	Name       string            `json:"alias,omitempty"`
 	State      string            `json:"state"`
 	StartedAt  time.Time         `json:"startedAt"`
 	EndAt      time.Time         `json:"endAt"`
@@ -31,6 +34,9 @@ type SandboxInfo struct {
 	MemoryMB   int               `json:"memoryMB"`
 	DiskSizeMB int               `json:"diskSizeMB"`
 	Metadata   map[string]string `json:"metadata"`
+	// Isolation is the driver the sandbox runs on ("namespaces",
+	// "gvisor"): Cove's own field.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Sandbox is a running sandbox: its commands, files and terminals.
@@ -173,6 +179,10 @@ func (s *Sandbox) Metrics(ctx context.Context) ([]Metric, error) {
 type ListOptions struct {
 	Metadata map[string]string
 	States   []string // "running", "paused"; empty = both
+	// Template keeps the sandboxes of one template (id or name).
+	Template string
+	// StartedAfter keeps sandboxes started at or after it (zero = any).
+	StartedAfter time.Time
 }
 
 // List returns every sandbox of the key's team that matches, newest first.
@@ -187,6 +197,12 @@ func (c *Client) List(ctx context.Context, opts ListOptions) ([]SandboxInfo, err
 	}
 	if len(opts.States) > 0 {
 		q.Set("state", strings.Join(opts.States, ","))
+	}
+	if opts.Template != "" {
+		q.Set("template", opts.Template)
+	}
+	if !opts.StartedAfter.IsZero() {
+		q.Set("startedAfter", opts.StartedAfter.UTC().Format(time.RFC3339Nano))
 	}
 	var all []SandboxInfo
 	for {

@@ -54,8 +54,12 @@ func TestCLI(t *testing.T) {
 	if out, _, code := c.run(t, "", "--version"); code != 0 || !strings.HasPrefix(out, "cove ") {
 		t.Errorf("--version: %q %d", out, code)
 	}
-	if out, _, _ := c.run(t, "", "sandbox", "list", "-m", "owner=cli"); !strings.Contains(out, id) || !strings.Contains(out, "owner=cli") {
-		t.Errorf("list: %q", out)
+	if out, _, _ := c.run(t, "", "sandbox", "list", "-m", "owner=cli"); !strings.Contains(out, id) || !strings.Contains(out, "owner=cli") ||
+		!strings.Contains(out, " base ") || !strings.Contains(out, "namespaces") {
+		t.Errorf("list (id, template name, driver, metadata): %q", out)
+	}
+	if out, _, _ := c.run(t, "", "sandbox", "list", "--template", "nope"); strings.Contains(out, id) {
+		t.Errorf("list --template nope: %q", out)
 	}
 	if out, _, code := c.run(t, "", "sandbox", "info", id); code != 0 || !strings.Contains(out, `"sandboxID": "`+id+`"`) {
 		t.Errorf("info: %q %d", out, code)
@@ -66,6 +70,12 @@ func TestCLI(t *testing.T) {
 	}
 	if out, _, code := c.run(t, "", "sandbox", "exec", "-u", "root", "-w", "/tmp", id, "--", "pwd; whoami"); out != "/tmp\nroot\n" || code != 0 {
 		t.Errorf("exec as root in /tmp: %q %d", out, code)
+	}
+	if out, _, code := c.run(t, "one\ntwo\n", "sandbox", "exec", "-i", id, "--", "wc -l; tr a-z A-Z </dev/null"); strings.TrimSpace(out) != "2" || code != 0 {
+		t.Errorf("exec -i: %q %d, want 2 lines counted", out, code)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "exec", "-t", id, "--", "tty; exit 4"); !strings.Contains(out, "/dev/pts/") || code != 4 {
+		t.Errorf("exec -t: %q %d, want a terminal and exit 4", out, code)
 	}
 
 	local := filepath.Join(t.TempDir(), "in.txt")
@@ -83,6 +93,21 @@ func TestCLI(t *testing.T) {
 	if out, _, _ := c.run(t, "", "sandbox", "cp", id+":/home/user/in.txt", "-"); out != "through cp" {
 		t.Errorf("cp to stdout: %q", out)
 	}
+	// A directory on either side takes the file's name, as cp does.
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", local, id+":/tmp"); code != 0 {
+		t.Errorf("cp into a sandbox directory: %q", errOut)
+	} else if out, _, _ := c.run(t, "", "sandbox", "exec", id, "--", "cat /tmp/in.txt"); out != "through cp" {
+		t.Errorf("cp into /tmp wrote %q", out)
+	}
+	localDir := t.TempDir()
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", id+":/home/user/in.txt", localDir); code != 0 {
+		t.Errorf("cp into a local directory: %q", errOut)
+	} else if b, _ := os.ReadFile(filepath.Join(localDir, "in.txt")); string(b) != "through cp" {
+		t.Errorf("cp into a local directory wrote %q", b)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "cp", id+":/home/user/missing.txt", "-"); code == 0 || !strings.Contains(errOut, "no such file") || strings.Contains(errOut, "not found") {
+		t.Errorf("cp of a missing file: %q %d, want it named missing (not the sandbox)", errOut, code)
+	}
 	// shell without a terminal: commands from stdin, the shell's exit code.
 	out, _, code = c.run(t, "echo in-shell-$((6*7))\nexit 7\n", "sandbox", "shell", id)
 	if code != 7 || !strings.Contains(out, "in-shell-42") {
@@ -94,6 +119,22 @@ func TestCLI(t *testing.T) {
 	}
 	if out, _, code := c.run(t, "", "sandbox", "kill", id); code != 0 || !strings.Contains(out, "killed "+id) {
 		t.Errorf("kill: %q %d", out, code)
+	}
+	var tagged []string
+	for range 2 {
+		out, _, _ := c.run(t, "", "sandbox", "create", "--metadata", "batch=b1")
+		tagged = append(tagged, strings.TrimSpace(out))
+	}
+	other, _, _ := c.run(t, "", "sandbox", "create")
+	other = strings.TrimSpace(other)
+	if out, errOut, code := c.run(t, "", "sandbox", "kill", "--all", "-m", "batch=b1"); code != 0 || !strings.Contains(out, tagged[0]) || !strings.Contains(out, tagged[1]) || strings.Contains(out, other) {
+		t.Errorf("kill --all -m batch=b1: %q %q %d", out, errOut, code)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "kill", "--all"); code != 0 || !strings.Contains(out, "killed "+other) {
+		t.Errorf("kill --all: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "kill"); code == 0 || !strings.Contains(errOut, "--all") {
+		t.Errorf("kill with nothing: %q %d", errOut, code)
 	}
 	if _, errOut, code := c.run(t, "", "sandbox", "info", id); code == 0 || !strings.Contains(errOut, "not found") {
 		t.Errorf("info after kill: %q %d", errOut, code)

@@ -157,17 +157,36 @@ test('pty: create, sendInput, resize, kill', async () => {
   assert.equal(await sbx.pty.kill(t.pid), true)
 })
 
-test('getInfo and list with a metadata filter', async () => {
+test('getInfo and list: metadata as given, template, startedAfter, state, order and pages', async () => {
   const info = await sbx.getInfo()
   assert.equal(info.sandboxId, sbx.sandboxId)
   assert.equal(info.templateId, 'base')
-  assert.equal(info.metadata.suite, 'compat')
+  assert.equal(info.name, 'base')
+  assert.deepEqual(info.metadata, { suite: 'compat', run: process.env.COMPAT_RUN })
   assert.equal(info.state, 'running')
-  const p = Sandbox.list({ query: { metadata: { run: process.env.COMPAT_RUN } } })
-  const items = await p.nextItems()
-  assert.deepEqual(items.map((s) => s.sandboxId), [sbx.sandboxId])
-  const none = await Sandbox.list({ query: { metadata: { run: 'nothing-has-this' } } }).nextItems()
-  assert.equal(none.length, 0)
+  const run = { run: process.env.COMPAT_RUN }
+  const ids = async (query, opts = {}) => (await Sandbox.list({ query: { metadata: run, ...query }, ...opts }).nextItems()).map((s) => s.sandboxId)
+  assert.deepEqual(await ids({}), [sbx.sandboxId])
+  assert.deepEqual(await ids({ metadata: { run: 'nothing-has-this' } }), [])
+  // startedAfter is inclusive: the start time itself finds it, a second later does not.
+  assert.deepEqual(await ids({ startedAfter: info.startedAt }), [sbx.sandboxId])
+  assert.deepEqual(await ids({ startedAfter: new Date(info.startedAt.getTime() + 1000) }), [])
+  assert.deepEqual(await ids({ template: 'base' }), [sbx.sandboxId])
+  assert.deepEqual(await ids({ template: 'no-such-template' }), [])
+  assert.deepEqual(await ids({ state: ['paused'] }), [])
+  assert.deepEqual(await ids({ state: ['running'] }), [sbx.sandboxId])
+  // Order by start time and pages of one through the paginator.
+  const second = await Sandbox.create({ metadata: run })
+  try {
+    assert.deepEqual(await ids({}), [second.sandboxId, sbx.sandboxId])
+    assert.deepEqual(await ids({}, { order: 'asc' }), [sbx.sandboxId, second.sandboxId])
+    const p = Sandbox.list({ query: { metadata: run }, limit: 1 })
+    const pages = []
+    while (p.hasNext) pages.push((await p.nextItems()).map((s) => s.sandboxId))
+    assert.deepEqual(pages, [[second.sandboxId], [sbx.sandboxId]])
+  } finally {
+    await second.kill()
+  }
 })
 
 test('setTimeout ends the sandbox on time; isRunning and kill', async () => {

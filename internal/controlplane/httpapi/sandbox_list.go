@@ -14,9 +14,10 @@ import (
 
 const maxListLimit = 100
 
-// listSandboxes serves GET /v2/sandboxes: state and metadata filters,
-// newest first (order=asc for oldest), pages of limit (≤ 100) continued by
-// the X-Next-Token header's value.
+// listSandboxes serves GET /v2/sandboxes: state, metadata, template (id
+// or name) and start-time (startedAfter, startedBefore: RFC 3339,
+// inclusive) filters, newest first (order=asc for oldest), pages of limit
+// (≤ 100) continued by the X-Next-Token header's value.
 func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.ListFilter{Team: team(r), Limit: maxListLimit, Ascending: strings.EqualFold(q.Get("order"), "asc")}
@@ -41,6 +42,19 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Metadata = meta
+	if v := q.Get("template"); v != "" {
+		f.Templates = a.templateRefs(team(r), v)
+	}
+	for name, at := range map[string]*time.Time{"startedAfter": &f.StartedAfter, "startedBefore": &f.StartedBefore} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				writeError(w, errs.New(errs.InvalidArgument, "%s must be an RFC 3339 time, like 2006-01-02T15:04:05Z: %q", name, v))
+				return
+			}
+			*at = t
+		}
+	}
 	if tok := q.Get("nextToken"); tok != "" {
 		c, err := decodeCursor(tok)
 		if err != nil {
@@ -84,6 +98,18 @@ func (a *API) listSandboxesV1(w http.ResponseWriter, r *http.Request) {
 		out[i] = toDetail(sb, false)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// templateRefs is what a template filter matches: the value as given
+// (name or id, a tag dropped) and the id of the template it names, so
+// sandboxes made by id and by name are both found.
+func (a *API) templateRefs(team, ref string) []string {
+	name, _, _ := strings.Cut(ref, ":")
+	refs := []string{name}
+	if rec, visible, err := a.templates.Alias(team, name); err == nil && visible && rec.ID != name {
+		refs = append(refs, rec.ID)
+	}
+	return refs
 }
 
 // parseMetadata reads the SDK's metadata filter: one query value holding

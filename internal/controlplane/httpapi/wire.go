@@ -76,6 +76,9 @@ type sandboxDetail struct {
 	Domain              *string           `json:"domain,omitempty"`
 	Metadata            map[string]string `json:"metadata"`
 	Lifecycle           *lifecycle        `json:"lifecycle,omitempty"`
+	// Isolation is Cove's own field: the driver the sandbox runs on.
+	// Clients that do not know it ignore it.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
@@ -83,6 +86,7 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, Alias: s.Alias,
 		StartedAt: s.StartedAt, EndAt: s.EndAt, CPUCount: s.CPUCount, MemoryMB: s.MemoryMB,
 		DiskSizeMB: s.DiskMB, State: s.State, EnvdVersion: s.EnvdVersion, Metadata: s.Metadata,
+		Isolation: s.Isolation,
 	}
 	if withSecrets {
 		onTimeout := "kill"

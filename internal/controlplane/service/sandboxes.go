@@ -13,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // CreateRequest is a validated POST /sandboxes.
@@ -68,8 +69,10 @@ func ValidateCreate(req CreateRequest, maxTimeout time.Duration) (Egress, error)
 }
 
 // IsolationKey is the metadata key that chooses a sandbox's isolation
-// driver ("namespaces", "gvisor"), which the official SDKs send unchanged;
-// every sandbox's metadata reports its driver under it.
+// driver ("namespaces", "gvisor"), which the official SDKs send unchanged.
+// The driver a sandbox runs on is reported beside its metadata (the
+// response's "isolation"), never added to it: the metadata is what the
+// user gave.
 const IsolationKey = "cove.isolation"
 
 // Create starts a sandbox for a team and records it. It answers once the
@@ -109,8 +112,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		return Sandbox{}, err
 	}
 	id := info.ID
+	// A template asked for by name is listed under that name (E2B's
+	// alias); the built-in base's id is its name.
+	alias := ""
+	if req.TemplateID != info.TemplateID || info.TemplateID == template.BaseName {
+		alias, _, _ = strings.Cut(req.TemplateID, ":")
+	}
 	sb := store.Sandbox{
-		ID: id, Team: req.Team, TemplateID: info.TemplateID, State: "running",
+		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: "running", Isolation: info.Isolation,
 		StartedAt: info.StartedAt, EndAt: info.EndAt,
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
 		Metadata: maps.Clone(req.Metadata), AllowInternetAccess: req.AllowInternetAccess,
@@ -119,7 +128,6 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}
-	sb.Metadata[IsolationKey] = info.Isolation
 	if err := s.store.InsertSandbox(context.WithoutCancel(ctx), sb); err != nil {
 		if kerr := s.node.Kill(context.WithoutCancel(ctx), id); kerr != nil {
 			s.log.Error("kill unrecorded sandbox", logx.SandboxID(id), logx.Err(kerr))

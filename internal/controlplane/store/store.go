@@ -36,6 +36,8 @@ type Sandbox struct {
 	EnvdVersion         string
 	// PublicTraffic false: the sandbox's ports need the traffic token.
 	PublicTraffic bool
+	// Isolation is the driver the sandbox runs on ("namespaces", "gvisor").
+	Isolation string
 }
 
 // ListFilter selects sandboxes of one team.
@@ -43,6 +45,12 @@ type ListFilter struct {
 	Team     string
 	States   []string          // empty = any
 	Metadata map[string]string // every pair must match
+	// Templates: the sandbox's template id or name is one of these (empty
+	// = any).
+	Templates []string
+	// StartedAfter and StartedBefore bound the start time, both inclusive
+	// (zero = unbounded).
+	StartedAfter, StartedBefore time.Time
 	// After continues a listing: sandboxes strictly after this position in
 	// (StartedAt, ID) order (descending unless Ascending).
 	After     *Cursor

@@ -147,10 +147,10 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		internet = *sb.AllowInternetAccess
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
-		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
-		sb.CPUCount, sb.MemoryMB, sb.DiskMB, string(meta), internet, sb.AutoPause, sb.Secure, sb.EnvdVersion, sb.PublicTraffic)
+		sb.CPUCount, sb.MemoryMB, sb.DiskMB, string(meta), internet, sb.AutoPause, sb.Secure, sb.EnvdVersion, sb.PublicTraffic, sb.Isolation)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE") {
 			return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
@@ -161,7 +161,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 }
 
 const sandboxColumns = `id, team, template_id, alias, state, started_at, end_at, cpu_count, memory_mb, disk_mb,
-	metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic`
+	metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation`
 
 func scanSandbox(row interface{ Scan(...any) error }) (store.Sandbox, error) {
 	var (
@@ -172,7 +172,7 @@ func scanSandbox(row interface{ Scan(...any) error }) (store.Sandbox, error) {
 		autoPause, secure bool
 	)
 	err := row.Scan(&sb.ID, &sb.Team, &sb.TemplateID, &sb.Alias, &sb.State, &started, &end, &sb.CPUCount,
-		&sb.MemoryMB, &sb.DiskMB, &meta, &internet, &autoPause, &secure, &sb.EnvdVersion, &sb.PublicTraffic)
+		&sb.MemoryMB, &sb.DiskMB, &meta, &internet, &autoPause, &secure, &sb.EnvdVersion, &sb.PublicTraffic, &sb.Isolation)
 	if err != nil {
 		return sb, err
 	}
@@ -229,6 +229,23 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.ListFilter) ([]store.
 		for _, st := range f.States {
 			args = append(args, st)
 		}
+	}
+	if len(f.Templates) > 0 {
+		in := `(?` + strings.Repeat(", ?", len(f.Templates)-1) + `)`
+		q += ` AND (template_id IN ` + in + ` OR alias IN ` + in + `)`
+		for range 2 {
+			for _, t := range f.Templates {
+				args = append(args, t)
+			}
+		}
+	}
+	if !f.StartedAfter.IsZero() {
+		q += ` AND started_at >= ?`
+		args = append(args, f.StartedAfter.UnixNano())
+	}
+	if !f.StartedBefore.IsZero() {
+		q += ` AND started_at <= ?`
+		args = append(args, f.StartedBefore.UnixNano())
 	}
 	order, cmp := "DESC", "<"
 	if f.Ascending {

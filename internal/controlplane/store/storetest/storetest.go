@@ -3,6 +3,7 @@ package storetest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +56,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			sb := store.Sandbox{ID: id, Team: "t1", TemplateID: "base", State: "running",
 				StartedAt: base.Add(time.Duration(i) * time.Second), EndAt: base.Add(time.Hour),
 				CPUCount: 2, MemoryMB: 512, DiskMB: 1024, Metadata: map[string]string{"n": id, "kind": []string{"odd", "even"}[i%2]},
-				AllowInternetAccess: &yes, Secure: true, EnvdVersion: "0.6.13", PublicTraffic: i%2 == 0}
+				AllowInternetAccess: &yes, Secure: true, EnvdVersion: "0.6.13", PublicTraffic: i%2 == 0, Isolation: "gvisor"}
+			if id == "a4" {
+				sb.TemplateID, sb.Alias = "tpl4", "py"
+			}
 			if err := s.InsertSandbox(ctx, sb); err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatal(err)
 		}
 		got, err := s.Sandbox(ctx, "a2")
-		if err != nil || got.Metadata["n"] != "a2" || got.AllowInternetAccess == nil || !*got.AllowInternetAccess || !got.StartedAt.Equal(base.Add(time.Second)) || got.PublicTraffic {
+		if err != nil || got.Metadata["n"] != "a2" || got.AllowInternetAccess == nil || !*got.AllowInternetAccess || !got.StartedAt.Equal(base.Add(time.Second)) || got.PublicTraffic || got.Isolation != "gvisor" {
 			t.Errorf("get %+v %v", got, err)
 		}
 		if err := s.SetSandboxEnd(ctx, "a2", base.Add(2*time.Hour)); err != nil {
@@ -94,6 +98,28 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		even, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", Metadata: map[string]string{"kind": "even"}, Ascending: true})
 		if got := ids(even); len(got) != 2 || got[0] != "a2" || got[1] != "a4" {
 			t.Errorf("metadata filter: %v", got)
+		}
+		filters := []struct {
+			name string
+			f    store.ListFilter
+			want string
+		}{
+			{"template by id", store.ListFilter{Templates: []string{"base"}}, "a3 a2 a1"},
+			{"template by name", store.ListFilter{Templates: []string{"py"}}, "a4"},
+			{"either template", store.ListFilter{Templates: []string{"tpl4", "nope"}}, "a4"},
+			{"unknown template", store.ListFilter{Templates: []string{"nope"}}, ""},
+			{"started after, inclusive", store.ListFilter{StartedAfter: base.Add(2 * time.Second)}, "a4 a3"},
+			{"started after, a nanosecond later", store.ListFilter{StartedAfter: base.Add(2*time.Second + 1)}, "a4"},
+			{"started before, inclusive", store.ListFilter{StartedBefore: base.Add(time.Second)}, "a2 a1"},
+			{"a window", store.ListFilter{StartedAfter: base.Add(time.Second), StartedBefore: base.Add(2 * time.Second), Ascending: true}, "a2 a3"},
+			{"with a page", store.ListFilter{Templates: []string{"base"}, Limit: 1, After: &store.Cursor{StartedAt: base.Add(2 * time.Second), ID: "a3"}}, "a2"},
+		}
+		for _, tc := range filters {
+			tc.f.Team = "t1"
+			list, err := s.ListSandboxes(ctx, tc.f)
+			if got := strings.Join(ids(list), " "); err != nil || got != tc.want {
+				t.Errorf("%s: %q %v, want %q", tc.name, got, err, tc.want)
+			}
 		}
 		none, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []string{"paused"}})
 		if len(none) != 0 {
