@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -78,6 +79,7 @@ Every flag can also be set through its environment variable.`,
 	f.StringVar(&cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
 	f.StringVar(&cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces or gvisor (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
 	f.StringVar(&cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
+	f.DurationVar(&cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each sandbox's CPU, memory and disk are sampled into its metric history")
 	f.StringVar(&cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
 	f.Float64Var(&cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")
 	f.IntVar(&cfg.Admission.Team.Sandboxes, "team-max-sandboxes", envInt("COVE_TEAM_MAX_SANDBOXES", 0), "sandboxes one team may run at once (COVE_TEAM_MAX_SANDBOXES; 0: no cap)")

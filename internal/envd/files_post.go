@@ -179,7 +179,7 @@ func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]s
 // directory the user may not create in) the old file is rewritten in
 // place, as before.
 func replaceFile(path string, old os.FileInfo, u identity.User, body io.Reader, meta map[string]string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".upload-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), filesystem.UploadTempPrefix+filepath.Base(path)+filesystem.UploadTempSuffix+"*")
 	if err != nil {
 		if old != nil && errors.Is(err, os.ErrPermission) {
 			return rewriteInPlace(path, 0, body, meta)

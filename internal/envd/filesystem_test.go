@@ -143,6 +143,25 @@ func TestWatchDirAndPolledWatcher(t *testing.T) {
 	if !got[fspb.EventType_EVENT_TYPE_CREATE] {
 		t.Errorf("no create event: %v", got)
 	}
+	// An upload, written beside and renamed, shows as a create and a
+	// write of its file, never as its temporary file.
+	if code, body := upload(t, a, filepath.Join(dir, "up.txt"), []byte("y")); code != 200 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	got = map[fspb.EventType]bool{}
+	for len(got) < 2 && s.Receive() {
+		fe := s.Msg().GetFilesystem()
+		switch {
+		case fe == nil || fe.GetName() == "new.txt":
+		case fe.GetName() == "up.txt":
+			got[fe.GetType()] = true
+		default:
+			t.Errorf("an upload reported %v", fe)
+		}
+	}
+	if !got[fspb.EventType_EVENT_TYPE_CREATE] || !got[fspb.EventType_EVENT_TYPE_WRITE] {
+		t.Errorf("upload events: %v, want create and write", got)
+	}
 	var events []*fspb.FilesystemEvent
 	deadline := time.Now().Add(5 * time.Second)
 	for len(events) == 0 && time.Now().Before(deadline) {

@@ -49,6 +49,9 @@ type Config struct {
 	// SandboxBinary, when set, is the small init-and-agent binary
 	// (cove-sandbox) sandboxes start from; "" starts them from cove itself.
 	SandboxBinary string
+	// MetricsInterval is how often each sandbox's use is sampled into its
+	// metric history (default 5 s).
+	MetricsInterval time.Duration
 	// DebugListen, when set, serves Go's pprof profiles there (loopback
 	// only: it shows the server's internals).
 	DebugListen string
@@ -173,7 +176,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		stopBuilds()
 		tpls.Wait()
 	}()
-	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse}, st, mgr, secret, log)
+	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}, st, mgr, secret, log)
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -189,6 +192,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	step("warm")
+	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSampling()
+	go svc.RunSampler(sampling)
 	api := httpapi.New(svc, tpls, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

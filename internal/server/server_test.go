@@ -170,6 +170,9 @@ func TestAPIErrors(t *testing.T) {
 		{"upload without a token", "PUT", "/templates/nope/files/" + strings.Repeat("a", 64), "", "x", 401, "upload token"},
 		{"bad list limit", "GET", "/v2/sandboxes?limit=0", keyA, "", 400, "limit"},
 		{"bad next token", "GET", "/v2/sandboxes?nextToken=not-a-token!", keyA, "", 400, ""},
+		{"bad startedAfter", "GET", "/v2/sandboxes?startedAfter=yesterday", keyA, "", 400, "RFC 3339"},
+		{"bad metrics start", "GET", "/sandboxes/" + id + "/metrics?start=soon", keyA, "", 400, "unix time"},
+		{"metrics window backwards", "GET", "/sandboxes/" + id + "/metrics?start=20&end=10", keyA, "", 400, "end is before start"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -168,10 +169,28 @@ type Metric struct {
 	DiskTotal  uint64    `json:"diskTotal"`
 }
 
-// Metrics returns the sandbox's resource use.
+// Metrics returns the sandbox's resource use: the samples kept so far
+// (every few seconds since it started), oldest first.
 func (s *Sandbox) Metrics(ctx context.Context) ([]Metric, error) {
+	return s.MetricsBetween(ctx, time.Time{}, time.Time{})
+}
+
+// MetricsBetween returns the samples taken from start to end (whole
+// seconds, inclusive; a zero time leaves that side open).
+func (s *Sandbox) MetricsBetween(ctx context.Context, start, end time.Time) ([]Metric, error) {
+	q := url.Values{}
+	if !start.IsZero() {
+		q.Set("start", strconv.FormatInt(start.Unix(), 10))
+	}
+	if !end.IsZero() {
+		q.Set("end", strconv.FormatInt(end.Unix(), 10))
+	}
+	path := "/sandboxes/" + url.PathEscape(s.ID) + "/metrics"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out []Metric
-	_, err := s.client.do(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(s.ID)+"/metrics", nil, &out)
+	_, err := s.client.do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }
 

@@ -208,8 +208,14 @@ func TestSDK(t *testing.T) {
 		if err := sbx.SetTimeout(ctx, 2*time.Minute); err != nil {
 			t.Error(err)
 		}
-		if m, err := sbx.Metrics(ctx); err != nil || len(m) != 1 || m[0].MemTotal == 0 {
+		if m, err := sbx.Metrics(ctx); err != nil || len(m) == 0 || m[0].MemTotal == 0 {
 			t.Errorf("metrics %+v %v", m, err)
+		}
+		if m, err := sbx.MetricsBetween(ctx, info.StartedAt.Add(-time.Hour), info.StartedAt.Add(-time.Minute)); err != nil || len(m) != 0 {
+			t.Errorf("metrics before the sandbox: %+v %v", m, err)
+		}
+		if list, err := client.List(ctx, cove.ListOptions{Template: "base", StartedAfter: info.StartedAt}); err != nil || len(list) == 0 || list[0].Name != "base" || list[0].Isolation == "" {
+			t.Errorf("list by template and start %+v %v", list, err)
 		}
 		again, err := client.Connect(ctx, sbx.ID, time.Minute)
 		if err != nil {

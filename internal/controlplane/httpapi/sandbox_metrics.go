@@ -2,27 +2,53 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 )
 
-// metrics serves GET /sandboxes/{id}/metrics: the current sample.
+// metrics serves GET /sandboxes/{id}/metrics?start=&end=: the sandbox's
+// kept samples between start and end (unix seconds, inclusive; either may
+// be left out), oldest first.
 func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 	id, err := sandboxID(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	m, err := a.svc.Metrics(r.Context(), team(r), id)
+	var bounds [2]time.Time
+	for i, name := range []string{"start", "end"} {
+		v := r.URL.Query().Get(name)
+		if v == "" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || sec < 0 {
+			writeError(w, errs.New(errs.InvalidArgument, "%s must be a unix time in seconds: %q", name, v))
+			return
+		}
+		bounds[i] = time.Unix(sec, 0)
+	}
+	if !bounds[0].IsZero() && !bounds[1].IsZero() && bounds[1].Before(bounds[0]) {
+		writeError(w, errs.New(errs.InvalidArgument, "end is before start"))
+		return
+	}
+	list, err := a.svc.Metrics(r.Context(), team(r), id, bounds[0], bounds[1])
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, []metricJSON{toMetric(m)})
+	out := make([]metricJSON, len(list))
+	for i, m := range list {
+		out[i] = toMetric(m)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
-// metricsMany serves GET /sandboxes/metrics?sandbox_ids=a,b.
+// metricsMany serves GET /sandboxes/metrics?sandbox_ids=a,b: each found
+// sandbox's latest sample.
 func (a *API) metricsMany(w http.ResponseWriter, r *http.Request) {
 	ids := strings.Split(r.URL.Query().Get("sandbox_ids"), ",")
 	out := map[string]metricJSON{}
@@ -30,7 +56,7 @@ func (a *API) metricsMany(w http.ResponseWriter, r *http.Request) {
 		if id == "" {
 			continue
 		}
-		m, err := a.svc.Metrics(r.Context(), team(r), id)
+		list, err := a.svc.Metrics(r.Context(), team(r), id, time.Time{}, time.Time{})
 		if errs.Is(err, errs.NotFound) {
 			continue
 		}
@@ -38,7 +64,7 @@ func (a *API) metricsMany(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		out[id] = toMetric(m)
+		out[id] = toMetric(list[len(list)-1])
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
@@ -134,6 +133,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		}
 		return Sandbox{}, err
 	}
+	// The history starts at the start.
+	go func() {
+		if _, err := s.sample(context.WithoutCancel(ctx), info); err != nil && !errs.Is(err, errs.NotFound) {
+			s.log.Debug("sample sandbox metrics", logx.SandboxID(id), logx.Err(err))
+		}
+	}()
 	return s.view(sb), nil
 }
 
@@ -210,46 +215,4 @@ func (s *Service) List(ctx context.Context, f store.ListFilter) ([]Sandbox, erro
 		out = append(out, s.view(sb))
 	}
 	return out, nil
-}
-
-// Metric is one sample of a sandbox's resource use.
-type Metric struct {
-	At         time.Time
-	CPUCount   int
-	CPUUsedPct float64
-	MemUsed    uint64
-	MemTotal   uint64
-	MemCache   uint64
-	DiskUsed   uint64
-	DiskTotal  uint64
-}
-
-// Metrics samples a sandbox's use now; CPU is averaged since the previous
-// sample (or since the sandbox started).
-func (s *Service) Metrics(ctx context.Context, team, id string) (Metric, error) {
-	sb, err := s.Get(ctx, team, id)
-	if err != nil {
-		return Metric{}, err
-	}
-	st, err := s.node.Stats(ctx, id)
-	if errs.Is(err, errs.Unimplemented) {
-		st = isolation.Stats{}
-	} else if err != nil {
-		return Metric{}, err
-	}
-	now := time.Now()
-	s.mu.Lock()
-	prev, ok := s.samples[id]
-	s.samples[id] = cpuSample{at: now, usage: st.CPUUsage}
-	s.mu.Unlock()
-	if !ok {
-		prev = cpuSample{at: sb.StartedAt}
-	}
-	m := Metric{At: now.UTC(), CPUCount: sb.CPUCount, MemUsed: st.MemoryUsage, MemTotal: st.MemoryLimit,
-		MemCache: st.MemoryCache, DiskUsed: st.DiskUsed, DiskTotal: st.DiskTotal}
-	if wall := now.Sub(prev.at); wall > 0 && sb.CPUCount > 0 {
-		m.CPUUsedPct = 100 * float64(st.CPUUsage-prev.usage) / float64(wall) / float64(sb.CPUCount)
-		m.CPUUsedPct = max(0, min(100, m.CPUUsedPct))
-	}
-	return m, nil
 }

@@ -35,6 +35,11 @@ type Config struct {
 	// CanUseTemplate, when set, says whether a team may start sandboxes
 	// from a template (Templates.CanUse).
 	CanUseTemplate func(team, ref string) error
+	// MetricsInterval is how often each sandbox's use is sampled for its
+	// metric history (default 5 s); MetricsKept how many samples a
+	// sandbox keeps (default 1440: two hours at 5 s).
+	MetricsInterval time.Duration
+	MetricsKept     int
 }
 
 // Service implements the use cases.
@@ -46,12 +51,7 @@ type Service struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	samples map[string]cpuSample // last metrics sample per sandbox
-}
-
-type cpuSample struct {
-	at    time.Time
-	usage time.Duration
+	history map[string]*history // metric samples per sandbox
 }
 
 // New returns the service; secret derives sandbox tokens.
@@ -59,7 +59,13 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	if cfg.MaxTimeout == 0 {
 		cfg.MaxTimeout = 24 * time.Hour
 	}
-	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, samples: map[string]cpuSample{}}
+	if cfg.MetricsInterval <= 0 {
+		cfg.MetricsInterval = 5 * time.Second
+	}
+	if cfg.MetricsKept <= 0 {
+		cfg.MetricsKept = 1440
+	}
+	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}}
 }
 
 // Ended forgets a sandbox that ended on the node (timeout, crash, kill).
@@ -70,7 +76,7 @@ func (s *Service) Ended(id string) {
 		s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
 	}
 	s.mu.Lock()
-	delete(s.samples, id)
+	delete(s.history, id)
 	s.mu.Unlock()
 }
 

@@ -247,9 +247,13 @@ func (k *zmqKernel) start(code string, opts runOpts) (*run, error) {
 		return nil, errKernelDied
 	default:
 	}
+	// stop_on_error false: the server runs one cell of a context at a
+	// time already, and with it the kernel would abort the next request
+	// that reaches it while it is still settling an error (an interrupted
+	// cell's KeyboardInterrupt), answering it with no output at all.
 	m, err := newMessage(k.session, "execute_request", map[string]any{
 		"code": code, "silent": silent, "store_history": !silent, "user_expressions": map[string]any{},
-		"allow_stdin": false, "stop_on_error": true,
+		"allow_stdin": false, "stop_on_error": false,
 	})
 	if err != nil {
 		return nil, err

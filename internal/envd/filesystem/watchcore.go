@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -18,6 +19,29 @@ type dirWatch struct {
 	recursive    bool
 	includeEntry bool
 	w            *fsnotify.Watcher
+	// uploaded holds files an upload's temporary file was just renamed
+	// to: their Create is reported as a create and a write, as a write
+	// in place would be.
+	uploaded map[string]bool
+}
+
+// UploadTempPrefix and UploadTempSuffix frame the name of the file an
+// upload writes beside its target (".<name>.upload-<random>") before it
+// renames it there; watchers do not report it.
+const (
+	UploadTempPrefix = "."
+	UploadTempSuffix = ".upload-"
+)
+
+// uploadTarget returns the file an upload's temporary file at p stands
+// for, ok false if p is not one.
+func uploadTarget(p string) (string, bool) {
+	base := filepath.Base(p)
+	i := strings.LastIndex(base, UploadTempSuffix)
+	if i <= len(UploadTempPrefix) || !strings.HasPrefix(base, UploadTempPrefix) {
+		return "", false
+	}
+	return filepath.Join(filepath.Dir(p), base[len(UploadTempPrefix):i]), true
 }
 
 func newDirWatch(root string, recursive, includeEntry bool) (*dirWatch, error) {
@@ -59,8 +83,33 @@ func (d *dirWatch) add(dir string) error {
 	})
 }
 
-// convert maps one fsnotify event; ok is false for events to skip.
-func (d *dirWatch) convert(ev fsnotify.Event) (*pb.FilesystemEvent, bool) {
+// convert maps one fsnotify event to what to report: none for an upload's
+// temporary file, a create and a write where one was renamed into place.
+func (d *dirWatch) convert(ev fsnotify.Event) []*pb.FilesystemEvent {
+	if target, ok := uploadTarget(ev.Name); ok {
+		if ev.Has(fsnotify.Rename) {
+			if d.uploaded == nil {
+				d.uploaded = map[string]bool{}
+			}
+			d.uploaded[target] = true
+		}
+		return nil
+	}
+	fe, ok := d.convertOne(ev)
+	if !ok {
+		return nil
+	}
+	out := []*pb.FilesystemEvent{fe}
+	if ev.Has(fsnotify.Create) && d.uploaded[ev.Name] {
+		delete(d.uploaded, ev.Name)
+		w := &pb.FilesystemEvent{Name: fe.Name, Type: pb.EventType_EVENT_TYPE_WRITE, Entry: fe.Entry}
+		out = append(out, w)
+	}
+	return out
+}
+
+// convertOne maps one fsnotify event; ok is false for events to skip.
+func (d *dirWatch) convertOne(ev fsnotify.Event) (*pb.FilesystemEvent, bool) {
 	var t pb.EventType
 	switch {
 	case ev.Has(fsnotify.Create):

@@ -30,7 +30,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDir
 	keepalive := time.NewTimer(interval)
 	defer keepalive.Stop()
 	for {
-		var msg *pb.WatchDirResponse
+		var msgs []*pb.WatchDirResponse
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -38,18 +38,21 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDir
 			if !ok {
 				return nil
 			}
-			fe, keep := d.convert(ev)
-			if !keep {
+			for _, fe := range d.convert(ev) {
+				msgs = append(msgs, &pb.WatchDirResponse{Event: &pb.WatchDirResponse_Filesystem{Filesystem: fe}})
+			}
+			if len(msgs) == 0 {
 				continue
 			}
-			msg = &pb.WatchDirResponse{Event: &pb.WatchDirResponse_Filesystem{Filesystem: fe}}
 		case err := <-d.w.Errors:
 			return errs.ConnectError(errs.New(errs.Internal, "watch %s: %v", p, err))
 		case <-keepalive.C:
-			msg = &pb.WatchDirResponse{Event: &pb.WatchDirResponse_Keepalive{Keepalive: &pb.WatchDirResponse_KeepAlive{}}}
+			msgs = []*pb.WatchDirResponse{{Event: &pb.WatchDirResponse_Keepalive{Keepalive: &pb.WatchDirResponse_KeepAlive{}}}}
 		}
-		if err := stream.Send(msg); err != nil {
-			return err
+		for _, msg := range msgs {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
 		}
 		keepalive.Reset(interval)
 	}

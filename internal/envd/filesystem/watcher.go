@@ -54,7 +54,7 @@ func (w *pollWatcher) collect() {
 			if !ok {
 				return
 			}
-			if fe, keep := w.d.convert(ev); keep {
+			for _, fe := range w.d.convert(ev) {
 				w.mu.Lock()
 				if len(w.pending) < maxPendingEvents {
 					w.pending = append(w.pending, fe)

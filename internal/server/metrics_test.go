@@ -1,0 +1,87 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/server"
+)
+
+// TestMetricsWindow: a sandbox's use is sampled into a history kept for
+// it; GET /sandboxes/{id}/metrics?start=&end= returns exactly the samples
+// inside the window (inclusive, unix seconds), none for a window before
+// the sandbox existed.
+func TestMetricsWindow(t *testing.T) {
+	s := startWith(t, func(c *server.Config) { c.MetricsInterval = 100 * time.Millisecond })
+	id := s.create(t, keyA)["sandboxID"].(string)
+	type sample struct {
+		TimestampUnix int64 `json:"timestampUnix"`
+		MemTotal      int64 `json:"memTotal"`
+		CPUCount      int   `json:"cpuCount"`
+	}
+	get := func(query string) []sample {
+		t.Helper()
+		code, _, raw := s.do(t, "GET", "/sandboxes/"+id+"/metrics"+query, keyA, "")
+		var out []sample
+		if code != 200 || json.Unmarshal(raw, &out) != nil {
+			t.Fatalf("metrics%s: %d %s", query, code, raw)
+		}
+		return out
+	}
+	// Wait for samples spread over four whole seconds at least: windows
+	// end before the last one, which may still get samples.
+	var all []sample
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		all = get("")
+		if len(all) > 0 && all[len(all)-1].TimestampUnix-all[0].TimestampUnix >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("samples after 30 s: %+v", all)
+		}
+	}
+	for i, m := range all {
+		if m.MemTotal <= 0 || m.CPUCount < 1 || (i > 0 && m.TimestampUnix < all[i-1].TimestampUnix) {
+			t.Fatalf("sample %d of %+v", i, all)
+		}
+	}
+	first, last := all[0].TimestampUnix, all[len(all)-1].TimestampUnix-1
+	mid := first + 1
+	count := func(from, to int64) (n int) {
+		for _, m := range all {
+			if m.TimestampUnix >= from && m.TimestampUnix <= to {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name     string
+		query    string
+		from, to int64
+		wantNone bool
+	}{
+		{"one second", fmt.Sprintf("?start=%d&end=%d", mid, mid), mid, mid, false},
+		{"from the middle on", fmt.Sprintf("?start=%d&end=%d", mid, last), mid, last, false},
+		{"up to the middle", fmt.Sprintf("?start=%d&end=%d", first, mid), first, mid, false},
+		{"before the sandbox", fmt.Sprintf("?start=%d&end=%d", first-100, first-1), 0, 0, true},
+	} {
+		got := get(tc.query)
+		if tc.wantNone {
+			if len(got) != 0 {
+				t.Errorf("%s: %d samples, want none", tc.name, len(got))
+			}
+			continue
+		}
+		if len(got) != count(tc.from, tc.to) {
+			t.Errorf("%s: %d samples, want the %d taken in [%d, %d]", tc.name, len(got), count(tc.from, tc.to), tc.from, tc.to)
+		}
+		for _, m := range got {
+			if m.TimestampUnix < tc.from || m.TimestampUnix > tc.to {
+				t.Errorf("%s: a sample at %d", tc.name, m.TimestampUnix)
+			}
+		}
+	}
+}
