@@ -7,7 +7,7 @@ PKGS    := ./...
 # ../shared/HOST-NOTES.md) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: all build test test-long bench deps tools generate check-generated run clean runsc
+.PHONY: all build test test-long bench deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -23,10 +23,20 @@ bin/runsc: Makefile
 	CGO_ENABLED=0 GOBIN=$(CURDIR)/bin $(GO) install gvisor.dev/gvisor/runsc@$(RUNSC_VERSION)
 	touch $@
 
-# run starts cove server on 127.0.0.1:3000 (as root; data in /var/lib/cove).
-# The first start prints an API key.
-run: build
+# run starts cove server on 127.0.0.1:3000 (as root; data in /var/lib/cove)
+# with both drivers (namespaces, and gVisor on bin/runsc) and debootstrap
+# for the built-in debian templates. The first start prints an API key and
+# the variables to export.
+run: build runsc
+	./scripts/deps.sh run
 	./bin/cove server
+
+# install puts cove, cove-sandbox and runsc in $(PREFIX)/bin (cove finds
+# the other two beside itself).
+PREFIX ?= /usr/local
+install: build runsc
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/cove bin/cove-sandbox bin/runsc $(DESTDIR)$(PREFIX)/bin/
 
 # deps installs what the tests need on a fresh Debian/Ubuntu machine.
 deps:

@@ -302,14 +302,70 @@ func setupKeys(ctx context.Context, st store.Store, cfg Config) error {
 	if err != nil || n > 0 {
 		return err
 	}
-	key := auth.NewAPIKey()
-	if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(key), Team: "default", Name: "generated", CreatedAt: now}); err != nil {
+	key, err := addKey(ctx, st, "generated")
+	if err != nil {
 		return err
 	}
 	out := cfg.Out
 	if out == nil {
 		out = os.Stdout
 	}
-	fmt.Fprintf(out, "Created an API key. It is stored hashed and shown only now:\n\n    E2B_API_KEY=%s\n\n", key)
+	PrintKey(out, key, cfg.Listen)
 	return nil
+}
+
+// addKey stores a new key of the default team and returns it.
+func addKey(ctx context.Context, st store.Store, name string) (string, error) {
+	key := auth.NewAPIKey()
+	err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(key), Team: "default", Name: name, CreatedAt: time.Now().UTC()})
+	return key, err
+}
+
+// CreateAPIKey adds a key to the data directory's store (a running server
+// accepts it at once) and returns it: the way back from a lost key.
+func CreateAPIKey(ctx context.Context, dataDir, name string) (string, error) {
+	path := filepath.Join(dataDir, "cove.db")
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("no Cove data in %s (start cove server first, or give --data-dir): %w", dataDir, err)
+	}
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	return addKey(ctx, st, name)
+}
+
+// PrintKey shows a new key once, with the variables the E2B SDKs and the
+// CLI read for a server listening on listen.
+func PrintKey(out io.Writer, key, listen string) {
+	url := "http://" + loopbackAddr(listen)
+	fmt.Fprintf(out, `Created an API key. It is stored hashed and shown only now:
+
+    E2B_API_KEY=%[1]s
+
+Point the official E2B SDKs at this server:
+
+    export E2B_API_URL=%[2]s E2B_SANDBOX_URL=%[2]s E2B_API_KEY=%[1]s
+
+and the cove CLI (bin/cove, or on PATH after make install):
+
+    export COVE_API_URL=%[2]s COVE_API_KEY=%[1]s
+
+A lost key cannot be shown again: cove key create makes another.
+
+`, key, url)
+}
+
+// loopbackAddr is the address a client on this host dials for a listen
+// address (an unspecified host is loopback).
+func loopbackAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -2,6 +2,7 @@ package template
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,20 @@ func hostMirror() string {
 		}
 	}
 	return "http://deb.debian.org/debian"
+}
+
+// CanBuild says why spec cannot be built on this node, nil if it can: a
+// base made by debootstrap needs the program.
+func (b *Builder) CanBuild(spec Spec) error {
+	if spec.FromDebootstrap == nil {
+		return nil
+	}
+	program := cmp.Or(b.Debootstrap, "debootstrap")
+	if _, err := exec.LookPath(program); err != nil {
+		return errs.New(errs.Unavailable, "it is made from Debian's archive with debootstrap, which is not installed on this node: "+
+			"apt-get install debootstrap (or start cove server with --debootstrap PATH) (%v)", err)
+	}
+	return nil
 }
 
 // debootstrap makes the layer: debootstrap runs in a mount namespace of its

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -149,5 +150,27 @@ func TestCLI(t *testing.T) {
 	}
 	if left := srv.Leftovers(); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestKeyCreate: a lost key is replaced with cove key create, which a
+// running server accepts at once; the output has the variables to export.
+func TestKeyCreate(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: os.Environ()}
+	out, errOut, code := c.run(t, "", "key", "create", "--data-dir", srv.DataDir, "--listen", srv.Addr)
+	if code != 0 {
+		t.Fatalf("key create: %d %s", code, errOut)
+	}
+	m := regexp.MustCompile(`export COVE_API_URL=(\S+) COVE_API_KEY=(e2b_[0-9a-f]{40})`).FindStringSubmatch(out)
+	if m == nil || m[1] != srv.URL || !strings.Contains(out, "export E2B_API_URL="+srv.URL+" E2B_SANDBOX_URL="+srv.URL+" E2B_API_KEY="+m[2]) {
+		t.Fatalf("key create printed:\n%s", out)
+	}
+	withNew := cli{bin: c.bin, env: append(os.Environ(), "COVE_API_URL="+m[1], "COVE_API_KEY="+m[2])}
+	if _, errOut, code := withNew.run(t, "", "sandbox", "list"); code != 0 {
+		t.Errorf("the new key: %d %s", code, errOut)
+	}
+	if _, errOut, code := c.run(t, "", "key", "create", "--data-dir", t.TempDir()); code == 0 || !strings.Contains(errOut, "no Cove data") {
+		t.Errorf("key create without a server's data: %d %s", code, errOut)
 	}
 }

@@ -166,8 +166,9 @@ func TestTemplateFromOCILayout(t *testing.T) {
 }
 
 // TestRecipeFirstUse asks for a built-in template on a node whose
-// debootstrap is missing: the first use starts its build, and the failure
-// reaches the user clearly, for the recipe built on it too.
+// debootstrap is missing: the first use says at once why it cannot be
+// built (never that it is being built), for the recipe built on it and a
+// Dockerfile FROM it too.
 func TestRecipeFirstUse(t *testing.T) {
 	srv := testutil.StartServer(t, key, "--debootstrap", "/nonexistent/debootstrap")
 	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
@@ -175,11 +176,17 @@ func TestRecipeFirstUse(t *testing.T) {
 		t.Errorf("built-in templates not listed:\n%s", out)
 	}
 	_, errOut, code := c.run(t, "", "sandbox", "create", "-t", "code-interpreter-v1")
-	if code == 0 || !strings.Contains(errOut, "built on first use") || !strings.Contains(errOut, "debootstrap is not installed") {
+	if code == 0 || !strings.Contains(errOut, "debootstrap, which is not installed") || strings.Contains(errOut, "being built") {
 		t.Errorf("first use without debootstrap: %d %q", code, errOut)
 	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM debian\nRUN true\n"), 0o644)
+	_, errOut, code = c.run(t, "", "template", "build", "--name", "on-debian", "-f", filepath.Join(dir, "Dockerfile"), dir)
+	if code == 0 || !strings.Contains(errOut, "debootstrap, which is not installed") || strings.Contains(errOut, "being built") {
+		t.Errorf("FROM debian without debootstrap: %d %q", code, errOut)
+	}
 	_, errOut, code = c.run(t, "", "template", "prepare", "debian")
-	if code == 0 || !strings.Contains(errOut, "debootstrap is not installed") {
+	if code == 0 || !strings.Contains(errOut, "debootstrap, which is not installed") {
 		t.Errorf("prepare without debootstrap: %d %q", code, errOut)
 	}
 	if _, errOut, code := c.run(t, "", "template", "delete", "debian"); code == 0 {

@@ -94,6 +94,26 @@ func hasReady(r template.Record) bool {
 	return false
 }
 
+// canBuild says at once why a built-in recipe cannot be built here: it, or
+// a recipe it starts from that is not built yet, needs what the node
+// lacks.
+func (t *Templates) canBuild(name string) error {
+	for name != "" {
+		spec := template.Recipes[name]
+		if err := t.builder.CanBuild(spec); err != nil {
+			return errs.New(errs.KindOf(err), "template %s cannot be built here: %v", name, err)
+		}
+		if spec.FromTemplate == "" {
+			return nil
+		}
+		if r, err := t.store.Get(spec.FromTemplate); err == nil && hasReady(r) {
+			return nil
+		}
+		name = spec.FromTemplate
+	}
+	return nil
+}
+
 // Prepare builds a built-in recipe (and the recipes it starts from) unless
 // it is built or building, and returns its newest build.
 func (t *Templates) Prepare(name string) (BuildStatus, error) {
@@ -112,6 +132,9 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 		if last.Status == template.StatusReady || last.Status == template.StatusBuilding || last.Status == template.StatusWaiting {
 			return BuildStatus{Build: *last}, nil
 		}
+	}
+	if err := t.canBuild(name); err != nil {
+		return BuildStatus{}, err
 	}
 	cpus, mem := cmp.Or(spec.CPUCount, 2), cmp.Or(spec.MemoryMB, 1024)
 	_, b, err := t.store.NewBuild("", name, nil, cpus, mem)
