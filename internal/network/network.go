@@ -45,6 +45,9 @@ type Config struct {
 	// Allow are ranges sandboxes may reach although they are private
 	// (an operator's opt-in).
 	Allow []netip.Prefix
+	// Owner describes the node for the message another node with the same
+	// range gets ("data dir /var/lib/cove").
+	Owner string
 }
 
 // DefaultRange is the default sandbox address range.
@@ -52,10 +55,11 @@ var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")
 
 // Manager hands out networks.
 type Manager struct {
-	cfg   Config
-	log   *slog.Logger
-	fw    *firewall
-	proxy *egressProxy
+	cfg    Config
+	log    *slog.Logger
+	fw     *firewall
+	proxy  *egressProxy
+	unlock func() // the host-wide lock of the range
 
 	mu       sync.Mutex
 	used     map[int]bool
@@ -103,19 +107,26 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := lockRange(cfg)
+	if err != nil {
+		return nil, err
+	}
 	proxy, err := newEgressProxy(append(blocked, cfg.Range), log)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	fw, err := newFirewall(cfg.Table, nodePrefix(cfg.Range), cfg.Range, blocked, cfg.DNS, proxy.port())
 	if err != nil {
 		proxy.close()
+		unlock()
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), returned: make(chan *Net, cfg.PoolSize), releases: make(chan *Net, 4096), stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, log: log, fw: fw, proxy: proxy, unlock: unlock, used: map[int]bool{}, ready: make(chan *Net, cfg.PoolSize), returned: make(chan *Net, cfg.PoolSize), releases: make(chan *Net, 4096), stop: make(chan struct{})}
 	if _, err = enableForwarding(); err != nil {
 		fw.close()
 		proxy.close()
+		unlock()
 		return nil, err
 	}
 	m.wg.Add(2)
@@ -429,6 +440,7 @@ func (m *Manager) Close() {
 		_ = m.fw.close()
 		restoreForwarding(m.fw)
 	}
+	m.unlock()
 }
 
 // forwardMark records, for the whole host, that a Cove node turned IPv4

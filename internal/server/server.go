@@ -151,7 +151,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		},
 	}
 	if cfg.Network != nil {
-		nets, err := network.New(*cfg.Network, log)
+		netCfg := *cfg.Network
+		netCfg.Owner = "data dir " + cfg.DataDir + ", listening on " + cfg.Listen
+		nets, err := network.New(netCfg, log)
 		if err != nil {
 			return fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
 		}

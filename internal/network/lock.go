@@ -1,0 +1,67 @@
+package network
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockDir holds a lock file per range tag in use on the host (/run is
+// cleared on reboot; a lock dies with its process).
+const lockDir = "/run/cove/networks"
+
+// lockRange takes the host-wide lock of cfg.Range's tag for this node:
+// the tag names its nftables table and its veths, so two nodes with the
+// same range (or two ranges with one tag) would rebuild each other's rules
+// and take each other's interfaces. The second one is refused, told which
+// node holds it. unlock releases it (Close does).
+func lockRange(cfg Config) (unlock func(), err error) {
+	if err := os.MkdirAll(lockDir, 0o700); err != nil {
+		return nil, err
+	}
+	tag := nodePrefix(cfg.Range)
+	path := filepath.Join(lockDir, tag+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		holder := strings.TrimSpace(string(b))
+		if holder == "" {
+			holder = "a node that is starting"
+		}
+		if r := holderRange(holder); r != "" && r != cfg.Range.String() {
+			return nil, fmt.Errorf("network range %s shares its interface names (%s*) with the range %s of another cove server on this host (%s): give this one another --network-range",
+				cfg.Range, tag, r, holder)
+		}
+		return nil, fmt.Errorf("network range %s is in use by another cove server on this host (%s): its sandboxes' networks and firewall would be this one's; "+
+			"stop it, or give this one another --network-range", cfg.Range, holder)
+	}
+	desc := "range " + cfg.Range.String() + ", pid " + strconv.Itoa(os.Getpid())
+	if cfg.Owner != "" {
+		desc += ", " + cfg.Owner
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(desc+"\n"), 0)
+	}
+	return func() { f.Close() }, nil
+}
+
+// holderRange reads the range out of a lock file's description.
+func holderRange(desc string) string {
+	r, _, _ := strings.Cut(strings.TrimPrefix(desc, "range "), ",")
+	if r == desc {
+		return ""
+	}
+	return r
+}
