@@ -10,12 +10,17 @@ import (
 	"os"
 
 	"github.com/covesandbox/cove/internal/envd/codeinterp"
+	"github.com/covesandbox/cove/internal/envd/sudo"
 
 	// Its init takes over when the process is a sandbox's init.
 	_ "github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
 func main() {
+	// In a sandbox it is also sudo (/.cove/bin/sudo links to it).
+	if sudo.IsSudo(os.Args[0]) {
+		os.Exit(sudo.Main(os.Args[1:]))
+	}
 	// Inside a sandbox (as /.cove/cove-envd) it also runs the code
 	// interpreter, the code-interpreter-v1 template's start command.
 	if len(os.Args) > 1 && os.Args[1] == "code-interpreter" {

@@ -6,6 +6,13 @@ import (
 	"os"
 
 	"github.com/covesandbox/cove/internal/cli"
+	"github.com/covesandbox/cove/internal/envd/sudo"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:])) }
+func main() {
+	// In a sandbox whose sandbox binary is this one, it is also sudo.
+	if sudo.IsSudo(os.Args[0]) {
+		os.Exit(sudo.Main(os.Args[1:]))
+	}
+	os.Exit(cli.Main(os.Args[1:]))
+}

@@ -1,6 +1,7 @@
 package envd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,13 +9,17 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/envd/process"
 	"github.com/covesandbox/cove/internal/envd/settings"
+	"github.com/covesandbox/cove/internal/envd/sudo"
 )
 
 // SandboxOutputRate caps the output of a sandbox's processes, all together,
@@ -63,8 +68,22 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 			return cgroups.ParseOOMKills(buf[:n]), nil
 		}
 	}
+	if init {
+		// The sandbox's own commands come first on every process's PATH.
+		os.Setenv("PATH", sudo.BinDir+":"+cmp.Or(os.Getenv("PATH"), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"))
+	}
 	agent := New(opts, log)
 	agent.settings.Apply(cfg.Initial)
+	if init {
+		if err := installCommands(); err != nil {
+			log.Warn("install the sandbox's commands", "dir", sudo.BinDir, "err", err)
+		}
+		ln, err := process.ListenSudo()
+		if err != nil {
+			return fmt.Errorf("sudo socket: %w", err)
+		}
+		go agent.process.ServeSudo(ctx, ln)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
@@ -79,6 +98,42 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 	}
 	return Serve(ctx, ln, agent)
 }
+
+// installCommands makes the sandbox's own commands in sudo.BinDir: sudo
+// (the sandbox binary, which runs as sudo by that name), and python where
+// the template has only python3, as E2B's base has it.
+func installCommands() error {
+	self := sudo.Binary
+	if err := os.MkdirAll(sudo.BinDir, 0o755); err != nil {
+		return err
+	}
+	links := map[string]string{"sudo": self}
+	if _, err := exec.LookPath("python"); err != nil {
+		if p, err := exec.LookPath("python3"); err == nil {
+			links["python"] = p
+		}
+	}
+	for name, target := range links {
+		p := filepath.Join(sudo.BinDir, name)
+		if cur, err := os.Readlink(p); err == nil && cur == target {
+			continue
+		}
+		_ = os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			return err
+		}
+	}
+	// Login shells (commands run as bash -l) set PATH anew from
+	// /etc/profile, which then reads profile.d.
+	if err := os.MkdirAll("/etc/profile.d", 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile("/etc/profile.d/00-cove.sh", []byte(profileScript), 0o644)
+}
+
+const profileScript = `# Cove: the sandbox's own commands (sudo; python where only python3 is) first on PATH.
+case ":$PATH:" in *:` + sudo.BinDir + `:*) ;; *) PATH="` + sudo.BinDir + `:$PATH" ;; esac
+`
 
 // Serve serves h on ln until ctx ends, then shuts down within 2 s: how the
 // in-sandbox servers (the agent, the code interpreter) serve. Connections

@@ -38,12 +38,14 @@ type Server struct {
 	settings *settings.Settings
 	log      *slog.Logger
 	mux      *http.ServeMux
+	process  *process.Service
 }
 
 // New builds the agent.
 func New(cfg Config, log *slog.Logger) *Server {
 	s := &Server{settings: settings.New(cfg.Fixed), log: log, mux: http.NewServeMux()}
-	procPath, procHandler := processconnect.NewProcessHandler(process.New(s.settings, log, cfg.Process))
+	s.process = process.New(s.settings, log, cfg.Process)
+	procPath, procHandler := processconnect.NewProcessHandler(s.process)
 	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(filesystem.New(s.settings, log))
 	s.mux.Handle(procPath, s.requireTokenRPC(procHandler))
 	s.mux.Handle(fsPath, s.requireTokenRPC(fsHandler))

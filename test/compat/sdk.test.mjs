@@ -123,6 +123,43 @@ test('files: symlink targets are absolute, metadata is user.e2b.*, the default u
   await assert.rejects(sbx.files.write('/usr/cove-test', 'x', { user: 'root' }), /read-only/)
 })
 
+test('sudo: passwordless for user, no more than root has; python is python3', async () => {
+  const run = async (cmd, opts = {}) => {
+    try {
+      return await sbx.commands.run(cmd, opts)
+    } catch (e) {
+      if (e instanceof CommandExitError) return e
+      throw e
+    }
+  }
+  const r = await run('sudo id -u; sudo -u user id -un; sudo sh -c "exit 3"', { user: 'user' })
+  assert.equal(r.stdout, '0\nuser\n')
+  assert.equal(r.exitCode, 3)
+  assert.equal((await run('echo piped | sudo cat; sudo -i pwd; FOO=kept sudo -E sh -c \'echo $FOO\'; sudo BAR=set sh -c \'echo $BAR $SUDO_USER\'', { user: 'user' })).stdout,
+    'piped\n/root\nkept\nset user\n')
+  // What sudo gives is what the API's root has: the same capabilities, still no_new_privs.
+  const caps = 'grep -E "^(CapEff|CapBnd|NoNewPrivs)" /proc/self/status'
+  assert.equal((await run('sudo ' + caps, { user: 'user' })).stdout, (await run(caps, { user: 'root' })).stdout)
+  // Other accounts may not (nobody); a signal reaches the command.
+  const nobody = await run(`python3 -c "import os; os.setgroups([]); os.setgid(65534); os.setuid(65534); os.execvp('sudo', ['sudo', 'id'])"`, { user: 'root' })
+  assert.notEqual(nobody.exitCode, 0)
+  assert.match(nobody.stderr, /may not use sudo/)
+  const t0 = Date.now()
+  await run('timeout -s INT 1 sudo sleep 30', { user: 'user' })
+  assert.ok(Date.now() - t0 < 15000, 'SIGINT did not end sudo sleep')
+  assert.equal((await run('python -c "import sys; print(sys.version_info[0])"')).stdout, '3\n')
+})
+
+test('sudo on a terminal', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const t = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d) } })
+  await sbx.pty.sendInput(t.pid, new TextEncoder().encode('sudo -s\n'))
+  await sbx.pty.sendInput(t.pid, new TextEncoder().encode('echo as-$(id -un)-$(tty | cut -c1-8); exit\n'))
+  assert.ok(await waitUntil(() => out.includes('as-root-/dev/pts')), `pty output ${JSON.stringify(out)}`)
+  await sbx.pty.kill(t.pid)
+})
+
 test('files: watchDir sees a new file', async () => {
   await sbx.files.makeDir('/home/user/watched')
   const events = []

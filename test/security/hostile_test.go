@@ -149,6 +149,22 @@ print("i386", "ok" if r >= 0 else "errno=%d" % -r)`), deny: []string{"i386 ok"}}
 os.setxattr("/tmp/py-cap", "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 21, 0, 0, 0))`),
 			user: "user", cmd: "/tmp/py-cap -c 'print(open(\"/proc/self/status\").read())' | grep CapEff",
 			want: []string{"CapEff:\t0000000000000000"}},
+		{name: "sudo from an account that may not, and with forged credentials", group: "escape", user: "root",
+			cmd: py(`import json, socket, struct
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+def ask(creds):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect("\0cove-sudo")
+    anc = [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("iII", *creds))]
+    anc.append((socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("iii", 0, 1, 2)))
+    s.sendmsg([json.dumps({"argv": ["id", "-u"]}).encode()], anc)
+    return s.recv(4096).decode()
+try:
+    print("forged", ask((os.getpid(), 0, 0)))
+except OSError as e:
+    print("forged errno=%d" % e.errno)
+print("own", ask((os.getpid(), 65534, 65534)))`),
+			want: []string{"forged errno=1", "may not use sudo"}, deny: []string{"started"}},
 		{name: "become root from the user (setuid 0)", group: "escape", user: "user", cmd: py(`print("setuid", sc(105, 0)); print("uid", os.getuid())`), want: []string{"setuid errno=1", "uid 1000"}},
 		{name: "the host's files through /proc/self/root and symlinks", group: "escape", user: "root",
 			cmd:  "readlink /proc/self/root; cat /proc/self/root" + e.secret + " 2>&1; ln -sf " + e.secret + " /tmp/host-link; cat /tmp/host-link 2>&1; ls " + secretDir + " 2>&1 | grep -c cove-host-secret",

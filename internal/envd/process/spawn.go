@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/covesandbox/cove/internal/envd/identity"
+	"github.com/covesandbox/cove/internal/envd/sudo"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
@@ -315,6 +317,11 @@ func (s *Service) environ(cfg *pb.ProcessConfig, u identity.User) []string {
 	}
 	for k, v := range cfg.GetEnvs() {
 		vars[k] = v
+	}
+	// In a sandbox, its own commands (sudo) stay first on any PATH a
+	// template or request sets.
+	if s.opts.Init && !slices.Contains(filepath.SplitList(vars["PATH"]), sudo.BinDir) {
+		vars["PATH"] = sudo.BinDir + ":" + vars["PATH"]
 	}
 	env := make([]string, 0, len(vars))
 	for k, v := range vars {
