@@ -2,18 +2,22 @@
 # Installs what building and testing Cove needs on a fresh Debian/Ubuntu
 # machine, and nothing when it is already there. "tools" adds the code
 # generators; "run" installs only what cove server itself uses from
-# Debian (debootstrap, which builds the built-in debian templates).
+# Debian (debootstrap, which builds the built-in debian templates; lxcfs).
 set -eu
 cd "$(dirname "$0")/.."
 need=""
 if [ "${1:-}" = run ]; then
-	command -v debootstrap >/dev/null 2>&1 && exit 0
-	if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs debootstrap" >&2; exit 1; fi
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
+	for pkg in debootstrap lxcfs; do
+		command -v "$pkg" >/dev/null 2>&1 || need="$need $pkg"
+	done
+	[ -z "$need" ] && exit 0
+	if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs:$need" >&2; exit 1; fi
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 	exit 0
 fi
 command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
-for pair in python3:python3 node:nodejs npm:npm; do
+# lxcfs: sandboxes' /proc/meminfo and friends tell their own limits.
+for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/gvisor"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/lxcfs"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
@@ -49,6 +51,9 @@ type Config struct {
 	// SandboxBinary, when set, is the small init-and-agent binary
 	// (cove-sandbox) sandboxes start from; "" starts them from cove itself.
 	SandboxBinary string
+	// LXCFS is where lxcfs is mounted, or started (lxcfs.Ensure), for
+	// sandboxes' /proc to tell their own limits; "off" goes without.
+	LXCFS string
 	// MetricsInterval is how often each sandbox's use is sampled into its
 	// metric history (default 5 s).
 	MetricsInterval time.Duration
@@ -120,6 +125,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
 	step("templates")
+	if cfg.LXCFS != "off" {
+		dir, err := lxcfs.Ensure(ctx, cmp.Or(cfg.LXCFS, lxcfs.DefaultDir), log)
+		if err != nil {
+			log.Warn("sandboxes' /proc tells the host's memory and CPUs, not theirs", logx.Err(err))
+		}
+		cfg.LXCFS = dir
+	} else {
+		cfg.LXCFS = ""
+	}
 	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
 	if err != nil {
 		return err
@@ -240,7 +254,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // runsc runs here (else the reason it does not), the configured default
 // first. close closes them all.
 func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolation.Driver, unavailable map[string]string, closeAll func(), err error) {
-	ns, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent,
+	ns, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent, LXCFS: cfg.LXCFS,
 		SandboxBinary: cfg.SandboxBinary, UserNamespaces: !cfg.NoUserNamespaces}, log)
 	if err != nil {
 		return nil, nil, nil, nil, err

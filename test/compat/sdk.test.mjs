@@ -160,6 +160,21 @@ test('sudo on a terminal', async () => {
   await sbx.pty.kill(t.pid)
 })
 
+test('a program inside sees its limits: free, /proc/meminfo, df / and the API agree', async () => {
+  const info = await sbx.getInfo()
+  const r = await sbx.commands.run(
+    `free -m | awk '/^Mem:/ {print $2}'; df -m / | awk 'NR==2 {print $2}'; node -e 'console.log(require("os").totalmem() >> 20)'; python3 -c 'import os; print(os.cpu_count())'; cut -d. -f1 /proc/uptime`
+  )
+  const [free, df, node, cpus, uptime] = r.stdout.trim().split('\n').map(Number)
+  assert.equal(free, info.memoryMB, r.stdout)
+  assert.equal(node, info.memoryMB, r.stdout)
+  // diskSizeMB is in the API's answer (the SDK does not map it).
+  const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
+  assert.equal(df, raw.diskSizeMB, r.stdout)
+  assert.equal(cpus, info.cpuCount, r.stdout)
+  assert.ok(uptime < (Date.now() - info.startedAt.getTime()) / 1000 + 5, `uptime ${uptime} s is the host's`)
+})
+
 test('files: watchDir sees a new file', async () => {
   await sbx.files.makeDir('/home/user/watched')
   const events = []

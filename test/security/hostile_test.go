@@ -209,6 +209,8 @@ while True:
 			mayEnd: true},
 		{name: "CPU: a busy loop on every core", group: "exhaustion", user: "user", lasting: true, ready: "burning",
 			cmd: "echo burning; for i in 1 2 3 4 5 6 7 8; do (while :; do :; done) & done; wait"},
+		{name: "read /proc/meminfo in a loop on every core (lxcfs serves it)", group: "exhaustion", user: "user", lasting: true, ready: "reading",
+			cmd: "echo reading; for i in 1 2 3 4 5 6 7 8; do (while :; do cat /proc/meminfo /proc/stat /proc/cpuinfo >/dev/null; done) & done; wait"},
 		{name: "disk: fill the writable layer", group: "exhaustion", user: "user", lasting: true, ready: "filling",
 			cmd:  "echo filling; dd if=/dev/zero of=/tmp/fill bs=1M; echo dd-rc=$?; sleep 30",
 			deny: []string{"dd-rc=0"}},

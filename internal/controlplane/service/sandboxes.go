@@ -120,7 +120,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	sb := store.Sandbox{
 		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: "running", Isolation: info.Isolation,
 		StartedAt: info.StartedAt, EndAt: info.EndAt,
-		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
+		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB),
+		// The disk reported is the writable layer's size: what df / shows.
+		DiskMB:   int(info.Limits.WritableBytes() >> 20),
 		Metadata: maps.Clone(req.Metadata), AllowInternetAccess: req.AllowInternetAccess,
 		AutoPause: req.AutoPause, Secure: req.Secure, EnvdVersion: envd.Version, PublicTraffic: req.PublicTraffic,
 	}

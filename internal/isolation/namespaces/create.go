@@ -237,7 +237,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,
 		DiskBytes: spec.Limits.WritableBytes(), ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
-		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent,
+		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent, LXCFS: d.cfg.LXCFS,
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		readyR.Close()

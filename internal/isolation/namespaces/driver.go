@@ -43,6 +43,10 @@ type Config struct {
 	// (but those over a host writable layer: template builds), as if its
 	// spec asked for one.
 	UserNamespaces bool
+	// LXCFS, when set, is a host directory with lxcfs mounted: its proc
+	// files (lxcfs.Files) are bound over each sandbox's, so they tell the
+	// sandbox's own memory, CPUs and uptime.
+	LXCFS string
 }
 
 // Driver implements isolation.Driver with Linux namespaces.

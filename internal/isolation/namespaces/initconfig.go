@@ -54,7 +54,10 @@ type initConfig struct {
 	OwnNet    bool                    `json:"ownNet"`  // a fresh network namespace: bring lo up
 	DNS       []string                `json:"dns"`     // resolvers for /etc/resolv.conf
 	Agent     isolation.AgentSettings `json:"agent"`
-	Mounts    []isolation.Bind        `json:"-"`
+	// LXCFS is the host directory of a mounted lxcfs whose proc files
+	// are bound over the sandbox's ("" = none).
+	LXCFS  string           `json:"lxcfs,omitempty"`
+	Mounts []isolation.Bind `json:"-"`
 	// layerFDs and bindFDs are the id-mapped mounts of Layers and Binds
 	// that came with the config (UserNS).
 	layerFDs, bindFDs []int

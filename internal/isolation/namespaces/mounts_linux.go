@@ -13,6 +13,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/lxcfs"
 )
 
 // buildRoot mounts the sandbox's root file system inside its own mount
@@ -106,7 +107,7 @@ func buildRoot(cfg initConfig) (string, error) {
 	if err := mountDev(root, cfg.ShmBytes, cfg.UserNS); err != nil {
 		return "", err
 	}
-	if err := mountProc(root); err != nil {
+	if err := mountProc(root, cfg.LXCFS); err != nil {
 		return "", err
 	}
 	if err := isolation.WriteIdentity(root, cfg.ID, cfg.DNS); err != nil {
@@ -212,8 +213,10 @@ func bindReadOnly(src, dst string) error {
 }
 
 // mountProc mounts the sandbox's own /proc, with the files that reach the
-// host kernel masked (by the sandbox's /dev/null) or read-only.
-func mountProc(root string) error {
+// host kernel masked (by the sandbox's /dev/null) or read-only, and those
+// lxcfs serves (under the host directory lxcfsDir, if any) bound over
+// theirs.
+func mountProc(root, lxcfsDir string) error {
 	proc := filepath.Join(root, "proc")
 	if err := mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
@@ -236,6 +239,21 @@ func mountProc(root string) error {
 		if err := mount(filepath.Join(root, "dev/null"), target, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
+	}
+	if lxcfsDir == "" {
+		return nil
+	}
+	for _, p := range lxcfs.Files {
+		src, target := filepath.Join(lxcfsDir, "proc", p), filepath.Join(proc, p)
+		if _, err := os.Stat(src); err != nil {
+			continue // an lxcfs without it (loadavg is optional)
+		}
+		if err := mount(src, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind lxcfs's %s: %w", p, err)
+		}
+		// Read-only and inert where the kernel lets the remount through;
+		// lxcfs refuses writes either way.
+		_ = mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	}
 	return nil
 }
