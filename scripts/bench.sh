@@ -58,7 +58,7 @@ sleep 5 # the pools fill
 go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -key "$key" -n "${TTI_N:-50}" \
 	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
 (cd bench/js && [ -d node_modules/@e2b/code-interpreter ] || npm ci --no-audit --no-fund >/dev/null)
-export E2B_API_KEY="$key" E2B_DOMAIN=localhost
+export E2B_API_KEY="$key"
 (cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node tti.mjs cold "${TTI_N:-50}") | tee -a "$out"
 (cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node tti.mjs pooled "${TTI_N:-50}") | tee -a "$out"
 # The code interpreter through @e2b/code-interpreter, and its floor: the

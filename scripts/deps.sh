@@ -10,6 +10,8 @@ if [ "${1:-}" = run ]; then
 	for pkg in debootstrap lxcfs; do
 		command -v "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 	done
+	# *.localhost (the SDK's getHost URLs) resolving to loopback.
+	getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
 	[ -z "$need" ] && exit 0
 	if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs:$need" >&2; exit 1; fi
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
@@ -27,6 +29,8 @@ for pkg in python3-ipykernel python3-numpy python3-pandas python3-matplotlib pyt
 	r-cran-irkernel default-jdk-headless node-typescript; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need="$need $pkg"
 done
+# *.localhost (getHost URLs) resolving to loopback for Node and Python.
+getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
 if [ "${1:-}" = tools ]; then
 	command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
 fi

@@ -68,7 +68,7 @@ Every flag can also be set through its environment variable.`,
 	f.StringVar(&cfg.Listen, "listen", envOr("COVE_LISTEN", "127.0.0.1:3000"), "address for the API and the sandbox proxy (COVE_LISTEN)")
 	f.StringVar(&cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
 	f.StringVar(&apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
-	f.StringVar(&cfg.Domain, "domain", envOr("COVE_DOMAIN", "localhost"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (COVE_DOMAIN)")
+	f.StringVar(&cfg.Domain, "domain", os.Getenv("COVE_DOMAIN"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (default localhost:<listen port>; COVE_DOMAIN)")
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
 	f.BoolVar(&netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
 	f.StringVar(&netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")

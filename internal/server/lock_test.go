@@ -20,3 +20,16 @@ func TestDataDirInUse(t *testing.T) {
 		t.Errorf("a second server on %s: %v", s.dataDir, err)
 	}
 }
+
+func TestDefaultDomain(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:3000": "localhost:3000",
+		"[::]:8080":      "localhost:8080",
+		"0.0.0.0:80":     "localhost",
+		"nonsense":       "localhost",
+	} {
+		if got := server.DefaultDomain(addr); got != want {
+			t.Errorf("DefaultDomain(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}

@@ -192,6 +192,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		stopBuilds()
 		tpls.Wait()
 	}()
+	// Listening before the sandbox domain is set: its default carries the
+	// port (getHost URLs must reach this listener).
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain(ln.Addr().String())
+	}
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}, st, mgr, secret, log)
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
@@ -224,10 +234,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := serveDebug(cfg.DebugListen, log); err != nil {
 			return err
 		}
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 640 * time.Second}
 	errc := make(chan error, 1)
@@ -371,6 +377,20 @@ and the cove CLI (bin/cove, or on PATH after make install):
 A lost key cannot be shown again: cove key create makes another.
 
 `, key, url)
+}
+
+// DefaultDomain is the sandbox domain of a server listening on addr
+// without one configured: localhost with the port, so that the SDK's
+// getHost(port) — {port}-{id}.localhost:{listen port} — reaches the proxy.
+// Names under localhost resolve to loopback where the host's resolver
+// has nss-myhostname (Debian's libnss-myhostname; curl and browsers do it
+// themselves).
+func DefaultDomain(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "80" {
+		return "localhost"
+	}
+	return "localhost:" + port
 }
 
 // loopbackAddr is the address a client on this host dials for a listen

@@ -77,7 +77,6 @@ func runNodeTests(t *testing.T, addr string, files ...string) {
 		"E2B_API_URL=http://"+addr,
 		"E2B_SANDBOX_URL=http://"+addr,
 		"E2B_API_KEY="+apiKey,
-		"E2B_DOMAIN=localhost",
 		"COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()),
 	)
 	out, err := cmd.StdoutPipe()

@@ -40,7 +40,7 @@ func runReadmeSnippet(t *testing.T, addr, tpl string) {
 	}
 	defer os.Remove(file)
 	cmd := exec.Command("node", file)
-	cmd.Env = append(os.Environ(), "E2B_API_URL=http://"+addr, "E2B_SANDBOX_URL=http://"+addr, "E2B_API_KEY="+apiKey, "E2B_DOMAIN=localhost")
+	cmd.Env = append(os.Environ(), "E2B_API_URL=http://"+addr, "E2B_SANDBOX_URL=http://"+addr, "E2B_API_KEY="+apiKey)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's snippet: %v\n%s", err, out)
