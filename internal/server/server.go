@@ -51,6 +51,11 @@ type Config struct {
 	// SandboxBinary, when set, is the small init-and-agent binary
 	// (cove-sandbox) sandboxes start from; "" starts them from cove itself.
 	SandboxBinary string
+	// TLSListen, when set, serves the same API and proxy over HTTPS there:
+	// E2B's domain mode (api.<domain>, <port>-<id>.<domain>). TLSCert and
+	// TLSKey are the operator's certificate; without them a local CA in
+	// the data directory issues one.
+	TLSListen, TLSCert, TLSKey string
 	// LXCFS is where lxcfs is mounted, or started (lxcfs.Ensure), for
 	// sandboxes' /proc to tell their own limits; "off" goes without.
 	LXCFS string
@@ -236,7 +241,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 640 * time.Second}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if cfg.TLSListen != "" {
+		tlsSrv, err := serveTLS(cfg, handler, errc, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tlsSrv.Shutdown(shut)
+		}()
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("cove server listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "domain", cfg.Domain)
 	if cfg.Ready != nil {

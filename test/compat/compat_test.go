@@ -72,13 +72,20 @@ func TestCodeInterpreter(t *testing.T) {
 // runNodeTests runs node's test runner on files against the server at addr.
 func runNodeTests(t *testing.T, addr string, files ...string) {
 	t.Helper()
+	runNode(t, []string{"E2B_API_URL=http://" + addr, "E2B_SANDBOX_URL=http://" + addr, "E2B_API_KEY=" + apiKey}, files...)
+}
+
+// runNode runs node's test runner on files with env (and no other E2B_
+// variable).
+func runNode(t *testing.T, env []string, files ...string) {
+	t.Helper()
 	cmd := exec.Command("node", append([]string{"--test", "--test-concurrency=1", "--test-timeout=120000"}, files...)...)
-	cmd.Env = append(os.Environ(),
-		"E2B_API_URL=http://"+addr,
-		"E2B_SANDBOX_URL=http://"+addr,
-		"E2B_API_KEY="+apiKey,
-		"COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()),
-	)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "E2B_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, env...), "COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

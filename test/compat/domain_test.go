@@ -1,0 +1,41 @@
+package compat
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// TestDomainMode runs the official SDK as E2B's cloud is used: E2B_DOMAIN
+// and the key alone, so the SDK calls https://api.<domain> and
+// https://49983-<id>.<domain>, served over TLS with a certificate from the
+// server's local CA, which Node trusts through NODE_EXTRA_CA_CERTS.
+func TestDomainMode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	domain := "cove.localhost:" + strconv.Itoa(port)
+	srv := testutil.StartServer(t, apiKey, "--domain", domain, "--tls-listen", "127.0.0.1:"+strconv.Itoa(port))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the HTTPS listener did not open")
+		}
+	}
+	npmInstall(t)
+	runNode(t, []string{"E2B_DOMAIN=" + domain, "E2B_API_KEY=" + apiKey,
+		"NODE_EXTRA_CA_CERTS=" + filepath.Join(srv.DataDir, "tls", "ca.pem")}, "domain.test.mjs")
+	if left := srv.Leftovers(); len(left) > 0 {
+		t.Errorf("the suite left sandboxes behind: %v", left)
+	}
+}
