@@ -42,6 +42,8 @@ type CreateRequest struct {
 	Isolation string
 	// Team owns the sandbox: its quota applies ("" = none).
 	Team string
+	// MaskRequestHost is the Host header traffic to its ports gets.
+	MaskRequestHost string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -111,6 +113,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		ID: req.ID, TemplateID: tpl.ID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
+		MaskRequestHost: req.MaskRequestHost,
 	}}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {

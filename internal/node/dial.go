@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/covesandbox/cove/internal/errs"
 )
@@ -30,6 +32,16 @@ func (m *Manager) TrafficToken(id string) string {
 		return ""
 	}
 	return info.TrafficToken
+}
+
+// RequestHost is the Host header traffic to port of sandbox id gets: its
+// maskRequestHost with the port, or "" to keep the client's.
+func (m *Manager) RequestHost(id string, port int) string {
+	info, err := m.Get(id)
+	if err != nil || info.MaskRequestHost == "" {
+		return ""
+	}
+	return strings.ReplaceAll(info.MaskRequestHost, "${PORT}", strconv.Itoa(port))
 }
 
 // NetworkUpdate changes a running sandbox's egress; nil fields stay.

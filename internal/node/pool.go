@@ -339,7 +339,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 	if req.Tokens != nil {
 		info.AccessToken, info.TrafficToken = req.Tokens(info.ID)
 	}
-	info.Team = req.Team
+	info.Team, info.MaskRequestHost = req.Team, req.MaskRequestHost
 	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()
 	if err := m.admitLocked(req.Team, info.Limits); err != nil {

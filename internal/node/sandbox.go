@@ -45,9 +45,12 @@ type Info struct {
 	AccessToken string `json:"accessToken,omitempty"`
 	// TrafficToken, when set, must come with traffic to the sandbox's ports
 	// (all but the agent's).
-	TrafficToken string         `json:"trafficToken,omitempty"`
-	Exit         isolation.Exit `json:"exit,omitzero"`
-	Network      *NetworkInfo   `json:"network,omitempty"`
+	TrafficToken string `json:"trafficToken,omitempty"`
+	// MaskRequestHost, when set, is the Host header the proxy gives
+	// traffic to the sandbox's ports ("${PORT}" becomes the port).
+	MaskRequestHost string         `json:"maskRequestHost,omitempty"`
+	Exit            isolation.Exit `json:"exit,omitzero"`
+	Network         *NetworkInfo   `json:"network,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network, when the node gives it one.

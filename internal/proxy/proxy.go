@@ -33,6 +33,9 @@ type Sandboxes interface {
 	// TrafficToken is the token the sandbox's ports (all but the agent's)
 	// require; "" when its traffic is public.
 	TrafficToken(id string) string
+	// RequestHost is the Host header traffic to a port of the sandbox
+	// gets (its maskRequestHost), "" to keep the client's.
+	RequestHost(id string, port int) string
 	// AgentTransport is the node's own connection pool to a sandbox's
 	// agent, which adds nothing to requests: the proxy sends agent traffic
 	// over it, so a sandbox's first command finds a connection the node
@@ -63,6 +66,7 @@ type target struct {
 	id     string
 	port   int
 	denied string // set when the request is sandbox traffic that must be refused
+	host   string // the Host header to send upstream ("" = the client's)
 }
 
 type targetKey struct{}
@@ -88,6 +92,9 @@ func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Pro
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = t.id + "." + strconv.Itoa(t.port) + ".sandbox"
 			pr.Out.Host = pr.In.Host
+			if t.host != "" {
+				pr.Out.Host = t.host
+			}
 			pr.Out.Header.Del("E2b-Sandbox-Id")
 			pr.Out.Header.Del("E2b-Sandbox-Port")
 			pr.SetXForwarded()
@@ -242,6 +249,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Header.Del(trafficTokenHeader)
+		t.host = p.sandboxes.RequestHost(t.id, t.port)
 	}
 	// The upstream may answer (and the answer be flushed) before the
 	// request body is fully forwarded, as the agent's streaming RPCs do. An

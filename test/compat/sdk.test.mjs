@@ -275,6 +275,30 @@ test('getHost(port) is a URL Node reaches as it is: a server the sandbox runs on
   assert.equal((await fetch(`http://${sbx.getHost(9)}/`)).status, 502)
 })
 
+test('network.maskRequestHost: the server in the sandbox sees the Host asked for', async () => {
+  const s = await Sandbox.create({ network: { maskRequestHost: 'localhost:${PORT}' } })
+  try {
+    await s.commands.run(`python3 -c "
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = self.headers['Host'].encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.HTTPServer(('127.0.0.1', 8081), H).serve_forever()"`, { background: true })
+    let host
+    assert.ok(await waitUntil(async () => {
+      try {
+        const res = await fetch(`http://${s.getHost(8081)}/`)
+        if (res.status === 200) host = await res.text()
+      } catch {}
+      return host !== undefined
+    }), 'the server did not answer')
+    assert.equal(host, 'localhost:8081')
+  } finally {
+    await s.kill()
+  }
+})
+
 test('a wrong API key is refused', async () => {
   await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + 'f'.repeat(40) }), AuthenticationError)
 })

@@ -45,7 +45,15 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: req.AutoPause != nil && *req.AutoPause,
 		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
+		MaskRequestHost: maskHost(req.Network),
 	}, nil
+}
+
+func maskHost(n *networkConfig) string {
+	if n == nil || n.MaskRequestHost == nil {
+		return ""
+	}
+	return *n.MaskRequestHost
 }
 
 func egress(n *networkConfig, allow bool) []string {

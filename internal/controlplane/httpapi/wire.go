@@ -27,6 +27,9 @@ type networkConfig struct {
 	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
 	AllowOut           []string `json:"allowOut"`
 	DenyOut            []string `json:"denyOut"`
+	// MaskRequestHost is the Host header requests to the sandbox's ports
+	// arrive with ("${PORT}" becomes the port).
+	MaskRequestHost *string `json:"maskRequestHost"`
 }
 
 // sandboxJSON is the Sandbox schema (create, connect).

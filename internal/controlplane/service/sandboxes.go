@@ -28,6 +28,9 @@ type CreateRequest struct {
 	AutoPause           bool
 	// PublicTraffic false makes the sandbox's ports require the traffic token.
 	PublicTraffic bool
+	// MaskRequestHost, when set, is the Host header requests to the
+	// sandbox's ports arrive with (${PORT} becomes the port).
+	MaskRequestHost string
 }
 
 // Sandbox is what the API reports of a sandbox.
@@ -58,6 +61,9 @@ func ValidateCreate(req CreateRequest, maxTimeout time.Duration) (Egress, error)
 	}
 	if req.Timeout > maxTimeout {
 		return Egress{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(maxTimeout.Hours()))
+	}
+	if strings.ContainsAny(req.MaskRequestHost, " \t\r\n/") {
+		return Egress{}, errs.New(errs.InvalidArgument, "network.maskRequestHost %q: a host[:port] (${PORT} for the port)", req.MaskRequestHost)
 	}
 	for k, v := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
@@ -105,7 +111,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
-		Isolation: req.Metadata[IsolationKey], Team: req.Team,
+		Isolation: req.Metadata[IsolationKey], Team: req.Team, MaskRequestHost: req.MaskRequestHost,
 	})
 	if err != nil {
 		return Sandbox{}, err
