@@ -10,6 +10,11 @@ if [ "${1:-}" = run ]; then
 	for pkg in debootstrap lxcfs; do
 		command -v "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 	done
+	# What E2B's base template has: the base template is the host's /usr.
+	for pair in python3:python3 node:nodejs npm:npm git:git curl:curl tput:ncurses-bin gcc:build-essential make:build-essential; do
+		cmd=${pair%%:*} pkg=${pair#*:}
+		command -v "$cmd" >/dev/null 2>&1 || case " $need " in *" $pkg "*) ;; *) need="$need $pkg" ;; esac
+	done
 	# *.localhost (the SDK's getHost URLs) resolving to loopback.
 	getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
 	[ -z "$need" ] && exit 0

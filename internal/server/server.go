@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
@@ -130,6 +131,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
 	step("templates")
+	if missing := template.MissingBaseCommands(); len(missing) > 0 {
+		log.Warn("the base template (the host's /usr) lacks commands E2B's base has: apt-get install "+strings.Join(missing, " "), "packages", missing)
+	}
 	if cfg.LXCFS != "off" {
 		dir, err := lxcfs.Ensure(ctx, cmp.Or(cfg.LXCFS, lxcfs.DefaultDir), log)
 		if err != nil {

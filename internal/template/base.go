@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,6 +57,35 @@ func BaseBinds() []isolation.Bind {
 		}
 	}
 	return binds
+}
+
+// BaseCommands are what E2B's base template has and code written for it
+// calls, with the Debian package of each: base has them when the host's
+// /usr does (make run installs them).
+var BaseCommands = [][2]string{
+	{"bash", "bash"}, {"python3", "python3"}, {"node", "nodejs"}, {"npm", "npm"}, {"git", "git"},
+	{"curl", "curl"}, {"tput", "ncurses-bin"}, {"gcc", "build-essential"}, {"make", "build-essential"},
+}
+
+// MissingBaseCommands returns the Debian packages whose commands the base
+// template lacks: neither /usr/bin nor /bin of the host has them.
+func MissingBaseCommands() []string { return missingCommands("/") }
+
+func missingCommands(root string) []string {
+	var pkgs []string
+	for _, c := range BaseCommands {
+		found := false
+		for _, dir := range []string{"usr/bin", "bin", "usr/local/bin"} {
+			if st, err := os.Stat(filepath.Join(root, dir, c[0])); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+				found = true
+				break
+			}
+		}
+		if !found && !slices.Contains(pkgs, c[1]) {
+			pkgs = append(pkgs, c[1])
+		}
+	}
+	return pkgs
 }
 
 // ensureBase builds the base template's layer (once per content: the

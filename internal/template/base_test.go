@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/covesandbox/cove/internal/fsutil"
@@ -52,5 +53,19 @@ func TestBaseLayerReused(t *testing.T) {
 	}
 	if again := layer(); again != first {
 		t.Errorf("after a stale fingerprint: %s, want %s", again, first)
+	}
+}
+
+func TestMissingCommands(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{"usr/bin/bash", "usr/bin/python3", "bin/git", "usr/bin/gcc", "usr/bin/curl"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), nil, 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "usr/bin/node"), nil, 0o644) // not executable
+	got := missingCommands(root)
+	want := []string{"nodejs", "npm", "ncurses-bin", "build-essential"}
+	if !slices.Equal(got, want) {
+		t.Errorf("missing %v, want %v", got, want)
 	}
 }
