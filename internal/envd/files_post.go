@@ -133,7 +133,9 @@ func writeFile(path string, u identity.User, body io.Reader, meta map[string]str
 
 func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]string) (uploadedFile, error) {
 	// A link at path is written through, as a shell's redirection would:
-	// the file replaced is the one it leads to.
+	// the file replaced is the one it leads to. The answer names the path
+	// asked for.
+	asked := path
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	} else if st, lerr := os.Lstat(path); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
@@ -169,7 +171,7 @@ func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]s
 	if err := replaceFile(path, old, u, body, meta); err != nil {
 		return uploadedFile{}, err
 	}
-	return uploadedFile{Path: path, Name: filepath.Base(path), Type: "file", Metadata: filesystem.ReadMetadata(path)}, nil
+	return uploadedFile{Path: asked, Name: filepath.Base(asked), Type: "file", Metadata: filesystem.ReadMetadata(path)}, nil
 }
 
 // replaceFile writes body and meta to a new file beside path and renames it
