@@ -18,9 +18,12 @@ import (
 // costs a task migration (an RCU grace period, 1–3 ms measured here), so
 // only what limits or measures the sandbox: no freezer (a pid namespace
 // dies with its init, no freeze is needed to kill it) and blkio only where
-// the io scheduler offers weights.
+// the io scheduler offers weights. cpuset (with every CPU of its parent)
+// is there for lxcfs, which finds a process's CPUs by its cpuset group
+// and reads the CPU quota at that same path: in the root cpuset, a
+// sandbox's /proc/cpuinfo and /proc/stat would list the host's CPUs.
 var v1Subsystems = map[cgroup1.Name]bool{
-	cgroup1.Memory: true, cgroup1.Cpu: true, cgroup1.Cpuacct: true, cgroup1.Pids: true,
+	cgroup1.Memory: true, cgroup1.Cpu: true, cgroup1.Cpuacct: true, cgroup1.Pids: true, cgroup1.Cpuset: true,
 }
 
 // v1Mounts caches the host's v1 hierarchies: parsing mountinfo for every

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/covesandbox/cove/internal/agentclient"
@@ -197,13 +198,29 @@ func startCommand(ctx context.Context, agent *agentclient.Client, tpl template.T
 	}
 }
 
+// withCPUs adds OMP_NUM_THREADS, the sandbox's CPUs, to its variables
+// unless they set it: nproc answers it, and OpenMP, BLAS and the pools
+// that follow it size themselves by it, as in a VM of that many vCPUs
+// (sched_getaffinity, which nproc reads otherwise, names the host's).
+func withCPUs(vars map[string]string, l isolation.Limits) map[string]string {
+	if _, ok := vars["OMP_NUM_THREADS"]; ok || l.CPUMillis <= 0 {
+		return vars
+	}
+	out := maps.Clone(vars)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out["OMP_NUM_THREADS"] = strconv.FormatInt((l.CPUMillis+999)/1000, 10)
+	return out
+}
+
 // launch starts a sandbox for info over tpl: its network from the pool
 // (with want's rules), the driver's create with the agent's settings. It
 // fills info's handle and network; on failure nothing is left.
 func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool) (*network.Net, error) {
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
 	spec := isolation.Spec{RootFS: tpl.RootFS, Limits: info.Limits, Env: env, Background: background, Agent: isolation.AgentSettings{
-		EnvVars: info.EnvVars, AccessToken: info.AccessToken, DefaultUser: tpl.DefaultUser, DefaultWorkdir: tpl.DefaultWorkdir,
+		EnvVars: withCPUs(info.EnvVars, info.Limits), AccessToken: info.AccessToken, DefaultUser: tpl.DefaultUser, DefaultWorkdir: tpl.DefaultWorkdir,
 	}}
 	var n *network.Net
 	if nets := m.cfg.Networks; nets != nil {
