@@ -159,21 +159,24 @@ func emptyDir(dir string) error {
 }
 
 // Recipes are built-in templates built on first use: debian (debootstrap
-// bookworm minbase with python3, nodejs, git, curl and sudo, and E2B's
+// bookworm minbase with what E2B's base template has: python3 and python,
+// nodejs and npm, git, curl, tput, build tools and sudo, and E2B's
 // `user` account) and code-interpreter-v1 (debian with numpy, pandas and
 // matplotlib from Debian's archive).
 var Recipes = map[string]Spec{
 	"debian": {
 		FromDebootstrap: &Debootstrap{Suite: "bookworm", Variant: "minbase",
-			Include: []string{"python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps", "iproute2", "less"}},
-		Steps: []Step{
-			{Type: "USER", Args: []string{"root"}},
-			{Type: "RUN", Args: []string{"useradd -m -s /bin/bash -u 1000 -G sudo user" +
+			Include: []string{"python3", "python-is-python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps",
+				"iproute2", "less", "ncurses-bin", "build-essential"}},
+		// npm (and its few hundred node-* packages) through apt in a build
+		// step: debootstrap's own configuration pass fails on it.
+		Steps: append(append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps([][]string{{"npm"}})...),
+			Step{Type: "RUN", Args: []string{"useradd -m -s /bin/bash -u 1000 -G sudo user" +
 				" && echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user && chmod 440 /etc/sudoers.d/user" +
 				" && passwd -d user && mkdir -p /code && chmod 777 /code /usr/local"}},
-			{Type: "USER", Args: []string{"user"}},
-			{Type: "WORKDIR", Args: []string{"/home/user"}},
-		},
+			Step{Type: "USER", Args: []string{"user"}},
+			Step{Type: "WORKDIR", Args: []string{"/home/user"}},
+		),
 	},
 	"code-interpreter-v1": {
 		FromTemplate: "debian",
