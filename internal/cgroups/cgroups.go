@@ -144,6 +144,23 @@ func ParseOOMKills(b []byte) uint64 {
 // Stats reads the group's usage.
 func (g *Group) Stats() (Stats, error) { return g.impl.stats() }
 
+// Freeze stops every process of the group where it is (cgroup freezer);
+// it returns once they are all frozen.
+func (g *Group) Freeze() error {
+	if err := g.impl.freeze(); err != nil {
+		return fmt.Errorf("freeze cgroup %s: %w", g.name, err)
+	}
+	return nil
+}
+
+// Thaw lets a frozen group's processes run again.
+func (g *Group) Thaw() error {
+	if err := g.impl.thaw(); err != nil {
+		return fmt.Errorf("thaw cgroup %s: %w", g.name, err)
+	}
+	return nil
+}
+
 // Destroy kills every process in the group (frozen first, so none can fork
 // away), waits until the group is empty and removes it. It is idempotent.
 func (g *Group) Destroy(ctx context.Context) error {

@@ -16,14 +16,14 @@ import (
 
 // v1Subsystems are the hierarchies a sandbox joins on a v1 host. Each one
 // costs a task migration (an RCU grace period, 1–3 ms measured here), so
-// only what limits or measures the sandbox: no freezer (a pid namespace
-// dies with its init, no freeze is needed to kill it) and blkio only where
-// the io scheduler offers weights. cpuset (with every CPU of its parent)
+// only what limits, measures or pauses the sandbox: freezer (pause in
+// place) and blkio only where the io scheduler offers weights. cpuset (with every CPU of its parent)
 // is there for lxcfs, which finds a process's CPUs by its cpuset group
 // and reads the CPU quota at that same path: in the root cpuset, a
 // sandbox's /proc/cpuinfo and /proc/stat would list the host's CPUs.
 var v1Subsystems = map[cgroup1.Name]bool{
 	cgroup1.Memory: true, cgroup1.Cpu: true, cgroup1.Cpuacct: true, cgroup1.Pids: true, cgroup1.Cpuset: true,
+	cgroup1.Freezer: true,
 }
 
 // v1Mounts caches the host's v1 hierarchies: parsing mountinfo for every
@@ -205,10 +205,10 @@ func (c *v1) procs() ([]int, error) {
 	return out, walk(dir)
 }
 
-// freeze and thaw are no-ops on v1: sandboxes do not join the freezer
-// hierarchy (see v1Subsystems); Destroy's kill loop repeats until empty.
-func (c *v1) freeze() error { return nil }
-func (c *v1) thaw() error   { return nil }
+// freeze and thaw use the freezer hierarchy; a group made before it
+// joined one (an adopted sandbox of an older node) cannot be frozen.
+func (c *v1) freeze() error { return c.cg.Freeze() }
+func (c *v1) thaw() error   { return c.cg.Thaw() }
 
 // remove removes the group's directory, children first, from every
 // hierarchy it joined; the kernel refuses (EBUSY) while a process is in it.

@@ -38,6 +38,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		sb.mu.Unlock()
 		return errs.New(errs.Conflict, "sandbox %s is still being created", sb.info.ID)
 	}
+	paused := sb.info.State == StatePaused
 	sb.info.State = StateKilled
 	sb.info.Exit = exit
 	if sb.timer != nil {
@@ -48,6 +49,12 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 
 	if sb.agent != nil {
 		sb.agent.Close()
+	}
+	if p, ok := m.driverOf(id).(isolation.Pauser); ok && paused {
+		// Thawed first: a runtime may not end a frozen sandbox.
+		if err := p.Resume(ctx, id); err != nil {
+			m.log.Warn("resume a paused sandbox to end it", logx.SandboxID(id), logx.Err(err))
+		}
 	}
 	if err := m.driverOf(id).Destroy(ctx, id); err != nil {
 		// Keep the record: Recover retries the teardown after a restart.

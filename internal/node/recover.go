@@ -87,9 +87,12 @@ func (m *Manager) recordDriver(info Info) isolation.Driver {
 	return m.driver
 }
 
-// adopt re-attaches a recorded sandbox if it is alive and not yet expired.
+// adopt re-attaches a recorded sandbox if it is alive and not yet expired
+// (or paused).
 func (m *Manager) adopt(ctx context.Context, info Info) bool {
-	if info.State != StateRunning || !time.Now().Before(info.EndAt) {
+	switch {
+	case info.State == StatePaused: // a paused sandbox's time stands still
+	case info.State != StateRunning || !time.Now().Before(info.EndAt):
 		return false
 	}
 	if err := m.recordDriver(info).Recover(ctx, info.Handle); err != nil {
@@ -114,6 +117,9 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 		sb.agent.SetToken(info.AccessToken)
 	}
 	sb.timer = time.AfterFunc(time.Until(info.EndAt), func() { m.expire(info.ID) })
+	if info.State == StatePaused {
+		sb.timer.Stop() // a paused sandbox's time starts again at its resume
+	}
 	m.mu.Lock()
 	m.sandboxes[info.ID] = sb
 	m.mu.Unlock()

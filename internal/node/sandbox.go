@@ -10,12 +10,14 @@ import (
 	"github.com/covesandbox/cove/internal/network"
 )
 
-// State is a sandbox's place in its lifecycle: creating → running → killed.
+// State is a sandbox's place in its lifecycle: creating → running ⇄
+// paused → killed.
 type State string
 
 const (
 	StateCreating State = "creating"
 	StateRunning  State = "running"
+	StatePaused   State = "paused"
 	StateKilled   State = "killed"
 )
 

@@ -152,6 +152,32 @@ func (s *Sandbox) SetTimeout(ctx context.Context, timeout time.Duration) error {
 // Kill ends the sandbox.
 func (s *Sandbox) Kill(ctx context.Context) error { return s.client.Kill(ctx, s.ID) }
 
+// Pause freezes the sandbox with its memory: its processes stop where they
+// are and go on at Connect (or Client.Resume); its timeout stops meanwhile.
+func (s *Sandbox) Pause(ctx context.Context) error { return s.client.Pause(ctx, s.ID) }
+
+// Pause freezes a sandbox with its memory; one paused already is
+// ErrConflict.
+func (c *Client) Pause(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/pause", map[string]any{"memory": true}, nil)
+	return err
+}
+
+// Resume lets a paused sandbox run again, ending timeout from now (0: the
+// server's default); a running one is ErrConflict.
+// Connect resumes a paused sandbox too.
+func (c *Client) Resume(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	body := map[string]any{}
+	if timeout > 0 {
+		body["timeout"] = int64((timeout + time.Second - 1) / time.Second)
+	}
+	var out sandboxJSON
+	if _, err := c.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/resume", body, &out); err != nil {
+		return nil, err
+	}
+	return c.attach(out), nil
+}
+
 // Kill ends a sandbox; an unknown one is ErrNotFound.
 func (c *Client) Kill(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(id), nil, nil)

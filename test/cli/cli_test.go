@@ -118,6 +118,24 @@ func TestCLI(t *testing.T) {
 	if _, errOut, code := c.run(t, "", "sandbox", "cp", "a", "b"); code == 0 || !strings.Contains(errOut, "SANDBOX:/path") {
 		t.Errorf("cp between local paths: %q %d", errOut, code)
 	}
+	if out, _, code := c.run(t, "", "sandbox", "pause", id); code != 0 || !strings.Contains(out, "paused "+id) {
+		t.Errorf("pause: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "pause", id); code == 0 || !strings.Contains(errOut, "paused already") {
+		t.Errorf("pause twice: %q %d", errOut, code)
+	}
+	if out, _, _ := c.run(t, "", "sandbox", "list", "--state", "paused"); !strings.Contains(out, id) {
+		t.Errorf("list --state paused: %q", out)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "resume", id); code != 0 || !strings.Contains(out, "resumed "+id) {
+		t.Errorf("resume: %q %d", out, code)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "exec", id, "--", "echo back"); code != 0 || out != "back\n" {
+		t.Errorf("exec after resume: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "resume", id); code == 0 || !strings.Contains(errOut, "running, not paused") {
+		t.Errorf("resume a running sandbox: %q %d", errOut, code)
+	}
 	if out, _, code := c.run(t, "", "sandbox", "kill", id); code != 0 || !strings.Contains(out, "killed "+id) {
 		t.Errorf("kill: %q %d", out, code)
 	}

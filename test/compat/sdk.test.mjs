@@ -299,6 +299,33 @@ http.server.HTTPServer(('127.0.0.1', 8081), H).serve_forever()"`, { background: 
   }
 })
 
+test('pause and connect: processes go on where they were, a server still serves', async () => {
+  const s = await Sandbox.create({ metadata: { pause: process.env.COMPAT_RUN } })
+  try {
+    await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done', { background: true })
+    await s.commands.run('cd /tmp && python3 -m http.server 8082 --bind 127.0.0.1', { background: true })
+    const url = `http://${s.getHost(8082)}/count`
+    assert.ok(await waitUntil(async () => { try { return (await fetch(url)).status === 200 } catch { return false } }))
+    const before = Number((await s.commands.run('cat /tmp/count')).stdout)
+    assert.equal(await s.pause(), true)
+    assert.equal(await s.pause(), false) // 409: paused already
+    assert.equal(await s.isRunning(), false)
+    assert.equal((await s.getInfo()).state, 'paused')
+    const paused = await Sandbox.list({ query: { state: ['paused'], metadata: { pause: process.env.COMPAT_RUN } } }).nextItems()
+    assert.deepEqual(paused.map((x) => x.sandboxId), [s.sandboxId])
+    await new Promise((r) => setTimeout(r, 1500)) // 30 counts if it were not frozen
+    const back = await Sandbox.connect(s.sandboxId)
+    assert.equal((await back.getInfo()).state, 'running')
+    const after = Number((await back.commands.run('cat /tmp/count')).stdout)
+    assert.ok(after >= before && after - before < 20, `the counter went from ${before} to ${after} across a 1.5 s pause`)
+    assert.ok(await waitUntil(async () => Number((await back.commands.run('cat /tmp/count')).stdout) > after), 'the counter stopped')
+    const res = await fetch(url)
+    assert.equal(res.status, 200)
+  } finally {
+    await s.kill()
+  }
+})
+
 test('a wrong API key is refused', async () => {
   await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + 'f'.repeat(40) }), AuthenticationError)
 })

@@ -39,7 +39,7 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 		err = errs.New(errs.InvalidArgument, "duration must be between 0 and 3600 seconds")
 	}
 	if err == nil && d > 0 {
-		_, err = a.svc.Connect(r.Context(), team(r), id, seconds(d))
+		err = a.svc.Extend(r.Context(), team(r), id, seconds(d))
 	}
 	if err != nil {
 		writeError(w, err)

@@ -44,6 +44,8 @@ func New(svc *service.Service, templates *service.Templates, st store.Store, log
 	a.handle("DELETE /sandboxes/{id}", a.killSandbox)
 	a.handle("POST /sandboxes/{id}/timeout", a.setTimeout)
 	a.handle("POST /sandboxes/{id}/refreshes", a.refresh)
+	a.handle("POST /sandboxes/{id}/pause", a.pause)
+	a.handle("POST /sandboxes/{id}/resume", a.resume)
 	for _, p := range []string{"POST /sandboxes/{id}/connect", "POST /v2/sandboxes/{id}/connect"} {
 		a.handle(p, a.connect)
 	}

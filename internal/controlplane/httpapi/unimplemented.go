@@ -8,8 +8,6 @@ import (
 
 // Endpoints later work owns answer 501 with what is missing.
 var later = map[string]string{
-	"POST /sandboxes/{id}/pause":     "pausing sandboxes is not available yet (persistence)",
-	"POST /sandboxes/{id}/resume":    "resuming sandboxes is not available yet (persistence)",
 	"POST /sandboxes/{id}/snapshots": "snapshots are not available yet (persistence)",
 	"GET /snapshots":                 "snapshots are not available yet (persistence)",
 	"POST /sandboxes/{id}/fork":      "forking sandboxes is not available yet",

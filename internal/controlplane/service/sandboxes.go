@@ -183,10 +183,65 @@ func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.
 	return s.retime(ctx, team, id, timeout, s.node.SetTimeout)
 }
 
-// Connect extends the sandbox's life to at least timeout from now and
-// returns it.
-func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration) (Sandbox, error) {
+// Connect returns a sandbox, resuming it when it is paused (resumed
+// true; it then ends timeout from now), else extending its life to at
+// least timeout from now.
+func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration) (sb Sandbox, resumed bool, err error) {
+	cur, err := s.Get(ctx, team, id)
+	if err != nil {
+		return Sandbox{}, false, err
+	}
+	if cur.State == string(node.StatePaused) {
+		sb, err = s.Resume(ctx, team, id, timeout)
+		if !errs.Is(err, errs.Conflict) { // resumed meanwhile: extend below
+			return sb, err == nil, err
+		}
+	}
 	if err := s.retime(ctx, team, id, timeout, s.node.ExtendTimeout); err != nil {
+		return Sandbox{}, false, err
+	}
+	sb, err = s.Get(ctx, team, id)
+	return sb, false, err
+}
+
+// Extend moves a running sandbox's end to at least timeout from now.
+func (s *Service) Extend(ctx context.Context, team, id string, timeout time.Duration) error {
+	return s.retime(ctx, team, id, timeout, s.node.ExtendTimeout)
+}
+
+// Pause freezes a team's running sandbox with its memory (Conflict when it
+// is paused already). Without memory is not available yet.
+func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error {
+	if _, err := s.Get(ctx, team, id); err != nil {
+		return err
+	}
+	if !memory {
+		return errs.New(errs.Unimplemented, "pausing without memory (memory: false) is not available yet: pause with memory")
+	}
+	info, err := s.node.Pause(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt)
+}
+
+// Resume lets a team's paused sandbox run again (Conflict when it runs);
+// it ends timeout from now.
+func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Duration) (Sandbox, error) {
+	if timeout <= 0 {
+		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
+	}
+	if timeout > s.cfg.MaxTimeout {
+		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
+	}
+	if _, err := s.Get(ctx, team, id); err != nil {
+		return Sandbox{}, err
+	}
+	info, err := s.node.Resume(ctx, id, timeout)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StateRunning), info.EndAt); err != nil {
 		return Sandbox{}, err
 	}
 	return s.Get(ctx, team, id)

@@ -26,6 +26,8 @@ type Node interface {
 	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
 	Stats(ctx context.Context, id string) (isolation.Stats, error)
 	UpdateNetwork(id string, u node.NetworkUpdate) error
+	Pause(ctx context.Context, id string) (node.Info, error)
+	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
 }
 
 // Config configures the service.

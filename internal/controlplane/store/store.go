@@ -23,7 +23,7 @@ type Sandbox struct {
 	Team                string
 	TemplateID          string
 	Alias               string
-	State               string // "running" (paused later)
+	State               string // "running" or "paused"
 	StartedAt           time.Time
 	EndAt               time.Time
 	CPUCount            int
@@ -76,6 +76,9 @@ type Store interface {
 	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	SetSandboxEnd(ctx context.Context, id string, end time.Time) error
+	// SetSandboxState records a sandbox's state ("running", "paused") and
+	// end.
+	SetSandboxState(ctx context.Context, id, state string, end time.Time) error
 	DeleteSandbox(ctx context.Context, id string) error // a missing one is fine
 	// ListSandboxes returns one page and the total of matching sandboxes.
 	ListSandboxes(ctx context.Context, f ListFilter) ([]Sandbox, error)

@@ -40,6 +40,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if sb := d.get(id); sb != nil {
 		idBase = sb.idBase
 		sb.destroying.Store(true)
+		_ = sb.cg.Thaw() // a frozen (paused) init cannot die
 		_ = hostproc.Kill(sb.handle)
 		if _, err := sb.end.Wait(ctx); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
@@ -51,6 +52,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		group = sb.cg.Name()
 	} else if st, err := hostproc.ReadRecord(d.dir(id)); err == nil {
 		idBase = st.UserNSBase
+		if cg, err := cgroups.Load(st.Cgroup); err == nil {
+			_ = cg.Thaw() // a frozen (paused) init cannot die
+		}
 		_ = hostproc.Kill(st.Handle)
 		if err := hostproc.WaitGone(ctx, st.Handle); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)

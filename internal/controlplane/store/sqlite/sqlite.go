@@ -211,6 +211,18 @@ func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) err
 	return nil
 }
 
+// SetSandboxState implements store.Store.
+func (s *Store) SetSandboxState(ctx context.Context, id, state string, end time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, end_at = ? WHERE id = ?`, state, end.UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return nil
+}
+
 // DeleteSandbox implements store.Store.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {

@@ -125,6 +125,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		if len(none) != 0 {
 			t.Errorf("state filter: %v", ids(none))
 		}
+		if err := s.SetSandboxState(ctx, "a3", "paused", base.Add(3*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		paused, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []string{"paused"}})
+		if got, _ := s.Sandbox(ctx, "a3"); len(paused) != 1 || paused[0].ID != "a3" || got.State != "paused" || !got.EndAt.Equal(base.Add(3*time.Hour)) {
+			t.Errorf("paused: %v %+v", ids(paused), got)
+		}
+		if err := s.SetSandboxState(ctx, "nope", "paused", base); !errs.Is(err, errs.NotFound) {
+			t.Errorf("state of a missing sandbox: %v", err)
+		}
 		if err := s.DeleteSandbox(ctx, "a1"); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Pause freezes a running sandbox in place: its processes stop where they
+// are, its memory stays, it takes no CPU, and its timeout stops (it starts
+// again at Resume). The record says paused, so a restarted node adopts it
+// paused. A sandbox already paused is a Conflict.
+func (m *Manager) Pause(ctx context.Context, id string) (Info, error) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	p, ok := m.driverOf(id).(isolation.Pauser)
+	if !ok || !m.driverOf(id).Capabilities().Pause {
+		return Info{}, errs.New(errs.Unimplemented, "the %s driver cannot pause a sandbox", m.driverOf(id).Name())
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	switch sb.info.State {
+	case StatePaused:
+		return Info{}, errs.New(errs.Conflict, "sandbox %s is already paused", id)
+	case StateRunning:
+	default:
+		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+	}
+	if err := p.Pause(ctx, id); err != nil {
+		return Info{}, err
+	}
+	sb.timer.Stop()
+	sb.info.State = StatePaused
+	if err := m.writeRecord(sb.info); err != nil {
+		// Unrecorded, the pause would not survive a restart: undo it.
+		_ = p.Resume(context.WithoutCancel(ctx), id)
+		sb.info.State = StateRunning
+		sb.timer.Reset(time.Until(sb.info.EndAt))
+		return Info{}, err
+	}
+	m.log.Info("sandbox paused", logx.SandboxID(id))
+	return sb.info, nil
+}
+
+// Resume lets a paused sandbox run again from where it stopped; it ends
+// timeout from now. A running sandbox is a Conflict.
+func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) (Info, error) {
+	if timeout <= 0 {
+		return Info{}, errs.New(errs.InvalidArgument, "timeout must be greater than 0")
+	}
+	if timeout > m.cfg.MaxTimeout {
+		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+	}
+	sb := m.lookup(id)
+	if sb == nil {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	p, ok := m.driverOf(id).(isolation.Pauser)
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	switch {
+	case sb.info.State == StateRunning:
+		return Info{}, errs.New(errs.Conflict, "sandbox %s is already running", id)
+	case sb.info.State != StatePaused || !ok:
+		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+	}
+	if err := p.Resume(ctx, id); err != nil {
+		return Info{}, err
+	}
+	sb.info.State = StateRunning
+	sb.info.EndAt = time.Now().UTC().Add(timeout)
+	sb.timer.Reset(timeout)
+	if err := m.writeRecord(sb.info); err != nil {
+		m.log.Error("record a resumed sandbox", logx.SandboxID(id), logx.Err(err))
+	}
+	m.log.Info("sandbox resumed", logx.SandboxID(id), "timeout", timeout)
+	return sb.info, nil
+}
