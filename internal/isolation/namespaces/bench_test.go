@@ -285,3 +285,51 @@ func treeBytes(b *testing.B, root string) int64 {
 	})
 	return total
 }
+
+// BenchmarkPauseResume times a pause (the cgroup freezer) and a resume of
+// one idle sandbox, and the same with 100 MiB of its memory dirtied.
+func BenchmarkPauseResume(b *testing.B) {
+	for _, variant := range []string{"idle", "100MiB-dirty"} {
+		b.Run(variant, func(b *testing.B) {
+			t := &testing.T{}
+			e := testEnv(t)
+			d := e.driverWith(t, releaseBinary())
+			spec := e.spec()
+			spec.Limits.MemoryMB = 512
+			ctx := context.Background()
+			id := isolationtest.NewID()
+			if _, err := d.Create(ctx, id, spec); err != nil {
+				b.Fatal(err)
+			}
+			defer d.Destroy(ctx, id)
+			if variant != "idle" {
+				c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+				defer c.Close()
+				// Dirty 100 MiB and hold it (the command returns at once).
+				if res, err := c.Run(ctx, "root", "python3 -c 'import time; b = bytearray(100 << 20); b[::4096] = b\"\\1\" * (len(b) // 4096); open(\"/tmp/ready\", \"w\").close(); time.sleep(3600)' >/dev/null 2>&1 & while [ ! -e /tmp/ready ]; do sleep 0.05; done", 0); err != nil || res.ExitCode != 0 {
+					b.Fatalf("dirty memory: %v %+v", err, res)
+				}
+			}
+			var pauses, resumes []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if err := d.Pause(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				mid := time.Now()
+				if err := d.Resume(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				pauses, resumes = append(pauses, mid.Sub(start)), append(resumes, time.Since(mid))
+			}
+			b.ReportMetric(float64(median(pauses).Microseconds())/1000, "pause-p50-ms")
+			b.ReportMetric(float64(median(resumes).Microseconds())/1000, "resume-p50-ms")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
