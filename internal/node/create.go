@@ -45,6 +45,9 @@ type CreateRequest struct {
 	Team string
 	// MaskRequestHost is the Host header traffic to its ports gets.
 	MaskRequestHost string
+	// AutoPause pauses the sandbox (with its memory) at its timeout
+	// instead of killing it; AutoResume resumes it on traffic.
+	AutoPause, AutoResume bool
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -114,7 +117,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		ID: req.ID, TemplateID: tpl.ID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
-		MaskRequestHost: req.MaskRequestHost,
+		MaskRequestHost: req.MaskRequestHost, AutoPause: req.AutoPause, AutoResume: req.AutoResume, Timeout: req.Timeout,
 	}}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {

@@ -77,7 +77,8 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	return nil
 }
 
-// expire is the reaper: a sandbox's timer fired.
+// expire is the reaper: a sandbox's timer fired. One with AutoPause is
+// paused instead (killed if that fails).
 func (m *Manager) expire(id string) {
 	sb := m.lookup(id)
 	if sb == nil {
@@ -85,6 +86,17 @@ func (m *Manager) expire(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if sb.snapshot().AutoPause {
+		info, err := m.Pause(ctx, id)
+		if err == nil {
+			m.log.Info("sandbox paused at its timeout", logx.SandboxID(id))
+			if m.cfg.OnState != nil {
+				m.cfg.OnState(info)
+			}
+			return
+		}
+		m.log.Error("pause at the timeout; killing instead", logx.SandboxID(id), logx.Err(err))
+	}
 	if err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: "timeout"}); err != nil {
 		m.log.Error("end expired sandbox", logx.SandboxID(id), logx.Err(err))
 	}

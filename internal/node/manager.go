@@ -44,6 +44,9 @@ type Config struct {
 	// OnEnd, when set, is told of every sandbox that ended (killed, timed
 	// out, crashed) once it is cleaned up.
 	OnEnd func(Info)
+	// OnState, when set, is told when the node itself pauses (a timeout
+	// with AutoPause) or resumes (traffic with AutoResume) a sandbox.
+	OnState func(Info)
 	// Networks, when set, gives every sandbox a network of its own;
 	// without it sandboxes have loopback only.
 	Networks Networks

@@ -81,3 +81,29 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	m.log.Info("sandbox resumed", logx.SandboxID(id), "timeout", timeout)
 	return sb.info, nil
 }
+
+// Wake resumes a paused sandbox with AutoResume for the traffic that
+// reached it (for its create's timeout) and reports whether it runs now.
+func (m *Manager) Wake(ctx context.Context, id string) bool {
+	info, err := m.Get(id)
+	if err != nil || info.State != StatePaused || !info.AutoResume {
+		return err == nil && info.State == StateRunning
+	}
+	timeout := info.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	info, err = m.Resume(ctx, id, min(timeout, m.cfg.MaxTimeout))
+	switch {
+	case errs.Is(err, errs.Conflict): // another request woke it
+		return true
+	case err != nil:
+		m.log.Error("resume a sandbox on traffic", logx.SandboxID(id), logx.Err(err))
+		return false
+	}
+	m.log.Info("sandbox resumed by traffic", logx.SandboxID(id))
+	if m.cfg.OnState != nil {
+		m.cfg.OnState(info)
+	}
+	return true
+}

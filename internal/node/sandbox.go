@@ -50,9 +50,14 @@ type Info struct {
 	TrafficToken string `json:"trafficToken,omitempty"`
 	// MaskRequestHost, when set, is the Host header the proxy gives
 	// traffic to the sandbox's ports ("${PORT}" becomes the port).
-	MaskRequestHost string         `json:"maskRequestHost,omitempty"`
-	Exit            isolation.Exit `json:"exit,omitzero"`
-	Network         *NetworkInfo   `json:"network,omitempty"`
+	MaskRequestHost string `json:"maskRequestHost,omitempty"`
+	// AutoPause pauses it at its timeout instead of killing it; AutoResume
+	// resumes it (for Timeout) on the first traffic to a port.
+	AutoPause  bool           `json:"autoPause,omitempty"`
+	AutoResume bool           `json:"autoResume,omitempty"`
+	Timeout    time.Duration  `json:"timeout,omitempty"`
+	Exit       isolation.Exit `json:"exit,omitzero"`
+	Network    *NetworkInfo   `json:"network,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network, when the node gives it one.

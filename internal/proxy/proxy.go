@@ -28,6 +28,9 @@ import (
 type Sandboxes interface {
 	// Running reports whether a sandbox exists and runs.
 	Running(id string) bool
+	// Wake reports whether a sandbox runs, resuming it first when it is
+	// paused with auto-resume (the request waits for it).
+	Wake(ctx context.Context, id string) bool
 	// Dial connects to port inside the sandbox.
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
 	// TrafficToken is the token the sandbox's ports (all but the agent's)
@@ -234,7 +237,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"sandboxId": t.id, "code": http.StatusBadRequest, "message": "invalid sandbox port"})
 		return
 	}
-	if !validID(t.id) || !p.sandboxes.Running(t.id) {
+	if !validID(t.id) || !p.sandboxes.Wake(r.Context(), t.id) {
 		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 		return
 	}

@@ -157,6 +157,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		PoolSize:  cfg.PoolSize,
 		Admission: cfg.Admission,
 		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
+		OnState: func(info node.Info) {
+			if info.Metadata["cove.build"] == "" {
+				svc.StateChanged(info)
+			}
+		},
 		OnEnd: func(info node.Info) {
 			if info.Metadata["cove.build"] == "" {
 				svc.Ended(info.ID)

@@ -162,6 +162,8 @@ func TestAPIErrors(t *testing.T) {
 		{"connect another team's sandbox", "POST", "/sandboxes/" + id + "/connect", keyB, `{"timeout":10}`, 404, "not found"},
 		{"metrics of another team's sandbox", "GET", "/sandboxes/" + id + "/metrics", keyB, "", 404, "not found"},
 		{"negative timeout update", "POST", "/sandboxes/" + id + "/timeout", keyA, `{"timeout":-1}`, 400, "greater than 0"},
+		{"auto-pause without memory", "POST", "/v2/sandboxes", keyA, `{"autoPause":true,"autoPauseMemory":false}`, 501, "not available yet"},
+		{"auto-resume without auto-pause", "POST", "/v2/sandboxes", keyA, `{"autoResume":{"enabled":true}}`, 400, "autoResume needs autoPause"},
 		{"pause without memory", "POST", "/sandboxes/" + id + "/pause", keyA, `{"memory":false}`, 501, "not available yet"},
 		{"resume a running sandbox", "POST", "/sandboxes/" + id + "/resume", keyA, `{"timeout":60}`, 409, "already running"},
 		{"pause another team's sandbox", "POST", "/sandboxes/" + id + "/pause", keyB, `{}`, 404, "not found"},

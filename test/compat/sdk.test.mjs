@@ -326,6 +326,32 @@ test('pause and connect: processes go on where they were, a server still serves'
   }
 })
 
+test('lifecycle: paused at its timeout, resumed by traffic (autoResume) or by connect', async () => {
+  const auto = await Sandbox.create({ timeoutMs: 3000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  const manual = await Sandbox.create({ timeoutMs: 3000, lifecycle: { onTimeout: 'pause' } })
+  try {
+    for (const s of [auto, manual]) {
+      await s.commands.run('cd /tmp && echo woke > w.txt && python3 -m http.server 8083 --bind 127.0.0.1', { background: true })
+    }
+    assert.ok(await waitUntil(async () => (await Sandbox.getInfo(auto.sandboxId)).state === 'paused', 20000), 'not paused at its timeout')
+    assert.ok(await waitUntil(async () => (await Sandbox.getInfo(manual.sandboxId)).state === 'paused', 20000), 'not paused at its timeout')
+    assert.deepEqual((await auto.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: true })
+    // Traffic wakes the auto-resuming one: the request waits, then succeeds.
+    const res = await fetch(`http://${auto.getHost(8083)}/w.txt`)
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'woke\n')
+    assert.equal((await Sandbox.getInfo(auto.sandboxId)).state, 'running')
+    // The other stays paused (502) until connect resumes it.
+    assert.equal((await fetch(`http://${manual.getHost(8083)}/w.txt`)).status, 502)
+    assert.equal((await Sandbox.getInfo(manual.sandboxId)).state, 'paused')
+    await Sandbox.connect(manual.sandboxId, { timeoutMs: 60000 })
+    assert.equal((await fetch(`http://${manual.getHost(8083)}/w.txt`)).status, 200)
+  } finally {
+    await auto.kill()
+    await manual.kill()
+  }
+})
+
 test('a wrong API key is refused', async () => {
   await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + 'f'.repeat(40) }), AuthenticationError)
 })

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/covesandbox/cove/internal/errs"
 	"net/http"
 	"strings"
 
@@ -39,10 +40,18 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		timeout = *req.Timeout
 	}
 	secure := strings.HasPrefix(r.URL.Path, "/v2/") || (req.Secure != nil && *req.Secure)
+	autoPause := req.AutoPause != nil && *req.AutoPause
+	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
+	switch {
+	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
+		return service.CreateRequest{}, errs.New(errs.Unimplemented, "autoPauseMemory false (pausing without memory) is not available yet")
+	case autoResume && !autoPause:
+		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume needs autoPause (onTimeout: pause)")
+	}
 	return service.CreateRequest{
 		TemplateID: req.TemplateID, Timeout: seconds(timeout),
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
-		AllowInternetAccess: req.AllowInternetAccess, AutoPause: req.AutoPause != nil && *req.AutoPause,
+		AllowInternetAccess: req.AllowInternetAccess, AutoPause: autoPause, AutoResume: autoResume,
 		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
 		MaskRequestHost: maskHost(req.Network),

@@ -11,9 +11,13 @@ const clientID = "6532622b"
 
 // newSandbox is the body of POST /sandboxes (unknown fields are ignored).
 type newSandbox struct {
-	TemplateID          string            `json:"templateID"`
-	Timeout             *int64            `json:"timeout"`
-	AutoPause           *bool             `json:"autoPause"`
+	TemplateID      string `json:"templateID"`
+	Timeout         *int64 `json:"timeout"`
+	AutoPause       *bool  `json:"autoPause"`
+	AutoPauseMemory *bool  `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
 	Secure              *bool             `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Metadata            map[string]string `json:"metadata"`
@@ -97,7 +101,7 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 			onTimeout = "pause"
 		}
 		d.EnvdAccessToken, d.AllowInternetAccess, d.Domain = s.EnvdAccessToken, s.AllowInternetAccess, &s.Domain
-		d.Lifecycle = &lifecycle{OnTimeout: onTimeout}
+		d.Lifecycle = &lifecycle{OnTimeout: onTimeout, AutoResume: s.AutoResume}
 	}
 	if d.Metadata == nil {
 		d.Metadata = map[string]string{}

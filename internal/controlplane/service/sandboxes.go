@@ -26,6 +26,7 @@ type CreateRequest struct {
 	AllowInternetAccess *bool
 	AllowOut, DenyOut   []string // IPs and CIDRs
 	AutoPause           bool
+	AutoResume          bool
 	// PublicTraffic false makes the sandbox's ports require the traffic token.
 	PublicTraffic bool
 	// MaskRequestHost, when set, is the Host header requests to the
@@ -112,6 +113,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 		Isolation: req.Metadata[IsolationKey], Team: req.Team, MaskRequestHost: req.MaskRequestHost,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -130,7 +132,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		// The disk reported is the writable layer's size: what df / shows.
 		DiskMB:   int(info.Limits.WritableBytes() >> 20),
 		Metadata: maps.Clone(req.Metadata), AllowInternetAccess: req.AllowInternetAccess,
-		AutoPause: req.AutoPause, Secure: req.Secure, EnvdVersion: envd.Version, PublicTraffic: req.PublicTraffic,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, Secure: req.Secure, EnvdVersion: envd.Version, PublicTraffic: req.PublicTraffic,
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}

@@ -82,6 +82,16 @@ func (s *Service) Ended(id string) {
 	s.mu.Unlock()
 }
 
+// StateChanged records a pause or resume the node made itself (a timeout
+// with auto-pause, traffic with auto-resume).
+func (s *Service) StateChanged(info node.Info) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.store.SetSandboxState(ctx, info.ID, string(info.State), info.EndAt); err != nil {
+		s.log.Error("record a sandbox's state", logx.SandboxID(info.ID), logx.Err(err))
+	}
+}
+
 // Reconcile makes the store and the node agree after a start: records of
 // sandboxes the node no longer runs are dropped, sandboxes the node runs
 // without a record (a crash between the two) are killed.

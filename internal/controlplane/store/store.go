@@ -32,6 +32,7 @@ type Sandbox struct {
 	Metadata            map[string]string
 	AllowInternetAccess *bool
 	AutoPause           bool
+	AutoResume          bool // a paused sandbox resumes on traffic
 	Secure              bool
 	EnvdVersion         string
 	// PublicTraffic false: the sandbox's ports need the traffic token.
