@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -70,5 +72,83 @@ func TestPauseSurvivesRestart(t *testing.T) {
 				t.Errorf("left after the kill: %v", left)
 			}
 		})
+	}
+}
+
+// TestPauseCycles pauses and resumes a sandbox again and again (10 times,
+// 100 with COVE_LONG set) while a process in it counts and writes files:
+// the counter never goes back and moves on after each resume, files
+// written before a pause read back byte for byte after it, and a server
+// listening in the sandbox answers through the proxy after each resume.
+func TestPauseCycles(t *testing.T) {
+	cycles := 10
+	if os.Getenv("COVE_LONG") != "" {
+		cycles = 100
+	}
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":600}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	defer s.do(t, "DELETE", "/sandboxes/"+id, keyA, "")
+	if _, err := run(ctx, s.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.01; done) >/dev/null 2>&1 & "+
+		"(cd /tmp && python3 -m http.server 8090 --bind 127.0.0.1) >/dev/null 2>&1 &"); err != nil {
+		t.Fatal(err)
+	}
+	get := func(cmd string) string {
+		t.Helper()
+		out, err := run(ctx, s.url, id, tok, cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return strings.TrimSpace(out)
+	}
+	serves := func() bool {
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/count", nil)
+		req.Header.Set("E2b-Sandbox-Id", id)
+		req.Header.Set("E2b-Sandbox-Port", "8090")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	}
+	for deadline := time.Now().Add(30 * time.Second); !serves(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox's server did not start")
+		}
+	}
+	last := 0
+	for i := range cycles {
+		file := "/tmp/data-" + strconv.Itoa(i)
+		sum := get("head -c 1048576 /dev/urandom > " + file + " && sha256sum " + file + " | cut -c1-64")
+		before, _ := strconv.Atoi(get("cat /tmp/count"))
+		if before < last {
+			t.Fatalf("cycle %d: the counter went back from %d to %d", i, last, before)
+		}
+		if code, _, raw := s.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{}`); code != 204 {
+			t.Fatalf("cycle %d: pause: %d %s", i, code, raw)
+		}
+		if serves() {
+			t.Fatalf("cycle %d: a paused sandbox's server answered", i)
+		}
+		if code, _, raw := s.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":600}`); code != 201 {
+			t.Fatalf("cycle %d: connect: %d %s", i, code, raw)
+		}
+		if got := get("sha256sum " + file + " | cut -c1-64"); got != sum {
+			t.Fatalf("cycle %d: %s changed across the pause", i, file)
+		}
+		after, _ := strconv.Atoi(get("sleep 0.05; cat /tmp/count"))
+		if after <= before {
+			t.Fatalf("cycle %d: the counter did not move on after the resume (%d, then %d)", i, before, after)
+		}
+		if !serves() {
+			t.Fatalf("cycle %d: the sandbox's server does not answer after the resume", i)
+		}
+		last = after
 	}
 }
