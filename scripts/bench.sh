@@ -23,6 +23,7 @@ done
 
 go test -run '^$' -bench 'CreateReady|Floor|TemplateCreate' -benchtime 100x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee "$out"
 go test -run '^$' -bench Disk100 -benchtime 1x -count 1 ./internal/isolation/namespaces/ | tee -a "$out"
+go test -run '^$' -bench PauseResume -benchtime 50x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee -a "$out"
 go test -run '^$' -bench TCPStream -benchtime 5x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
 go run ./bench/peers -n "${PEER_N:-30}" | tee -a "$out"
 

@@ -248,6 +248,13 @@ func main() {
 			fmt.Fprintf(&b, "| NAT egress / the same veth hop without Cove | %.0f%% | |\n", 100*nat/veth)
 		}
 	}
+	if idle := median("PauseResume/idle", "resume-p50-ms"); idle > 0 {
+		fmt.Fprintf(&b, "\n## Pause and resume (namespaces, the cgroup freezer, memory kept in place)\n\n| figure | value | goal |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| pause, idle sandbox, p50 | %.2f ms | |\n", median("PauseResume/idle", "pause-p50-ms"))
+		fmt.Fprintf(&b, "| resume, idle sandbox, p50 | %.2f ms | ≤ 50 ms |\n", idle)
+		fmt.Fprintf(&b, "| pause, 100 MiB dirtied, p50 | %.2f ms | |\n", median("PauseResume/100MiB-dirty", "pause-p50-ms"))
+		fmt.Fprintf(&b, "| resume, 100 MiB dirtied, p50 | %.2f ms | ≤ 50 ms |\n", median("PauseResume/100MiB-dirty", "resume-p50-ms"))
+	}
 	if notes, err := os.ReadFile("bench/NOTES.md"); err == nil {
 		b.WriteString("\n")
 		b.Write(notes)
