@@ -55,7 +55,8 @@ func TestServerKilledUnderLoad(t *testing.T) {
 		stop    = make(chan struct{})
 		wg      sync.WaitGroup
 	)
-	for w := range 4 {
+	const workers = 4
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -144,10 +145,18 @@ func TestServerKilledUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("after the restart: %d of the load's sandboxes adopted, %d gone", adopted, lost)
+	// A create in flight when the server died may have been recorded
+	// without its answer reaching the client: at most one per worker.
+	var unacknowledged []string
 	for id := range listed {
 		if _, ok := created[id]; !ok && !contains(stable, id) {
-			t.Errorf("listed sandbox %s was never acknowledged", id)
+			unacknowledged = append(unacknowledged, id)
 		}
+	}
+	if len(unacknowledged) > workers {
+		t.Errorf("%d listed sandboxes were never acknowledged, more than the %d creates in flight: %v", len(unacknowledged), workers, unacknowledged)
+	} else if len(unacknowledged) > 0 {
+		t.Logf("created but unanswered when the server died (in flight): %v", unacknowledged)
 	}
 
 	// Nothing half-created: every sandbox directory is a listed sandbox or
