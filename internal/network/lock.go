@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // lockDir holds a lock file per range tag in use on the host (/run is
@@ -25,36 +25,23 @@ func lockRange(cfg Config) (unlock func(), err error) {
 		return nil, err
 	}
 	tag := nodePrefix(cfg.Range)
-	path := filepath.Join(lockDir, tag+".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
-		f.Close()
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		holder := strings.TrimSpace(string(b))
-		if holder == "" {
-			holder = "a node that is starting"
-		}
-		if r := holderRange(holder); r != "" && r != cfg.Range.String() {
-			return nil, fmt.Errorf("network range %s shares its interface names (%s*) with the range %s of another cove server on this host (%s): give this one another --network-range",
-				cfg.Range, tag, r, holder)
-		}
-		return nil, fmt.Errorf("network range %s is in use by another cove server on this host (%s): its sandboxes' networks and firewall would be this one's; "+
-			"stop it, or give this one another --network-range", cfg.Range, holder)
-	}
 	desc := "range " + cfg.Range.String() + ", pid " + strconv.Itoa(os.Getpid())
 	if cfg.Owner != "" {
 		desc += ", " + cfg.Owner
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(desc+"\n"), 0)
+	unlock, holder, err := fsutil.TryLock(filepath.Join(lockDir, tag+".lock"), desc)
+	if !errors.Is(err, fsutil.ErrLocked) {
+		return unlock, err
 	}
-	return func() { f.Close() }, nil
+	if holder == "" {
+		holder = "a node that is starting"
+	}
+	if r := holderRange(holder); r != "" && r != cfg.Range.String() {
+		return nil, fmt.Errorf("network range %s shares its interface names (%s*) with the range %s of another cove server on this host (%s): give this one another --network-range",
+			cfg.Range, tag, r, holder)
+	}
+	return nil, fmt.Errorf("network range %s is in use by another cove server on this host (%s): its sandboxes' networks and firewall would be this one's; "+
+		"stop it, or give this one another --network-range", cfg.Range, holder)
 }
 
 // holderRange reads the range out of a lock file's description.

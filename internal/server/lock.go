@@ -6,9 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // lockDataDir takes the data directory for this server (an exclusive flock
@@ -16,25 +15,12 @@ import (
 // directory fight over its sandboxes, networks and layers. The file holds
 // the holder's pid, for the message the second one gets.
 func lockDataDir(dir string) (unlock func(), err error) {
-	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			holder := strings.TrimSpace(string(b))
-			if holder == "" {
-				holder = "unknown"
-			}
-			return nil, fmt.Errorf("the data directory %s is in use by another cove server (pid %s): stop it, or give this one another --data-dir", dir, holder)
+	unlock, holder, err := fsutil.TryLock(filepath.Join(dir, "lock"), strconv.Itoa(os.Getpid()))
+	if errors.Is(err, fsutil.ErrLocked) {
+		if holder == "" {
+			holder = "unknown"
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, fmt.Errorf("the data directory %s is in use by another cove server (pid %s): stop it, or give this one another --data-dir", dir, holder)
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return func() { f.Close() }, nil
+	return unlock, err
 }
