@@ -50,11 +50,8 @@ func (m *Manager) Pause(ctx context.Context, id string) (Info, error) {
 // Resume lets a paused sandbox run again from where it stopped; it ends
 // timeout from now. A running sandbox is a Conflict.
 func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) (Info, error) {
-	if timeout <= 0 {
-		return Info{}, errs.New(errs.InvalidArgument, "timeout must be greater than 0")
-	}
-	if timeout > m.cfg.MaxTimeout {
-		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+	if err := m.checkTimeout(timeout); err != nil {
+		return Info{}, err
 	}
 	sb := m.lookup(id)
 	if sb == nil {

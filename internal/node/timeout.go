@@ -18,12 +18,20 @@ func (m *Manager) ExtendTimeout(id string, timeout time.Duration) (Info, error) 
 	return m.retime(id, timeout, true)
 }
 
-func (m *Manager) retime(id string, timeout time.Duration, extendOnly bool) (Info, error) {
+// checkTimeout refuses a timeout the node does not give.
+func (m *Manager) checkTimeout(timeout time.Duration) error {
 	if timeout <= 0 {
-		return Info{}, errs.New(errs.InvalidArgument, "timeout must be greater than 0")
+		return errs.New(errs.InvalidArgument, "timeout must be greater than 0")
 	}
 	if timeout > m.cfg.MaxTimeout {
-		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+		return errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+	}
+	return nil
+}
+
+func (m *Manager) retime(id string, timeout time.Duration, extendOnly bool) (Info, error) {
+	if err := m.checkTimeout(timeout); err != nil {
+		return Info{}, err
 	}
 	sb := m.lookup(id)
 	if sb == nil {

@@ -230,11 +230,8 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
 // it ends timeout from now.
 func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Duration) (Sandbox, error) {
-	if timeout <= 0 {
-		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
-	}
-	if timeout > s.cfg.MaxTimeout {
-		return Sandbox{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
+	if err := s.checkTimeout(timeout); err != nil {
+		return Sandbox{}, err
 	}
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return Sandbox{}, err
@@ -249,12 +246,20 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	return s.Get(ctx, team, id)
 }
 
-func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(string, time.Duration) (node.Info, error)) error {
+// checkTimeout refuses a timeout E2B's API refuses, with its messages.
+func (s *Service) checkTimeout(timeout time.Duration) error {
 	if timeout <= 0 {
 		return errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
 	}
 	if timeout > s.cfg.MaxTimeout {
 		return errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(s.cfg.MaxTimeout.Hours()))
+	}
+	return nil
+}
+
+func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(string, time.Duration) (node.Info, error)) error {
+	if err := s.checkTimeout(timeout); err != nil {
+		return err
 	}
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return err
