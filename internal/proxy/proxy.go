@@ -26,8 +26,6 @@ import (
 
 // Sandboxes is what the proxy needs of the node.
 type Sandboxes interface {
-	// Running reports whether a sandbox exists and runs.
-	Running(id string) bool
 	// Wake reports whether a sandbox runs, resuming it first when it is
 	// paused with auto-resume (the request waits for it).
 	Wake(ctx context.Context, id string) bool
