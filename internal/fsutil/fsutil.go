@@ -128,6 +128,10 @@ type CopyOptions struct {
 	// Overlay keeps what makes an overlayfs layer: whiteouts (0/0
 	// character devices) and opaque directories.
 	Overlay bool
+	// UserXattrs says the source is the upper of an overlay mounted in a
+	// user namespace (userxattr): its own opaque markers are
+	// user.overlay.opaque, not trusted.overlay.opaque.
+	UserXattrs bool
 }
 
 // Ids are a uid and a gid.
@@ -182,7 +186,7 @@ func copyTree(src, dst, rel string, opts CopyOptions) error {
 		return nil
 	}
 	if opts.Overlay && st.IsDir() {
-		if err := copyOpaque(src, dst); err != nil {
+		if err := copyOpaque(src, dst, opts.UserXattrs); err != nil {
 			return err
 		}
 	}
@@ -210,7 +214,7 @@ func copyTree(src, dst, rel string, opts CopyOptions) error {
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -237,14 +241,19 @@ func isWhiteout(st os.FileInfo) bool {
 var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
 
 // copyOpaque carries an opaque directory's marker over, in both forms.
-// Only trusted.overlay.opaque marks the source: Cove's overlays that write
-// layers (build steps) run in the host's namespace. A user.overlay.opaque
-// on a source directory is a lower layer's marker, copied up with the
-// directory when the step changed it: taken as this layer's, it would
-// hide what the lower layers hold there.
-func copyOpaque(src, dst string) error {
+// Only the source overlay's own form marks it: trusted.overlay.opaque for
+// overlays in the host's namespace (build steps, gVisor sandboxes), where
+// a user.overlay.opaque on a source directory is a lower layer's marker,
+// copied up with the directory when the step changed it (taken as this
+// layer's, it would hide what the lower layers hold there);
+// user.overlay.opaque for a user namespace's (userxattr).
+func copyOpaque(src, dst string, userXattrs bool) error {
+	marker := opaqueXattrs[0]
+	if userXattrs {
+		marker = opaqueXattrs[1]
+	}
 	buf := make([]byte, 1)
-	if n, err := unix.Lgetxattr(src, opaqueXattrs[0], buf); err != nil || n != 1 || buf[0] != 'y' {
+	if n, err := unix.Lgetxattr(src, marker, buf); err != nil || n != 1 || buf[0] != 'y' {
 		return nil
 	}
 	for _, y := range opaqueXattrs {

@@ -66,6 +66,24 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// LayerSaver is implemented by drivers that can copy what a sandbox wrote
+// over its template's layers — its writable layer — as a layer of its own
+// (snapshots, fork, pause without memory). The node pauses the sandbox
+// first, so that nothing changes during the copy.
+type LayerSaver interface {
+	// SaveLayer copies the paused sandbox's writable layer to dst, which
+	// must not exist: files, directories, links, whiteouts and opaque
+	// directories, modes, times, and owners as the sandbox sees them.
+	// Nothing in it is followed.
+	SaveLayer(ctx context.Context, id, dst string) error
+}
+
+// SelfContainedUpper are the overlay options every sandbox's root is
+// mounted with, so that its writable layer stands alone and can become a
+// layer (LayerSaver): no directory renamed by reference to a lower layer,
+// no file whose data stays in a lower one.
+const SelfContainedUpper = "redirect_dir=nofollow,metacopy=off,index=off"
+
 // Checkpointer is implemented by drivers that can save a running sandbox
 // whole — its processes' memory included — and bring it back. Checkpoint
 // writes the image under dir and stops the sandbox (its Wait reports

@@ -201,10 +201,7 @@ func mountRoot(dir string, spec isolation.Spec) (string, error) {
 	for i, l := range spec.RootFS.Layers { // overlayfs lists the topmost lower first
 		lower[len(spec.RootFS.Layers)-1-i] = l
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
-	if spec.RootFS.Upper != "" {
-		opts += ",redirect_dir=off,metacopy=off,index=off"
-	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", strings.Join(lower, ":"), upper, work, isolation.SelfContainedUpper)
 	root := filepath.Join(dir, "rootfs")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		return "", err

@@ -46,6 +46,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Containment", s.containment)
 	t.Run("AgentDeathIsReported", s.agentDeath)
 	t.Run("RecoverAfterRestart", s.recoverAfterRestart)
+	t.Run("SaveLayer", s.saveLayer)
 	if d.Capabilities().UserNamespaces {
 		t.Run("UserNamespace", s.userNamespace)
 	}

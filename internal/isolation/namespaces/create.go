@@ -169,6 +169,21 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 			binary = fmt.Sprintf("/proc/self/fd/%d", fdOOM)
 		}
 	}
+	// Placeholders keep fdOOM and fdLayer free until the init puts the
+	// OOM counter and its writable layer there (the mounts it receives
+	// land above them).
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		cfgR.Close()
+		readyR.Close()
+		readyW.Close()
+		logf.Close()
+		return nil, nil, nil, err
+	}
+	defer null.Close()
+	for len(extra) <= fdLayer-3 {
+		extra = append(extra, null)
+	}
 	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
 	if spec.NetNS != nil {
 		attr.Cloneflags &^= syscall.CLONE_NEWNET // born inside the pooled one, below

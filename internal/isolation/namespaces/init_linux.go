@@ -185,6 +185,7 @@ func agentMain() int {
 // sets EnvNoFDs) has no pipe, and opens the OOM counter EnvOOMFile names.
 func agentFDs() (ready, oom int) {
 	if os.Getenv(EnvNoFDs) == "" {
+		unix.CloseOnExec(fdLayer) // the agent's alone
 		return fdReady, fdOOM
 	}
 	path := os.Getenv(EnvOOMFile)

@@ -18,6 +18,10 @@ const (
 	fdConfig = 3 // the initConfig, JSON, written once the init is in its cgroup
 	fdReady  = 4 // the agent writes one byte here once it listens
 	fdOOM    = 5 // the cgroup file counting OOM kills, opened by the init
+	// fdLayer is the writable layer's file system (O_PATH), which the
+	// agent keeps open: after pivot_root nothing else reaches it, and the
+	// node copies it from there (SaveLayer, /proc/<init>/fd/6/upper).
+	fdLayer = 6
 )
 
 // EnvSandboxEnv carries the sandbox's fixed variables to the exec'd agent,

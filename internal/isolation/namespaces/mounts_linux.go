@@ -39,6 +39,9 @@ func buildRoot(cfg initConfig) (string, error) {
 	} else if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+isolation.TmpfsLimits(cfg.DiskBytes)); err != nil {
 		return "", err
 	}
+	if err := keepAt(rw, fdLayer); err != nil {
+		return "", err
+	}
 	upper, work, root := filepath.Join(rw, "upper"), filepath.Join(rw, "work"), filepath.Join(rw, "root")
 	for _, d := range []string{upper, work, root} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -56,16 +59,13 @@ func buildRoot(cfg initConfig) (string, error) {
 	for i, l := range layers { // overlayfs lists the topmost lower first
 		lower[len(layers)-1-i] = l
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
+	// The upper must stand alone (it becomes a template layer, a snapshot,
+	// a fork's): no references into the lower layers it was made over.
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", strings.Join(lower, ":"), upper, work, isolation.SelfContainedUpper)
 	if cfg.UserNS {
 		// In a user namespace overlayfs cannot read trusted.* attributes:
 		// layers' shifted copies carry opaque markers as user.* too.
 		opts += ",userxattr"
-	}
-	if cfg.Upper != "" {
-		// The upper becomes a template layer: no references into the
-		// lower layers it was made over.
-		opts += ",redirect_dir=off,metacopy=off,index=off"
 	}
 	// nodev: a device node in a template layer (an image may carry any)
 	// opens nothing; the sandbox's /dev is a mount of its own.
@@ -114,6 +114,19 @@ func buildRoot(cfg initConfig) (string, error) {
 		return "", err
 	}
 	return root, nil
+}
+
+// keepAt opens dir (O_PATH) at descriptor fd, which the agent inherits.
+func keepAt(dir string, fd int) error {
+	f, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(f)
+	if err := unix.Dup3(f, fd, 0); err != nil {
+		return fmt.Errorf("keep %s open: %w", dir, err)
+	}
+	return nil
 }
 
 // agentMountPoint makes the file the sandbox binary is bound on, in the
