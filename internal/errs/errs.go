@@ -30,6 +30,9 @@ const (
 	Canceled
 	// QuotaExceeded: the caller's quota is used up (HTTP 429).
 	QuotaExceeded
+	// DataLoss: stored state is damaged or incomplete (a saved layer that
+	// no longer matches its manifest); it is refused, never used.
+	DataLoss
 )
 
 var kindNames = map[Kind]string{
@@ -45,6 +48,7 @@ var kindNames = map[Kind]string{
 	Unimplemented:     "unimplemented",
 	Canceled:          "canceled",
 	QuotaExceeded:     "quota exceeded",
+	DataLoss:          "data loss",
 }
 
 func (k Kind) String() string { return kindNames[k] }
@@ -107,6 +111,7 @@ var connectCodes = map[Kind]connect.Code{
 	Conflict:          connect.CodeFailedPrecondition,
 	Unimplemented:     connect.CodeUnimplemented,
 	Canceled:          connect.CodeCanceled,
+	DataLoss:          connect.CodeDataLoss,
 }
 
 var httpStatuses = map[Kind]int{
@@ -122,6 +127,7 @@ var httpStatuses = map[Kind]int{
 	Unimplemented:     http.StatusNotImplemented,
 	Canceled:          499,
 	QuotaExceeded:     http.StatusTooManyRequests,
+	DataLoss:          http.StatusInternalServerError,
 }
 
 // ConnectError converts err into a *connect.Error with the code of its kind.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -48,6 +49,12 @@ type CreateRequest struct {
 	// AutoPause pauses the sandbox (with its memory) at its timeout
 	// instead of killing it; AutoResume resumes it on traffic.
 	AutoPause, AutoResume bool
+	// BuildID, when set, is the build of Template to start from (a fork
+	// starts from its parent's) instead of the one its tag names.
+	BuildID string
+	// Saved, when set, is a saved layer (SaveLayer) stacked on the
+	// template's, checked against its manifest first.
+	Saved *template.LayerSum
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -64,11 +71,28 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
 	}
 	var tpl template.Template
-	if req.Resolved != nil {
+	switch {
+	case req.Resolved != nil:
 		tpl = *req.Resolved
-	} else {
+	case req.BuildID != "":
+		var err error
+		if tpl, err = m.templates.ResolveBuild(req.Template, req.BuildID); err != nil {
+			return Info{}, err
+		}
+	default:
 		var err error
 		if tpl, err = m.templates.Resolve(ctx, req.Template); err != nil {
+			return Info{}, err
+		}
+	}
+	if req.Saved != nil {
+		tpl.RootFS.Layers = append(slices.Clone(tpl.RootFS.Layers), m.templates.LayerPath(req.Saved.Name))
+		tpl.Saved = req.Saved
+	}
+	if tpl.Saved != nil {
+		// A snapshot's files are checked before a sandbox stacks them.
+		if err := m.templates.VerifyLayer(*tpl.Saved); err != nil {
+			m.log.Error("saved layer refused", "template", tpl.ID, logx.Err(err))
 			return Info{}, err
 		}
 	}
@@ -91,7 +115,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		return Info{}, err
 	}
 	// Warm sandboxes are the default driver's.
-	if req.ID == "" && req.Resolved == nil && m.pool != nil && d == m.driver {
+	if req.ID == "" && req.Resolved == nil && tpl.Saved == nil && m.pool != nil && d == m.driver {
 		if w := m.pool.take(tpl, limits); w != nil {
 			info, err := m.handOut(ctx, w, req)
 			if err == nil {
@@ -114,7 +138,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	maps.Copy(env, req.EnvVars)
 	now := time.Now().UTC()
 	sb := &sandbox{team: req.Team, limits: limits, ended: make(chan struct{}), info: Info{
-		ID: req.ID, TemplateID: tpl.ID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
+		ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 		MaskRequestHost: req.MaskRequestHost, AutoPause: req.AutoPause, AutoResume: req.AutoResume, Timeout: req.Timeout,

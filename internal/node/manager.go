@@ -28,9 +28,16 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
-// Templates resolves a template reference (id, name or name:tag).
+// Templates resolves a template reference (id, name or name:tag) and
+// stores the layers sandboxes' files are saved in (template.Store).
 type Templates interface {
 	Resolve(ctx context.Context, ref string) (template.Template, error)
+	ResolveBuild(templateID, buildID string) (template.Template, error)
+	LayerPath(name string) string
+	StageLayer() (string, error)
+	CommitLayer(stage string) (template.LayerSum, error)
+	VerifyLayer(sum template.LayerSum) error
+	Hold() (release func())
 }
 
 // Config configures a Manager.

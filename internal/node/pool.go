@@ -247,7 +247,7 @@ func (p *pool) fill(tpl template.Template) error {
 		}
 	}()
 	m := p.m
-	info := Info{ID: NewID(), TemplateID: tpl.ID, State: StateCreating, Limits: m.templateLimits(tpl),
+	info := Info{ID: NewID(), TemplateID: tpl.ID, BuildID: tpl.BuildID, State: StateCreating, Limits: m.templateLimits(tpl),
 		Layers: tpl.RootFS.Layers, EnvVars: maps.Clone(tpl.Env)}
 	if m.cfg.WarmToken != nil {
 		info.AccessToken = m.cfg.WarmToken(info.ID)

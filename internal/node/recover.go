@@ -99,6 +99,20 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 		m.log.Info("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
 		return false
 	}
+	if info.Saving {
+		// The node stopped while it copied the sandbox's files: it was
+		// frozen for that alone.
+		if p, ok := m.recordDriver(info).(isolation.Pauser); ok && info.State == StateRunning {
+			if err := p.Resume(ctx, info.ID); err != nil {
+				m.log.Error("let a sandbox frozen for a copy run again", logx.SandboxID(info.ID), logx.Err(err))
+			}
+		}
+		info.Saving = false
+		if err := m.writeRecord(info); err != nil {
+			m.log.Error("record a recovered sandbox", logx.SandboxID(info.ID), logx.Err(err))
+		}
+		m.log.Info("sandbox thawed after an interrupted copy of its files", logx.SandboxID(info.ID))
+	}
 	sb := &sandbox{team: info.Team, limits: info.Limits, info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	if info.Network != nil && m.cfg.Networks != nil {
 		// The sandbox's init holds its namespace: a handle lets the network be

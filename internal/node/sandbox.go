@@ -26,6 +26,8 @@ const (
 type Info struct {
 	ID         string `json:"id"`
 	TemplateID string `json:"templateID"`
+	// BuildID is the template build it started from.
+	BuildID string `json:"buildID,omitempty"`
 	// Team owns the sandbox ("" for the node's own: builds); team quotas
 	// count by it.
 	Team string `json:"team,omitempty"`
@@ -57,6 +59,9 @@ type Info struct {
 	AutoResume bool           `json:"autoResume,omitempty"`
 	Timeout    time.Duration  `json:"timeout,omitempty"`
 	Exit       isolation.Exit `json:"exit,omitzero"`
+	// Saving: the node froze it to copy its files (SaveLayer); a node that
+	// restarts meanwhile lets it run again.
+	Saving  bool         `json:"saving,omitempty"`
 	Network    *NetworkInfo   `json:"network,omitempty"`
 }
 

@@ -216,7 +216,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain(ln.Addr().String())
 	}
-	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}, st, mgr, secret, log)
+	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
+		Snapshots: templates, CheckStorage: tpls.CheckStorage}, st, mgr, secret, log)
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

@@ -65,6 +65,9 @@ type Build struct {
 	// WarmError is why the node's last attempt to start a warm sandbox of
 	// this build failed ("" once one starts).
 	WarmError string `json:"warmError,omitempty"`
+	// Snapshot, on a snapshot's build, is the sandbox it saved and the
+	// manifest of the layer it saved.
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
 }
 
 // Record is a template: its names, its builds (oldest first) and tags
@@ -77,6 +80,9 @@ type Record struct {
 	CreatedAt time.Time         `json:"createdAt"`
 	Builds    []*Build          `json:"builds"`
 	Tags      map[string]string `json:"tags"` // tag → build id
+	// Snapshot marks a template made by snapshotting sandboxes: listed
+	// with the snapshots, not with the templates.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // Build returns the build with id.
@@ -128,6 +134,9 @@ type Template struct {
 	CPUCount, MemoryMB int
 	// Isolation is the driver its sandboxes run on ("" = the node's default).
 	Isolation string
+	// Saved, for a snapshot, is the manifest of the layer it saved: checked
+	// before a sandbox stacks it.
+	Saved *LayerSum
 }
 
 // Store holds the node's templates: records under <dir>/templates, layers
@@ -246,12 +255,35 @@ func (s *Store) Resolve(ctx context.Context, ref string) (Template, error) {
 	return s.resolved(r, b), nil
 }
 
+// ResolveBuild finds a ready build of a template by their ids (a fork
+// starts from its parent's build, whatever the tags say now).
+func (s *Store) ResolveBuild(templateID, buildID string) (Template, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.templates[templateID]
+	if !ok {
+		return Template{}, errs.New(errs.NotFound, "template '%s' not found", templateID)
+	}
+	b := r.Build(buildID)
+	if b == nil || b.Status != StatusReady {
+		return Template{}, errs.New(errs.NotFound, "template %s has no ready build %s", templateID, buildID)
+	}
+	return s.resolved(r, b), nil
+}
+
+// LayerPath is where the named layer is stored.
+func (s *Store) LayerPath(name string) string { return s.layers.Path(name) }
+
 func (s *Store) resolved(r *Record, b *Build) Template {
 	t := Template{
 		ID: r.ID, BuildID: b.ID, DefaultUser: b.Image.User, DefaultWorkdir: b.Image.Workdir,
 		StartCmd: b.Image.StartCmd, ReadyCmd: b.Image.ReadyCmd, CPUCount: b.CPUCount, MemoryMB: b.MemoryMB,
 		Isolation: b.Isolation,
 		RootFS:    isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
+	}
+	if b.Snapshot != nil {
+		saved := b.Snapshot.Layer
+		t.Saved = &saved
 	}
 	for _, l := range b.Image.Layers {
 		t.RootFS.Layers = append(t.RootFS.Layers, s.layers.Path(l))
@@ -300,7 +332,7 @@ func (s *Store) List(team string) []Record {
 	defer s.mu.Unlock()
 	var out []Record
 	for _, r := range s.templates {
-		if r.Team == team || r.Public {
+		if (r.Team == team || r.Public) && !r.Snapshot {
 			out = append(out, r.clone())
 		}
 	}

@@ -79,7 +79,11 @@ func runNodeTests(t *testing.T, addr string, files ...string) {
 // variable).
 func runNode(t *testing.T, env []string, files ...string) {
 	t.Helper()
-	cmd := exec.Command("node", append([]string{"--test", "--test-concurrency=1", "--test-timeout=120000"}, files...)...)
+	args := []string{"--test", "--test-concurrency=1", "--test-timeout=120000"}
+	if only := os.Getenv("COMPAT_ONLY"); only != "" { // a developer's filter: test names matching it
+		args = append(args, "--test-name-pattern="+only)
+	}
+	cmd := exec.Command("node", append(args, files...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "E2B_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -352,6 +352,83 @@ test('lifecycle: paused at its timeout, resumed by traffic (autoResume) or by co
   }
 })
 
+test('snapshots: made from a running sandbox, listed, created from, deleted', async () => {
+  const s = await Sandbox.create({ envs: { FROM: 'parent' }, metadata: { snap: process.env.COMPAT_RUN } })
+  try {
+    await s.commands.run('mkdir -p /srv/app && echo v1 > /srv/app/state && rm /etc/e2b', { user: 'root' })
+    await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done', { background: true })
+    assert.ok(await waitUntil(async () => (await s.commands.run('cat /tmp/count 2>/dev/null || true')).stdout.trim() !== ''))
+    const name = `snap-${process.env.COMPAT_RUN}`
+    const snap = await s.createSnapshot({ name })
+    assert.equal(snap.snapshotId, `${name}:default`)
+    assert.deepEqual(snap.names, [`${name}:default`])
+    // The source goes on.
+    const n1 = Number((await s.commands.run('cat /tmp/count')).stdout)
+    assert.ok(await waitUntil(async () => Number((await s.commands.run('cat /tmp/count')).stdout) > n1), 'the source stopped')
+    await s.commands.run('echo v2 > /srv/app/state', { user: 'root' })
+    const unnamed = await Sandbox.createSnapshot(s.sandboxId)
+    assert.match(unnamed.snapshotId, /^[a-z0-9]{20}:default$/)
+    const mine = await Sandbox.listSnapshots({ sandboxId: s.sandboxId, limit: 1 })
+    const first = await mine.nextItems()
+    assert.equal(mine.hasNext, true)
+    const second = await mine.nextItems()
+    assert.deepEqual([...first, ...second].map((x) => x.snapshotId).sort(), [snap.snapshotId, unnamed.snapshotId].sort())
+    // Each sandbox from the snapshot starts from its files and environment.
+    const [a, b] = await Promise.all([Sandbox.create(snap.snapshotId), Sandbox.create(snap.snapshotId)])
+    try {
+      for (const c of [a, b]) {
+        const r = await c.commands.run('cat /srv/app/state; echo $FROM; test -e /etc/e2b || echo deleted')
+        assert.equal(r.stdout, 'v1\nparent\ndeleted\n')
+      }
+      await a.commands.run('echo changed > /srv/app/state', { user: 'root' })
+      assert.equal((await b.commands.run('cat /srv/app/state')).stdout, 'v1\n')
+    } finally {
+      await a.kill()
+      await b.kill()
+    }
+    assert.equal((await Sandbox.create(unnamed.snapshotId).then(async (c) => {
+      try { return (await c.commands.run('cat /srv/app/state')).stdout } finally { await c.kill() }
+    })), 'v2\n')
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+    assert.equal(await Sandbox.deleteSnapshot(unnamed.snapshotId), true)
+    assert.deepEqual(await Sandbox.listSnapshots({ sandboxId: s.sandboxId }).nextItems(), [])
+    await assert.rejects(Sandbox.create(snap.snapshotId))
+  } finally {
+    await s.kill()
+  }
+  await assert.rejects(Sandbox.createSnapshot(s.sandboxId), NotFoundError)
+})
+
+test('fork: children with the parent\'s files, the parent goes on, a killed parent is not found', async () => {
+  const s = await Sandbox.create({ envs: { FROM: 'parent' } })
+  try {
+    await s.files.write('/home/user/notes.txt', 'forked')
+    const kids = await s.fork({ count: 3, timeoutMs: 60000 })
+    assert.equal(kids.length, 3)
+    try {
+      const ids = new Set()
+      for (const k of kids) {
+        assert.ok(k instanceof Sandbox, String(k))
+        ids.add(k.sandboxId)
+        assert.equal(await k.files.read('/home/user/notes.txt'), 'forked')
+        assert.equal((await k.commands.run('echo $FROM; whoami')).stdout, 'parent\nuser\n')
+      }
+      assert.equal(ids.size, 3)
+      assert.ok(!ids.has(s.sandboxId))
+      await kids[0].files.write('/home/user/notes.txt', 'mine')
+      assert.equal(await s.files.read('/home/user/notes.txt'), 'forked')
+      assert.equal(await kids[1].files.read('/home/user/notes.txt'), 'forked')
+    } finally {
+      await Promise.all(kids.map((k) => k instanceof Sandbox && k.kill()))
+    }
+    assert.equal(await s.isRunning(), true)
+  } finally {
+    await s.kill()
+  }
+  await assert.rejects(Sandbox.fork(s.sandboxId), NotFoundError)
+})
+
 test('a wrong API key is refused', async () => {
   await assert.rejects(Sandbox.create({ apiKey: 'e2b_' + 'f'.repeat(40) }), AuthenticationError)
 })

@@ -51,6 +51,9 @@ func New(svc *service.Service, templates *service.Templates, st store.Store, log
 	}
 	a.handle("GET /sandboxes/{id}/metrics", a.metrics)
 	a.handle("PUT /sandboxes/{id}/network", a.updateNetwork)
+	a.handle("POST /sandboxes/{id}/snapshots", a.createSnapshot)
+	a.handle("GET /snapshots", a.listSnapshots)
+	a.handle("POST /sandboxes/{id}/fork", a.fork)
 	for _, p := range []string{"POST /v3/templates", "POST /v2/templates"} {
 		a.handle(p, a.createTemplate)
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"strings"
@@ -32,6 +33,15 @@ type CreateRequest struct {
 	// MaskRequestHost, when set, is the Host header requests to the
 	// sandbox's ports arrive with (${PORT} becomes the port).
 	MaskRequestHost string
+	// Isolation, when set, names the driver (else the metadata's
+	// IsolationKey, else the template's).
+	Isolation string
+	// BuildID and Saved start the sandbox from a template build with a
+	// saved layer on top (a fork); Alias is then the name it is listed
+	// under.
+	BuildID string
+	Saved   *template.LayerSum
+	Alias   string
 }
 
 // Sandbox is what the API reports of a sandbox.
@@ -112,8 +122,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
-		Isolation: req.Metadata[IsolationKey], Team: req.Team, MaskRequestHost: req.MaskRequestHost,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume,
+		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, BuildID: req.BuildID, Saved: req.Saved,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -121,8 +131,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	id := info.ID
 	// A template asked for by name is listed under that name (E2B's
 	// alias); the built-in base's id is its name.
-	alias := ""
-	if req.TemplateID != info.TemplateID || info.TemplateID == template.BaseName {
+	alias := req.Alias
+	if alias == "" && (req.TemplateID != info.TemplateID || info.TemplateID == template.BaseName) {
 		alias, _, _ = strings.Cut(req.TemplateID, ":")
 	}
 	sb := store.Sandbox{

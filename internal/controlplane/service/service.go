@@ -13,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // Node is where sandboxes run: the in-process node manager in `cove
@@ -28,6 +29,13 @@ type Node interface {
 	UpdateNetwork(id string, u node.NetworkUpdate) error
 	Pause(ctx context.Context, id string) (node.Info, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
+	SaveLayer(ctx context.Context, id string) (node.Info, template.LayerSum, func(), error)
+}
+
+// Snapshots records snapshots as templates (template.Store).
+type Snapshots interface {
+	CreateSnapshot(name string, src template.SnapshotSource, layer template.LayerSum) (template.Record, error)
+	ListSnapshots(team, sandboxID, name string) []template.Record
 }
 
 // Config configures the service.
@@ -42,6 +50,11 @@ type Config struct {
 	// sandbox keeps (default 1440: two hours at 5 s).
 	MetricsInterval time.Duration
 	MetricsKept     int
+	// Snapshots, when set, keeps sandboxes' snapshots (else they are
+	// Unimplemented); CheckStorage, when set, refuses one to a team whose
+	// storage quota is used up (Templates.CheckStorage).
+	Snapshots    Snapshots
+	CheckStorage func(team string) error
 }
 
 // Service implements the use cases.

@@ -284,7 +284,7 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 			return err
 		}
 	}
-	if err := t.checkStorage(team); err != nil {
+	if err := t.CheckStorage(team); err != nil {
 		return err
 	}
 	bl := &buildLog{}
@@ -303,10 +303,10 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 	return nil
 }
 
-// checkStorage refuses a build to a team whose templates' layers already
-// fill its storage quota (the build in progress may pass it: it is
-// counted once stored).
-func (t *Templates) checkStorage(team string) error {
+// CheckStorage refuses a build or a snapshot to a team whose templates'
+// layers already fill its storage quota (the one in progress may pass it:
+// it is counted once stored).
+func (t *Templates) CheckStorage(team string) error {
 	if t.MaxTeamStorageMB <= 0 {
 		return nil
 	}

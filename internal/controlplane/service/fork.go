@@ -1,0 +1,79 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// MaxForks bounds the children of one fork (E2B's limit).
+const MaxForks = 100
+
+// forkParallel is how many children of a fork start at once.
+const forkParallel = 4
+
+// ForkResult is one child of a fork: its sandbox, or why it did not start.
+type ForkResult struct {
+	Sandbox Sandbox
+	Err     error
+}
+
+// Fork saves a team's sandbox's files once (frozen for the copy only) and
+// starts count sandboxes from them, each with the parent's template
+// build, environment, metadata, network rules and settings, living
+// timeout. Each child starts or fails on its own; the parent goes on.
+func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout time.Duration) ([]ForkResult, error) {
+	if count < 1 || count > MaxForks {
+		return nil, errs.New(errs.InvalidArgument, "count must be between 1 and %d", MaxForks)
+	}
+	if err := s.checkTimeout(timeout); err != nil {
+		return nil, err
+	}
+	parent, err := s.Get(ctx, team, id)
+	if err != nil {
+		return nil, err
+	}
+	info, sum, release, err := s.node.SaveLayer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release() // the children stack the layer once started
+	req := CreateRequest{
+		Team: team, TemplateID: info.TemplateID, BuildID: info.BuildID, Saved: &sum, Alias: parent.Alias,
+		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
+		AllowInternetAccess: parent.AllowInternetAccess, AutoPause: parent.AutoPause, AutoResume: parent.AutoResume,
+		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation,
+	}
+	if n := info.Network; n != nil {
+		for _, p := range n.AllowOut {
+			req.AllowOut = append(req.AllowOut, p.String())
+		}
+		req.AllowOut = append(req.AllowOut, n.AllowDomains...)
+		for _, p := range n.DenyOut {
+			req.DenyOut = append(req.DenyOut, p.String())
+		}
+	}
+	out := make([]ForkResult, count)
+	sem := make(chan struct{}, forkParallel)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].Sandbox, out[i].Err = s.Create(ctx, req)
+		}()
+	}
+	wg.Wait()
+	started := 0
+	for _, r := range out {
+		if r.Err == nil {
+			started++
+		}
+	}
+	s.log.Info("sandbox forked", logx.SandboxID(id), "layer", sum.Name, "asked", count, "started", started)
+	return out, nil
+}

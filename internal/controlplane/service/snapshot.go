@@ -1,0 +1,50 @@
+package service
+
+import (
+	"context"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// CreateSnapshot saves a team's sandbox's files as a template sandboxes
+// can start from (named name, or unnamed when name is ""); the sandbox
+// goes on (frozen for the copy only).
+func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (template.Record, error) {
+	if s.cfg.Snapshots == nil {
+		return template.Record{}, errs.New(errs.Unimplemented, "snapshots are not kept by this server")
+	}
+	if _, err := s.Get(ctx, team, id); err != nil {
+		return template.Record{}, err
+	}
+	if s.cfg.CheckStorage != nil {
+		if err := s.cfg.CheckStorage(team); err != nil {
+			return template.Record{}, err
+		}
+	}
+	info, sum, release, err := s.node.SaveLayer(ctx, id)
+	if err != nil {
+		return template.Record{}, err
+	}
+	defer release()
+	rec, err := s.cfg.Snapshots.CreateSnapshot(name, template.SnapshotSource{
+		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars,
+		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
+		Isolation: info.Isolation,
+	}, sum)
+	if err != nil {
+		return template.Record{}, err
+	}
+	s.log.Info("snapshot created", logx.SandboxID(id), "snapshot", rec.SnapshotID(), "layer", sum.Name)
+	return rec, nil
+}
+
+// Snapshots lists a team's snapshots, newest first, of sandboxID and
+// named name when given.
+func (s *Service) Snapshots(team, sandboxID, name string) []template.Record {
+	if s.cfg.Snapshots == nil {
+		return nil
+	}
+	return s.cfg.Snapshots.ListSnapshots(team, sandboxID, name)
+}

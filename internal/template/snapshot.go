@@ -1,0 +1,280 @@
+package template
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// LayerSum is a saved layer's entry in a manifest: its name and a digest
+// of everything in it, checked before the layer is used again.
+type LayerSum struct {
+	Name string `json:"name"`
+	// Digest is a SHA-256 over every entry's path, type, mode, owner,
+	// device number, opaque marker, link target and content.
+	Digest string `json:"digest"`
+	Files  int    `json:"files"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// Snapshot is where a snapshot build came from and the proof of what it
+// saved: the layer the sandbox's files were copied into.
+type Snapshot struct {
+	SandboxID string    `json:"sandboxID"`
+	CreatedAt time.Time `json:"createdAt"`
+	Layer     LayerSum  `json:"layer"`
+}
+
+// SnapshotSource is what a snapshot is made from: the sandbox, the template
+// build it started from, its environment and resources.
+type SnapshotSource struct {
+	Team, SandboxID     string
+	TemplateID, BuildID string
+	Env                 map[string]string
+	CPUCount, MemoryMB  int
+	DiskMB              int
+	Isolation           string
+}
+
+// StageLayer makes an empty place on the layers' file system for a layer
+// to be copied into (the stage itself must be made by the copy: it does
+// not exist). Hold the store (Hold) from here until what is committed is
+// named by a record or a sandbox.
+func (s *Store) StageLayer() (string, error) {
+	stage, err := s.layers.stage()
+	if err != nil {
+		return "", err
+	}
+	return stage, os.Remove(stage)
+}
+
+// Hold keeps Collect from removing layers until release is called: a
+// layer committed but not yet named by a template build or a sandbox
+// would look unused.
+func (s *Store) Hold() (release func()) {
+	s.building.RLock()
+	return s.building.RUnlock
+}
+
+// CommitLayer stores a copied sandbox layer (the stage StageLayer gave)
+// by its content and returns its manifest entry. The files the node wrote
+// into every sandbox (hostname, hosts, resolv.conf) are dropped: the next
+// sandbox gets its own. The stage is consumed either way.
+func (s *Store) CommitLayer(stage string) (LayerSum, error) {
+	if err := dropIdentityFiles(stage); err != nil {
+		removeStage(stage)
+		return LayerSum{}, err
+	}
+	sum, err := digestLayer(stage)
+	if err != nil {
+		removeStage(stage)
+		return LayerSum{}, fmt.Errorf("digest the saved layer: %w", err)
+	}
+	// Named by its digest: equal content is stored once. A sandbox that
+	// changed nothing still has a layer (an empty one), so that every
+	// snapshot has a manifest to check.
+	name, err := s.layers.commit(stage, "sha256-"+sum.Digest[:32])
+	if err != nil {
+		return LayerSum{}, err
+	}
+	sum.Name = name
+	return sum, nil
+}
+
+// VerifyLayer checks a saved layer against its manifest entry: a layer
+// missing, changed or damaged on disk is refused (DataLoss) before any
+// sandbox stacks it.
+func (s *Store) VerifyLayer(want LayerSum) error {
+	if !strings.HasPrefix(want.Name, "sha256-") || strings.ContainsAny(want.Name, "/\x00") {
+		return errs.New(errs.DataLoss, "saved layer %q: not a layer name", want.Name)
+	}
+	got, err := digestLayer(s.layers.Path(want.Name))
+	if err != nil {
+		return errs.New(errs.DataLoss, "saved layer %s cannot be read: %v", want.Name, err)
+	}
+	if got.Digest != want.Digest || got.Files != want.Files || got.Bytes != want.Bytes {
+		return errs.New(errs.DataLoss, "saved layer %s is damaged: digest %s (%d files, %d bytes), the manifest says %s (%d files, %d bytes)",
+			want.Name, got.Digest[:16], got.Files, got.Bytes, want.Digest[:16], want.Files, want.Bytes)
+	}
+	return nil
+}
+
+// digestLayer hashes a layer's tree (see LayerSum.Digest). Nothing in it
+// is followed.
+func digestLayer(root string) (LayerSum, error) {
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if err != nil {
+		return LayerSum{}, err
+	}
+	sort.Strings(paths)
+	h := sha256.New()
+	var sum LayerSum
+	buf := make([]byte, 1)
+	for _, p := range paths {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return LayerSum{}, err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fmt.Fprintf(h, "%s\x00%o\x00%d:%d\x00%d\x00", rel, st.Mode, st.Uid, st.Gid, st.Rdev)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if n, err := unix.Lgetxattr(p, "trusted.overlay.opaque", buf); err == nil && n == 1 {
+				h.Write(buf)
+			}
+		case unix.S_IFLNK:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return LayerSum{}, err
+			}
+			io.WriteString(h, t)
+		case unix.S_IFREG:
+			f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				return LayerSum{}, err
+			}
+			n, err := io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return LayerSum{}, err
+			}
+			sum.Files++
+			sum.Bytes += n
+		}
+		h.Write([]byte{0})
+	}
+	sum.Digest = hex.EncodeToString(h.Sum(nil))
+	return sum, nil
+}
+
+// CreateSnapshot records a snapshot of a sandbox as a template build: the
+// build the sandbox started from with the saved layer on top, the
+// sandbox's environment, and the manifest. A new name makes a template
+// (hidden from template lists, listed by ListSnapshots); the name of one
+// of the team's templates gets a new build, which its default tag takes.
+// Call it while holding the store (Hold) since the layer was committed.
+func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum) (Record, error) {
+	if name != "" {
+		if err := validName(name); err != nil {
+			return Record{}, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from, ok := s.templates[src.TemplateID]
+	var fromBuild *Build
+	if ok {
+		fromBuild = from.Build(src.BuildID)
+	}
+	if fromBuild == nil {
+		return Record{}, errs.New(errs.Conflict, "sandbox %s's template build %s/%s was deleted: its snapshot cannot name what it stacks", src.SandboxID, src.TemplateID, src.BuildID)
+	}
+	var r *Record
+	if name != "" {
+		found, _, err := s.find(name)
+		switch {
+		case err == nil && (found.Team != src.Team || found.ID == BaseName || found.Public):
+			return Record{}, errs.New(errs.PermissionDenied, "the name %s belongs to another team's template", name)
+		case err == nil:
+			r = found
+		case !errs.Is(err, errs.NotFound):
+			return Record{}, err
+		}
+	}
+	if r == nil {
+		r = &Record{ID: newID(), Team: src.Team, CreatedAt: time.Now().UTC(), Tags: map[string]string{}, Snapshot: true}
+		if name != "" {
+			r.Names = []string{name}
+		}
+	}
+	for _, b := range r.Builds {
+		if b.Status == StatusWaiting || b.Status == StatusBuilding {
+			return Record{}, errs.New(errs.Conflict, "template %s has a build in progress", name)
+		}
+	}
+	img := fromBuild.Image
+	img.Layers = append(slices.Clone(img.Layers), layer.Name)
+	img.Binds = slices.Clone(img.Binds)
+	img.Env = nil
+	for _, k := range slices.Sorted(maps.Keys(src.Env)) {
+		img.Env = append(img.Env, k+"="+src.Env[k])
+	}
+	now := time.Now().UTC()
+	b := &Build{ID: newUUID(), Status: StatusReady, CreatedAt: now, FinishedAt: now,
+		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskMB: src.DiskMB, Isolation: src.Isolation, Image: img,
+		Snapshot: &Snapshot{SandboxID: src.SandboxID, CreatedAt: now, Layer: layer}}
+	r.Builds = append(r.Builds, b)
+	oldDefault, hadDefault := r.Tags[DefaultTag]
+	r.Tags[DefaultTag] = b.ID
+	if err := s.save(r); err != nil {
+		r.Builds = r.Builds[:len(r.Builds)-1]
+		if hadDefault {
+			r.Tags[DefaultTag] = oldDefault
+		} else {
+			delete(r.Tags, DefaultTag)
+		}
+		return Record{}, err
+	}
+	s.templates[r.ID] = r
+	return r.clone(), nil
+}
+
+// ListSnapshots returns a team's snapshot templates, newest first, of
+// sandboxID when given, named name (a tag after ':' ignored) when given.
+func (s *Store) ListSnapshots(team, sandboxID, name string) []Record {
+	name, _, _ = strings.Cut(name, ":")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Record
+	for _, r := range s.templates {
+		if r.Team != team || !r.Snapshot {
+			continue
+		}
+		if name != "" && r.ID != name && !slices.Contains(r.Names, name) {
+			continue
+		}
+		if sandboxID != "" && !slices.ContainsFunc(r.Builds, func(b *Build) bool {
+			return b.Snapshot != nil && b.Snapshot.SandboxID == sandboxID
+		}) {
+			continue
+		}
+		out = append(out, r.clone())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// SnapshotID is how E2B names a snapshot to create sandboxes from: its
+// name (or its id) with the default tag.
+func (r *Record) SnapshotID() string {
+	if len(r.Names) > 0 {
+		return r.Names[0] + ":" + DefaultTag
+	}
+	return r.ID + ":" + DefaultTag
+}
+
