@@ -196,6 +196,55 @@ func TestSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("pause, snapshots and fork", func(t *testing.T) {
+		if _, err := sbx.Files.Write(ctx, "/home/user/saved.txt", strings.NewReader("saved")); err != nil {
+			t.Fatal(err)
+		}
+		if err := sbx.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sbx.Pause(ctx); !errors.Is(err, cove.ErrConflict) {
+			t.Errorf("second pause: %v", err)
+		}
+		if _, err := client.Resume(ctx, sbx.ID, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := sbx.Snapshot(ctx, "go-sdk-snap")
+		if err != nil || snap.ID != "go-sdk-snap:default" {
+			t.Fatalf("snapshot %+v %v", snap, err)
+		}
+		if list, err := client.ListSnapshots(ctx, cove.SnapshotFilter{SandboxID: sbx.ID}); err != nil || len(list) != 1 || list[0].ID != snap.ID {
+			t.Errorf("list snapshots %+v %v", list, err)
+		}
+		from, err := client.Create(ctx, cove.CreateOptions{Template: snap.ID, Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer from.Kill(context.Background())
+		kids, err := sbx.Fork(ctx, 2, time.Minute)
+		if err != nil || len(kids) != 2 {
+			t.Fatalf("fork %v %v", kids, err)
+		}
+		for _, s := range append(kids, from) {
+			defer s.Kill(context.Background())
+			r, err := s.Files.Read(ctx, "/home/user/saved.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(r)
+			r.Close()
+			if string(got) != "saved" {
+				t.Errorf("%s: %q", s.ID, got)
+			}
+		}
+		if err := client.DeleteSnapshot(ctx, snap.ID); err != nil {
+			t.Error(err)
+		}
+		if err := client.DeleteSnapshot(ctx, snap.ID); !errors.Is(err, cove.ErrNotFound) {
+			t.Errorf("second delete: %v", err)
+		}
+	})
+
 	t.Run("sandboxes", func(t *testing.T) {
 		info, err := sbx.Info(ctx)
 		if err != nil || info.ID != sbx.ID || info.Metadata["sdk"] != "go" || info.State != "running" {

@@ -136,6 +136,29 @@ func TestCLI(t *testing.T) {
 	if _, errOut, code := c.run(t, "", "sandbox", "resume", id); code == 0 || !strings.Contains(errOut, "running, not paused") {
 		t.Errorf("resume a running sandbox: %q %d", errOut, code)
 	}
+	// Snapshots and fork.
+	snap, errOut, code := c.run(t, "", "sandbox", "snapshot", id, "--name", "cli-snap")
+	if snap = strings.TrimSpace(snap); code != 0 || snap != "cli-snap:default" {
+		t.Errorf("snapshot: %q %q %d", snap, errOut, code)
+	}
+	if out, _, _ := c.run(t, "", "snapshot", "list", "--sandbox", id); !strings.Contains(out, "cli-snap:default") {
+		t.Errorf("snapshot list: %q", out)
+	}
+	fromSnap, _, _ := c.run(t, "", "sandbox", "create", "--template", snap)
+	if fromSnap = strings.TrimSpace(fromSnap); fromSnap == "" {
+		t.Error("no sandbox from the snapshot")
+	} else if out, _, _ := c.run(t, "", "sandbox", "exec", fromSnap, "--", "cat /tmp/in.txt"); out != "through cp" {
+		t.Errorf("a file in the sandbox from the snapshot: %q", out)
+	}
+	kids, errOut, code := c.run(t, "", "sandbox", "fork", id, "-n", "2")
+	if ids := strings.Fields(kids); code != 0 || len(ids) != 2 {
+		t.Errorf("fork: %q %q %d", kids, errOut, code)
+	} else if out, _, _ := c.run(t, "", "sandbox", "exec", ids[1], "--", "cat /tmp/in.txt"); out != "through cp" {
+		t.Errorf("a file in a fork: %q", out)
+	}
+	if out, _, code := c.run(t, "", "snapshot", "delete", snap); code != 0 || !strings.Contains(out, "deleted "+snap) {
+		t.Errorf("snapshot delete: %q %d", out, code)
+	}
 	if out, _, code := c.run(t, "", "sandbox", "kill", id); code != 0 || !strings.Contains(out, "killed "+id) {
 		t.Errorf("kill: %q %d", out, code)
 	}
