@@ -62,7 +62,7 @@ type Info struct {
 	// Saving: the node froze it to copy its files (SaveLayer); a node that
 	// restarts meanwhile lets it run again.
 	Saving  bool         `json:"saving,omitempty"`
-	Network    *NetworkInfo   `json:"network,omitempty"`
+	Network *NetworkInfo `json:"network,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network, when the node gives it one.

@@ -277,4 +277,3 @@ func (r *Record) SnapshotID() string {
 	}
 	return r.ID + ":" + DefaultTag
 }
-
