@@ -46,9 +46,10 @@ type CreateRequest struct {
 	Team string
 	// MaskRequestHost is the Host header traffic to its ports gets.
 	MaskRequestHost string
-	// AutoPause pauses the sandbox (with its memory) at its timeout
-	// instead of killing it; AutoResume resumes it on traffic.
-	AutoPause, AutoResume bool
+	// AutoPause pauses the sandbox (with its memory, or its files only
+	// with AutoPauseFiles) at its timeout instead of killing it;
+	// AutoResume resumes it on traffic.
+	AutoPause, AutoResume, AutoPauseFiles bool
 	// BuildID, when set, is the build of Template to start from (a fork
 	// starts from its parent's) instead of the one its tag names.
 	BuildID string
@@ -141,7 +142,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
-		MaskRequestHost: req.MaskRequestHost, AutoPause: req.AutoPause, AutoResume: req.AutoResume, Timeout: req.Timeout,
+		MaskRequestHost: req.MaskRequestHost, AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout,
 	}}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {

@@ -38,7 +38,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		sb.mu.Unlock()
 		return errs.New(errs.Conflict, "sandbox %s is still being created", sb.info.ID)
 	}
-	paused := sb.info.State == StatePaused
+	paused := sb.info.State == StatePaused && sb.info.Saved == nil // frozen, not ended
 	sb.info.State = StateKilled
 	sb.info.Exit = exit
 	if sb.timer != nil {
@@ -86,8 +86,12 @@ func (m *Manager) expire(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if sb.snapshot().AutoPause {
-		info, err := m.Pause(ctx, id)
+	if cur := sb.snapshot(); cur.AutoPause {
+		pause := m.Pause
+		if cur.AutoPauseFiles {
+			pause = m.PauseFiles
+		}
+		info, err := pause(ctx, id)
 		if err == nil {
 			m.log.Info("sandbox paused at its timeout", logx.SandboxID(id))
 			if m.cfg.OnState != nil {

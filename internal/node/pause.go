@@ -66,6 +66,23 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 	case sb.info.State != StatePaused || !ok:
 		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
+	if saved := sb.info.Saved; saved != nil {
+		if err := m.reboot(ctx, sb, timeout); err != nil {
+			return Info{}, err
+		}
+		info := sb.info
+		if saved.Template.StartCmd != "" {
+			// Its template's start command runs again, as at its create;
+			// the resume answers once it is ready.
+			sb.mu.Unlock()
+			err := startCommand(ctx, m.agentOf(id), saved.Template)
+			sb.mu.Lock()
+			if err != nil {
+				m.log.Error("start command of a sandbox booted again", logx.SandboxID(id), logx.Err(err))
+			}
+		}
+		return info, nil
+	}
 	if err := p.Resume(ctx, id); err != nil {
 		return Info{}, err
 	}
@@ -81,9 +98,11 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 
 // Wake resumes a paused sandbox with AutoResume for the traffic that
 // reached it (for its create's timeout) and reports whether it runs now.
+// One paused without its memory is not woken: booted afresh, it would not
+// be the one the traffic was for (E2B's rule too).
 func (m *Manager) Wake(ctx context.Context, id string) bool {
 	info, err := m.Get(id)
-	if err != nil || info.State != StatePaused || !info.AutoResume {
+	if err != nil || info.State != StatePaused || !info.AutoResume || info.Saved != nil {
 		return err == nil && info.State == StateRunning
 	}
 	timeout := info.Timeout

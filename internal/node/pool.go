@@ -340,7 +340,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		info.AccessToken, info.TrafficToken = req.Tokens(info.ID)
 	}
 	info.Team, info.MaskRequestHost = req.Team, req.MaskRequestHost
-	info.AutoPause, info.AutoResume, info.Timeout = req.AutoPause, req.AutoResume, req.Timeout
+	info.AutoPause, info.AutoResume, info.AutoPauseFiles, info.Timeout = req.AutoPause, req.AutoResume, req.AutoPauseFiles, req.Timeout
 	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()
 	if err := m.admitLocked(req.Team, info.Limits); err != nil {

@@ -95,6 +95,9 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	case info.State != StateRunning || !time.Now().Before(info.EndAt):
 		return false
 	}
+	if info.Saved != nil {
+		return m.adoptSaved(ctx, info)
+	}
 	if err := m.recordDriver(info).Recover(ctx, info.Handle); err != nil {
 		m.log.Info("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
 		return false
@@ -138,5 +141,23 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	m.sandboxes[info.ID] = sb
 	m.mu.Unlock()
 	m.watch(sb)
+	return true
+}
+
+// adoptSaved takes back a sandbox paused without its memory: it has no
+// processes (what a node that stopped while it ended them left is
+// removed), only its record and saved files, which stay until it is
+// resumed or killed.
+func (m *Manager) adoptSaved(ctx context.Context, info Info) bool {
+	if err := m.recordDriver(info).Destroy(ctx, info.ID); err != nil {
+		m.log.Error("remove what is left of a sandbox paused without its memory", logx.SandboxID(info.ID), logx.Err(err))
+	}
+	info.Handle = isolation.Handle{}
+	sb := &sandbox{team: info.Team, limits: info.Limits, info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
+	sb.timer = time.AfterFunc(time.Hour, func() { m.expire(info.ID) })
+	sb.timer.Stop() // its time starts again at its resume
+	m.mu.Lock()
+	m.sandboxes[info.ID] = sb
+	m.mu.Unlock()
 	return true
 }

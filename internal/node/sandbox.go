@@ -8,6 +8,7 @@ import (
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // State is a sandbox's place in its lifecycle: creating → running ⇄
@@ -59,10 +60,26 @@ type Info struct {
 	AutoResume bool           `json:"autoResume,omitempty"`
 	Timeout    time.Duration  `json:"timeout,omitempty"`
 	Exit       isolation.Exit `json:"exit,omitzero"`
+	// AutoPauseFiles: its timeout's pause keeps its files only (PauseFiles).
+	AutoPauseFiles bool `json:"autoPauseFiles,omitempty"`
+	// Saved, on a sandbox paused without its memory, is what it boots from
+	// again: its files, saved as a layer, over the template it started
+	// from. It has no processes meanwhile.
+	Saved *SavedState `json:"saved,omitempty"`
 	// Saving: the node froze it to copy its files (SaveLayer); a node that
 	// restarts meanwhile lets it run again.
 	Saving  bool         `json:"saving,omitempty"`
 	Network *NetworkInfo `json:"network,omitempty"`
+}
+
+// SavedState is a sandbox paused without its memory.
+type SavedState struct {
+	// Layer is its files, checked against this manifest entry before it
+	// boots again.
+	Layer template.LayerSum `json:"layer"`
+	// Template is what it boots from: its template's defaults and start
+	// command, with the layers it stacked and Layer on top.
+	Template template.Template `json:"template"`
 }
 
 // NetworkInfo is a sandbox's network, when the node gives it one.

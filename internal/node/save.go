@@ -14,18 +14,13 @@ import (
 // SaveLayer copies what a sandbox wrote over its template — its writable
 // layer — into the template store and returns the layer's manifest entry.
 // A running sandbox is frozen for the copy and runs on after it; a paused
-// one stays paused. The caller must name the layer (a template build, a
-// sandbox) before it calls release: until then Collect leaves it alone.
+// one stays paused (one paused without its memory has its layer saved
+// already). The caller must name the layer (a template build, a sandbox)
+// before it calls release: until then Collect leaves it alone.
 func (m *Manager) SaveLayer(ctx context.Context, id string) (Info, template.LayerSum, func(), error) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return Info{}, template.LayerSum{}, nil, errs.New(errs.NotFound, "sandbox %s not found", id)
-	}
-	d := m.driverOf(id)
-	saver, ok := d.(isolation.LayerSaver)
-	pauser, ok2 := d.(isolation.Pauser)
-	if !ok || !ok2 || !d.Capabilities().Pause {
-		return Info{}, template.LayerSum{}, nil, errs.New(errs.Unimplemented, "the %s driver cannot save a sandbox's files", d.Name())
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -34,56 +29,77 @@ func (m *Manager) SaveLayer(ctx context.Context, id string) (Info, template.Laye
 	default:
 		return Info{}, template.LayerSum{}, nil, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
-	start := time.Now()
 	release := m.templates.Hold()
-	stage, err := m.templates.StageLayer()
+	if s := sb.info.Saved; s != nil {
+		return sb.info, s.Layer, release, nil
+	}
+	sum, err := m.copyLayer(ctx, sb, false)
 	if err != nil {
 		release()
 		return Info{}, template.LayerSum{}, nil, err
 	}
+	return sb.info, sum, release, nil
+}
+
+// copyLayer copies sb's writable layer into the template store (sb.mu
+// held, the store held). A running sandbox is frozen for the copy and,
+// unless stayFrozen (it ends next), thawed after it; on failure it is
+// always thawed.
+func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool) (template.LayerSum, error) {
+	id := sb.info.ID
+	d := m.recordDriver(sb.info) // not driverOf: it takes sb.mu
+	saver, ok := d.(isolation.LayerSaver)
+	pauser, ok2 := d.(isolation.Pauser)
+	if !ok || !ok2 || !d.Capabilities().Pause {
+		return template.LayerSum{}, errs.New(errs.Unimplemented, "the %s driver cannot save a sandbox's files", d.Name())
+	}
+	start := time.Now()
+	stage, err := m.templates.StageLayer()
+	if err != nil {
+		return template.LayerSum{}, err
+	}
 	freeze := sb.info.State == StateRunning
-	frozenAt := time.Now()
+	thaw := func() {
+		if !freeze {
+			return
+		}
+		if err := pauser.Resume(context.WithoutCancel(ctx), id); err != nil {
+			m.log.Error("let a sandbox run again after copying its files", logx.SandboxID(id), logx.Err(err))
+		}
+		m.unmarkSaving(sb)
+	}
 	if freeze {
 		// Recorded first: a node that stops during the copy lets the
 		// sandbox run again when it comes back.
 		sb.info.Saving = true
 		if err := m.writeRecord(sb.info); err != nil {
 			sb.info.Saving = false
-			release()
-			return Info{}, template.LayerSum{}, nil, err
+			return template.LayerSum{}, err
 		}
 		if err := pauser.Pause(ctx, id); err != nil {
 			m.unmarkSaving(sb)
-			release()
-			return Info{}, template.LayerSum{}, nil, err
+			return template.LayerSum{}, err
 		}
 	}
-	err = saver.SaveLayer(ctx, id, stage)
-	if freeze {
-		if rerr := pauser.Resume(context.WithoutCancel(ctx), id); rerr != nil {
-			m.log.Error("let a sandbox run again after copying its files", logx.SandboxID(id), logx.Err(rerr))
-			if err == nil {
-				err = rerr
-			}
-		}
-		m.unmarkSaving(sb)
-	}
-	copied := time.Since(frozenAt)
-	if err != nil {
+	frozenAt := time.Now()
+	if err := saver.SaveLayer(ctx, id, stage); err != nil {
+		thaw()
 		if rerr := fsutil.RemoveTree(stage); rerr != nil {
 			m.log.Error("remove a failed copy of a sandbox's files", "path", stage, logx.Err(rerr))
 		}
-		release()
-		return Info{}, template.LayerSum{}, nil, err
+		return template.LayerSum{}, err
 	}
+	copied := time.Since(frozenAt)
 	sum, err := m.templates.CommitLayer(stage)
+	if err != nil || !stayFrozen {
+		thaw()
+	}
 	if err != nil {
-		release()
-		return Info{}, template.LayerSum{}, nil, err
+		return template.LayerSum{}, err
 	}
 	m.log.Info("sandbox files saved", logx.SandboxID(id), "layer", sum.Name, "files", sum.Files, "bytes", sum.Bytes,
 		"copy", copied, "took", time.Since(start))
-	return sb.info, sum, release, nil
+	return sum, nil
 }
 
 func (m *Manager) unmarkSaving(sb *sandbox) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -150,5 +151,47 @@ func TestPauseCycles(t *testing.T) {
 			t.Fatalf("cycle %d: the sandbox's server does not answer after the resume", i)
 		}
 		last = after
+	}
+}
+
+// TestPauseWithoutMemory: a sandbox paused without its memory keeps its
+// files and nothing else (no process of it runs, on the host either), and
+// survives a server restart; connect boots it again with the same token.
+func TestPauseWithoutMemory(t *testing.T) {
+	dataDir := t.TempDir()
+	edit := func(c *server.Config) { c.DataDir, c.CgroupParent = dataDir, "cove-test-"+filepath.Base(dataDir) }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, stop := startStoppable(t, edit)
+	code, m, raw := first.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if out, err := run(ctx, first.url, id, tok, "echo kept > ~/state; (sleep 1000 >/dev/null 2>&1 &)"); err != nil {
+		t.Fatalf("%q %v", out, err)
+	}
+	if code, _, raw := first.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{"memory":false}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 1000").Output(); len(out) > 0 {
+		t.Errorf("a process of the paused sandbox runs: %s", out)
+	}
+	stop()
+	second := startWith(t, edit)
+	if code, info, raw := second.do(t, "GET", "/sandboxes/"+id, keyA, ""); code != 200 || info["state"] != "paused" {
+		t.Fatalf("after the restart: %d %s", code, raw)
+	}
+	if code, _, raw := second.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":60}`); code != 201 {
+		t.Fatalf("connect to boot it again: %d %s", code, raw)
+	}
+	if out, err := run(ctx, second.url, id, tok, "cat ~/state; pgrep -x sleep || echo none"); err != nil || out != "kept\nnone\n" {
+		t.Errorf("after the boot: %q %v", out, err)
+	}
+	if code, _, raw := second.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+		t.Errorf("kill: %d %s", code, raw)
+	}
+	if left := testutil.Leftovers(dataDir); len(left) > 0 {
+		t.Errorf("left after the kill: %v", left)
 	}
 }

@@ -352,6 +352,40 @@ test('lifecycle: paused at its timeout, resumed by traffic (autoResume) or by co
   }
 })
 
+test('pause without memory: files kept, processes gone, the same token; reboot and keepMemory: false at the timeout', async () => {
+  const s = await Sandbox.create({ metadata: { cold: process.env.COMPAT_RUN } })
+  try {
+    await s.commands.run('mkdir -p /srv/app && echo kept > /srv/app/state', { user: 'root' })
+    await s.commands.run('sleep 1000', { background: true })
+    assert.equal(await s.pause({ keepMemory: false }), true)
+    assert.equal(await s.pause({ keepMemory: false }), false) // 409: paused already
+    assert.equal(await s.isRunning(), false)
+    assert.equal((await s.getInfo()).state, 'paused')
+    const back = await Sandbox.connect(s.sandboxId)
+    assert.equal(back.sandboxId, s.sandboxId)
+    assert.equal((await back.getInfo()).state, 'running')
+    // The same token (the old handle still talks to it); a fresh boot.
+    assert.equal((await s.commands.run('cat /srv/app/state')).stdout, 'kept\n')
+    assert.equal((await s.commands.run('pgrep -x sleep || echo none')).stdout, 'none\n')
+    // A sandbox paused with its memory, brought back with onResume: reboot.
+    await s.commands.run('sleep 1000', { background: true })
+    assert.equal(await s.pause(), true)
+    await Sandbox.connect(s.sandboxId, { onResume: 'reboot' })
+    assert.equal((await s.commands.run('cat /srv/app/state; pgrep -x sleep || echo none')).stdout, 'kept\nnone\n')
+  } finally {
+    await s.kill()
+  }
+  const t = await Sandbox.create({ timeoutMs: 3000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+  try {
+    await t.files.write('/home/user/at-timeout.txt', 'saved at the timeout')
+    assert.ok(await waitUntil(async () => (await Sandbox.getInfo(t.sandboxId)).state === 'paused', 20000), 'not paused at its timeout')
+    await Sandbox.connect(t.sandboxId, { timeoutMs: 60000 })
+    assert.equal(await t.files.read('/home/user/at-timeout.txt'), 'saved at the timeout')
+  } finally {
+    await t.kill()
+  }
+})
+
 test('snapshots: made from a running sandbox, listed, created from, deleted', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' }, metadata: { snap: process.env.COMPAT_RUN } })
   try {

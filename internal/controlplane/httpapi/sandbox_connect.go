@@ -2,29 +2,26 @@ package httpapi
 
 import (
 	"net/http"
-
-	"github.com/covesandbox/cove/internal/errs"
 )
 
 // resumeBody is ConnectSandbox and the resume request: timeout (seconds),
-// memory (false asks for a fresh boot, not available yet).
+// memory (false asks for a fresh boot over the sandbox's files).
 type resumeBody struct {
 	Timeout *int64 `json:"timeout"`
 	Memory  *bool  `json:"memory"`
 }
 
-func decodeResume(w http.ResponseWriter, r *http.Request) (int64, error) {
+// decodeResume reads a resume's timeout and whether it reboots.
+func decodeResume(w http.ResponseWriter, r *http.Request) (int64, bool, error) {
 	var body resumeBody
 	if err := decode(w, r, &body); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if body.Memory != nil && !*body.Memory {
-		return 0, errs.New(errs.Unimplemented, "resuming without memory (a fresh boot) is not available yet")
-	}
+	reboot := body.Memory != nil && !*body.Memory
 	if body.Timeout == nil {
-		return defaultTimeout, nil
+		return defaultTimeout, reboot, nil
 	}
-	return *body.Timeout, nil
+	return *body.Timeout, reboot, nil
 }
 
 // connect serves POST /sandboxes/{id}/connect and its v2 form: a paused
@@ -36,12 +33,12 @@ func (a *API) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	timeout, err := decodeResume(w, r)
+	timeout, reboot, err := decodeResume(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	sb, resumed, err := a.svc.Connect(r.Context(), team(r), id, seconds(timeout))
+	sb, resumed, err := a.svc.Connect(r.Context(), team(r), id, seconds(timeout), reboot)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -42,16 +42,18 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	secure := strings.HasPrefix(r.URL.Path, "/v2/") || (req.Secure != nil && *req.Secure)
 	autoPause := req.AutoPause != nil && *req.AutoPause
 	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
+	pauseFiles := req.AutoPauseMemory != nil && !*req.AutoPauseMemory
 	switch {
-	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
-		return service.CreateRequest{}, errs.New(errs.Unimplemented, "autoPauseMemory false (pausing without memory) is not available yet")
 	case autoResume && !autoPause:
 		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume needs autoPause (onTimeout: pause)")
+	case autoResume && pauseFiles:
+		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume cannot be combined with autoPauseMemory false: a sandbox paused without its memory boots afresh, so it is resumed with connect, not by traffic")
 	}
 	return service.CreateRequest{
 		TemplateID: req.TemplateID, Timeout: seconds(timeout),
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: autoPause, AutoResume: autoResume,
+		AutoPauseFiles: autoPause && pauseFiles,
 		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
 		MaskRequestHost: maskHost(req.Network),

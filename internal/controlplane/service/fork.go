@@ -45,7 +45,7 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 		Team: team, TemplateID: info.TemplateID, BuildID: info.BuildID, Saved: &sum, Alias: parent.Alias,
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
 		AllowInternetAccess: parent.AllowInternetAccess, AutoPause: parent.AutoPause, AutoResume: parent.AutoResume,
-		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation,
+		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation, AutoPauseFiles: info.AutoPauseFiles,
 	}
 	if n := info.Network; n != nil {
 		for _, p := range n.AllowOut {

@@ -28,6 +28,9 @@ type CreateRequest struct {
 	AllowOut, DenyOut   []string // IPs and CIDRs
 	AutoPause           bool
 	AutoResume          bool
+	// AutoPauseFiles: the timeout's pause keeps the files only (E2B's
+	// autoPauseMemory false).
+	AutoPauseFiles bool
 	// PublicTraffic false makes the sandbox's ports require the traffic token.
 	PublicTraffic bool
 	// MaskRequestHost, when set, is the Host header requests to the
@@ -123,7 +126,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, BuildID: req.BuildID, Saved: req.Saved,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -196,15 +199,15 @@ func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.
 }
 
 // Connect returns a sandbox, resuming it when it is paused (resumed
-// true; it then ends timeout from now), else extending its life to at
-// least timeout from now.
-func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration) (sb Sandbox, resumed bool, err error) {
+// true; it then ends timeout from now; reboot as Resume's), else
+// extending its life to at least timeout from now.
+func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration, reboot bool) (sb Sandbox, resumed bool, err error) {
 	cur, err := s.Get(ctx, team, id)
 	if err != nil {
 		return Sandbox{}, false, err
 	}
 	if cur.State == string(node.StatePaused) {
-		sb, err = s.Resume(ctx, team, id, timeout)
+		sb, err = s.Resume(ctx, team, id, timeout, reboot)
 		if !errs.Is(err, errs.Conflict) { // resumed meanwhile: extend below
 			return sb, err == nil, err
 		}
@@ -221,16 +224,18 @@ func (s *Service) Extend(ctx context.Context, team, id string, timeout time.Dura
 	return s.retime(ctx, team, id, timeout, s.node.ExtendTimeout)
 }
 
-// Pause freezes a team's running sandbox with its memory (Conflict when it
-// is paused already). Without memory is not available yet.
+// Pause pauses a team's running sandbox (Conflict when it is paused
+// already): with its memory, frozen in place; without, its files saved
+// and its processes ended, to boot again at its resume.
 func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error {
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return err
 	}
+	pause := s.node.Pause
 	if !memory {
-		return errs.New(errs.Unimplemented, "pausing without memory (memory: false) is not available yet: pause with memory")
+		pause = s.node.PauseFiles
 	}
-	info, err := s.node.Pause(ctx, id)
+	info, err := pause(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -238,13 +243,20 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 }
 
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
-// it ends timeout from now.
-func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Duration) (Sandbox, error) {
+// it ends timeout from now. reboot boots it afresh over its files even
+// when it was paused with its memory (E2B's memory: false).
+func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Duration, reboot bool) (Sandbox, error) {
 	if err := s.checkTimeout(timeout); err != nil {
 		return Sandbox{}, err
 	}
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return Sandbox{}, err
+	}
+	if cur, err := s.node.Get(id); reboot && err == nil && cur.State == node.StatePaused {
+		// Its memory is dropped: its files are saved, to boot from.
+		if _, err := s.node.PauseFiles(ctx, id); err != nil && !errs.Is(err, errs.Conflict) {
+			return Sandbox{}, err
+		}
 	}
 	info, err := s.node.Resume(ctx, id, timeout)
 	if err != nil {

@@ -28,6 +28,7 @@ type Node interface {
 	Stats(ctx context.Context, id string) (isolation.Stats, error)
 	UpdateNetwork(id string, u node.NetworkUpdate) error
 	Pause(ctx context.Context, id string) (node.Info, error)
+	PauseFiles(ctx context.Context, id string) (node.Info, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
 	SaveLayer(ctx context.Context, id string) (node.Info, template.LayerSum, func(), error)
 }

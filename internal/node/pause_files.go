@@ -1,0 +1,129 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// PauseFiles pauses a sandbox without its memory: its files are saved as a
+// layer (as a snapshot's are), its processes end, and it holds no memory,
+// CPU or network until Resume boots it again over those files, with the
+// same id and tokens (its template's start command runs again). A sandbox
+// paused with its memory can be turned into one paused without; one
+// paused without is a Conflict.
+func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	cur := sb.snapshot()
+	tpl, err := m.templates.ResolveBuild(cur.TemplateID, cur.BuildID)
+	if err != nil {
+		return Info{}, errs.New(errs.Conflict, "sandbox %s cannot be paused without its memory: its template build %s/%s is gone (%v); pause it with its memory", id, cur.TemplateID, cur.BuildID, err)
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	switch {
+	case sb.info.Saved != nil:
+		return Info{}, errs.New(errs.Conflict, "sandbox %s is already paused", id)
+	case sb.info.State != StateRunning && sb.info.State != StatePaused:
+		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+	}
+	release := m.templates.Hold()
+	defer release()
+	wasRunning := sb.info.State == StateRunning
+	sum, err := m.copyLayer(ctx, sb, true)
+	if err != nil {
+		return Info{}, err
+	}
+	d := m.recordDriver(sb.info) // not driverOf: it takes sb.mu
+	// From here the saved files are the sandbox: recorded before its
+	// processes end, so that a crash in between boots it from them.
+	prev := sb.info
+	tpl.RootFS.Layers = append(slices.Clone(sb.info.Layers), m.templates.LayerPath(sum.Name))
+	saved := sum
+	tpl.Saved = &saved
+	sb.info.Saved = &SavedState{Layer: sum, Template: tpl}
+	sb.info.Layers = tpl.RootFS.Layers
+	sb.info.State = StatePaused
+	sb.info.Saving = false
+	if err := m.writeRecord(sb.info); err != nil {
+		sb.info = prev
+		if p, ok := d.(isolation.Pauser); ok && wasRunning {
+			_ = p.Resume(context.WithoutCancel(ctx), id)
+		}
+		sb.info.Saving = false
+		return Info{}, err
+	}
+	sb.timer.Stop()
+	if sb.agent != nil {
+		sb.agent.Close()
+	}
+	if p, ok := d.(isolation.Pauser); ok {
+		// Thawed first: a runtime may not end a frozen sandbox.
+		if err := p.Resume(context.WithoutCancel(ctx), id); err != nil {
+			m.log.Warn("thaw a sandbox to end its processes", logx.SandboxID(id), logx.Err(err))
+		}
+	}
+	if err := d.Destroy(context.WithoutCancel(ctx), id); err != nil {
+		// Its record says paused without memory: a restarted node removes
+		// what is left of it.
+		m.log.Error("end a sandbox paused without its memory", logx.SandboxID(id), logx.Err(err))
+	}
+	if sb.net != nil {
+		m.cfg.Networks.Release(sb.net)
+		sb.net = nil
+	}
+	sb.info.Handle = isolation.Handle{}
+	if err := m.writeRecord(sb.info); err != nil {
+		m.log.Error("record a sandbox paused without its memory", logx.SandboxID(id), logx.Err(err))
+	}
+	m.log.Info("sandbox paused without its memory", logx.SandboxID(id), "layer", sum.Name)
+	return sb.info, nil
+}
+
+// reboot starts a sandbox paused without its memory again over its saved
+// files (sb.mu held), ending timeout from now; the caller runs its start
+// command once it lets go of sb. Its files are checked first; on any
+// failure it stays paused.
+func (m *Manager) reboot(ctx context.Context, sb *sandbox, timeout time.Duration) error {
+	saved := sb.info.Saved
+	if err := m.templates.VerifyLayer(saved.Layer); err != nil {
+		m.log.Error("saved files refused", logx.SandboxID(sb.info.ID), logx.Err(err))
+		return err
+	}
+	info := sb.info
+	info.State = StateCreating
+	want := &NetworkInfo{Internet: true}
+	if info.Network != nil {
+		want = info.Network
+	}
+	n, err := m.launch(ctx, &info, saved.Template, want, false)
+	if err != nil {
+		return err
+	}
+	agent := m.agentFor(info.ID)
+	agent.SetToken(info.AccessToken)
+	info.State = StateRunning
+	info.Saved = nil
+	info.EndAt = time.Now().UTC().Add(timeout)
+	if err := m.writeRecord(info); err != nil {
+		agent.Close()
+		if derr := m.recordDriver(info).Destroy(context.WithoutCancel(ctx), info.ID); derr != nil {
+			m.log.Error("destroy a sandbox whose boot was not recorded", logx.SandboxID(info.ID), logx.Err(derr))
+		} else if n != nil {
+			m.cfg.Networks.Release(n)
+		}
+		return err
+	}
+	sb.info, sb.agent, sb.net = info, agent, n
+	sb.timer.Reset(timeout)
+	m.watch(sb)
+	m.log.Info("sandbox booted again from its saved files", logx.SandboxID(info.ID), "layer", saved.Layer.Name)
+	return nil
+}
