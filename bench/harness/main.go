@@ -15,7 +15,10 @@
 //   - with -gvisor (a server whose sandboxes run on gVisor, none warm):
 //     E2E/go-sdk/gvisor, ExecRTT/gvisor, ForkExec200/{namespaces,gvisor}
 //     (200 fork+exec of /bin/true in a shell, the syscall-heavy figure) and
-//     IdleMemoryGvisor/N.
+//     IdleMemoryGvisor/N;
+//   - Persist/{namespaces,gvisor}/…: pause and resume with and without
+//     memory, snapshot, create from a snapshot, fork of 10 (-cold and
+//     -gvisor servers).
 package main
 
 import (
@@ -44,7 +47,7 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
-	only := flag.String("only", "", "run only this figure: sustained, gvisor")
+	only := flag.String("only", "", "run only this figure: sustained, gvisor, persistence")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
 	flag.Parse()
@@ -58,6 +61,17 @@ func main() {
 	if *only == "sustained" {
 		sustained(ctx, p, "Sustained", *sustain)
 		return
+	}
+	if *only == "persistence" || *only == "" {
+		if *cold != "" {
+			persistence(ctx, client(*cold), "namespaces", min(*n, 20))
+		}
+		if *gvisorURL != "" {
+			persistence(ctx, client(*gvisorURL), "gvisor", min(*n, 20))
+		}
+		if *only == "persistence" {
+			return
+		}
 	}
 	if *gvisorURL != "" {
 		gvisorFigures(ctx, p, client(*gvisorURL), *n)

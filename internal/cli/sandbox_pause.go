@@ -11,16 +11,24 @@ import (
 )
 
 func sandboxPauseCmd() *cobra.Command {
-	return &cobra.Command{
+	var noMemory bool
+	cmd := &cobra.Command{
 		Use:   "pause SANDBOX",
 		Short: "Pause a sandbox with its memory: its processes stop where they are until it is resumed",
-		Args:  cobra.ExactArgs(1),
+		Long: `Pause a sandbox with its memory: its processes stop where they are until it is
+resumed. With --no-memory its files are kept and nothing else: its processes end,
+it holds no memory, and resume boots it again over its files.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()
 			if err != nil {
 				return err
 			}
-			if err := c.Pause(cmd.Context(), args[0]); err != nil {
+			pause := c.Pause
+			if noMemory {
+				pause = c.PauseWithoutMemory
+			}
+			if err := pause(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, cove.ErrConflict) {
 					return fmt.Errorf("sandbox %s is paused already", args[0])
 				}
@@ -30,6 +38,8 @@ func sandboxPauseCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&noMemory, "no-memory", false, "keep its files only: its processes end, resume boots it again")
+	return cmd
 }
 
 func sandboxResumeCmd() *cobra.Command {

@@ -54,8 +54,11 @@ type CreateRequest struct {
 	// starts from its parent's) instead of the one its tag names.
 	BuildID string
 	// Saved, when set, is a saved layer (SaveLayer) stacked on the
-	// template's, checked against its manifest first.
+	// template's (or on Layers), checked against its manifest first.
 	Saved *template.LayerSum
+	// Layers, when set, replace the template build's layers (paths): a
+	// fork stacks what its parent stacked.
+	Layers []string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -85,6 +88,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		if tpl, err = m.templates.Resolve(ctx, req.Template); err != nil {
 			return Info{}, err
 		}
+	}
+	if req.Layers != nil {
+		tpl.RootFS.Layers = slices.Clone(req.Layers)
 	}
 	if req.Saved != nil {
 		tpl.RootFS.Layers = append(slices.Clone(tpl.RootFS.Layers), m.templates.LayerPath(req.Saved.Name))

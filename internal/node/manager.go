@@ -35,7 +35,8 @@ type Templates interface {
 	ResolveBuild(templateID, buildID string) (template.Template, error)
 	LayerPath(name string) string
 	StageLayer() (string, error)
-	CommitLayer(stage string) (template.LayerSum, error)
+	CommitLayer(stage string, avoid ...string) (template.LayerSum, error)
+	MergeLayer(lower, upper string) (string, error)
 	VerifyLayer(sum template.LayerSum) error
 	Hold() (release func())
 }

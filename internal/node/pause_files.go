@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -37,7 +38,13 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 	release := m.templates.Hold()
 	defer release()
 	wasRunning := sb.info.State == StateRunning
-	sum, err := m.copyLayer(ctx, sb, true)
+	layers := sb.info.Layers
+	if own := sb.info.OwnLayer; own != "" && len(layers) > 0 && filepath.Base(layers[len(layers)-1]) == own {
+		layers = layers[:len(layers)-1] // merged into the new one
+	} else {
+		sb.info.OwnLayer = ""
+	}
+	sum, err := m.copyLayer(ctx, sb, true, sb.info.OwnLayer)
 	if err != nil {
 		return Info{}, err
 	}
@@ -45,11 +52,12 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 	// From here the saved files are the sandbox: recorded before its
 	// processes end, so that a crash in between boots it from them.
 	prev := sb.info
-	tpl.RootFS.Layers = append(slices.Clone(sb.info.Layers), m.templates.LayerPath(sum.Name))
+	tpl.RootFS.Layers = append(slices.Clone(layers), m.templates.LayerPath(sum.Name))
 	saved := sum
 	tpl.Saved = &saved
 	sb.info.Saved = &SavedState{Layer: sum, Template: tpl}
 	sb.info.Layers = tpl.RootFS.Layers
+	sb.info.OwnLayer = sum.Name
 	sb.info.State = StatePaused
 	sb.info.Saving = false
 	if err := m.writeRecord(sb.info); err != nil {

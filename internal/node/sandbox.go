@@ -66,6 +66,10 @@ type Info struct {
 	// again: its files, saved as a layer, over the template it started
 	// from. It has no processes meanwhile.
 	Saved *SavedState `json:"saved,omitempty"`
+	// OwnLayer is the layer its last pause without memory saved, the top
+	// of Layers: the next such pause merges into it, so that a sandbox
+	// stacks one saved layer however often it is paused.
+	OwnLayer string `json:"ownLayer,omitempty"`
 	// Saving: the node froze it to copy its files (SaveLayer); a node that
 	// restarts meanwhile lets it run again.
 	Saving  bool         `json:"saving,omitempty"`

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -33,7 +34,7 @@ func (m *Manager) SaveLayer(ctx context.Context, id string) (Info, template.Laye
 	if s := sb.info.Saved; s != nil {
 		return sb.info, s.Layer, release, nil
 	}
-	sum, err := m.copyLayer(ctx, sb, false)
+	sum, err := m.copyLayer(ctx, sb, false, "")
 	if err != nil {
 		release()
 		return Info{}, template.LayerSum{}, nil, err
@@ -42,10 +43,10 @@ func (m *Manager) SaveLayer(ctx context.Context, id string) (Info, template.Laye
 }
 
 // copyLayer copies sb's writable layer into the template store (sb.mu
-// held, the store held). A running sandbox is frozen for the copy and,
-// unless stayFrozen (it ends next), thawed after it; on failure it is
-// always thawed.
-func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool) (template.LayerSum, error) {
+// held, the store held), merged onto the stored layer onto when given. A
+// running sandbox is frozen for the copy and, unless stayFrozen (it ends
+// next), thawed after it; on failure it is always thawed.
+func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, onto string) (template.LayerSum, error) {
 	id := sb.info.ID
 	d := m.recordDriver(sb.info) // not driverOf: it takes sb.mu
 	saver, ok := d.(isolation.LayerSaver)
@@ -90,7 +91,19 @@ func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool) (
 		return template.LayerSum{}, err
 	}
 	copied := time.Since(frozenAt)
-	sum, err := m.templates.CommitLayer(stage)
+	var avoid []string
+	for _, l := range sb.info.Layers {
+		if n := filepath.Base(l); n != onto {
+			avoid = append(avoid, n)
+		}
+	}
+	if onto != "" {
+		stage, err = m.templates.MergeLayer(onto, stage)
+	}
+	var sum template.LayerSum
+	if err == nil {
+		sum, err = m.templates.CommitLayer(stage, avoid...)
+	}
 	if err != nil || !stayFrozen {
 		thaw()
 	}

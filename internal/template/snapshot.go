@@ -43,10 +43,13 @@ type Snapshot struct {
 type SnapshotSource struct {
 	Team, SandboxID     string
 	TemplateID, BuildID string
-	Env                 map[string]string
-	CPUCount, MemoryMB  int
-	DiskMB              int
-	Isolation           string
+	// Layers are the layers the sandbox stacks (names, lowest first): its
+	// template build's, and those of the fork or pause it came from.
+	Layers             []string
+	Env                map[string]string
+	CPUCount, MemoryMB int
+	DiskMB             int
+	Isolation          string
 }
 
 // StageLayer makes an empty place on the layers' file system for a layer
@@ -73,7 +76,7 @@ func (s *Store) Hold() (release func()) {
 // by its content and returns its manifest entry. The files the node wrote
 // into every sandbox (hostname, hosts, resolv.conf) are dropped: the next
 // sandbox gets its own. The stage is consumed either way.
-func (s *Store) CommitLayer(stage string) (LayerSum, error) {
+func (s *Store) CommitLayer(stage string, avoid ...string) (LayerSum, error) {
 	if err := dropIdentityFiles(stage); err != nil {
 		removeStage(stage)
 		return LayerSum{}, err
@@ -85,8 +88,14 @@ func (s *Store) CommitLayer(stage string) (LayerSum, error) {
 	}
 	// Named by its digest: equal content is stored once. A sandbox that
 	// changed nothing still has a layer (an empty one), so that every
-	// snapshot has a manifest to check.
-	name, err := s.layers.commit(stage, "sha256-"+sum.Digest[:32])
+	// snapshot has a manifest to check. A name in avoid (the layers the
+	// sandbox stacks already: overlayfs refuses a layer twice) gets a
+	// suffix.
+	name := "sha256-" + sum.Digest[:32]
+	for i := 2; slices.Contains(avoid, name); i++ {
+		name = fmt.Sprintf("sha256-%s-%d", sum.Digest[:32], i)
+	}
+	name, err = s.layers.commit(stage, name)
 	if err != nil {
 		return LayerSum{}, err
 	}
@@ -213,6 +222,9 @@ func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum) 
 		}
 	}
 	img := fromBuild.Image
+	if src.Layers != nil {
+		img.Layers = src.Layers
+	}
 	img.Layers = append(slices.Clone(img.Layers), layer.Name)
 	img.Binds = slices.Clone(img.Binds)
 	img.Env = nil

@@ -163,6 +163,21 @@ func (c *Client) Pause(ctx context.Context, id string) error {
 	return err
 }
 
+// PauseWithoutMemory pauses the sandbox keeping its files only (see
+// Client.PauseWithoutMemory).
+func (s *Sandbox) PauseWithoutMemory(ctx context.Context) error {
+	return s.client.PauseWithoutMemory(ctx, s.ID)
+}
+
+// PauseWithoutMemory pauses a sandbox keeping its files only: its
+// processes end and it holds no memory; Resume or Connect boots it again
+// over its files, with the same id and token. One paused already is
+// ErrConflict.
+func (c *Client) PauseWithoutMemory(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/pause", map[string]any{"memory": false}, nil)
+	return err
+}
+
 // Resume lets a paused sandbox run again, ending timeout from now (0: the
 // server's default); a running one is ErrConflict.
 // Connect resumes a paused sandbox too.

@@ -42,7 +42,7 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 	}
 	defer release() // the children stack the layer once started
 	req := CreateRequest{
-		Team: team, TemplateID: info.TemplateID, BuildID: info.BuildID, Saved: &sum, Alias: parent.Alias,
+		Team: team, TemplateID: info.TemplateID, BuildID: info.BuildID, Layers: info.Layers, Saved: &sum, Alias: parent.Alias,
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
 		AllowInternetAccess: parent.AllowInternetAccess, AutoPause: parent.AutoPause, AutoResume: parent.AutoResume,
 		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation, AutoPauseFiles: info.AutoPauseFiles,

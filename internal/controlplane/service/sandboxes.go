@@ -44,6 +44,7 @@ type CreateRequest struct {
 	// under.
 	BuildID string
 	Saved   *template.LayerSum
+	Layers  []string
 	Alias   string
 }
 
@@ -126,7 +127,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers,
 	})
 	if err != nil {
 		return Sandbox{}, err

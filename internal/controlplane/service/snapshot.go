@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
@@ -29,7 +30,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 	}
 	defer release()
 	rec, err := s.cfg.Snapshots.CreateSnapshot(name, template.SnapshotSource{
-		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars,
+		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: layerNames(info.Layers),
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
 		Isolation: info.Isolation,
 	}, sum)
@@ -47,4 +48,13 @@ func (s *Service) Snapshots(team, sandboxID, name string) []template.Record {
 		return nil
 	}
 	return s.cfg.Snapshots.ListSnapshots(team, sandboxID, name)
+}
+
+// layerNames are the stored layers' names of a sandbox's layer paths.
+func layerNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
 }
