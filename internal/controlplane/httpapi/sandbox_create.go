@@ -44,6 +44,8 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
 	pauseFiles := req.AutoPauseMemory != nil && !*req.AutoPauseMemory
 	switch {
+	case len(req.VolumeMounts) > 0:
+		return service.CreateRequest{}, errs.New(errs.Unimplemented, "volumeMounts: volumes are not available yet (persistence)")
 	case autoResume && !autoPause:
 		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume needs autoPause (onTimeout: pause)")
 	case autoResume && pauseFiles:

@@ -15,7 +15,11 @@ type newSandbox struct {
 	Timeout         *int64 `json:"timeout"`
 	AutoPause       *bool  `json:"autoPause"`
 	AutoPauseMemory *bool  `json:"autoPauseMemory"`
-	AutoResume      *struct {
+	VolumeMounts    []struct {
+		Name string `json:"name"`
+		Path string `json:"path"`
+	} `json:"volumeMounts"`
+	AutoResume *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
 	Secure              *bool             `json:"secure"`
