@@ -162,6 +162,10 @@ type RootFS struct {
 type Bind struct {
 	Source string
 	Target string
+	// Writable makes a read-write bind (a volume; still nosuid and nodev),
+	// whose mount point is made inside the sandbox's root if missing.
+	// Binds are read-only otherwise.
+	Writable bool `json:",omitempty"`
 }
 
 // Limits are a sandbox's resources.

@@ -44,8 +44,12 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath, oomFile string, spec isolatio
 		{Destination: "/tmp", Type: "bind", Source: filepath.Join(filepath.Dir(rootfs), "tmp"), Options: []string{"bind", "rw", "nosuid", "nodev"}},
 	}
 	for _, b := range spec.RootFS.Binds {
+		mode := "ro"
+		if b.Writable { // a volume
+			mode = "rw"
+		}
 		mounts = append(mounts, specs.Mount{Destination: b.Target, Type: "bind", Source: b.Source,
-			Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+			Options: []string{"rbind", mode, "nosuid", "nodev"}})
 	}
 	mounts = append(mounts,
 		specs.Mount{Destination: namespaces.AgentPath, Type: "bind", Source: d.cfg.SandboxBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},

@@ -47,6 +47,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("AgentDeathIsReported", s.agentDeath)
 	t.Run("RecoverAfterRestart", s.recoverAfterRestart)
 	t.Run("SaveLayer", s.saveLayer)
+	t.Run("Volume", s.volume)
 	if d.Capabilities().UserNamespaces {
 		t.Run("UserNamespace", s.userNamespace)
 	}

@@ -88,6 +88,16 @@ func buildRoot(cfg initConfig) (string, error) {
 		}
 	}
 	for i, b := range cfg.Binds {
+		if b.Writable {
+			var fd int
+			if cfg.UserNS {
+				fd = cfg.bindFDs[i]
+			}
+			if err := bindVolume(root, b, fd); err != nil {
+				return "", err
+			}
+			continue
+		}
 		target := filepath.Join(root, b.Target)
 		if b.Target == AgentPath {
 			if err := agentMountPoint(root); err != nil {
@@ -223,6 +233,43 @@ func bindReadOnly(src, dst string) error {
 		}
 	}
 	return mount("", dst, "", flags, "")
+}
+
+// bindVolume binds a volume read-write (nosuid, nodev) at its target,
+// made inside the root if missing (an os.Root: a link in the template
+// leads nowhere outside it); the bind goes onto the directory opened
+// there, never a path looked up again. In a user namespace fd is its
+// id-mapped clone (passed by the node), else the init clones its host path.
+func bindVolume(root string, b isolation.Bind, fd int) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rel := strings.TrimPrefix(filepath.Clean(b.Target), "/")
+	if err := r.MkdirAll(rel, 0o755); err != nil {
+		return errs.New(errs.InvalidArgument, "volume mount point %s: %v", b.Target, err)
+	}
+	dir, err := r.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return errs.New(errs.InvalidArgument, "volume mount point %s: %v", b.Target, err)
+	}
+	defer dir.Close()
+	if fd <= 0 {
+		if fd, err = unix.OpenTree(unix.AT_FDCWD, b.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
+			return fmt.Errorf("clone mount of %s: %w", b.Source, err)
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("volume %s: %w", b.Source, err)
+		}
+	}
+	defer unix.Close(fd)
+	if err := unix.MoveMount(fd, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the volume at %s: %w", b.Target, err)
+	}
+	return nil
 }
 
 // mountProc mounts the sandbox's own /proc, with the files that reach the

@@ -65,8 +65,8 @@ func (r *idRanges) free(first uint32) {
 // idMappedMounts clones each layer and bind of spec as a detached mount
 // whose ids are mapped into the user namespace userns (open_tree and
 // mount_setattr), so the sandbox's root owns what host root owns there,
-// without a copy. Binds are also read-only, nosuid and nodev, flags the
-// namespace cannot take off. The sandbox's init attaches them in its own
+// without a copy. Binds are also nosuid, nodev and (but volumes)
+// read-only, flags the namespace cannot take off. The sandbox's init attaches them in its own
 // mount namespace; it needs no path into the node's data directory.
 func idMappedMounts(spec isolation.Spec, userns int) (fds []int, err error) {
 	defer func() {
@@ -95,7 +95,11 @@ func idMappedMounts(spec isolation.Spec, userns int) (fds []int, err error) {
 		}
 	}
 	for _, b := range spec.RootFS.Binds {
-		if err := clone(b.Source, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+		attrs := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if !b.Writable {
+			attrs |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := clone(b.Source, attrs); err != nil {
 			return fds, err
 		}
 	}

@@ -1,0 +1,88 @@
+package volume
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// TestVolumeLifecycle: a volume is a mounted, size-capped file system
+// owned by the sandboxes' user; a reopened store reuses its mount (never
+// a second one); names are a team's own; delete leaves nothing.
+func TestVolumeLifecycle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	s, err := Open(dir, 16, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Create("team-a", "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Delete("team-a", v.ID) // on failure: never leave a mount in a temporary directory
+	if _, err := s.Create("team-a", "data"); !errs.Is(err, errs.AlreadyExists) {
+		t.Errorf("the same name twice: %v", err)
+	}
+	if _, err := s.Create("team-b", "data"); err != nil {
+		t.Errorf("another team's name: %v", err)
+	} else if err := s.Delete("team-b", "data"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"", ".x", "a/b", strings.Repeat("a", 65)} {
+		if _, err := s.Create("team-a", bad); !errs.Is(err, errs.InvalidArgument) {
+			t.Errorf("name %q: %v", bad, err)
+		}
+	}
+	root := s.Path(v.ID)
+	if st, err := os.Stat(root); err != nil || st.Sys().(*syscall.Stat_t).Uid != UserID {
+		t.Errorf("the volume's root: %v %v", st, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "kept"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = os.WriteFile(filepath.Join(root, "big"), bytes.Repeat([]byte{1}, 32<<20), 0o644)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("32 MiB into a 16 MiB volume: %v, want ENOSPC", err)
+	}
+	os.Remove(filepath.Join(root, "big"))
+	again, err := Open(dir, 16, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(again.Path(v.ID), "kept")); err != nil || string(got) != "kept" {
+		t.Errorf("after reopening: %q %v", got, err)
+	}
+	if n := strings.Count(mountinfo(t), dir); n != 1 {
+		t.Errorf("%d mounts under the store after reopening it, want 1", n)
+	}
+	if list := again.List("team-a"); len(list) != 1 || list[0].Name != "data" {
+		t.Errorf("list %+v", list)
+	}
+	if err := again.Delete("team-a", "data"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(mountinfo(t), dir) {
+		t.Error("a mount is left after the delete")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 { // mnt
+		t.Errorf("left after the delete: %v", entries)
+	}
+}
+
+func mountinfo(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
