@@ -59,6 +59,8 @@ type CreateRequest struct {
 	// Layers, when set, replace the template build's layers (paths): a
 	// fork stacks what its parent stacked.
 	Layers []string
+	// Volumes are bound read-write into the sandbox.
+	Volumes []VolumeMount
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -122,7 +124,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		return Info{}, err
 	}
 	// Warm sandboxes are the default driver's.
-	if req.ID == "" && req.Resolved == nil && tpl.Saved == nil && m.pool != nil && d == m.driver {
+	if req.ID == "" && req.Resolved == nil && tpl.Saved == nil && len(req.Volumes) == 0 && m.pool != nil && d == m.driver {
 		if w := m.pool.take(tpl, limits); w != nil {
 			info, err := m.handOut(ctx, w, req)
 			if err == nil {
@@ -149,6 +151,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 		MaskRequestHost: req.MaskRequestHost, AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout,
+		Volumes: req.Volumes,
 	}}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {
@@ -253,7 +256,11 @@ func withCPUs(vars map[string]string, l isolation.Limits) map[string]string {
 // fills info's handle and network; on failure nothing is left.
 func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool) (*network.Net, error) {
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
-	spec := isolation.Spec{RootFS: tpl.RootFS, Limits: info.Limits, Env: env, Background: background, Agent: isolation.AgentSettings{
+	rootfs := tpl.RootFS
+	for _, v := range info.Volumes {
+		rootfs.Binds = append(slices.Clone(rootfs.Binds), v.Bind)
+	}
+	spec := isolation.Spec{RootFS: rootfs, Limits: info.Limits, Env: env, Background: background, Agent: isolation.AgentSettings{
 		EnvVars: withCPUs(info.EnvVars, info.Limits), AccessToken: info.AccessToken, DefaultUser: tpl.DefaultUser, DefaultWorkdir: tpl.DefaultWorkdir,
 	}}
 	var n *network.Net

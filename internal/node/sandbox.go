@@ -45,6 +45,8 @@ type Info struct {
 	// Layers are the template layers the sandbox stacks: they stay until it
 	// ends, even when its template is deleted.
 	Layers []string `json:"layers,omitempty"`
+	// Volumes are bound read-write into it at every start.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// AccessToken guards the agent ("" = open). Kept so a restarted node
 	// can still talk to the agent.
 	AccessToken string `json:"accessToken,omitempty"`
@@ -74,6 +76,14 @@ type Info struct {
 	// restarts meanwhile lets it run again.
 	Saving  bool         `json:"saving,omitempty"`
 	Network *NetworkInfo `json:"network,omitempty"`
+}
+
+// VolumeMount is a volume a sandbox mounts: its name, where, and the bind
+// that does it.
+type VolumeMount struct {
+	Name string         `json:"name"`
+	Path string         `json:"path"`
+	Bind isolation.Bind `json:"bind"`
 }
 
 // SavedState is a sandbox paused without its memory.

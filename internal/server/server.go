@@ -30,6 +30,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/volume"
 )
 
 // Config configures the all-in-one server.
@@ -63,6 +64,8 @@ type Config struct {
 	// MetricsInterval is how often each sandbox's use is sampled into its
 	// metric history (default 5 s).
 	MetricsInterval time.Duration
+	// VolumeSizeMB is a new volume's size (default 1024).
+	VolumeSizeMB int64
 	// DebugListen, when set, serves Go's pprof profiles there (loopback
 	// only: it shows the server's internals).
 	DebugListen string
@@ -236,7 +239,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSampling()
 	go svc.RunSampler(sampling)
-	api := httpapi.New(svc, tpls, st, log)
+	if cfg.VolumeSizeMB == 0 {
+		cfg.VolumeSizeMB = 1024
+	}
+	vols, err := volume.Open(filepath.Join(cfg.DataDir, "volumes"), cfg.VolumeSizeMB, log)
+	if err != nil {
+		return fmt.Errorf("open volumes: %w", err)
+	}
+	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if px.Match(r) {

@@ -4,7 +4,7 @@
 // nothing else.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, AuthenticationError, TimeoutError, NotFoundError } from 'e2b'
+import { Sandbox, Volume, CommandExitError, AuthenticationError, TimeoutError, NotFoundError } from 'e2b'
 
 let sbx
 
@@ -461,6 +461,44 @@ test('fork: children with the parent\'s files, the parent goes on, a killed pare
     await s.kill()
   }
   await assert.rejects(Sandbox.fork(s.sandboxId), NotFoundError)
+})
+
+test('volumes: written through the content API, mounted read-write by sandboxes, kept after them', async () => {
+  // The volume content API is the same server: E2B_VOLUME_API_URL says so
+  // (the SDK would go to https://api.<domain> otherwise).
+  process.env.E2B_VOLUME_API_URL = process.env.E2B_API_URL
+  const vol = await Volume.create(`vol-${process.env.COMPAT_RUN}`)
+  try {
+    await vol.writeFile('/seed.txt', 'from the API')
+    await assert.rejects(vol.writeFile('/seed.txt', 'again')) // 409 without force
+    await vol.writeFile('/seed.txt', 'from the API', { force: true })
+    await vol.makeDir('/a/b', { force: true })
+    const a = await Sandbox.create({ volumeMounts: { '/mnt/data': vol } })
+    const b = await Sandbox.create({ volumeMounts: { '/data': vol.name } })
+    try {
+      assert.equal((await a.commands.run('cat /mnt/data/seed.txt')).stdout, 'from the API')
+      await a.commands.run('echo shared > /mnt/data/a/b/f.txt')
+      assert.equal((await b.commands.run('cat /data/a/b/f.txt; stat -c %U /data/a/b/f.txt')).stdout, 'shared\nuser\n')
+      assert.deepEqual((await a.getInfo()).volumeMounts, [{ name: vol.name, path: '/mnt/data' }])
+      const opts = (await b.commands.run("grep ' /data ' /proc/self/mounts")).stdout.split(' ')[3].split(',')
+      assert.ok(opts.includes('rw') && opts.includes('nosuid'), String(opts)) // nodev too, but gVisor does not list it
+    } finally {
+      await a.kill()
+      await b.kill()
+    }
+    assert.equal(await vol.readFile('/a/b/f.txt'), 'shared\n')
+    const entries = await vol.list('/', { depth: 3 })
+    assert.ok(entries.some((e) => e.path === '/a/b/f.txt' && e.type === 'file' && e.uid === 1000), JSON.stringify(entries))
+    await vol.updateMetadata('/seed.txt', { mode: 0o600 })
+    assert.equal((await vol.getInfo('/seed.txt')).mode, 0o600)
+    await vol.remove('/a')
+    assert.equal(await vol.exists('/a'), false)
+    assert.ok((await Volume.list()).some((v) => v.volumeId === vol.volumeId))
+    await assert.rejects(Sandbox.create({ volumeMounts: { '/proc/x': vol } }))
+  } finally {
+    assert.equal(await Volume.destroy(vol.volumeId), true)
+  }
+  assert.equal(await Volume.destroy(vol.volumeId), false)
 })
 
 test('a wrong API key is refused', async () => {

@@ -51,3 +51,8 @@ func mac(secret []byte, msg string) string {
 	h.Write([]byte(msg))
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// VolumeToken guards a volume's content API.
+func VolumeToken(secret []byte, volumeID string) string {
+	return mac(secret, "volume-"+volumeID)
+}

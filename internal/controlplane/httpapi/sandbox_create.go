@@ -21,6 +21,16 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Team = team(r)
+	if len(req.Volumes) > 0 {
+		if a.volumes == nil {
+			writeError(w, errs.New(errs.Unimplemented, "volumeMounts: this server keeps no volumes"))
+			return
+		}
+		if req.Volumes, err = a.volumes.Binds(req.Team, req.Volumes); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	sb, err := a.svc.Create(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
@@ -44,8 +54,6 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
 	pauseFiles := req.AutoPauseMemory != nil && !*req.AutoPauseMemory
 	switch {
-	case len(req.VolumeMounts) > 0:
-		return service.CreateRequest{}, errs.New(errs.Unimplemented, "volumeMounts: volumes are not available yet (persistence)")
 	case autoResume && !autoPause:
 		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume needs autoPause (onTimeout: pause)")
 	case autoResume && pauseFiles:
@@ -55,7 +63,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		TemplateID: req.TemplateID, Timeout: seconds(timeout),
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: autoPause, AutoResume: autoResume,
-		AutoPauseFiles: autoPause && pauseFiles,
+		AutoPauseFiles: autoPause && pauseFiles, Volumes: volumeMounts(req.VolumeMounts),
 		PublicTraffic:  req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 		AllowOut:       egress(req.Network, true), DenyOut: egress(req.Network, false),
 		MaskRequestHost: maskHost(req.Network),
@@ -78,4 +86,14 @@ func egress(n *networkConfig, allow bool) []string {
 	default:
 		return n.DenyOut
 	}
+}
+
+// volumeMounts are a create's volumes as asked for (resolved by
+// Volumes.Binds).
+func volumeMounts(in []volumeMountJSON) []service.VolumeMount {
+	var out []service.VolumeMount
+	for _, m := range in {
+		out = append(out, service.VolumeMount{Name: m.Name, Path: m.Path})
+	}
+	return out
 }

@@ -10,9 +10,6 @@ import (
 var later = map[string]string{
 	"GET /sandboxes/{id}/logs":    "sandbox logs are not available yet",
 	"GET /v2/sandboxes/{id}/logs": "sandbox logs are not available yet",
-	"/volumes":                    "volumes are not available yet (persistence)",
-	"/volumes/{id}":               "volumes are not available yet (persistence)",
-	"/volumecontent/{id}/{op}":    "volumes are not available yet (persistence)",
 	"POST /templates":             "the v1 template build (a Dockerfile pushed to a registry) is deprecated; build with POST /v3/templates",
 }
 

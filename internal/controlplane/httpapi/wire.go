@@ -15,10 +15,7 @@ type newSandbox struct {
 	Timeout         *int64 `json:"timeout"`
 	AutoPause       *bool  `json:"autoPause"`
 	AutoPauseMemory *bool  `json:"autoPauseMemory"`
-	VolumeMounts    []struct {
-		Name string `json:"name"`
-		Path string `json:"path"`
-	} `json:"volumeMounts"`
+	VolumeMounts    []volumeMountJSON `json:"volumeMounts"`
 	AutoResume *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
@@ -63,6 +60,12 @@ func toSandbox(s service.Sandbox) sandboxJSON {
 	return out
 }
 
+// volumeMountJSON is a sandbox's volume: its name and where it is mounted.
+type volumeMountJSON struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
 // lifecycle is SandboxDetail.lifecycle.
 type lifecycle struct {
 	AutoResume bool   `json:"autoResume"`
@@ -87,6 +90,7 @@ type sandboxDetail struct {
 	Domain              *string           `json:"domain,omitempty"`
 	Metadata            map[string]string `json:"metadata"`
 	Lifecycle           *lifecycle        `json:"lifecycle,omitempty"`
+	VolumeMounts        []volumeMountJSON `json:"volumeMounts"`
 	// Isolation is Cove's own field: the driver the sandbox runs on.
 	// Clients that do not know it ignore it.
 	Isolation string `json:"isolation,omitempty"`
@@ -109,6 +113,10 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 	}
 	if d.Metadata == nil {
 		d.Metadata = map[string]string{}
+	}
+	d.VolumeMounts = []volumeMountJSON{}
+	for _, v := range s.VolumeMounts {
+		d.VolumeMounts = append(d.VolumeMounts, volumeMountJSON{Name: v.Name, Path: v.Path})
 	}
 	return d
 }

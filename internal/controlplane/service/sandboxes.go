@@ -46,6 +46,8 @@ type CreateRequest struct {
 	Saved   *template.LayerSum
 	Layers  []string
 	Alias   string
+	// Volumes are mounted read-write (Volumes.Binds resolved them).
+	Volumes []VolumeMount
 }
 
 // Sandbox is what the API reports of a sandbox.
@@ -54,6 +56,7 @@ type Sandbox struct {
 	EnvdAccessToken    string // "" unless secure
 	TrafficAccessToken string // "" unless its traffic is private
 	Domain             string
+	VolumeMounts       []VolumeMount
 }
 
 func (s *Service) view(sb store.Sandbox) Sandbox {
@@ -127,7 +130,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers, Volumes: req.Volumes,
 	})
 	if err != nil {
 		return Sandbox{}, err
@@ -177,10 +180,13 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 	}
 	// A sandbox that is ending is gone for the API already, even while the
 	// node still tears it down and before its record is dropped.
-	if info, err := s.node.Get(id); err != nil || info.State == node.StateKilled {
+	info, err := s.node.Get(id)
+	if err != nil || info.State == node.StateKilled {
 		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	return s.view(sb), nil
+	v := s.view(sb)
+	v.VolumeMounts = info.Volumes
+	return v, nil
 }
 
 // Kill ends a team's sandbox.
@@ -302,10 +308,13 @@ func (s *Service) List(ctx context.Context, f store.ListFilter) ([]Sandbox, erro
 	}
 	out := make([]Sandbox, 0, len(list))
 	for _, sb := range list {
-		if info, err := s.node.Get(sb.ID); err != nil || info.State == node.StateKilled {
+		info, err := s.node.Get(sb.ID)
+		if err != nil || info.State == node.StateKilled {
 			continue // ending: gone for the API already
 		}
-		out = append(out, s.view(sb))
+		v := s.view(sb)
+		v.VolumeMounts = info.Volumes
+		out = append(out, v)
 	}
 	return out, nil
 }
