@@ -64,8 +64,8 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 		AllowInternetAccess: req.AllowInternetAccess, AutoPause: autoPause, AutoResume: autoResume,
 		AutoPauseFiles: autoPause && pauseFiles, Volumes: volumeMounts(req.VolumeMounts),
-		PublicTraffic:  req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
-		AllowOut:       egress(req.Network, true), DenyOut: egress(req.Network, false),
+		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
+		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
 		MaskRequestHost: maskHost(req.Network),
 	}, nil
 }

@@ -75,4 +75,3 @@ func (a *API) deleteVolume(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-

@@ -11,12 +11,12 @@ const clientID = "6532622b"
 
 // newSandbox is the body of POST /sandboxes (unknown fields are ignored).
 type newSandbox struct {
-	TemplateID      string `json:"templateID"`
-	Timeout         *int64 `json:"timeout"`
-	AutoPause       *bool  `json:"autoPause"`
-	AutoPauseMemory *bool  `json:"autoPauseMemory"`
+	TemplateID      string            `json:"templateID"`
+	Timeout         *int64            `json:"timeout"`
+	AutoPause       *bool             `json:"autoPause"`
+	AutoPauseMemory *bool             `json:"autoPauseMemory"`
 	VolumeMounts    []volumeMountJSON `json:"volumeMounts"`
-	AutoResume *struct {
+	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
 	Secure              *bool             `json:"secure"`
