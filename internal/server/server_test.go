@@ -62,6 +62,15 @@ func (s srv) killAll(t *testing.T) {
 		for _, sb := range list {
 			s.do(t, "DELETE", "/sandboxes/"+sb.SandboxID, key, "")
 		}
+		// Volumes too: their mounts must not outlive the test's directory.
+		_, _, raw = s.do(t, "GET", "/volumes", key, "")
+		var vols []struct {
+			VolumeID string `json:"volumeID"`
+		}
+		_ = json.Unmarshal(raw, &vols)
+		for _, v := range vols {
+			s.do(t, "DELETE", "/volumes/"+v.VolumeID, key, "")
+		}
 	}
 }
 
@@ -162,9 +171,13 @@ func TestAPIErrors(t *testing.T) {
 		{"connect another team's sandbox", "POST", "/sandboxes/" + id + "/connect", keyB, `{"timeout":10}`, 404, "not found"},
 		{"metrics of another team's sandbox", "GET", "/sandboxes/" + id + "/metrics", keyB, "", 404, "not found"},
 		{"negative timeout update", "POST", "/sandboxes/" + id + "/timeout", keyA, `{"timeout":-1}`, 400, "greater than 0"},
-		{"auto-pause without memory", "POST", "/v2/sandboxes", keyA, `{"autoPause":true,"autoPauseMemory":false}`, 501, "not available yet"},
+		{"auto-pause without memory and auto-resume", "POST", "/v2/sandboxes", keyA, `{"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}}`, 400, "cannot be combined"},
 		{"auto-resume without auto-pause", "POST", "/v2/sandboxes", keyA, `{"autoResume":{"enabled":true}}`, 400, "autoResume needs autoPause"},
-		{"pause without memory", "POST", "/sandboxes/" + id + "/pause", keyA, `{"memory":false}`, 501, "not available yet"},
+		{"mount an unknown volume", "POST", "/v2/sandboxes", keyA, `{"volumeMounts":[{"name":"nope","path":"/data"}]}`, 400, "not found"},
+		{"mount a volume over /proc", "POST", "/v2/sandboxes", keyA, `{"volumeMounts":[{"name":"nope","path":"/proc/x"}]}`, 400, "reserved"},
+		{"mount a volume at a relative path", "POST", "/v2/sandboxes", keyA, `{"volumeMounts":[{"name":"nope","path":"data"}]}`, 400, "absolute"},
+		{"volume with a bad name", "POST", "/volumes", keyA, `{"name":"a/b"}`, 400, "may hold only"},
+		{"volume content without its token", "GET", "/volumecontent/vaaaaaaaaaaaaaaaaaaaa/dir?path=/", keyA, "", 401, "invalid volume token"},
 		{"resume a running sandbox", "POST", "/sandboxes/" + id + "/resume", keyA, `{"timeout":60}`, 409, "already running"},
 		{"pause another team's sandbox", "POST", "/sandboxes/" + id + "/pause", keyB, `{}`, 404, "not found"},
 		{"template without a name", "POST", "/v3/templates", keyA, `{}`, 400, "name is required"},

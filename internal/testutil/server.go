@@ -159,23 +159,29 @@ func allOf(dir string) []string {
 	return out
 }
 
-// killAll kills every sandbox the key can see.
+// killAll kills every sandbox the key can see and deletes its volumes
+// (whose mounts must not outlive the test's directory).
 func killAll(url, key string) {
-	req, _ := http.NewRequest(http.MethodGet, url+"/v2/sandboxes", nil)
+	deleteEach(url, key, "/v2/sandboxes", "/sandboxes/", "sandboxID")
+	deleteEach(url, key, "/volumes", "/volumes/", "volumeID")
+}
+
+// deleteEach lists list and deletes each item at prefix + its field.
+func deleteEach(url, key, list, prefix, field string) {
+	req, _ := http.NewRequest(http.MethodGet, url+list, nil)
 	req.Header.Set("X-API-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return
 	}
 	defer resp.Body.Close()
-	var list []struct {
-		SandboxID string `json:"sandboxID"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&list) != nil {
+	var items []map[string]any
+	if json.NewDecoder(resp.Body).Decode(&items) != nil {
 		return
 	}
-	for _, sb := range list {
-		del, _ := http.NewRequest(http.MethodDelete, url+"/sandboxes/"+sb.SandboxID, nil)
+	for _, it := range items {
+		id, _ := it[field].(string)
+		del, _ := http.NewRequest(http.MethodDelete, url+prefix+id, nil)
 		del.Header.Set("X-API-Key", key)
 		if r, err := http.DefaultClient.Do(del); err == nil {
 			r.Body.Close()
