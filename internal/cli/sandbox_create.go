@@ -16,6 +16,7 @@ func sandboxCreateCmd() *cobra.Command {
 		template   string
 		timeout    time.Duration
 		meta, envs []string
+		volumes    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -35,6 +36,16 @@ func sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			opts := cove.CreateOptions{Template: template, Timeout: timeout, Metadata: m, Envs: e}
+			for _, v := range volumes {
+				name, path, ok := strings.Cut(v, ":")
+				if !ok || name == "" || path == "" {
+					return fmt.Errorf("--volume %q: NAME:/path", v)
+				}
+				if opts.Volumes == nil {
+					opts.Volumes = map[string]string{}
+				}
+				opts.Volumes[path] = name
+			}
 			sbx, err := c.Create(cmd.Context(), opts)
 			if err != nil && errors.Is(err, cove.ErrUnavailable) && strings.Contains(err.Error(), "built on first use") {
 				// A built-in template's first use: follow its build, then create.
@@ -55,5 +66,6 @@ func sandboxCreateCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long the sandbox lives")
 	cmd.Flags().StringArrayVarP(&meta, "metadata", "m", nil, "metadata key=value (repeatable)")
 	cmd.Flags().StringArrayVarP(&envs, "env", "e", nil, "environment variable key=value for every process (repeatable)")
+	cmd.Flags().StringArrayVarP(&volumes, "volume", "v", nil, "mount a volume read-write: NAME:/path (repeatable)")
 	return cmd
 }

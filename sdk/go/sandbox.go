@@ -19,6 +19,8 @@ type CreateOptions struct {
 	Timeout  time.Duration
 	Metadata map[string]string
 	Envs     map[string]string
+	// Volumes mounts volumes (by name) read-write: path → volume.
+	Volumes map[string]string
 }
 
 // SandboxInfo is what the server reports of a sandbox.
@@ -76,6 +78,13 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	}
 	if opts.Envs != nil {
 		body["envVars"] = opts.Envs
+	}
+	if len(opts.Volumes) > 0 {
+		var mounts []map[string]string
+		for path, name := range opts.Volumes {
+			mounts = append(mounts, map[string]string{"name": name, "path": path})
+		}
+		body["volumeMounts"] = mounts
 	}
 	var out sandboxJSON
 	if _, err := c.do(ctx, http.MethodPost, "/v2/sandboxes", body, &out); err != nil {

@@ -245,6 +245,43 @@ func TestSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("volumes", func(t *testing.T) {
+		vol, err := client.CreateVolume(ctx, "go-sdk-vol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.DeleteVolume(context.Background(), vol.ID)
+		if err := vol.WriteFile(ctx, "/in.txt", strings.NewReader("from go"), false); err != nil {
+			t.Fatal(err)
+		}
+		s, err := client.Create(ctx, cove.CreateOptions{Timeout: time.Minute, Volumes: map[string]string{"/data": "go-sdk-vol"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Kill(context.Background())
+		if res, err := s.Commands.Run(ctx, "cat /data/in.txt; echo back > /data/out.txt"); err != nil || res.Stdout != "from go" {
+			t.Errorf("in the sandbox: %+v %v", res, err)
+		}
+		r, err := vol.ReadFile(ctx, "/out.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(r)
+		r.Close()
+		if string(got) != "back\n" {
+			t.Errorf("read back %q", got)
+		}
+		if list, err := client.ListVolumes(ctx); err != nil || len(list) != 1 || list[0].Name != "go-sdk-vol" {
+			t.Errorf("list %+v %v", list, err)
+		}
+		if err := client.DeleteVolume(ctx, "go-sdk-vol"); err != nil {
+			t.Error(err)
+		}
+		if _, err := client.GetVolume(ctx, vol.ID); !errors.Is(err, cove.ErrNotFound) {
+			t.Errorf("after the delete: %v", err)
+		}
+	})
+
 	t.Run("sandboxes", func(t *testing.T) {
 		info, err := sbx.Info(ctx)
 		if err != nil || info.ID != sbx.ID || info.Metadata["sdk"] != "go" || info.State != "running" {

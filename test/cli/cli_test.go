@@ -156,6 +156,25 @@ func TestCLI(t *testing.T) {
 	} else if out, _, _ := c.run(t, "", "sandbox", "exec", ids[1], "--", "cat /tmp/in.txt"); out != "through cp" {
 		t.Errorf("a file in a fork: %q", out)
 	}
+	// Volumes.
+	if _, errOut, code := c.run(t, "", "volume", "create", "cli-vol"); code != 0 {
+		t.Errorf("volume create: %q %d", errOut, code)
+	}
+	withVol, errOut, _ := c.run(t, "", "sandbox", "create", "--volume", "cli-vol:/data")
+	if withVol = strings.TrimSpace(withVol); withVol == "" {
+		t.Errorf("a sandbox with a volume: %q", errOut)
+	} else if out, _, _ := c.run(t, "", "sandbox", "exec", withVol, "--", "echo kept > /data/f && cat /data/f"); out != "kept\n" {
+		t.Errorf("the volume in the sandbox: %q", out)
+	}
+	if out, _, _ := c.run(t, "", "volume", "list"); !strings.Contains(out, "cli-vol") {
+		t.Errorf("volume list: %q", out)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "create", "--volume", "nope"); code == 0 || !strings.Contains(errOut, "NAME:/path") {
+		t.Errorf("a bad --volume: %q %d", errOut, code)
+	}
+	if out, _, code := c.run(t, "", "volume", "delete", "cli-vol"); code != 0 || !strings.Contains(out, "deleted cli-vol") {
+		t.Errorf("volume delete: %q %d", out, code)
+	}
 	if out, _, code := c.run(t, "", "snapshot", "delete", snap); code != 0 || !strings.Contains(out, "deleted "+snap) {
 		t.Errorf("snapshot delete: %q %d", out, code)
 	}
