@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -58,23 +59,6 @@ func snapshotListCmd() *cobra.Command {
 }
 
 func snapshotDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete SNAPSHOT...",
-		Aliases: []string{"rm"},
-		Short:   "Delete snapshots (sandboxes started from them go on)",
-		Args:    cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient()
-			if err != nil {
-				return err
-			}
-			for _, id := range args {
-				if err := c.DeleteSnapshot(cmd.Context(), id); err != nil {
-					return explain(c, err, "")
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "deleted", id)
-			}
-			return nil
-		},
-	}
+	return deleteCmd("delete SNAPSHOT...", "Delete snapshots (sandboxes started from them go on)",
+		func(ctx context.Context, c *cove.Client, ref string) error { return c.DeleteSnapshot(ctx, ref) })
 }

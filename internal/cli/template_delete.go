@@ -1,16 +1,26 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	cove "github.com/covesandbox/cove/sdk/go"
 )
 
 func templateDeleteCmd() *cobra.Command {
+	return deleteCmd("delete NAME|ID...", "Delete templates (sandboxes running from them go on)",
+		func(ctx context.Context, c *cove.Client, ref string) error { return c.DeleteTemplate(ctx, ref) })
+}
+
+// deleteCmd is a verb that deletes each of its arguments with del and
+// says so.
+func deleteCmd(use, short string, del func(ctx context.Context, c *cove.Client, ref string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:     "delete NAME|ID...",
+		Use:     use,
 		Aliases: []string{"rm"},
-		Short:   "Delete templates (sandboxes running from them go on)",
+		Short:   short,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()
@@ -18,7 +28,7 @@ func templateDeleteCmd() *cobra.Command {
 				return err
 			}
 			for _, ref := range args {
-				if err := c.DeleteTemplate(cmd.Context(), ref); err != nil {
+				if err := del(cmd.Context(), c, ref); err != nil {
 					return explain(c, err, "")
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "deleted", ref)

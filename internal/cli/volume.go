@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	cove "github.com/covesandbox/cove/sdk/go"
 )
 
 // volumeCmd groups the volume verbs (mount one with `cove sandbox create
@@ -71,23 +74,6 @@ func volumeListCmd() *cobra.Command {
 }
 
 func volumeDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete NAME|ID...",
-		Aliases: []string{"rm"},
-		Short:   "Delete volumes and their files (sandboxes mounting them keep them until they end)",
-		Args:    cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient()
-			if err != nil {
-				return err
-			}
-			for _, ref := range args {
-				if err := c.DeleteVolume(cmd.Context(), ref); err != nil {
-					return explain(c, err, "")
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "deleted", ref)
-			}
-			return nil
-		},
-	}
+	return deleteCmd("delete NAME|ID...", "Delete volumes and their files (sandboxes mounting them keep them until they end)",
+		func(ctx context.Context, c *cove.Client, ref string) error { return c.DeleteVolume(ctx, ref) })
 }

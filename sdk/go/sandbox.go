@@ -273,10 +273,16 @@ func (c *Client) List(ctx context.Context, opts ListOptions) ([]SandboxInfo, err
 	if !opts.StartedAfter.IsZero() {
 		q.Set("startedAfter", opts.StartedAfter.UTC().Format(time.RFC3339Nano))
 	}
-	var all []SandboxInfo
+	return listAll[SandboxInfo](ctx, c, "/v2/sandboxes", q)
+}
+
+// listAll gets every page of a list (continued by the X-Next-Token
+// header's value).
+func listAll[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
+	var all []T
 	for {
-		var page []SandboxInfo
-		resp, err := c.do(ctx, http.MethodGet, "/v2/sandboxes?"+q.Encode(), nil, &page)
+		var page []T
+		resp, err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &page)
 		if err != nil {
 			return nil, err
 		}

@@ -49,20 +49,7 @@ func (c *Client) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapsho
 	if f.Name != "" {
 		q.Set("name", f.Name)
 	}
-	var all []Snapshot
-	for {
-		var page []Snapshot
-		resp, err := c.do(ctx, http.MethodGet, "/snapshots?"+q.Encode(), nil, &page)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		next := resp.Header.Get("X-Next-Token")
-		if next == "" {
-			return all, nil
-		}
-		q.Set("nextToken", next)
-	}
+	return listAll[Snapshot](ctx, c, "/snapshots", q)
 }
 
 // DeleteSnapshot deletes a snapshot; sandboxes started from it go on. An
