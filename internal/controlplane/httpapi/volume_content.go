@@ -259,22 +259,22 @@ func (a *API) makeVolumeDir(w http.ResponseWriter, r *http.Request, v volumeRequ
 			return
 		}
 	}
-	e, err := entry(v.root, v.rel)
-	if err != nil {
-		writeError(w, contentError(v.rel, err))
-		return
-	}
-	writeJSON(w, http.StatusCreated, e)
+	writeEntry(w, v, http.StatusCreated)
 }
 
 // statVolumePath serves GET path?path=: the entry (a link not followed).
 func (a *API) statVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+	writeEntry(w, v, http.StatusOK)
+}
+
+// writeEntry answers with the entry of the request's path.
+func writeEntry(w http.ResponseWriter, v volumeRequest, status int) {
 	e, err := entry(v.root, v.rel)
 	if err != nil {
 		writeError(w, contentError(v.rel, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, status, e)
 }
 
 // updateVolumePath serves PATCH path?path= ({uid?, gid?, mode?}).
@@ -415,10 +415,5 @@ func (a *API) writeVolumeFile(w http.ResponseWriter, r *http.Request, v volumeRe
 		writeError(w, contentError(v.rel, err))
 		return
 	}
-	e, err := entry(v.root, v.rel)
-	if err != nil {
-		writeError(w, contentError(v.rel, err))
-		return
-	}
-	writeJSON(w, http.StatusCreated, e)
+	writeEntry(w, v, http.StatusCreated)
 }
