@@ -32,7 +32,10 @@ func (m *Manager) SaveLayer(ctx context.Context, id string) (Info, template.Laye
 	}
 	release := m.templates.Hold()
 	if s := sb.info.Saved; s != nil {
-		return sb.info, s.Layer, release, nil
+		// Its files are saved already: the top of its layers.
+		info := sb.info
+		info.Layers = info.Layers[:len(info.Layers)-1]
+		return info, s.Layer, release, nil
 	}
 	sum, err := m.copyLayer(ctx, sb, false, "")
 	if err != nil {

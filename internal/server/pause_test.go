@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,6 +178,35 @@ func TestPauseWithoutMemory(t *testing.T) {
 	if out, _ := exec.Command("pgrep", "-f", "sleep 1000").Output(); len(out) > 0 {
 		t.Errorf("a process of the paused sandbox runs: %s", out)
 	}
+	// Its saved files serve a snapshot and a fork as they are.
+	code, snap, raw := first.do(t, "POST", "/sandboxes/"+id+"/snapshots", keyA, `{}`)
+	if code != 201 {
+		t.Fatalf("snapshot of the paused sandbox: %d %s", code, raw)
+	}
+	for _, body := range []string{`{"templateID":"` + snap["snapshotID"].(string) + `","timeout":60}`} {
+		code, c, raw := first.do(t, "POST", "/v2/sandboxes", keyA, body)
+		if code != 201 {
+			t.Fatalf("create from the snapshot: %d %s", code, raw)
+		}
+		if out, err := run(ctx, first.url, c["sandboxID"].(string), c["envdAccessToken"].(string), "cat ~/state"); err != nil || out != "kept\n" {
+			t.Errorf("from the snapshot: %q %v", out, err)
+		}
+		first.do(t, "DELETE", "/sandboxes/"+c["sandboxID"].(string), keyA, "")
+	}
+	code, _, raw = first.do(t, "POST", "/sandboxes/"+id+"/fork", keyA, `{"count":1,"timeout":60}`)
+	var kids []struct {
+		Sandbox struct {
+			SandboxID       string `json:"sandboxID"`
+			EnvdAccessToken string `json:"envdAccessToken"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(raw, &kids); code != 201 || err != nil || len(kids) != 1 || kids[0].Sandbox.SandboxID == "" {
+		t.Fatalf("fork of the paused sandbox: %d %s", code, raw)
+	}
+	if out, err := run(ctx, first.url, kids[0].Sandbox.SandboxID, kids[0].Sandbox.EnvdAccessToken, "cat ~/state"); err != nil || out != "kept\n" {
+		t.Errorf("in the fork: %q %v", out, err)
+	}
+	first.do(t, "DELETE", "/sandboxes/"+kids[0].Sandbox.SandboxID, keyA, "")
 	stop()
 	second := startWith(t, edit)
 	if code, info, raw := second.do(t, "GET", "/sandboxes/"+id, keyA, ""); code != 200 || info["state"] != "paused" {
