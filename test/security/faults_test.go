@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -361,4 +362,67 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestPausedThroughASIGKILL: sandboxes paused with and without their
+// memory when `cove server` dies of SIGKILL are paused when it starts
+// again, and resume as they were: a counting process goes on from where
+// it stopped, saved files are there byte for byte.
+func TestPausedThroughASIGKILL(t *testing.T) {
+	p := newCove(t, "", "--network=false", "--pool-size", "0")
+	c := client(t, p.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	warm, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold, err := c.Create(ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, ctx, warm, "user", "(setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &)")
+	sum := mustRun(t, ctx, cold, "user", "head -c 4M /dev/urandom > ~/state && sha256sum ~/state").out
+	count := func(sb *cove.Sandbox) int {
+		t.Helper()
+		n, err := strconv.Atoi(strings.TrimSpace(mustRun(t, ctx, sb, "user", "sleep 0.2; cat /tmp/count").out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count(warm)
+	if err := c.Pause(ctx, warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PauseWithoutMemory(ctx, cold.ID); err != nil {
+		t.Fatal(err)
+	}
+	p.crash()
+	time.Sleep(time.Second) // 20 counts, were it not frozen
+	p.start()
+	for _, id := range []string{warm.ID, cold.ID} {
+		if info, err := c.Info(ctx, id); err != nil || info.State != "paused" {
+			t.Fatalf("%s after the restart: %+v %v, want paused", id, info, err)
+		}
+	}
+	warm, err = c.Connect(ctx, warm.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := count(warm); after < before || after-before > 30 {
+		t.Errorf("the counter went from %d to %d across a pause of over a second and a crash", before, after)
+	}
+	cold, err = c.Connect(ctx, cold.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRun(t, ctx, cold, "user", "sha256sum ~/state").out; got != sum {
+		t.Errorf("the saved file after the crash: %q, want %q", got, sum)
+	}
+	for _, sb := range []*cove.Sandbox{warm, cold} {
+		if err := sb.Kill(ctx); err != nil {
+			t.Error(err)
+		}
+	}
 }
