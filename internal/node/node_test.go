@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -221,6 +222,66 @@ func TestRecoverAfterRestart(t *testing.T) {
 		t.Errorf("dead sandbox still listed: %v", err)
 	}
 	if err := second.Kill(ctx, alive.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.leftovers(t); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestCopyInterruptedByACrash: a node that stops while it copies a
+// sandbox's files (the sandbox frozen, its record saying so) lets it run
+// again when it comes back: running, not half paused.
+func TestCopyInterruptedByACrash(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	ctx := ctxT(t)
+	first := h.manager(t)
+	sb, err := first.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a node leaves when it dies mid-copy: the sandbox frozen (a pause
+	// does that) and its record running, marked saving.
+	if _, err := first.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	rec := filepath.Join(h.dir, "node", sb.ID+".json")
+	data, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["state"], m["saving"] = "running", true
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rec, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	second := h.manager(t)
+	defer second.Close()
+	if adopted, _, err := second.Recover(ctx); err != nil || adopted != 1 {
+		t.Fatalf("recover: %d %v", adopted, err)
+	}
+	if info, err := second.Get(sb.ID); err != nil || info.State != node.StateRunning || info.Saving {
+		t.Errorf("after the restart: %+v %v, want running", info, err)
+	}
+	agent, err := second.Agent(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if res, err := agent.Run(short, "", "echo thawed", 0); err != nil || string(res.Stdout) != "thawed\n" {
+		t.Errorf("the sandbox after the restart: %q %v (still frozen?)", res.Stdout, err)
+	}
+	if err := second.Kill(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	if left := h.leftovers(t); len(left) > 0 {
