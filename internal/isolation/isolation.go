@@ -89,10 +89,11 @@ const SelfContainedUpper = "redirect_dir=nofollow,metacopy=off,index=off"
 // writes the image under dir and stops the sandbox (its Wait reports
 // ExitCheckpointed; its files and limits stay for Restore). Restore runs it
 // again from that image under the same id: the processes go on where they
-// were.
+// were. netns, when set, is the network namespace it runs in then (a node
+// that restarted meanwhile gives it a new one); nil keeps its own.
 type Checkpointer interface {
 	Checkpoint(ctx context.Context, id, dir string) error
-	Restore(ctx context.Context, id, dir string) (Handle, error)
+	Restore(ctx context.Context, id, dir string, netns *os.File) (Handle, error)
 }
 
 // Capabilities describe a driver on this host.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 )
@@ -38,7 +39,11 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		sb.mu.Unlock()
 		return errs.New(errs.Conflict, "sandbox %s is still being created", sb.info.ID)
 	}
-	paused := sb.info.State == StatePaused && sb.info.Saved == nil // frozen, not ended
+	paused := sb.info.State == StatePaused && sb.info.Saved == nil && sb.info.Spilled == nil // frozen, not ended
+	spilled := sb.info.Spilled
+	if sb.spill != nil {
+		sb.spill.Stop()
+	}
 	sb.info.State = StateKilled
 	sb.info.Exit = exit
 	if sb.timer != nil {
@@ -62,6 +67,11 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	}
 	if sb.net != nil {
 		m.cfg.Networks.Release(sb.net)
+	}
+	if spilled != nil {
+		if err := fsutil.RemoveTree(spilled.Dir); err != nil {
+			m.log.Error("remove a killed sandbox's saved memory", logx.SandboxID(id), logx.Err(err))
+		}
 	}
 	m.removeRecord(id)
 	m.mu.Lock()
@@ -123,8 +133,8 @@ func (m *Manager) watch(sb *sandbox) {
 			}
 		}()
 		exit, err := m.driverOf(sb.snapshot().ID).Wait(ctx, sb.snapshot().ID)
-		if err != nil || exit.Reason == isolation.ExitDestroyed {
-			return
+		if err != nil || exit.Reason == isolation.ExitDestroyed || exit.Reason == isolation.ExitCheckpointed {
+			return // a checkpointed sandbox is restored, and watched, again
 		}
 		end, endCancel := context.WithTimeout(context.Background(), time.Minute)
 		defer endCancel()

@@ -74,6 +74,10 @@ type Config struct {
 	// Admission is what the node may promise its sandboxes, and each
 	// team's share (zero fields: the host's capacity, no team quota).
 	Admission Admission
+	// SpillAfter, when above 0, is how long a sandbox stays paused with
+	// its memory in RAM before the node writes it to disk (drivers with
+	// isolation.Checkpointer: gVisor).
+	SpillAfter time.Duration
 	// OnWarm, when set, is told whether the last warm sandbox of a build
 	// failed to start (its error) or started (nil, after failures).
 	OnWarm func(templateID, buildID string, err error)

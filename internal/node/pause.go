@@ -43,6 +43,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (Info, error) {
 		sb.timer.Reset(time.Until(sb.info.EndAt))
 		return Info{}, err
 	}
+	m.scheduleSpill(sb)
 	m.log.Info("sandbox paused", logx.SandboxID(id))
 	return sb.info, nil
 }
@@ -65,6 +66,16 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 		return Info{}, errs.New(errs.Conflict, "sandbox %s is already running", id)
 	case sb.info.State != StatePaused || !ok:
 		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+	}
+	if sb.spill != nil {
+		sb.spill.Stop()
+	}
+	if sb.info.Spilled != nil {
+		if err := m.restoreSpilled(ctx, sb, timeout); err != nil {
+			return Info{}, err
+		}
+		sb.timer.Reset(timeout)
+		return sb.info, nil
 	}
 	if saved := sb.info.Saved; saved != nil {
 		if err := m.reboot(ctx, sb, timeout); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 )
@@ -72,10 +73,19 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 	if sb.agent != nil {
 		sb.agent.Close()
 	}
-	if p, ok := d.(isolation.Pauser); ok {
+	if p, ok := d.(isolation.Pauser); ok && prev.Spilled == nil {
 		// Thawed first: a runtime may not end a frozen sandbox.
 		if err := p.Resume(context.WithoutCancel(ctx), id); err != nil {
 			m.log.Warn("thaw a sandbox to end its processes", logx.SandboxID(id), logx.Err(err))
+		}
+	}
+	if sp := prev.Spilled; sp != nil { // its memory on disk goes too
+		sb.info.Spilled = nil
+		if sb.spill != nil {
+			sb.spill.Stop()
+		}
+		if err := fsutil.RemoveTree(sp.Dir); err != nil {
+			m.log.Error("remove the saved memory of a sandbox paused without it", logx.SandboxID(id), logx.Err(err))
 		}
 	}
 	if err := d.Destroy(context.WithoutCancel(ctx), id); err != nil {

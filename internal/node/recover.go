@@ -95,7 +95,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	case info.State != StateRunning || !time.Now().Before(info.EndAt):
 		return false
 	}
-	if info.Saved != nil {
+	if info.Saved != nil || info.Spilled != nil {
 		return m.adoptSaved(ctx, info)
 	}
 	if err := m.recordDriver(info).Recover(ctx, info.Handle); err != nil {
@@ -136,6 +136,9 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	sb.timer = time.AfterFunc(time.Until(info.EndAt), func() { m.expire(info.ID) })
 	if info.State == StatePaused {
 		sb.timer.Stop() // a paused sandbox's time starts again at its resume
+		sb.mu.Lock()
+		m.scheduleSpill(sb)
+		sb.mu.Unlock()
 	}
 	m.mu.Lock()
 	m.sandboxes[info.ID] = sb
@@ -144,15 +147,17 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	return true
 }
 
-// adoptSaved takes back a sandbox paused without its memory: it has no
-// processes (what a node that stopped while it ended them left is
-// removed), only its record and saved files, which stay until it is
-// resumed or killed.
+// adoptSaved takes back a sandbox paused without processes: without its
+// memory (what a node that stopped while it ended them left is removed;
+// its record and saved files stay until it is resumed or killed), or with
+// its memory on disk (the driver's state of it stays for the restore).
 func (m *Manager) adoptSaved(ctx context.Context, info Info) bool {
-	if err := m.recordDriver(info).Destroy(ctx, info.ID); err != nil {
-		m.log.Error("remove what is left of a sandbox paused without its memory", logx.SandboxID(info.ID), logx.Err(err))
+	if info.Saved != nil {
+		if err := m.recordDriver(info).Destroy(ctx, info.ID); err != nil {
+			m.log.Error("remove what is left of a sandbox paused without its memory", logx.SandboxID(info.ID), logx.Err(err))
+		}
+		info.Handle = isolation.Handle{}
 	}
-	info.Handle = isolation.Handle{}
 	sb := &sandbox{team: info.Team, limits: info.Limits, info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	sb.timer = time.AfterFunc(time.Hour, func() { m.expire(info.ID) })
 	sb.timer.Stop() // its time starts again at its resume

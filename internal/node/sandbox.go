@@ -68,6 +68,9 @@ type Info struct {
 	// again: its files, saved as a layer, over the template it started
 	// from. It has no processes meanwhile.
 	Saved *SavedState `json:"saved,omitempty"`
+	// Spilled, on a sandbox paused with its memory, is that memory on
+	// disk (Manager.Spill).
+	Spilled *SpillState `json:"spilled,omitempty"`
 	// OwnLayer is the layer its last pause without memory saved, the top
 	// of Layers: the next such pause merges into it, so that a sandbox
 	// stacks one saved layer however often it is paused.
@@ -117,6 +120,7 @@ type sandbox struct {
 	mu    sync.Mutex
 	info  Info
 	timer *time.Timer
+	spill *time.Timer // a paused sandbox's move to disk (nil: none)
 	agent *agentclient.Client
 	net   *network.Net  // nil without node networking
 	ended chan struct{} // closed once the sandbox is killed and cleaned up

@@ -66,6 +66,9 @@ type Config struct {
 	MetricsInterval time.Duration
 	// VolumeSizeMB is a new volume's size (default 1024).
 	VolumeSizeMB int64
+	// PauseToDiskAfter, when above 0, is how long a sandbox stays paused
+	// with its memory in RAM before it is written to disk (gVisor).
+	PauseToDiskAfter time.Duration
 	// DebugListen, when set, serves Go's pprof profiles there (loopback
 	// only: it shows the server's internals).
 	DebugListen string
@@ -156,10 +159,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var tpls *service.Templates
 	nodeCfg := node.Config{
 		Drivers: more, Unavailable: unavailable,
-		Dir:       filepath.Join(cfg.DataDir, "node"),
-		PoolSize:  cfg.PoolSize,
-		Admission: cfg.Admission,
-		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
+		Dir:        filepath.Join(cfg.DataDir, "node"),
+		PoolSize:   cfg.PoolSize,
+		SpillAfter: cfg.PauseToDiskAfter,
+		Admission:  cfg.Admission,
+		WarmToken:  func(id string) string { return auth.EnvdToken(secret, id) },
 		OnState: func(info node.Info) {
 			if info.Metadata["cove.build"] == "" {
 				svc.StateChanged(info)

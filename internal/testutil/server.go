@@ -126,13 +126,20 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 func (s Server) Leftovers() []string { return Leftovers(s.DataDir) }
 
 // Leftovers lists what a node with data directory dir still holds of its
-// users' sandboxes: their records under node/ and the driver directories
-// of those. Warm sandboxes (a driver directory without a record) are the
+// users' sandboxes: their records and memory images under node/ and the
+// driver directories of those. Warm sandboxes (a driver directory without a record) are the
 // node's own; they go when it stops (allOf).
 func Leftovers(dir string) []string {
 	var out []string
 	entries, _ := os.ReadDir(filepath.Join(dir, "node"))
 	for _, e := range entries {
+		if e.Name() == "saved" { // paused sandboxes' memory images, one directory each
+			saved, _ := os.ReadDir(filepath.Join(dir, "node", "saved"))
+			for _, s := range saved {
+				out = append(out, "node/saved/"+s.Name())
+			}
+			continue
+		}
 		out = append(out, "node/"+e.Name())
 		id := strings.TrimSuffix(e.Name(), ".json")
 		for _, d := range []string{"sandboxes", "gvisor"} {
@@ -148,10 +155,10 @@ func Leftovers(dir string) []string {
 // state directory aside: it outlives the sandboxes).
 func allOf(dir string) []string {
 	var out []string
-	for _, d := range []string{"node", "sandboxes", "gvisor"} {
+	for _, d := range []string{"node", "node/saved", "sandboxes", "gvisor"} {
 		entries, _ := os.ReadDir(filepath.Join(dir, d))
 		for _, e := range entries {
-			if e.Name() != ".runsc" {
+			if e.Name() != ".runsc" && !(d == "node" && e.Name() == "saved") {
 				out = append(out, d+"/"+e.Name())
 			}
 		}

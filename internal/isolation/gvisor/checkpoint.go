@@ -45,14 +45,25 @@ func (d *Driver) Checkpoint(ctx context.Context, id, dir string) error {
 }
 
 // Restore implements isolation.Checkpointer: the sandbox runs again from
-// the image in dir, in its network namespace, on its root file system,
-// under the same id.
-func (d *Driver) Restore(ctx context.Context, id, dir string) (isolation.Handle, error) {
+// the image in dir, in its network namespace (netns, else the one held
+// since the checkpoint, else a new one with loopback only), on its root
+// file system, under the same id. It needs no state of the driver's that
+// a restart loses: the bundle, record and mounts stay under its directory.
+func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (isolation.Handle, error) {
 	d.mu.Lock()
-	ns := d.saved[id]
+	held := d.saved[id]
 	d.mu.Unlock()
-	if ns == nil {
-		return isolation.Handle{}, errs.New(errs.NotFound, "sandbox %s has no checkpoint here", id)
+	ns := netns
+	switch {
+	case ns != nil:
+	case held != nil:
+		ns = held
+	default: // the driver restarted since the checkpoint: a namespace of its own
+		var err error
+		if ns, err = loopbackOnly(); err != nil {
+			return isolation.Handle{}, err
+		}
+		defer ns.Close() // the restored sandbox holds it
 	}
 	rec, err := hostproc.ReadRecord(d.dir(id))
 	if err != nil {
@@ -80,7 +91,9 @@ func (d *Driver) Restore(ctx context.Context, id, dir string) (isolation.Handle,
 	delete(d.saved, id)
 	delete(d.sandboxes, id)
 	d.mu.Unlock()
-	ns.Close() // the restored sandbox holds it
+	if held != nil {
+		held.Close() // the restored sandbox holds its namespace
+	}
 	cg, err := cgroups.Load(rec.Cgroup)
 	if err != nil {
 		return isolation.Handle{}, err

@@ -231,7 +231,7 @@ func TestCheckpointRestore(t *testing.T) {
 	if exit, err := d.Wait(ctx, id); err != nil || exit.Reason != isolation.ExitCheckpointed {
 		t.Errorf("end at the checkpoint: %+v %v", exit, err)
 	}
-	if _, err := d.Restore(ctx, id, image); err != nil {
+	if _, err := d.Restore(ctx, id, image, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := count(); got != "3" {

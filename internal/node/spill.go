@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// SpillState is a paused sandbox whose memory the node wrote to disk
+// (Config.SpillAfter): the driver's checkpoint image and its manifest.
+type SpillState struct {
+	Dir   string    `json:"dir"`
+	Files []FileSum `json:"files"`
+}
+
+// FileSum is a file of a saved state and its SHA-256.
+type FileSum struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// spillDir is where a sandbox's checkpoint image goes.
+func (m *Manager) spillDir(id string) string { return filepath.Join(m.cfg.Dir, "saved", id) }
+
+// scheduleSpill arms a paused sandbox's move to disk (sb.mu held), on a
+// driver that can checkpoint and a node that spills.
+func (m *Manager) scheduleSpill(sb *sandbox) {
+	if m.cfg.SpillAfter <= 0 {
+		return
+	}
+	if _, ok := m.recordDriver(sb.info).(isolation.Checkpointer); !ok {
+		return
+	}
+	id := sb.info.ID
+	sb.spill = time.AfterFunc(m.cfg.SpillAfter, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := m.Spill(ctx, id); err != nil && !errs.Is(err, errs.Conflict) {
+			m.log.Error("write a paused sandbox's memory to disk; it stays in memory", logx.SandboxID(id), logx.Err(err))
+		}
+	})
+}
+
+// Spill writes a sandbox paused with its memory to disk: the driver's
+// checkpoint of its processes (Checkpointer) with a manifest of the
+// image's files. It then holds no memory and no process until Resume
+// restores it, also after a restart of the node. One not paused, or on
+// disk already, is a Conflict.
+func (m *Manager) Spill(ctx context.Context, id string) error {
+	sb := m.lookup(id)
+	if sb == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.info.State != StatePaused || sb.info.Saved != nil || sb.info.Spilled != nil {
+		return errs.New(errs.Conflict, "sandbox %s is not paused with its memory in it", id)
+	}
+	d := m.recordDriver(sb.info)
+	cp, ok := d.(isolation.Checkpointer)
+	p, ok2 := d.(isolation.Pauser)
+	if !ok || !ok2 {
+		return errs.New(errs.Unimplemented, "the %s driver cannot write a sandbox's memory to disk", d.Name())
+	}
+	start := time.Now()
+	dir := m.spillDir(id)
+	if err := fsutil.RemoveTree(dir); err != nil { // a spill a crash cut short
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	// The runtime checkpoints a running sandbox: thawed for that, then
+	// stopped by the checkpoint itself.
+	if err := p.Resume(ctx, id); err != nil {
+		return err
+	}
+	if err := cp.Checkpoint(ctx, id, dir); err != nil {
+		if perr := p.Pause(context.WithoutCancel(ctx), id); perr != nil {
+			m.log.Error("pause a sandbox again after a failed checkpoint", logx.SandboxID(id), logx.Err(perr))
+		}
+		fsutil.RemoveTree(dir)
+		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
+	}
+	files, err := sumFiles(dir)
+	if err == nil {
+		sb.info.Spilled = &SpillState{Dir: dir, Files: files}
+		err = m.writeRecord(sb.info)
+	}
+	if err != nil {
+		// The checkpoint stopped it: unrecorded, it would be lost at a
+		// restart. It runs again from the image, paused.
+		sb.info.Spilled = nil
+		if _, rerr := cp.Restore(context.WithoutCancel(ctx), id, dir, nil); rerr == nil {
+			_ = p.Pause(context.WithoutCancel(ctx), id)
+			m.watch(sb)
+		} else {
+			m.log.Error("restore a sandbox whose spill was not recorded", logx.SandboxID(id), logx.Err(rerr))
+		}
+		return err
+	}
+	var bytes int64
+	for _, f := range files {
+		bytes += f.Size
+	}
+	m.log.Info("paused sandbox's memory written to disk", logx.SandboxID(id), "bytes", bytes, "took", time.Since(start))
+	return nil
+}
+
+// restoreSpilled brings back a sandbox from its checkpoint (sb.mu held),
+// ending timeout from now. The image is checked against its manifest
+// first: damaged or incomplete, it is refused (DataLoss) and the sandbox
+// stays paused on disk.
+func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.Duration) error {
+	id, sp := sb.info.ID, sb.info.Spilled
+	if err := verifyFiles(sp.Dir, sp.Files); err != nil {
+		m.log.Error("saved memory refused", logx.SandboxID(id), logx.Err(err))
+		return err
+	}
+	cp, ok := m.recordDriver(sb.info).(isolation.Checkpointer)
+	if !ok {
+		return errs.New(errs.Unimplemented, "the %s driver cannot restore a sandbox", sb.info.Isolation)
+	}
+	var netns *os.File
+	if sb.net == nil && m.cfg.Networks != nil && sb.info.Network != nil {
+		// The node restarted since the spill: a network anew.
+		n, err := m.cfg.Networks.Acquire(ctx, sb.info.Network.Internet)
+		if err != nil {
+			return fmt.Errorf("network for sandbox %s: %w", id, err)
+		}
+		if err := applyRules(m.cfg.Networks, n, sb.info.Network); err != nil {
+			m.cfg.Networks.Release(n)
+			return err
+		}
+		sb.net, netns = n, n.NS
+		sb.info.Network.Slot, sb.info.Network.Addr = n.Slot, n.Addr.String()
+	}
+	h, err := cp.Restore(ctx, id, sp.Dir, netns)
+	if err != nil {
+		return err
+	}
+	sb.info.Handle = h
+	sb.info.Spilled = nil
+	sb.info.State = StateRunning
+	sb.info.EndAt = time.Now().UTC().Add(timeout)
+	if err := m.writeRecord(sb.info); err != nil {
+		m.log.Error("record a restored sandbox", logx.SandboxID(id), logx.Err(err))
+	}
+	if err := fsutil.RemoveTree(sp.Dir); err != nil {
+		m.log.Error("remove a restored sandbox's image", logx.SandboxID(id), logx.Err(err))
+	}
+	m.watch(sb)
+	m.log.Info("sandbox restored from disk", logx.SandboxID(id))
+	return nil
+}
+
+// sumFiles lists a directory tree's regular files with their SHA-256.
+func sumFiles(dir string) ([]FileSum, error) {
+	var out []FileSum
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, FileSum{Name: rel, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// verifyFiles checks a directory against its manifest: every file there,
+// of its size and digest, and no other.
+func verifyFiles(dir string, want []FileSum) error {
+	got, err := sumFiles(dir)
+	if err != nil {
+		return errs.New(errs.DataLoss, "saved state %s cannot be read: %v", dir, err)
+	}
+	if len(got) != len(want) {
+		return errs.New(errs.DataLoss, "saved state %s is incomplete: %d files, the manifest lists %d", dir, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return errs.New(errs.DataLoss, "saved state %s is damaged: %s is %d bytes with digest %.16s, the manifest says %d bytes, %.16s",
+				dir, want[i].Name, got[i].Size, got[i].SHA256, want[i].Size, want[i].SHA256)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// TestPauseToDisk: a gVisor sandbox paused with its memory is written to
+// disk after --pause-to-disk-after (runsc checkpoint): no process of it
+// is left, its image has a manifest, a damaged image is refused and the
+// sandbox stays paused, and across a server restart connect restores it
+// where it was — a counter goes on, a server in it still serves.
+func TestPauseToDisk(t *testing.T) {
+	runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
+	if runsc == "" || agent == "" {
+		t.Skip("bin/runsc or bin/cove-sandbox is missing: make test builds them")
+	}
+	dataDir := t.TempDir()
+	edit := func(c *server.Config) {
+		c.DataDir, c.CgroupParent, c.Runsc, c.SandboxBinary = dataDir, "cove-test-"+filepath.Base(dataDir), runsc, agent
+		c.PauseToDiskAfter = 50 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first, stop := startStoppable(t, edit)
+	code, m, raw := first.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"metadata":{"cove.isolation":"gvisor"}}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if out, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done) >/dev/null 2>&1 & (cd /tmp && python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)"); err != nil {
+		t.Fatalf("%q %v", out, err)
+	}
+	count := func(s srv) int {
+		t.Helper()
+		out, err := run(ctx, s.url, id, tok, "sleep 0.3; cat /tmp/count")
+		n, cerr := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil || cerr != nil {
+			t.Fatalf("read the counter: %q %v", out, err)
+		}
+		return n
+	}
+	before := count(first)
+	if code, _, raw := first.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	image := filepath.Join(dataDir, "node", "saved", id)
+	var files []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		rec, _ := os.ReadFile(filepath.Join(dataDir, "node", id+".json"))
+		if strings.Contains(string(rec), `"spilled"`) {
+			filepath.WalkDir(image, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					files = append(files, p)
+				}
+				return nil
+			})
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the paused sandbox was not written to disk")
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("no image files")
+	}
+	if out, _ := exec.Command("pgrep", "-f", "runsc-sandbox.*"+id).Output(); len(out) > 0 {
+		t.Errorf("a process of the sandbox on disk runs: %s", out)
+	}
+	// A damaged image is refused; the sandbox stays paused on disk.
+	f, err := os.OpenFile(files[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0})
+	f.Close()
+	if code, _, raw := first.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":60}`); code != 500 || !strings.Contains(string(raw), "damaged") {
+		t.Errorf("connect with a damaged image: %d %s, want 500 damaged", code, raw)
+	}
+	if code, info, raw := first.do(t, "GET", "/sandboxes/"+id, keyA, ""); code != 200 || info["state"] != "paused" {
+		t.Errorf("after the refusal: %d %s", code, raw)
+	}
+	st, _ := os.Stat(files[0])
+	if err := os.Truncate(files[0], st.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	second := startWith(t, edit)
+	if code, _, raw := second.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":60}`); code != 201 {
+		t.Fatalf("connect to restore: %d %s", code, raw)
+	}
+	if after := count(second); after < before || after-before > 40 {
+		t.Errorf("the counter went from %d to %d across a pause to disk and a restart", before, after)
+	}
+	if out, err := run(ctx, second.url, id, tok, "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:8000/count\").status)'"); err != nil || out != "200\n" {
+		t.Errorf("the server in the sandbox after the restore: %q %v", out, err)
+	}
+	if code, _, raw := second.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+		t.Errorf("kill: %d %s", code, raw)
+	}
+	if _, err := os.Stat(image); err == nil {
+		t.Error("the image is left after the restore")
+	}
+	if left := testutil.Leftovers(dataDir); len(left) > 0 {
+		t.Errorf("left after the kill: %v", left)
+	}
+}
