@@ -50,6 +50,7 @@ func main() {
 	only := flag.String("only", "", "run only this figure: sustained, gvisor, persistence")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
+	diskURL := flag.String("gvisor-disk", "", "API URL of a gVisor server that writes paused sandboxes to disk at once")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
@@ -68,6 +69,9 @@ func main() {
 		}
 		if *gvisorURL != "" {
 			persistence(ctx, client(*gvisorURL), "gvisor", min(*n, 20))
+		}
+		if *diskURL != "" {
+			diskResume(ctx, client(*diskURL), "gvisor", min(*n, 10))
 		}
 		if *only == "persistence" {
 			return

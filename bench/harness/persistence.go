@@ -73,3 +73,22 @@ func persistence(ctx context.Context, c *cove.Client, driver string, n int) {
 		report("Persist/"+driver+"/"+name, xs, "")
 	}
 }
+
+// diskResume measures a resume from disk: a sandbox (on a server that
+// writes paused sandboxes to disk at once, --pause-to-disk-after) paused,
+// left until its memory is on disk, then resumed to its first output.
+func diskResume(ctx context.Context, c *cove.Client, driver string, n int) {
+	s := create(ctx, c)
+	var resumes []time.Duration
+	for range n {
+		check(c.Pause(ctx, s.ID))
+		time.Sleep(2 * time.Second) // the checkpoint is done by then
+		t0 := time.Now()
+		_, err := c.Resume(ctx, s.ID, 10*time.Minute)
+		check(err)
+		run(ctx, s, "echo hi")
+		resumes = append(resumes, time.Since(t0))
+	}
+	check(kill(ctx, s))
+	report("Persist/"+driver+"/resume-from-disk", resumes, "")
+}
