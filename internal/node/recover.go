@@ -95,6 +95,13 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	case info.State != StateRunning || !time.Now().Before(info.EndAt):
 		return false
 	}
+	if info.Spilled != nil && info.Spilled.Files == nil {
+		var err error
+		if info, err = m.adoptSpilling(ctx, info); err != nil {
+			m.log.Error("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
+			return false
+		}
+	}
 	if info.Saved != nil || info.Spilled != nil {
 		return m.adoptSaved(ctx, info)
 	}

@@ -83,9 +83,23 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return err
 	}
+	// Recorded first, without a manifest: a node that stops during the
+	// checkpoint finds out at its restart which way it went (adopt).
+	sb.info.Spilled = &SpillState{Dir: dir}
+	if err := m.writeRecord(sb.info); err != nil {
+		sb.info.Spilled = nil
+		return err
+	}
+	undo := func() {
+		sb.info.Spilled = nil
+		if err := m.writeRecord(sb.info); err != nil {
+			m.log.Error("record a sandbox whose checkpoint failed", logx.SandboxID(id), logx.Err(err))
+		}
+	}
 	// The runtime checkpoints a running sandbox: thawed for that, then
 	// stopped by the checkpoint itself.
 	if err := p.Resume(ctx, id); err != nil {
+		undo()
 		return err
 	}
 	if err := cp.Checkpoint(ctx, id, dir); err != nil {
@@ -93,6 +107,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 			m.log.Error("pause a sandbox again after a failed checkpoint", logx.SandboxID(id), logx.Err(perr))
 		}
 		fsutil.RemoveTree(dir)
+		undo()
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
 	files, err := sumFiles(dir)
@@ -209,4 +224,32 @@ func verifyFiles(dir string, want []FileSum) error {
 		}
 	}
 	return nil
+}
+
+// adoptSpilling settles a sandbox whose checkpoint a node's stop cut short
+// (a record that names an image without its manifest): still running,
+// it is paused again and kept in memory; ended, its image is complete
+// (runsc ends the sandbox once the image is written) and is listed now.
+func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
+	d := m.recordDriver(info)
+	if err := d.Recover(ctx, info.Handle); err == nil {
+		if p, ok := d.(isolation.Pauser); ok {
+			// Thawed for the checkpoint or not yet: paused either way.
+			_ = p.Resume(ctx, info.ID)
+			if err := p.Pause(ctx, info.ID); err != nil {
+				return info, err
+			}
+		}
+		fsutil.RemoveTree(info.Spilled.Dir)
+		info.Spilled = nil
+		m.log.Info("sandbox kept paused in memory after an interrupted checkpoint", logx.SandboxID(info.ID))
+		return info, m.writeRecord(info)
+	}
+	files, err := sumFiles(info.Spilled.Dir)
+	if err != nil || len(files) == 0 {
+		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
+	}
+	info.Spilled.Files = files
+	m.log.Info("sandbox's memory on disk after an interrupted checkpoint", logx.SandboxID(info.ID))
+	return info, m.writeRecord(info)
 }

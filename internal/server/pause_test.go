@@ -38,7 +38,7 @@ func TestPauseSurvivesRestart(t *testing.T) {
 				t.Fatalf("create: %d %s", code, raw)
 			}
 			id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-			if _, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"); err != nil {
+			if _, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"); err != nil {
 				t.Fatal(err)
 			}
 			count := func(s srv) int {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,7 @@ func TestPauseToDisk(t *testing.T) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-	if out, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done) >/dev/null 2>&1 & (cd /tmp && python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)"); err != nil {
+	if out, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 & (cd /tmp && python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)"); err != nil {
 		t.Fatalf("%q %v", out, err)
 	}
 	count := func(s srv) int {
@@ -57,7 +58,7 @@ func TestPauseToDisk(t *testing.T) {
 	var files []string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		rec, _ := os.ReadFile(filepath.Join(dataDir, "node", id+".json"))
-		if strings.Contains(string(rec), `"spilled"`) {
+		if strings.Contains(string(rec), `"spilled"`) && strings.Contains(string(rec), `"sha256"`) { // the manifest: done
 			filepath.WalkDir(image, func(p string, d os.DirEntry, err error) error {
 				if err == nil && d.Type().IsRegular() {
 					files = append(files, p)
@@ -114,4 +115,110 @@ func TestPauseToDisk(t *testing.T) {
 	if left := testutil.Leftovers(dataDir); len(left) > 0 {
 		t.Errorf("left after the kill: %v", left)
 	}
+}
+
+// TestPauseToDiskInterrupted: a node that stops during a checkpoint leaves
+// a record naming the image without its manifest. At the next start a
+// sandbox whose checkpoint finished (no process left) is listed from its
+// image and restored from it; one whose checkpoint had not begun (still
+// running) is paused again, in memory. Either resumes where it was.
+func TestPauseToDiskInterrupted(t *testing.T) {
+	runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
+	if runsc == "" || agent == "" {
+		t.Skip("bin/runsc or bin/cove-sandbox is missing: make test builds them")
+	}
+	dataDir := t.TempDir()
+	spillAfter := 50 * time.Millisecond
+	edit := func(c *server.Config) {
+		c.DataDir, c.CgroupParent, c.Runsc, c.SandboxBinary = dataDir, "cove-test-i"+filepath.Base(dataDir), runsc, agent
+		c.PauseToDiskAfter = spillAfter
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	record := filepath.Join(dataDir, "node")
+	// editRecord rewrites a sandbox's node record as a crash would leave it.
+	editRecord := func(id string, change func(map[string]any)) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(record, id+".json"))
+		var m map[string]any
+		if err == nil {
+			err = json.Unmarshal(data, &m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(m)
+		data, _ = json.Marshal(m)
+		if err := os.WriteFile(filepath.Join(record, id+".json"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startCounter := func(s srv) (string, string, int) {
+		t.Helper()
+		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"metadata":{"cove.isolation":"gvisor"}}`)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, raw)
+		}
+		id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+		if out, err := run(ctx, s.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"); err != nil {
+			t.Fatalf("%q %v", out, err)
+		}
+		return id, tok, readCount(t, ctx, s, id, tok)
+	}
+	resumeAndCount := func(s srv, id, tok string, before int) {
+		t.Helper()
+		if code, _, raw := s.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":60}`); code != 201 {
+			t.Fatalf("connect: %d %s", code, raw)
+		}
+		if after := readCount(t, ctx, s, id, tok); after < before || after-before > 40 {
+			t.Errorf("the counter went from %d to %d", before, after)
+		}
+		s.do(t, "DELETE", "/sandboxes/"+id, keyA, "")
+	}
+
+	// Finished: the image is whole, the record lacks its manifest.
+	first, stop := startStoppable(t, edit)
+	done, doneTok, doneBefore := startCounter(first)
+	if code, _, raw := first.do(t, "POST", "/sandboxes/"+done+"/pause", keyA, `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if rec, _ := os.ReadFile(filepath.Join(record, done+".json")); strings.Contains(string(rec), `"sha256"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the paused sandbox was not written to disk")
+		}
+	}
+	stop()
+	editRecord(done, func(m map[string]any) { m["spilled"].(map[string]any)["files"] = nil })
+
+	// Not begun: paused in memory, the record already names an image.
+	spillAfter = 0
+	second, stop := startStoppable(t, edit)
+	resumeAndCount(second, done, doneTok, doneBefore)
+	begun, begunTok, begunBefore := startCounter(second)
+	if code, _, raw := second.do(t, "POST", "/sandboxes/"+begun+"/pause", keyA, `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	stop()
+	editRecord(begun, func(m map[string]any) {
+		m["spilled"] = map[string]any{"dir": filepath.Join(record, "saved", begun)}
+	})
+	third := startWith(t, edit)
+	resumeAndCount(third, begun, begunTok, begunBefore)
+	if left := testutil.Leftovers(dataDir); len(left) > 0 {
+		t.Errorf("left after the kills: %v", left)
+	}
+}
+
+// readCount reads the counter a sandbox's loop writes to /tmp/count.
+func readCount(t *testing.T, ctx context.Context, s srv, id, tok string) int {
+	t.Helper()
+	out, err := run(ctx, s.url, id, tok, "sleep 0.3; cat /tmp/count")
+	n, cerr := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || cerr != nil {
+		t.Fatalf("read the counter: %q %v", out, err)
+	}
+	return n
 }

@@ -305,7 +305,7 @@ http.server.HTTPServer(('127.0.0.1', 8081), H).serve_forever()"`, { background: 
 test('pause and connect: processes go on where they were, a server still serves', async () => {
   const s = await Sandbox.create({ metadata: { pause: process.env.COMPAT_RUN } })
   try {
-    await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done', { background: true })
+    await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done', { background: true })
     await s.commands.run('cd /tmp && python3 -m http.server 8082 --bind 127.0.0.1', { background: true })
     const url = `http://${s.getHost(8082)}/count`
     assert.ok(await waitUntil(async () => { try { return (await fetch(url)).status === 200 } catch { return false } }))
@@ -393,7 +393,7 @@ test('snapshots: made from a running sandbox, listed, created from, deleted', as
   const s = await Sandbox.create({ envs: { FROM: 'parent' }, metadata: { snap: process.env.COMPAT_RUN } })
   try {
     await s.commands.run('mkdir -p /srv/app && echo v1 > /srv/app/state && rm /etc/e2b', { user: 'root' })
-    await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done', { background: true })
+    await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done', { background: true })
     assert.ok(await waitUntil(async () => (await s.commands.run('cat /tmp/count 2>/dev/null || true')).stdout.trim() !== ''))
     const name = `snap-${process.env.COMPAT_RUN}`
     const snap = await s.createSnapshot({ name })

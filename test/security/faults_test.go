@@ -381,7 +381,7 @@ func TestPausedThroughASIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, ctx, warm, "user", "(setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &)")
+	mustRun(t, ctx, warm, "user", "(setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done' >/dev/null 2>&1 &)")
 	sum := mustRun(t, ctx, cold, "user", "head -c 4M /dev/urandom > ~/state && sha256sum ~/state").out
 	count := func(sb *cove.Sandbox) int {
 		t.Helper()
