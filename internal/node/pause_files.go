@@ -79,11 +79,11 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 			m.log.Warn("thaw a sandbox to end its processes", logx.SandboxID(id), logx.Err(err))
 		}
 	}
+	if sb.spill != nil {
+		sb.spill.Stop()
+	}
 	if sp := prev.Spilled; sp != nil { // its memory on disk goes too
 		sb.info.Spilled = nil
-		if sb.spill != nil {
-			sb.spill.Stop()
-		}
 		if err := fsutil.RemoveTree(sp.Dir); err != nil {
 			m.log.Error("remove the saved memory of a sandbox paused without it", logx.SandboxID(id), logx.Err(err))
 		}
