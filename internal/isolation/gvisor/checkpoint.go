@@ -84,10 +84,7 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (i
 	}
 	pidFile := filepath.Join(d.dir(id), "pid")
 	_ = os.Remove(pidFile)
-	// --background: the sandbox runs while the rest of its memory loads
-	// (the image is uncompressed, runsc's default; the caller may remove
-	// it once this returns: the loader holds it open).
-	if _, err := d.runsc(ctx, "restore", "--background", "--image-path", dir, "--bundle", d.dir(id), "--pid-file", pidFile, "--detach", id); err != nil {
+	if _, err := d.runsc(ctx, "restore", "--image-path", dir, "--bundle", d.dir(id), "--pid-file", pidFile, "--detach", id); err != nil {
 		return isolation.Handle{}, fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
 	d.mu.Lock()
