@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -223,5 +224,69 @@ func TestPauseWithoutMemory(t *testing.T) {
 	}
 	if left := testutil.Leftovers(dataDir); len(left) > 0 {
 		t.Errorf("left after the kill: %v", left)
+	}
+}
+
+// TestPauseWithoutMemoryCycles pauses a sandbox without its memory and
+// boots it again, again and again (10 times, 100 with COVE_LONG), each
+// time after adding, changing and deleting files: the tree is byte for
+// byte what it was, a deleted file stays deleted, and the sandbox stacks
+// one saved layer, not one per pause.
+func TestPauseWithoutMemoryCycles(t *testing.T) {
+	cycles := 10
+	if os.Getenv("COVE_LONG") != "" {
+		cycles = 100
+	}
+	s := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":600}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	defer s.do(t, "DELETE", "/sandboxes/"+id, keyA, "")
+	get := func(cmd string) string {
+		t.Helper()
+		out, err := run(ctx, s.url, id, tok, cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return strings.TrimSpace(out)
+	}
+	layers := func() int {
+		t.Helper()
+		var rec struct{ Layers []string }
+		data, err := os.ReadFile(filepath.Join(s.dataDir, "node", id+".json"))
+		if err == nil {
+			err = json.Unmarshal(data, &rec)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rec.Layers)
+	}
+	const tree = "cd ~/d && find . -type f | sort | xargs sha256sum | sha256sum | cut -c1-64"
+	get("mkdir -p ~/d")
+	stacked := 0
+	for i := range cycles {
+		sum := get(fmt.Sprintf("cd ~/d && head -c 262144 /dev/urandom > new-%d && echo %d >> changed && rm -f new-%d && ", i, i, i-2) + tree)
+		if code, _, raw := s.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{"memory":false}`); code != 204 {
+			t.Fatalf("cycle %d: pause: %d %s", i, code, raw)
+		}
+		if code, _, raw := s.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":600}`); code != 201 {
+			t.Fatalf("cycle %d: connect: %d %s", i, code, raw)
+		}
+		if got := get(tree); got != sum {
+			t.Fatalf("cycle %d: the files changed across the pause", i)
+		}
+		if i >= 2 && get(fmt.Sprintf("test -e ~/d/new-%d && echo back || echo gone", i-2)) != "gone" {
+			t.Fatalf("cycle %d: a deleted file came back", i)
+		}
+		if n := layers(); i == 0 {
+			stacked = n
+		} else if n != stacked {
+			t.Fatalf("cycle %d: the sandbox stacks %d layers, %d after the first pause", i, n, stacked)
+		}
 	}
 }
