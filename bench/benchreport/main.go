@@ -269,7 +269,13 @@ func main() {
 			{"fork10", "fork of 10", "≤ 1 s"},
 			{"resume-from-disk", "resume from disk → first output (paused long enough to be written there)", "≤ 300 ms"},
 		} {
-			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s |\n", row.label, median("Persist/namespaces/"+row.name, "p50-ms"), median("Persist/gvisor/"+row.name, "p50-ms"), row.goal)
+			cell := func(driver string) string {
+				if v := median("Persist/"+driver+"/"+row.name, "p50-ms"); v > 0 {
+					return fmt.Sprintf("%.1f", v)
+				}
+				return "—" // not measured: the driver has no such state
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.label, cell("namespaces"), cell("gvisor"), row.goal)
 		}
 	}
 	if notes, err := os.ReadFile("bench/NOTES.md"); err == nil {
