@@ -5,7 +5,6 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
 	"strings"
 
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
@@ -254,16 +254,7 @@ func (m *Manager) Close() {
 }
 
 // NewID returns a fresh sandbox id: "i" and 19 characters of [a-z0-9].
-func NewID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	var b [19]byte
-	_, _ = rand.Read(b[:])
-	out := []byte{'i'}
-	for _, c := range b {
-		out = append(out, alphabet[int(c)%len(alphabet)])
-	}
-	return string(out)
-}
+func NewID() string { return ids.New("i", 19) }
 
 func (m *Manager) recordPath(id string) string { return filepath.Join(m.cfg.Dir, id+".json") }
 

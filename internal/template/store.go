@@ -18,6 +18,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 )
@@ -608,15 +609,7 @@ func validTag(tag string) error {
 }
 
 // newID returns a template id: 20 characters of [a-z0-9].
-func newID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 20)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
-}
+func newID() string { return ids.New("", 20) }
 
 // newUUID returns a random (version 4) UUID, E2B's build id form.
 func newUUID() string {

@@ -8,7 +8,6 @@
 package volume
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -357,12 +357,4 @@ func validID(id string) error {
 	return nil
 }
 
-func newID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 20)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "v" + string(b)
-}
+func newID() string { return ids.New("v", 20) }
