@@ -1,14 +1,7 @@
 package cli
 
 import (
-	"context"
-	"fmt"
-	"strings"
-	"text/tabwriter"
-
 	"github.com/spf13/cobra"
-
-	cove "github.com/covesandbox/cove/sdk/go"
 )
 
 // snapshotCmd groups the snapshot verbs (snapshots are made with `cove
@@ -20,45 +13,4 @@ func snapshotCmd() *cobra.Command {
 	}
 	cmd.AddCommand(snapshotListCmd(), snapshotDeleteCmd())
 	return cmd
-}
-
-func snapshotListCmd() *cobra.Command {
-	var (
-		f      cove.SnapshotFilter
-		asJSON bool
-	)
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List snapshots, newest first",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newClient()
-			if err != nil {
-				return err
-			}
-			list, err := c.ListSnapshots(cmd.Context(), f)
-			if err != nil {
-				return explain(c, err, "")
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "SNAPSHOT\tNAMES")
-			for _, s := range list {
-				fmt.Fprintf(w, "%s\t%s\n", s.ID, strings.Join(s.Names, ","))
-			}
-			return w.Flush()
-		},
-	}
-	cmd.Flags().StringVar(&f.SandboxID, "sandbox", "", "only snapshots of this sandbox")
-	cmd.Flags().StringVar(&f.Name, "name", "", "only snapshots of this name")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
-}
-
-func snapshotDeleteCmd() *cobra.Command {
-	return deleteCmd("delete SNAPSHOT...", "Delete snapshots (sandboxes started from them go on)",
-		func(ctx context.Context, c *cove.Client, ref string) error { return c.DeleteSnapshot(ctx, ref) })
 }
