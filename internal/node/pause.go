@@ -74,7 +74,6 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 		if err := m.restoreSpilled(ctx, sb, timeout); err != nil {
 			return Info{}, err
 		}
-		sb.timer.Reset(timeout)
 		return sb.info, nil
 	}
 	if saved := sb.info.Saved; saved != nil {

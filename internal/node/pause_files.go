@@ -54,8 +54,7 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 	// processes end, so that a crash in between boots it from them.
 	prev := sb.info
 	tpl.RootFS.Layers = append(slices.Clone(layers), m.templates.LayerPath(sum.Name))
-	saved := sum
-	tpl.Saved = &saved
+	tpl.Saved = nil // SavedState.Layer is what is checked at the boot
 	sb.info.Saved = &SavedState{Layer: sum, Template: tpl}
 	sb.info.Layers = tpl.RootFS.Layers
 	sb.info.OwnLayer = sum.Name

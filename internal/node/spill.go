@@ -171,6 +171,7 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 	sb.info.Spilled = nil
 	sb.info.State = StateRunning
 	sb.info.EndAt = time.Now().UTC().Add(timeout)
+	sb.timer.Reset(timeout)
 	if err := m.writeRecord(sb.info); err != nil {
 		m.log.Error("record a restored sandbox", logx.SandboxID(id), logx.Err(err))
 	}
