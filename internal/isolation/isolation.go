@@ -96,6 +96,19 @@ type Checkpointer interface {
 	Restore(ctx context.Context, id, dir string, netns *os.File) (Handle, error)
 }
 
+// Cloner is implemented by drivers that can copy a running sandbox whole
+// into new ones (fork): its processes go on in each copy where they were.
+// Image writes sandbox id's processes — their memory and kernel state —
+// under dir and leaves it as it was (running, or paused: the node pauses
+// it around the copy of its files, so that both match). Clone makes
+// sandbox id from spec, whose root must show the files the image's
+// sandbox had (its layers and its saved writable layer), and runs the
+// image's processes in it under its own hostname, network and limits.
+type Cloner interface {
+	Image(ctx context.Context, id, dir string) error
+	Clone(ctx context.Context, id string, spec Spec, image string) (Handle, error)
+}
+
 // Capabilities describe a driver on this host.
 type Capabilities struct {
 	Pause          bool

@@ -27,7 +27,13 @@ import (
 
 // Create implements isolation.Driver. It returns once the agent inside
 // answers; on any failure or cancellation it removes all it made.
-func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
+func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (isolation.Handle, error) {
+	return d.create(ctx, id, spec, "")
+}
+
+// create makes sandbox id from spec; with image, its kernel is not booted
+// but restored from that checkpoint (Clone).
+func (d *Driver) create(ctx context.Context, id string, spec isolation.Spec, image string) (h isolation.Handle, err error) {
 	if err := isolation.ValidateSpec(id, spec); err != nil {
 		return h, err
 	}
@@ -95,11 +101,17 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, err
 	}
 	pidFile := filepath.Join(dir, "pid")
-	if _, err := d.runsc(ctx, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
-		return h, fmt.Errorf("create sandbox %s: %w", id, err)
-	}
-	if _, err := d.runsc(ctx, "start", id); err != nil {
-		return h, fmt.Errorf("start sandbox %s: %w", id, err)
+	if image != "" {
+		if _, err := d.runsc(ctx, "restore", "--image-path", image, "--bundle", dir, "--pid-file", pidFile, "--detach", id); err != nil {
+			return h, fmt.Errorf("restore sandbox %s: %w", id, err)
+		}
+	} else {
+		if _, err := d.runsc(ctx, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
+			return h, fmt.Errorf("create sandbox %s: %w", id, err)
+		}
+		if _, err := d.runsc(ctx, "start", id); err != nil {
+			return h, fmt.Errorf("start sandbox %s: %w", id, err)
+		}
 	}
 	if h, err = d.track(id, pidFile, cg, spec.Limits); err != nil {
 		return h, err

@@ -204,24 +204,7 @@ func TestCheckpointRestore(t *testing.T) {
 	if _, err := c.Run(ctx, "root", "echo kept > /tmp/file; (setsid python3 -c '"+counterServer+"' >/dev/null 2>&1 &)", 0); err != nil {
 		t.Fatal(err)
 	}
-	count := func() string {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			conn, err := d.Dial(ctx, id, 8000)
-			if err == nil {
-				fmt.Fprint(conn, "GET / HTTP/1.0\r\n\r\n")
-				b, _ := io.ReadAll(conn)
-				conn.Close()
-				if _, body, ok := strings.Cut(string(b), "\r\n\r\n"); ok {
-					return body
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the counter does not answer: %v", err)
-			}
-		}
-	}
-	if a, b := count(), count(); a != "1" || b != "2" {
+	if a, b := count(t, ctx, d, id), count(t, ctx, d, id); a != "1" || b != "2" {
 		t.Fatalf("counter before the checkpoint: %q %q", a, b)
 	}
 	image := t.TempDir()
@@ -234,12 +217,31 @@ func TestCheckpointRestore(t *testing.T) {
 	if _, err := d.Restore(ctx, id, image, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := count(); got != "3" {
+	if got := count(t, ctx, d, id); got != "3" {
 		t.Errorf("counter after the restore: %q, want 3 (its memory kept)", got)
 	}
 	res, err := c.Run(ctx, "root", "cat /tmp/file", 0)
 	if err != nil || string(res.Stdout) != "kept\n" {
 		t.Errorf("a file after the restore: %q %v", res.Stdout, err)
+	}
+}
+
+// count asks the counter server in sandbox id for its count.
+func count(t *testing.T, ctx context.Context, d *Driver, id string) string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		conn, err := d.Dial(ctx, id, 8000)
+		if err == nil {
+			fmt.Fprint(conn, "GET / HTTP/1.0\r\n\r\n")
+			b, _ := io.ReadAll(conn)
+			conn.Close()
+			if _, body, ok := strings.Cut(string(b), "\r\n\r\n"); ok {
+				return body
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the counter in %s does not answer: %v", id, err)
+		}
 	}
 }
 
