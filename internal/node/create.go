@@ -61,6 +61,11 @@ type CreateRequest struct {
 	Layers []string
 	// Volumes are bound read-write into the sandbox.
 	Volumes []VolumeMount
+	// Image, when set, is a copy of the processes of the sandbox Saved
+	// and Layers come from (SaveLayer with memory): the sandbox runs them
+	// on from where they were instead of booting (its template's start
+	// command does not run again).
+	Image *Image
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -124,7 +129,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		return Info{}, err
 	}
 	// Warm sandboxes are the default driver's.
-	if req.ID == "" && req.Resolved == nil && tpl.Saved == nil && len(req.Volumes) == 0 && m.pool != nil && d == m.driver {
+	if req.ID == "" && req.Resolved == nil && tpl.Saved == nil && req.Image == nil && len(req.Volumes) == 0 && m.pool != nil && d == m.driver {
 		if w := m.pool.take(tpl, limits); w != nil {
 			info, err := m.handOut(ctx, w, req)
 			if err == nil {
@@ -166,7 +171,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.mu.Unlock()
 
 	info := sb.snapshot()
-	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}, false)
+	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}, false, req.Image)
 	if err == nil {
 		err = m.admit(sb, &info, n, m.agentFor(info.ID))
 	}
@@ -176,7 +181,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		m.mu.Unlock()
 		return Info{}, err
 	}
-	if tpl.StartCmd != "" {
+	if tpl.StartCmd != "" && req.Image == nil { // a clone's processes run already
 		if err := startCommand(ctx, m.agentOf(info.ID), tpl); err != nil {
 			cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -254,7 +259,10 @@ func withCPUs(vars map[string]string, l isolation.Limits) map[string]string {
 // launch starts a sandbox for info over tpl: its network from the pool
 // (with want's rules), the driver's create with the agent's settings. It
 // fills info's handle and network; on failure nothing is left.
-func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool) (*network.Net, error) {
+//
+// With img, the sandbox's processes are not started but cloned from that
+// copy of another's (Manager.clone), and its agent is told who it is.
+func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool, img *Image) (*network.Net, error) {
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
 	rootfs := tpl.RootFS
 	for _, v := range info.Volumes {
@@ -289,7 +297,12 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		return nil, err
 	}
 	info.Isolation = d.Name()
-	h, err := d.Create(ctx, info.ID, spec)
+	var h isolation.Handle
+	if img != nil {
+		h, err = m.clone(ctx, d, info, spec, img)
+	} else {
+		h, err = d.Create(ctx, info.ID, spec)
+	}
 	if err != nil {
 		if n != nil {
 			m.cfg.Networks.Release(n)
@@ -297,6 +310,12 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		return nil, fmt.Errorf("create sandbox %s: %w", info.ID, err)
 	}
 	info.Handle = h
+	if img != nil {
+		if err := reidentify(ctx, d, info.ID, img, spec); err != nil {
+			m.destroy(info.ID, n)
+			return nil, err
+		}
+	}
 	return n, nil
 }
 

@@ -120,7 +120,7 @@ func (m *Manager) reboot(ctx context.Context, sb *sandbox, timeout time.Duration
 	if info.Network != nil {
 		want = info.Network
 	}
-	n, err := m.launch(ctx, &info, saved.Template, want, false)
+	n, err := m.launch(ctx, &info, saved.Template, want, false, nil)
 	if err != nil {
 		return err
 	}

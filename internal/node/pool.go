@@ -253,7 +253,7 @@ func (p *pool) fill(tpl template.Template) error {
 		info.AccessToken = m.cfg.WarmToken(info.ID)
 	}
 	// Made at a low CPU priority: sandboxes in use come first.
-	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true}, true)
+	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true}, true, nil)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 )
@@ -18,6 +19,10 @@ import (
 // the driver holds without a record are removed. It returns how many were
 // adopted and how many removed.
 func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error) {
+	// Copies of processes live only while a fork starts its children.
+	if err := fsutil.RemoveTree(m.imagesDir()); err != nil {
+		m.log.Error("remove copies of processes a stopped node left", "path", m.imagesDir(), logx.Err(err))
+	}
 	entries, err := os.ReadDir(m.cfg.Dir)
 	if err != nil {
 		return 0, 0, err

@@ -12,37 +12,70 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
+// Copy is what SaveLayer kept of a sandbox, until Release.
+type Copy struct {
+	Info  Info              // the sandbox as it was copied
+	Layer template.LayerSum // its files
+	Image *Image            // its processes, when asked for and its driver can copy them
+	release func()
+}
+
+// Release lets Collect have the layer (the caller names it first: a
+// template build, a sandbox) and removes the image.
+func (c Copy) Release() { c.release() }
+
 // SaveLayer copies what a sandbox wrote over its template — its writable
-// layer — into the template store and returns the layer's manifest entry.
-// A running sandbox is frozen for the copy and runs on after it; a paused
-// one stays paused (one paused without its memory has its layer saved
-// already). The caller must name the layer (a template build, a sandbox)
-// before it calls release: until then Collect leaves it alone.
-func (m *Manager) SaveLayer(ctx context.Context, id string) (Info, template.LayerSum, func(), error) {
+// layer — into the template store and, with memory, its processes into an
+// image (isolation.Cloner; a driver without it, or a sandbox whose
+// processes are on disk or ended by a pause, gives none). A running
+// sandbox is frozen for the copy and runs on after it; a paused one stays
+// paused (one paused without its memory has its layer saved already).
+func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, error) {
 	sb := m.lookup(id)
 	if sb == nil {
-		return Info{}, template.LayerSum{}, nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+		return Copy{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	switch sb.info.State {
 	case StateRunning, StatePaused:
 	default:
-		return Info{}, template.LayerSum{}, nil, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
+		return Copy{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
 	release := m.templates.Hold()
 	if s := sb.info.Saved; s != nil {
 		// Its files are saved already: the top of its layers.
 		info := sb.info
 		info.Layers = info.Layers[:len(info.Layers)-1]
-		return info, s.Layer, release, nil
+		return Copy{Info: info, Layer: s.Layer, release: release}, nil
 	}
-	sum, err := m.copyLayer(ctx, sb, false, "")
+	_, cloner := m.recordDriver(sb.info).(isolation.Cloner)
+	memory = memory && cloner && sb.info.Spilled == nil
+	sum, err := m.copyLayer(ctx, sb, memory, "")
 	if err != nil {
 		release()
-		return Info{}, template.LayerSum{}, nil, err
+		return Copy{}, err
 	}
-	return sb.info, sum, release, nil
+	c := Copy{Info: sb.info, Layer: sum, release: release}
+	if memory {
+		// Frozen still, so that its processes match its files.
+		c.Image, err = m.image(ctx, sb)
+		if sb.info.Saving {
+			if rerr := m.recordDriver(sb.info).(isolation.Pauser).Resume(context.WithoutCancel(ctx), id); rerr != nil {
+				m.log.Error("let a sandbox run again after copying its processes", logx.SandboxID(id), logx.Err(rerr))
+			}
+			m.unmarkSaving(sb)
+		}
+		if err != nil {
+			release()
+			return Copy{}, err
+		}
+		c.release = func() {
+			release()
+			m.removeImage(c.Image)
+		}
+	}
+	return c, nil
 }
 
 // copyLayer copies sb's writable layer into the template store (sb.mu

@@ -133,10 +133,12 @@ func Leftovers(dir string) []string {
 	var out []string
 	entries, _ := os.ReadDir(filepath.Join(dir, "node"))
 	for _, e := range entries {
-		if e.Name() == "saved" { // paused sandboxes' memory images, one directory each
-			saved, _ := os.ReadDir(filepath.Join(dir, "node", "saved"))
+		// Paused sandboxes' memory images, and copies of processes a fork
+		// starts from: one directory each.
+		if e.Name() == "saved" || e.Name() == "images" {
+			saved, _ := os.ReadDir(filepath.Join(dir, "node", e.Name()))
 			for _, s := range saved {
-				out = append(out, "node/saved/"+s.Name())
+				out = append(out, "node/"+e.Name()+"/"+s.Name())
 			}
 			continue
 		}
@@ -155,10 +157,10 @@ func Leftovers(dir string) []string {
 // state directory aside: it outlives the sandboxes).
 func allOf(dir string) []string {
 	var out []string
-	for _, d := range []string{"node", "node/saved", "sandboxes", "gvisor"} {
+	for _, d := range []string{"node", "node/saved", "node/images", "sandboxes", "gvisor"} {
 		entries, _ := os.ReadDir(filepath.Join(dir, d))
 		for _, e := range entries {
-			if e.Name() != ".runsc" && !(d == "node" && e.Name() == "saved") {
+			if e.Name() != ".runsc" && !(d == "node" && (e.Name() == "saved" || e.Name() == "images")) {
 				out = append(out, d+"/"+e.Name())
 			}
 		}

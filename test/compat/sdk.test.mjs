@@ -437,10 +437,40 @@ test('snapshots: made from a running sandbox, listed, created from, deleted', as
   await assert.rejects(Sandbox.createSnapshot(s.sandboxId), NotFoundError)
 })
 
-test('fork: children with the parent\'s files, the parent goes on, a killed parent is not found', async () => {
+// A web server keeping a count in memory, on 127.0.0.1:8000.
+const counterServer = `python3 -c "
+import http.server
+n = 0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        global n
+        n += 1
+        b = str(n).encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()"`
+
+// count asks a sandbox's counter server for its count (null: no answer).
+async function count (s, waitMs = 20000) {
+  let n = null
+  await waitUntil(async () => {
+    try {
+      const res = await fetch(`http://${s.getHost(8000)}/`)
+      if (res.status === 200) n = await res.text()
+    } catch {}
+    return n !== null
+  }, waitMs)
+  return n
+}
+
+test('fork: children with the parent\'s files (and, on gVisor, its processes), the parent goes on, a killed parent is not found', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' } })
   try {
+    const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
+    const memory = raw.isolation === 'gvisor' // the driver that can copy processes
     await s.files.write('/home/user/notes.txt', 'forked')
+    await s.commands.run(counterServer, { background: true })
+    assert.equal(await count(s), '1')
     const kids = await s.fork({ count: 3, timeoutMs: 60000 })
     assert.equal(kids.length, 3)
     try {
@@ -449,7 +479,15 @@ test('fork: children with the parent\'s files, the parent goes on, a killed pare
         assert.ok(k instanceof Sandbox, String(k))
         ids.add(k.sandboxId)
         assert.equal(await k.files.read('/home/user/notes.txt'), 'forked')
-        assert.equal((await k.commands.run('echo $FROM; whoami')).stdout, 'parent\nuser\n')
+        assert.equal((await k.commands.run('echo $FROM; whoami; echo $E2B_SANDBOX_ID; hostname')).stdout, `parent\nuser\n${k.sandboxId}\n${k.sandboxId}\n`)
+        if (memory) {
+          // The parent's server, its count in memory, goes on in each child.
+          assert.equal(await count(k), '2')
+          assert.equal(await count(k), '3')
+          assert.ok((await k.commands.list()).some((p) => p.args?.join(' ').includes('http.server')))
+        } else {
+          assert.equal(await count(k, 1000), null)
+        }
       }
       assert.equal(ids.size, 3)
       assert.ok(!ids.has(s.sandboxId))
@@ -460,6 +498,7 @@ test('fork: children with the parent\'s files, the parent goes on, a killed pare
       await Promise.all(kids.map((k) => k instanceof Sandbox && k.kill()))
     }
     assert.equal(await s.isRunning(), true)
+    assert.equal(await count(s), '2')
   } finally {
     await s.kill()
   }

@@ -21,10 +21,13 @@ type ForkResult struct {
 	Err     error
 }
 
-// Fork saves a team's sandbox's files once (frozen for the copy only) and
-// starts count sandboxes from them, each with the parent's template
+// Fork saves a team's sandbox's files once (frozen for the copy only) —
+// and its processes, on a driver that can copy them (isolation.Cloner) —
+// and starts count sandboxes from them, each with the parent's template
 // build, environment, metadata, network rules and settings, living
-// timeout. Each child starts or fails on its own; the parent goes on.
+// timeout: with the processes, each runs them on from where the parent
+// was; without, each boots. Each child starts or fails on its own; the
+// parent goes on.
 func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout time.Duration) ([]ForkResult, error) {
 	if count < 1 || count > MaxForks {
 		return nil, errs.New(errs.InvalidArgument, "count must be between 1 and %d", MaxForks)
@@ -36,17 +39,18 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 	if err != nil {
 		return nil, err
 	}
-	info, sum, release, err := s.node.SaveLayer(ctx, id)
+	c, err := s.node.SaveLayer(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
-	defer release() // the children stack the layer once started
+	defer c.Release() // the children stack the layer once started
+	info, sum := c.Info, c.Layer
 	req := CreateRequest{
 		Team: team, TemplateID: info.TemplateID, BuildID: info.BuildID, Layers: info.Layers, Saved: &sum, Alias: parent.Alias,
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
 		AllowInternetAccess: parent.AllowInternetAccess, AutoPause: parent.AutoPause, AutoResume: parent.AutoResume,
 		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation, AutoPauseFiles: info.AutoPauseFiles,
-		Volumes: info.Volumes,
+		Volumes: info.Volumes, Image: c.Image,
 	}
 	if n := info.Network; n != nil {
 		for _, p := range n.AllowOut {
@@ -75,6 +79,6 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 			started++
 		}
 	}
-	s.log.Info("sandbox forked", logx.SandboxID(id), "layer", sum.Name, "asked", count, "started", started)
+	s.log.Info("sandbox forked", logx.SandboxID(id), "layer", sum.Name, "processes", c.Image != nil, "asked", count, "started", started)
 	return out, nil
 }

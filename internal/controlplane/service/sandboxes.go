@@ -46,6 +46,9 @@ type CreateRequest struct {
 	Saved   *template.LayerSum
 	Layers  []string
 	Alias   string
+	// Image, with Saved, is a copy of the parent's processes the sandbox
+	// runs on from (a fork, on a driver that can copy them).
+	Image *node.Image
 	// Volumes are mounted read-write (Volumes.Binds resolved them).
 	Volumes []VolumeMount
 }
@@ -130,7 +133,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers, Volumes: req.Volumes,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers, Volumes: req.Volumes, Image: req.Image,
 	})
 	if err != nil {
 		return Sandbox{}, err

@@ -30,7 +30,7 @@ type Node interface {
 	Pause(ctx context.Context, id string) (node.Info, error)
 	PauseFiles(ctx context.Context, id string) (node.Info, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
-	SaveLayer(ctx context.Context, id string) (node.Info, template.LayerSum, func(), error)
+	SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
 }
 
 // Snapshots records snapshots as templates (template.Store).

@@ -24,11 +24,12 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 			return template.Record{}, err
 		}
 	}
-	info, sum, release, err := s.node.SaveLayer(ctx, id)
+	c, err := s.node.SaveLayer(ctx, id, false)
 	if err != nil {
 		return template.Record{}, err
 	}
-	defer release()
+	defer c.Release()
+	info, sum := c.Info, c.Layer
 	rec, err := s.cfg.Snapshots.CreateSnapshot(name, template.SnapshotSource{
 		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: layerNames(info.Layers),
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
