@@ -64,8 +64,8 @@ type CreateRequest struct {
 	// Image, when set, is a copy of the processes of the sandbox Saved
 	// and Layers come from (SaveLayer with memory): the sandbox runs them
 	// on from where they were instead of booting (its template's start
-	// command does not run again).
-	Image *Image
+	// command does not run again). A snapshot's template brings its own.
+	Image *template.ProcessImage
 }
 
 // Create makes a sandbox and returns once its agent is initialized and
@@ -102,6 +102,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if req.Saved != nil {
 		tpl.RootFS.Layers = append(slices.Clone(tpl.RootFS.Layers), m.templates.LayerPath(req.Saved.Name))
 		tpl.Saved = req.Saved
+	}
+	if req.Image == nil {
+		req.Image = tpl.Image // a snapshot's processes
 	}
 	if tpl.Saved != nil {
 		// A snapshot's files are checked before a sandbox stacks them.
@@ -262,7 +265,7 @@ func withCPUs(vars map[string]string, l isolation.Limits) map[string]string {
 //
 // With img, the sandbox's processes are not started but cloned from that
 // copy of another's (Manager.clone), and its agent is told who it is.
-func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool, img *Image) (*network.Net, error) {
+func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template, want *NetworkInfo, background bool, img *template.ProcessImage) (*network.Net, error) {
 	env := map[string]string{"E2B_SANDBOX_ID": info.ID, "E2B_TEMPLATE_ID": info.TemplateID}
 	rootfs := tpl.RootFS
 	for _, v := range info.Volumes {

@@ -15,19 +15,8 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
 )
-
-// Image is a copy of a sandbox's processes — their memory and kernel
-// state (isolation.Cloner) — that a fork's children start from: the
-// driver's image and its manifest.
-type Image struct {
-	Dir    string
-	Files  []FileSum
-	Driver string
-	// Token is the source's agent token: a child's agent has it until the
-	// node gives it the child's own.
-	Token string
-}
 
 // imagesDir holds images while a fork's children start from them; what a
 // stopped node left there is removed when it starts again.
@@ -35,7 +24,7 @@ func (m *Manager) imagesDir() string { return filepath.Join(m.cfg.Dir, "images")
 
 // image copies sb's processes (sb.mu held, the sandbox paused) into a new
 // image with its manifest.
-func (m *Manager) image(ctx context.Context, sb *sandbox) (*Image, error) {
+func (m *Manager) image(ctx context.Context, sb *sandbox) (*template.ProcessImage, error) {
 	start := time.Now()
 	id := sb.info.ID
 	d := m.recordDriver(sb.info)
@@ -46,23 +35,19 @@ func (m *Manager) image(ctx context.Context, sb *sandbox) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img := &Image{Dir: dir, Driver: d.Name(), Token: sb.info.AccessToken}
+	img := &template.ProcessImage{Dir: dir, Driver: d.Name(), Token: sb.info.AccessToken}
 	if err = d.(isolation.Cloner).Image(ctx, id, dir); err == nil {
-		img.Files, err = sumFiles(dir)
+		img.Files, err = template.SumFiles(dir)
 	}
 	if err != nil {
 		m.removeImage(img)
 		return nil, err
 	}
-	var bytes int64
-	for _, f := range img.Files {
-		bytes += f.Size
-	}
-	m.log.Info("sandbox processes copied", logx.SandboxID(id), "bytes", bytes, "took", time.Since(start))
+	m.log.Info("sandbox processes copied", logx.SandboxID(id), "bytes", img.Bytes(), "took", time.Since(start))
 	return img, nil
 }
 
-func (m *Manager) removeImage(img *Image) {
+func (m *Manager) removeImage(img *template.ProcessImage) {
 	if err := fsutil.RemoveTree(img.Dir); err != nil {
 		m.log.Error("remove a copy of a sandbox's processes", "path", img.Dir, logx.Err(err))
 	}
@@ -70,12 +55,12 @@ func (m *Manager) removeImage(img *Image) {
 
 // clone starts sandbox info.ID from img with spec (launch), its image
 // checked against its manifest first.
-func (m *Manager) clone(ctx context.Context, d isolation.Driver, info *Info, spec isolation.Spec, img *Image) (isolation.Handle, error) {
+func (m *Manager) clone(ctx context.Context, d isolation.Driver, info *Info, spec isolation.Spec, img *template.ProcessImage) (isolation.Handle, error) {
 	cl, ok := d.(isolation.Cloner)
 	if !ok || d.Name() != img.Driver {
 		return isolation.Handle{}, errs.New(errs.InvalidArgument, "a copy of a %s sandbox's processes cannot run on the %s driver", img.Driver, d.Name())
 	}
-	if err := verifyFiles(img.Dir, img.Files); err != nil {
+	if err := template.VerifyFiles(img.Dir, img.Files); err != nil {
 		m.log.Error("copy of a sandbox's processes refused", logx.SandboxID(info.ID), logx.Err(err))
 		return isolation.Handle{}, err
 	}
@@ -86,7 +71,7 @@ func (m *Manager) clone(ctx context.Context, d isolation.Driver, info *Info, spe
 // and variables, who it is now: its own token and E2B_SANDBOX_ID (the
 // processes it carried over keep their environment, as in any copy of a
 // running machine).
-func reidentify(ctx context.Context, d isolation.Driver, id string, img *Image, spec isolation.Spec) error {
+func reidentify(ctx context.Context, d isolation.Driver, id string, img *template.ProcessImage, spec isolation.Spec) error {
 	vars := maps.Clone(spec.Agent.EnvVars)
 	if vars == nil {
 		vars = map[string]string{}

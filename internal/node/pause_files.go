@@ -55,6 +55,7 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 	prev := sb.info
 	tpl.RootFS.Layers = append(slices.Clone(layers), m.templates.LayerPath(sum.Name))
 	tpl.Saved = nil // SavedState.Layer is what is checked at the boot
+	tpl.Image = nil // it boots: no processes carried over
 	sb.info.Saved = &SavedState{Layer: sum, Template: tpl}
 	sb.info.Layers = tpl.RootFS.Layers
 	sb.info.OwnLayer = sum.Name

@@ -16,7 +16,7 @@ import (
 type Copy struct {
 	Info    Info              // the sandbox as it was copied
 	Layer   template.LayerSum // its files
-	Image   *Image            // its processes, when asked for and its driver can copy them
+	Image   *template.ProcessImage            // its processes, when asked for and its driver can copy them
 	release func()
 }
 

@@ -2,34 +2,23 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // SpillState is a paused sandbox whose memory the node wrote to disk
 // (Config.SpillAfter): the driver's checkpoint image and its manifest.
 type SpillState struct {
 	Dir   string    `json:"dir"`
-	Files []FileSum `json:"files"`
-}
-
-// FileSum is a file of a saved state and its SHA-256.
-type FileSum struct {
-	Name   string `json:"name"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	Files []template.FileSum `json:"files"`
 }
 
 // spillDir is where a sandbox's checkpoint image goes.
@@ -110,7 +99,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 		undo()
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
-	files, err := sumFiles(dir)
+	files, err := template.SumFiles(dir)
 	if err == nil {
 		sb.info.Spilled = &SpillState{Dir: dir, Files: files}
 		err = m.writeRecord(sb.info)
@@ -141,7 +130,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 // stays paused on disk.
 func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.Duration) error {
 	id, sp := sb.info.ID, sb.info.Spilled
-	if err := verifyFiles(sp.Dir, sp.Files); err != nil {
+	if err := template.VerifyFiles(sp.Dir, sp.Files); err != nil {
 		m.log.Error("saved memory refused", logx.SandboxID(id), logx.Err(err))
 		return err
 	}
@@ -183,50 +172,6 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 	return nil
 }
 
-// sumFiles lists a directory tree's regular files with their SHA-256.
-func sumFiles(dir string) ([]FileSum, error) {
-	var out []FileSum
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, f)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out = append(out, FileSum{Name: rel, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, err
-}
-
-// verifyFiles checks a directory against its manifest: every file there,
-// of its size and digest, and no other.
-func verifyFiles(dir string, want []FileSum) error {
-	got, err := sumFiles(dir)
-	if err != nil {
-		return errs.New(errs.DataLoss, "saved state %s cannot be read: %v", dir, err)
-	}
-	if len(got) != len(want) {
-		return errs.New(errs.DataLoss, "saved state %s is incomplete: %d files, the manifest lists %d", dir, len(got), len(want))
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return errs.New(errs.DataLoss, "saved state %s is damaged: %s is %d bytes with digest %.16s, the manifest says %d bytes, %.16s",
-				dir, want[i].Name, got[i].Size, got[i].SHA256, want[i].Size, want[i].SHA256)
-		}
-	}
-	return nil
-}
-
 // adoptSpilling settles a sandbox whose checkpoint a node's stop cut short
 // (a record that names an image without its manifest): still running,
 // it is paused again and kept in memory; ended, its image is complete
@@ -246,7 +191,7 @@ func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 		m.log.Info("sandbox kept paused in memory after an interrupted checkpoint", logx.SandboxID(info.ID))
 		return info, m.writeRecord(info)
 	}
-	files, err := sumFiles(info.Spilled.Dir)
+	files, err := template.SumFiles(info.Spilled.Dir)
 	if err != nil || len(files) == 0 {
 		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // LayerSum is a saved layer's entry in a manifest: its name and a digest
@@ -31,11 +32,13 @@ type LayerSum struct {
 }
 
 // Snapshot is where a snapshot build came from and the proof of what it
-// saved: the layer the sandbox's files were copied into.
+// saved: the layer the sandbox's files were copied into and, when its
+// driver could copy them, its processes.
 type Snapshot struct {
-	SandboxID string    `json:"sandboxID"`
-	CreatedAt time.Time `json:"createdAt"`
-	Layer     LayerSum  `json:"layer"`
+	SandboxID string        `json:"sandboxID"`
+	CreatedAt time.Time     `json:"createdAt"`
+	Layer     LayerSum      `json:"layer"`
+	Image     *ProcessImage `json:"image,omitempty"`
 }
 
 // SnapshotSource is what a snapshot is made from: the sandbox, the template
@@ -181,8 +184,9 @@ func digestLayer(root string) (LayerSum, error) {
 // sandbox's environment, and the manifest. A new name makes a template
 // (hidden from template lists, listed by ListSnapshots); the name of one
 // of the team's templates gets a new build, which its default tag takes.
-// Call it while holding the store (Hold) since the layer was committed.
-func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum) (Record, error) {
+// With img (its processes), the image moves into the store. Call it while
+// holding the store (Hold) since the layer was committed.
+func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum, procs *ProcessImage) (_ Record, err error) {
 	if name != "" {
 		if err := validName(name); err != nil {
 			return Record{}, err
@@ -235,10 +239,22 @@ func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum) 
 	b := &Build{ID: newUUID(), Status: StatusReady, CreatedAt: now, FinishedAt: now,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskMB: src.DiskMB, Isolation: src.Isolation, Image: img,
 		Snapshot: &Snapshot{SandboxID: src.SandboxID, CreatedAt: now, Layer: layer}}
+	if procs != nil {
+		kept, err := s.keepImage(procs)
+		if err != nil {
+			return Record{}, err
+		}
+		b.Snapshot.Image = kept
+		defer func() {
+			if err != nil {
+				_ = fsutil.RemoveTree(kept.Dir)
+			}
+		}()
+	}
 	r.Builds = append(r.Builds, b)
 	oldDefault, hadDefault := r.Tags[DefaultTag]
 	r.Tags[DefaultTag] = b.ID
-	if err := s.save(r); err != nil {
+	if err = s.save(r); err != nil {
 		r.Builds = r.Builds[:len(r.Builds)-1]
 		if hadDefault {
 			r.Tags[DefaultTag] = oldDefault
@@ -250,6 +266,23 @@ func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum) 
 	s.templates[r.ID] = r
 	return r.clone(), nil
 }
+
+// keepImage moves a copy of processes into the store, under a new name.
+func (s *Store) keepImage(img *ProcessImage) (*ProcessImage, error) {
+	if err := os.MkdirAll(filepath.Join(s.dir, "images"), 0o700); err != nil {
+		return nil, err
+	}
+	kept := *img
+	kept.Name = newID()
+	kept.Dir = s.imagePath(kept.Name)
+	if err := os.Rename(img.Dir, kept.Dir); err != nil {
+		return nil, fmt.Errorf("keep a copy of a sandbox's processes: %w", err)
+	}
+	return &kept, nil
+}
+
+// imagePath is where the named copy of processes is stored.
+func (s *Store) imagePath(name string) string { return filepath.Join(s.dir, "images", name) }
 
 // ListSnapshots returns a team's snapshot templates, newest first, of
 // sandboxID when given, named name (a tag after ':' ignored) when given.

@@ -138,6 +138,9 @@ type Template struct {
 	// Saved, for a snapshot, is the manifest of the layer it saved: checked
 	// before a sandbox stacks it.
 	Saved *LayerSum
+	// Image, for a snapshot of a sandbox whose driver could copy its
+	// processes, is that copy: its sandboxes run them on (Dir set).
+	Image *ProcessImage
 }
 
 // Store holds the node's templates: records under <dir>/templates, layers
@@ -285,6 +288,11 @@ func (s *Store) resolved(r *Record, b *Build) Template {
 	if b.Snapshot != nil {
 		saved := b.Snapshot.Layer
 		t.Saved = &saved
+		if img := b.Snapshot.Image; img != nil {
+			c := *img
+			c.Dir = s.imagePath(img.Name)
+			t.Image = &c
+		}
 	}
 	for _, l := range b.Image.Layers {
 		t.RootFS.Layers = append(t.RootFS.Layers, s.layers.Path(l))
@@ -510,13 +518,26 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keep := map[string]bool{}
+	keep, keepImages := map[string]bool{}, map[string]bool{}
 	for _, r := range s.templates {
 		for _, b := range r.Builds {
 			for _, l := range b.Image.Layers {
 				keep[l] = true
 			}
+			if b.Snapshot != nil && b.Snapshot.Image != nil {
+				keepImages[b.Snapshot.Image.Name] = true
+			}
 		}
+	}
+	images, _ := os.ReadDir(filepath.Join(s.dir, "images"))
+	for _, e := range images {
+		if keepImages[e.Name()] {
+			continue
+		}
+		if err := fsutil.RemoveTree(s.imagePath(e.Name())); err != nil {
+			return removed, fmt.Errorf("remove image %s: %w", e.Name(), err)
+		}
+		removed++
 	}
 	names, err := s.layers.list()
 	if err != nil {

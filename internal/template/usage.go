@@ -6,12 +6,13 @@ import (
 	"path/filepath"
 )
 
-// TeamLayerBytes is how much layer storage a team's templates hold: the
-// bytes of every layer their builds name, each layer once, shared with
-// other teams or not.
+// TeamLayerBytes is how much storage a team's templates hold: the bytes
+// of every layer their builds name, each layer once, shared with other
+// teams or not, and of their snapshots' copies of processes.
 func (s *Store) TeamLayerBytes(team string) (int64, error) {
 	s.mu.Lock()
 	names := map[string]bool{}
+	var total int64
 	for _, r := range s.templates {
 		if r.Team != team {
 			continue
@@ -20,10 +21,12 @@ func (s *Store) TeamLayerBytes(team string) (int64, error) {
 			for _, l := range b.Image.Layers {
 				names[l] = true
 			}
+			if b.Snapshot != nil && b.Snapshot.Image != nil {
+				total += b.Snapshot.Image.Bytes()
+			}
 		}
 	}
 	s.mu.Unlock()
-	var total int64
 	for name := range names {
 		n, err := s.layerBytes(name)
 		if err != nil {

@@ -389,9 +389,11 @@ test('pause without memory: files kept, processes gone, the same token; reboot a
   }
 })
 
-test('snapshots: made from a running sandbox, listed, created from, deleted', async () => {
+test('snapshots: made from a running sandbox (on gVisor its processes too), listed, created from, deleted', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' }, metadata: { snap: process.env.COMPAT_RUN } })
   try {
+    const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
+    const memory = raw.isolation === 'gvisor' // the driver that can copy processes
     await s.commands.run('mkdir -p /srv/app && echo v1 > /srv/app/state && rm /etc/e2b', { user: 'root' })
     await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done', { background: true })
     assert.ok(await waitUntil(async () => (await s.commands.run('cat /tmp/count 2>/dev/null || true')).stdout.trim() !== ''))
@@ -416,6 +418,16 @@ test('snapshots: made from a running sandbox, listed, created from, deleted', as
       for (const c of [a, b]) {
         const r = await c.commands.run('cat /srv/app/state; echo $FROM; test -e /etc/e2b || echo deleted')
         assert.equal(r.stdout, 'v1\nparent\ndeleted\n')
+        const counted = async () => Number((await c.commands.run('cat /tmp/count')).stdout)
+        const c1 = await counted()
+        if (memory) {
+          // The counter, a shell's memory, runs on from the snapshot.
+          assert.ok(c1 > 0)
+          assert.ok(await waitUntil(async () => (await counted()) > c1), 'the snapshot\'s counter does not run on')
+        } else {
+          await new Promise((resolve) => setTimeout(resolve, 300))
+          assert.equal(await counted(), c1, 'a process runs in a sandbox from a snapshot of files')
+        }
       }
       await a.commands.run('echo changed > /srv/app/state', { user: 'root' })
       assert.equal((await b.commands.run('cat /srv/app/state')).stdout, 'v1\n')

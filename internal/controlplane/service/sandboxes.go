@@ -48,7 +48,7 @@ type CreateRequest struct {
 	Alias   string
 	// Image, with Saved, is a copy of the parent's processes the sandbox
 	// runs on from (a fork, on a driver that can copy them).
-	Image *node.Image
+	Image *template.ProcessImage
 	// Volumes are mounted read-write (Volumes.Binds resolved them).
 	Volumes []VolumeMount
 }

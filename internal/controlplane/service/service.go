@@ -35,7 +35,7 @@ type Node interface {
 
 // Snapshots records snapshots as templates (template.Store).
 type Snapshots interface {
-	CreateSnapshot(name string, src template.SnapshotSource, layer template.LayerSum) (template.Record, error)
+	CreateSnapshot(name string, src template.SnapshotSource, layer template.LayerSum, procs *template.ProcessImage) (template.Record, error)
 	ListSnapshots(team, sandboxID, name string) []template.Record
 }
 

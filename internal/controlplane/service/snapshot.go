@@ -9,9 +9,10 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
-// CreateSnapshot saves a team's sandbox's files as a template sandboxes
-// can start from (named name, or unnamed when name is ""); the sandbox
-// goes on (frozen for the copy only).
+// CreateSnapshot saves a team's sandbox's files — and its processes, on a
+// driver that can copy them — as a template sandboxes can start from
+// (named name, or unnamed when name is ""): each runs on from that state.
+// The sandbox goes on (frozen for the copy only).
 func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (template.Record, error) {
 	if s.cfg.Snapshots == nil {
 		return template.Record{}, errs.New(errs.Unimplemented, "snapshots are not kept by this server")
@@ -24,7 +25,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 			return template.Record{}, err
 		}
 	}
-	c, err := s.node.SaveLayer(ctx, id, false)
+	c, err := s.node.SaveLayer(ctx, id, true)
 	if err != nil {
 		return template.Record{}, err
 	}
@@ -34,11 +35,11 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: layerNames(info.Layers),
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
 		Isolation: info.Isolation,
-	}, sum)
+	}, sum, c.Image)
 	if err != nil {
 		return template.Record{}, err
 	}
-	s.log.Info("snapshot created", logx.SandboxID(id), "snapshot", rec.SnapshotID(), "layer", sum.Name)
+	s.log.Info("snapshot created", logx.SandboxID(id), "snapshot", rec.SnapshotID(), "layer", sum.Name, "processes", c.Image != nil)
 	return rec, nil
 }
 
