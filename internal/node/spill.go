@@ -17,7 +17,7 @@ import (
 // SpillState is a paused sandbox whose memory the node wrote to disk
 // (Config.SpillAfter): the driver's checkpoint image and its manifest.
 type SpillState struct {
-	Dir   string    `json:"dir"`
+	Dir   string             `json:"dir"`
 	Files []template.FileSum `json:"files"`
 }
 

@@ -87,4 +87,3 @@ func VerifyFiles(dir string, want []FileSum) error {
 	}
 	return nil
 }
-
