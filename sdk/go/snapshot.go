@@ -9,21 +9,23 @@ import (
 	"time"
 )
 
-// Snapshot is a saved copy of a sandbox's files, which sandboxes start
-// from as they do from a template (CreateOptions.Template = ID).
+// Snapshot is a saved copy of a sandbox's files — and, on gVisor, of its
+// running processes — which sandboxes start from as they do from a
+// template (CreateOptions.Template = ID).
 type Snapshot struct {
 	ID    string   `json:"snapshotID"` // name:tag, or template id:tag when unnamed
 	Names []string `json:"names"`
 }
 
-// Snapshot saves the sandbox's files (see Client.CreateSnapshot).
+// Snapshot saves the sandbox's state (see Client.CreateSnapshot).
 func (s *Sandbox) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	return s.client.CreateSnapshot(ctx, s.ID, name)
 }
 
-// CreateSnapshot saves a sandbox's files as a snapshot named name ("" for
-// an unnamed one; the name of an existing snapshot gets a new version).
-// The sandbox is frozen for the copy only and goes on.
+// CreateSnapshot saves a sandbox's files (on gVisor its processes too:
+// sandboxes from it run them on) as a snapshot named name ("" for an
+// unnamed one; the name of an existing snapshot gets a new version). The
+// sandbox is frozen for the copy only and goes on.
 func (c *Client) CreateSnapshot(ctx context.Context, sandboxID, name string) (Snapshot, error) {
 	body := map[string]any{}
 	if name != "" {
@@ -58,14 +60,15 @@ func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
 	return c.DeleteTemplate(ctx, id)
 }
 
-// Fork starts count sandboxes from the sandbox's files (see Client.Fork).
+// Fork starts count sandboxes from a copy of the sandbox (see Client.Fork).
 func (s *Sandbox) Fork(ctx context.Context, count int, timeout time.Duration) ([]*Sandbox, error) {
 	return s.client.Fork(ctx, s.ID, count, timeout)
 }
 
-// Fork saves a sandbox's files once and starts count sandboxes from them
-// (each with the parent's template, environment, metadata and network
-// rules), living timeout (0: the server's default of 15 s). Each child
+// Fork saves a sandbox's files (on gVisor its processes too, which each
+// child runs on) once and starts count sandboxes from them (each with the
+// parent's template, environment, metadata and network rules), living
+// timeout (0: the server's default of 15 s). Each child
 // starts or fails on its own: the result has one entry per child, nil
 // where it failed, and the error joins the failures.
 func (c *Client) Fork(ctx context.Context, sandboxID string, count int, timeout time.Duration) ([]*Sandbox, error) {
