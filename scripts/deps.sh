@@ -34,6 +34,8 @@ for pkg in python3-ipykernel python3-numpy python3-pandas python3-matplotlib pyt
 	r-cran-irkernel default-jdk-headless node-typescript; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need="$need $pkg"
 done
+# PostgreSQL's server: the store's tests start a throwaway cluster of it.
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need="$need postgresql"
 # *.localhost (getHost URLs) resolving to loopback for Node and Python.
 getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
 if [ "${1:-}" = tools ]; then

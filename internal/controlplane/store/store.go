@@ -1,7 +1,7 @@
 // Package store defines the control plane's state: API keys, the server
 // secret and the sandboxes the API has handed out. Implementations:
-// sqlite (embedded, the default) and, later, postgres; storetest is the
-// suite both pass.
+// sqlite (embedded, the default) and postgres (shared by API replicas);
+// storetest is the suite both pass.
 package store
 
 import (

@@ -1,0 +1,279 @@
+// Package postgres is the store of a cluster's API replicas: PostgreSQL
+// through pgx, its schema kept by goose migrations. Every statement is one
+// transaction of its own; replicas share nothing else.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store implements store.Store.
+type Store struct{ pool *pgxpool.Pool }
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database dsn names (a URL or key=value pairs, as
+// libpq takes them) and migrates its schema. Replicas starting together
+// migrate one at a time (goose holds a session lock).
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("postgres: %w", err))
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool}, nil
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	dir, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	// Replicas starting together wait for the first one's migration: asked
+	// for every second, up to five minutes.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, dir, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// AddAPIKey implements store.Store.
+func (s *Store) AddAPIKey(ctx context.Context, k store.APIKey) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (hash, team, name, created_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (hash) DO NOTHING`, k.Hash, k.Team, k.Name, k.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("add api key: %w", err)
+	}
+	return nil
+}
+
+// APIKey implements store.Store.
+func (s *Store) APIKey(ctx context.Context, hash string) (store.APIKey, error) {
+	k := store.APIKey{Hash: hash}
+	err := s.pool.QueryRow(ctx, `SELECT team, name, created_at FROM api_keys WHERE hash = $1`, hash).Scan(&k.Team, &k.Name, &k.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, errs.New(errs.NotFound, "api key not found")
+	}
+	if err != nil {
+		return k, fmt.Errorf("look up api key: %w", err)
+	}
+	k.CreatedAt = k.CreatedAt.UTC()
+	return k, nil
+}
+
+// CountAPIKeys implements store.Store.
+func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count api keys: %w", err)
+	}
+	return n, nil
+}
+
+// Secret implements store.Store: the first replica to store a value wins,
+// and every replica returns that one.
+func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error) {
+	var v []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM secrets WHERE name = $1`, name).Scan(&v)
+	if err == nil {
+		return v, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read secret %s: %w", name, err)
+	}
+	if v, err = gen(); err != nil {
+		return nil, err
+	}
+	err = s.pool.QueryRow(ctx, `INSERT INTO secrets (name, value) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING value`, name, v).Scan(&v)
+	if err != nil {
+		return nil, fmt.Errorf("store secret %s: %w", name, err)
+	}
+	return v, nil
+}
+
+// InsertSandbox implements store.Store.
+func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	meta := sb.Metadata
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
+		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, auto_resume, secure, public_traffic,
+		isolation, envd_version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
+		sb.CPUCount, sb.MemoryMB, sb.DiskMB, meta, sb.AllowInternetAccess, sb.AutoPause, sb.AutoResume, sb.Secure, sb.PublicTraffic,
+		sb.Isolation, sb.EnvdVersion)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+// columns are a sandbox row's, in the order scan reads them.
+const columns = `id, team, template_id, alias, state, started_at, end_at, cpu_count, memory_mb, disk_mb,
+	metadata, allow_internet_access, auto_pause, auto_resume, secure, public_traffic, isolation, envd_version`
+
+func scan(row pgx.Row) (store.Sandbox, error) {
+	var (
+		sb           store.Sandbox
+		started, end int64
+	)
+	err := row.Scan(&sb.ID, &sb.Team, &sb.TemplateID, &sb.Alias, &sb.State, &started, &end, &sb.CPUCount, &sb.MemoryMB,
+		&sb.DiskMB, &sb.Metadata, &sb.AllowInternetAccess, &sb.AutoPause, &sb.AutoResume, &sb.Secure, &sb.PublicTraffic,
+		&sb.Isolation, &sb.EnvdVersion)
+	sb.StartedAt, sb.EndAt = time.Unix(0, started).UTC(), time.Unix(0, end).UTC()
+	return sb, err
+}
+
+// Sandbox implements store.Store.
+func (s *Store) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
+	sb, err := scan(s.pool.QueryRow(ctx, `SELECT `+columns+` FROM sandboxes WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sb, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if err != nil {
+		return sb, fmt.Errorf("read sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// SetSandboxEnd implements store.Store.
+func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) error {
+	return s.update(ctx, id, `UPDATE sandboxes SET end_at = $2 WHERE id = $1`, end.UnixNano())
+}
+
+// SetSandboxState implements store.Store.
+func (s *Store) SetSandboxState(ctx context.Context, id, state string, end time.Time) error {
+	return s.update(ctx, id, `UPDATE sandboxes SET state = $2, end_at = $3 WHERE id = $1`, state, end.UnixNano())
+}
+
+// update runs an UPDATE of sandbox id ($1): NotFound when it names none.
+func (s *Store) update(ctx context.Context, id, q string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, q, append([]any{id}, args...)...)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return nil
+}
+
+// DeleteSandbox implements store.Store.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sandboxes WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListSandboxes implements store.Store: every filter, the metadata's
+// included (jsonb containment), and the page are the query's.
+func (s *Store) ListSandboxes(ctx context.Context, f store.ListFilter) ([]store.Sandbox, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where = append(where, "team = "+arg(f.Team))
+	if len(f.States) > 0 {
+		where = append(where, "state = ANY("+arg(f.States)+")")
+	}
+	if len(f.Templates) > 0 {
+		n := arg(f.Templates)
+		where = append(where, "(template_id = ANY("+n+") OR alias = ANY("+n+"))")
+	}
+	if len(f.Metadata) > 0 {
+		where = append(where, "metadata @> "+arg(f.Metadata))
+	}
+	if !f.StartedAfter.IsZero() {
+		where = append(where, "started_at >= "+arg(f.StartedAfter.UnixNano()))
+	}
+	if !f.StartedBefore.IsZero() {
+		where = append(where, "started_at <= "+arg(f.StartedBefore.UnixNano()))
+	}
+	order, cmp := "DESC", "<"
+	if f.Ascending {
+		order, cmp = "ASC", ">"
+	}
+	if f.After != nil {
+		where = append(where, fmt.Sprintf("(started_at, id) %s (%s, %s)", cmp, arg(f.After.StartedAt.UnixNano()), arg(f.After.ID)))
+	}
+	q := `SELECT ` + columns + ` FROM sandboxes WHERE ` + strings.Join(where, " AND ") +
+		fmt.Sprintf(` ORDER BY started_at %s, id %s`, order, order)
+	if f.Limit > 0 {
+		q += " LIMIT " + arg(f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// AllSandboxIDs implements store.Store.
+func (s *Store) AllSandboxIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM sandboxes`)
+	if err != nil {
+		return nil, fmt.Errorf("list sandbox ids: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list sandbox ids: %w", err)
+	}
+	return ids, nil
+}
