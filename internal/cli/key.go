@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"github.com/covesandbox/cove/internal/server"
@@ -13,7 +15,7 @@ func keyCmd() *cobra.Command {
 }
 
 func keyCreateCmd() *cobra.Command {
-	var dataDir, name, listen string
+	var dataDir, database, name, listen string
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API key in the server's data directory (a running server accepts it at once) and print it",
@@ -23,7 +25,7 @@ to get one back when the printed key is lost. Run it as the user that runs
 cove server (root).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			key, err := server.CreateAPIKey(cmd.Context(), dataDir, name)
+			key, err := server.CreateAPIKey(cmd.Context(), database, dataDir, name)
 			if err != nil {
 				return err
 			}
@@ -33,6 +35,7 @@ cove server (root).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "the server's data directory (COVE_DATA_DIR)")
+	f.StringVar(&database, "database", os.Getenv("COVE_DATABASE"), "the server's PostgreSQL database, when it keeps its state there (COVE_DATABASE)")
 	f.StringVar(&name, "name", "cli", "a name for the key")
 	f.StringVar(&listen, "listen", envOr("COVE_LISTEN", "127.0.0.1:3000"), "the server's listen address, for the printed URLs (COVE_LISTEN)")
 	return cmd

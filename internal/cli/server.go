@@ -74,6 +74,7 @@ Every flag can also be set through its environment variable.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", envOr("COVE_LISTEN", "127.0.0.1:3000"), "address for the API and the sandbox proxy (COVE_LISTEN)")
 	f.StringVar(&cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
+	f.StringVar(&cfg.Database, "database", os.Getenv("COVE_DATABASE"), "a PostgreSQL connection string (postgres://user:pass@host/db, or key=value pairs): the API's state lives there instead of SQLite in the data directory; one server per database (COVE_DATABASE)")
 	f.StringVar(&apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
 	f.StringVar(&cfg.Domain, "domain", os.Getenv("COVE_DOMAIN"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (default localhost:<listen port>; COVE_DOMAIN)")
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")

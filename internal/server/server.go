@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/gvisor"
@@ -92,6 +93,10 @@ type Config struct {
 	// Runsc is gVisor's runsc ("" = PATH's); without one the gvisor driver
 	// is unavailable, with the reason given to whoever asks for it.
 	Runsc string
+	// Database, when set, is a PostgreSQL connection string: the API's
+	// state (keys, the secret, sandbox records) lives there instead of
+	// SQLite in the data directory.
+	Database string
 }
 
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes
@@ -119,11 +124,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	began := time.Now()
 	step := func(name string) { log.Debug("start-up", "step", name, "at", time.Since(began)) }
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "cove.db"))
+	st, release, err := openStore(ctx, cfg.Database, cfg.DataDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	defer release()
 	if err := setupKeys(ctx, st, cfg); err != nil {
 		return err
 	}
@@ -383,19 +389,47 @@ func addKey(ctx context.Context, st store.Store, name string) (string, error) {
 	return key, err
 }
 
-// CreateAPIKey adds a key to the data directory's store (a running server
-// accepts it at once) and returns it: the way back from a lost key.
-func CreateAPIKey(ctx context.Context, dataDir, name string) (string, error) {
-	path := filepath.Join(dataDir, "cove.db")
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("no Cove data in %s (start cove server first, or give --data-dir): %w", dataDir, err)
+// CreateAPIKey adds a key to the server's store — database, else the data
+// directory's — (a running server accepts it at once) and returns it: the
+// way back from a lost key.
+func CreateAPIKey(ctx context.Context, database, dataDir, name string) (string, error) {
+	var st store.Store
+	var err error
+	if database != "" {
+		st, err = postgres.Open(ctx, database)
+	} else {
+		path := filepath.Join(dataDir, "cove.db")
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("no Cove data in %s (start cove server first, or give --data-dir): %w", dataDir, err)
+		}
+		st, err = sqlite.Open(ctx, path)
 	}
-	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return "", err
 	}
 	defer st.Close()
 	return addKey(ctx, st, name)
+}
+
+// openStore opens the server's state: PostgreSQL when database names one
+// (a connection URL or key=value string), which the server then owns
+// (another cove server on it is refused: each reconciles the database
+// with its own sandboxes), else SQLite in the data directory.
+func openStore(ctx context.Context, database, dataDir string) (store.Store, func(), error) {
+	if database == "" {
+		st, err := sqlite.Open(ctx, filepath.Join(dataDir, "cove.db"))
+		return st, func() {}, err
+	}
+	st, err := postgres.Open(ctx, database)
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := st.Own(ctx, "cove server")
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, release, nil
 }
 
 // PrintKey shows a new key once, with the variables the E2B SDKs and the

@@ -277,3 +277,28 @@ func (s *Store) AllSandboxIDs(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// Own makes this process the database's only user of its kind until
+// release (or its end): a PostgreSQL advisory lock named by name, held on
+// a connection of its own. Another process holding it is a Conflict.
+func (s *Store) Own(ctx context.Context, name string) (release func(), err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, name).Scan(&got); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("postgres: lock %s: %w", name, err)
+	}
+	if !got {
+		conn.Release()
+		return nil, errs.New(errs.Conflict, "the database is in use by another %s", name)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, name)
+		conn.Release()
+	}, nil
+}
