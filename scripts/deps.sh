@@ -40,6 +40,8 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need="$need postgresql"
 getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
 if [ "${1:-}" = tools ]; then
 	command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
+	# The well-known types (timestamp, duration) the protos import.
+	[ -f /usr/include/google/protobuf/timestamp.proto ] || need="$need libprotobuf-dev"
 fi
 if [ -n "$need" ]; then
 	if [ "$(id -u)" != 0 ]; then echo "deps: need root to install:$need" >&2; exit 1; fi

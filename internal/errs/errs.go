@@ -53,6 +53,16 @@ var kindNames = map[Kind]string{
 
 func (k Kind) String() string { return kindNames[k] }
 
+// KindNamed is the kind whose String is name.
+func KindNamed(name string) (Kind, bool) {
+	for k, n := range kindNames {
+		if n == name {
+			return k, true
+		}
+	}
+	return Internal, false
+}
+
 type kindError struct {
 	kind Kind
 	err  error
@@ -87,6 +97,9 @@ func KindOf(err error) Kind {
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
+		if k, ok := KindNamed(ce.Meta().Get(kindHeader)); ok {
+			return k
+		}
 		for k, c := range connectCodes {
 			if c == ce.Code() {
 				return k
@@ -130,6 +143,11 @@ var httpStatuses = map[Kind]int{
 	DataLoss:          http.StatusInternalServerError,
 }
 
+// kindHeader names an error's kind beside its Connect code, which some
+// kinds share (a full disk and a used-up quota are both exhausted
+// resources): Cove's own services read it back (KindOf).
+const kindHeader = "Cove-Error-Kind"
+
 // ConnectError converts err into a *connect.Error with the code of its kind.
 func ConnectError(err error) error {
 	if err == nil {
@@ -139,7 +157,14 @@ func ConnectError(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	return connect.NewError(connectCodes[KindOf(err)], err)
+	k := KindOf(err)
+	code, ok := connectCodes[k]
+	if !ok {
+		code = connect.CodeResourceExhausted // QuotaExceeded
+	}
+	ce = connect.NewError(code, err)
+	ce.Meta().Set(kindHeader, kindNames[k])
+	return ce
 }
 
 // HTTPStatus returns the HTTP status for err's kind.

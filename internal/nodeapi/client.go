@@ -1,0 +1,218 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
+	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/nodeapi/nodepb/nodepbconnect"
+)
+
+// callTimeout bounds the calls whose callers give no context (the
+// in-process manager's quick lookups, remote here).
+const callTimeout = 30 * time.Second
+
+// Client calls a node's API: what an API replica uses in place of an
+// in-process manager.
+type Client struct {
+	base  *url.URL
+	token string
+	tls   *tls.Config
+	rpc   nodepbconnect.NodeClient
+}
+
+// NewClient calls the node at baseURL (http:// or https://) with token;
+// hc carries the calls (its transport's TLS settings also serve Dial).
+func NewClient(baseURL, token string, hc *http.Client) (*Client, error) {
+	base, err := url.Parse(baseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, errs.New(errs.InvalidArgument, "node URL %q: want http://host:port or https://host:port", baseURL)
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	var tlsConfig *tls.Config
+	if t, ok := hc.Transport.(*http.Transport); ok {
+		tlsConfig = t.TLSClientConfig
+	}
+	rpc := nodepbconnect.NewNodeClient(hc, base.String(), connect.WithInterceptors(bearer(token)))
+	return &Client{base: base, token: token, tls: tlsConfig, rpc: rpc}, nil
+}
+
+func info(r *connect.Response[pb.Sandbox], err error) (node.Info, error) {
+	if err != nil {
+		return node.Info{}, err
+	}
+	return infoFromPB(r.Msg)
+}
+
+// Create starts a sandbox on the node.
+func (c *Client) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
+	m, err := createToPB(req)
+	if err != nil {
+		return node.Info{}, err
+	}
+	return info(c.rpc.Create(ctx, connect.NewRequest(m)))
+}
+
+// Kill ends a sandbox.
+func (c *Client) Kill(ctx context.Context, id string) error {
+	_, err := c.rpc.Kill(ctx, connect.NewRequest(&pb.SandboxRef{Id: id}))
+	return err
+}
+
+// Get returns a sandbox the node runs.
+func (c *Client) Get(id string) (node.Info, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	return info(c.rpc.Get(ctx, connect.NewRequest(&pb.SandboxRef{Id: id})))
+}
+
+// List returns the node's sandboxes (none when it cannot be reached).
+func (c *Client) List() []node.Info {
+	list, err := c.ListContext(context.Background())
+	if err != nil {
+		return nil
+	}
+	return list
+}
+
+// ListContext returns the node's sandboxes, or why it cannot.
+func (c *Client) ListContext(ctx context.Context) ([]node.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	r, err := c.rpc.List(ctx, connect.NewRequest(&pb.Empty{}))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]node.Info, 0, len(r.Msg.GetSandboxes()))
+	for _, sb := range r.Msg.GetSandboxes() {
+		in, err := infoFromPB(sb)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+func (c *Client) retime(id string, timeout time.Duration, extend bool) (node.Info, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	return info(c.rpc.SetTimeout(ctx, connect.NewRequest(&pb.TimeoutRequest{Id: id, Timeout: durationpb.New(timeout), Extend: extend})))
+}
+
+// SetTimeout makes a sandbox end timeout from now.
+func (c *Client) SetTimeout(id string, timeout time.Duration) (node.Info, error) {
+	return c.retime(id, timeout, false)
+}
+
+// ExtendTimeout moves a sandbox's end to timeout from now unless it ends
+// later already.
+func (c *Client) ExtendTimeout(id string, timeout time.Duration) (node.Info, error) {
+	return c.retime(id, timeout, true)
+}
+
+// Stats returns a sandbox's resource use.
+func (c *Client) Stats(ctx context.Context, id string) (isolation.Stats, error) {
+	r, err := c.rpc.Stats(ctx, connect.NewRequest(&pb.SandboxRef{Id: id}))
+	if err != nil {
+		return isolation.Stats{}, err
+	}
+	return statsFromPB(r.Msg), nil
+}
+
+// UpdateNetwork changes a sandbox's egress.
+func (c *Client) UpdateNetwork(id string, u node.NetworkUpdate) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	_, err := c.rpc.UpdateNetwork(ctx, connect.NewRequest(networkToPB(id, u)))
+	return err
+}
+
+// Pause pauses a sandbox with its memory.
+func (c *Client) Pause(ctx context.Context, id string) (node.Info, error) {
+	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id, Memory: true})))
+}
+
+// PauseFiles pauses a sandbox keeping its files only.
+func (c *Client) PauseFiles(ctx context.Context, id string) (node.Info, error) {
+	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id})))
+}
+
+// Resume resumes a paused sandbox for timeout.
+func (c *Client) Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return info(c.rpc.Resume(ctx, connect.NewRequest(&pb.ResumeRequest{Id: id, Timeout: durationpb.New(timeout)})))
+}
+
+// Wake reports whether a sandbox runs, resuming it first when it is
+// paused with auto-resume; false when the node cannot be reached.
+func (c *Client) Wake(ctx context.Context, id string) bool {
+	r, err := c.rpc.Wake(ctx, connect.NewRequest(&pb.SandboxRef{Id: id}))
+	return err == nil && r.Msg.GetRunning()
+}
+
+// Dial connects to port inside a sandbox through the node.
+func (c *Client) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	return dial(ctx, c.base, c.tls, c.token, id, port)
+}
+
+// Event is a sandbox's end (Ended) or a state the node gave it itself.
+type Event struct {
+	Ended bool
+	Info  node.Info
+}
+
+// Follow calls onEvent with the node's events until ctx ends. Each time
+// it is following anew — first, and after the stream broke (events in
+// between are lost) — it calls onFollow first, where the caller catches
+// up (List). It waits up to a second between attempts.
+func (c *Client) Follow(ctx context.Context, onFollow func(), onEvent func(Event), log *slog.Logger) {
+	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait = min(2*wait, time.Second) {
+		err := c.follow(ctx, onFollow, onEvent, func() { wait = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("node events broke off; following again", "node", c.base.Host, logx.Err(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (c *Client) follow(ctx context.Context, onFollow func(), onEvent func(Event), started func()) error {
+	stream, err := c.rpc.Events(ctx, connect.NewRequest(&pb.Empty{}))
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	// The node's first message says the stream is open: catch up then.
+	if !stream.Receive() {
+		return fmt.Errorf("node %s: events: %w", c.base.Host, stream.Err())
+	}
+	started()
+	onFollow()
+	for stream.Receive() {
+		ev := stream.Msg()
+		in, err := infoFromPB(ev.GetSandbox())
+		if err != nil {
+			return err
+		}
+		onEvent(Event{Ended: ev.GetKind() == pb.Event_KIND_ENDED, Info: in})
+	}
+	return fmt.Errorf("node %s: events: %w", c.base.Host, stream.Err())
+}

@@ -1,0 +1,178 @@
+package nodeapi
+
+import (
+	"net/netip"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/node"
+	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+)
+
+// The node-internal API carries what an API replica needs of a sandbox;
+// what only the node uses (its handle, layers, saved states) stays there.
+
+func limitsToPB(l isolation.Limits) *pb.Limits {
+	return &pb.Limits{CpuMillis: l.CPUMillis, MemoryMb: l.MemoryMB, DiskMb: l.DiskMB, Pids: l.PIDs}
+}
+
+func limitsFromPB(l *pb.Limits) isolation.Limits {
+	return isolation.Limits{CPUMillis: l.GetCpuMillis(), MemoryMB: l.GetMemoryMb(), DiskMB: l.GetDiskMb(), PIDs: l.GetPids()}
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func parsePrefixes(ss []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range ss {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, errs.New(errs.InvalidArgument, "network rule %q: %v", s, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func infoToPB(in node.Info) *pb.Sandbox {
+	out := &pb.Sandbox{
+		Id: in.ID, TemplateId: in.TemplateID, BuildId: in.BuildID, Team: in.Team, Isolation: in.Isolation,
+		State: string(in.State), Limits: limitsToPB(in.Limits),
+		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
+		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
+		MaskRequestHost: in.MaskRequestHost, AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
+		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
+	}
+	if n := in.Network; n != nil {
+		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
+			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains}
+	}
+	return out
+}
+
+func infoFromPB(in *pb.Sandbox) (node.Info, error) {
+	out := node.Info{
+		ID: in.GetId(), TemplateID: in.GetTemplateId(), BuildID: in.GetBuildId(), Team: in.GetTeam(), Isolation: in.GetIsolation(),
+		State: node.State(in.GetState()), Limits: limitsFromPB(in.GetLimits()),
+		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
+		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
+		MaskRequestHost: in.GetMaskRequestHost(), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
+		AutoPauseFiles: in.GetAutoPauseFiles(), Timeout: in.GetTimeout().AsDuration(),
+		Exit: isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
+	}
+	if n := in.GetNetwork(); n != nil {
+		allow, err := parsePrefixes(n.GetAllowOut())
+		if err != nil {
+			return out, err
+		}
+		deny, err := parsePrefixes(n.GetDenyOut())
+		if err != nil {
+			return out, err
+		}
+		out.Network = &node.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
+			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains()}
+	}
+	return out, nil
+}
+
+// createToPB is a create as it crosses the wire. What names files on the
+// API's side (a resolved template, saved layers, volumes, images) cannot.
+func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
+	if r.Resolved != nil || r.Saved != nil || r.Layers != nil || len(r.Volumes) > 0 || r.Image != nil {
+		return nil, errs.New(errs.Unimplemented, "a create from saved files, volumes or a template in the making does not cross to a node yet")
+	}
+	return &pb.CreateRequest{
+		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits),
+		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.Tokens != nil, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
+		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
+		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
+		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
+	}, nil
+}
+
+// createFromPB is a create as the node takes it; tokens derives a
+// sandbox's tokens when the request asks for that.
+func createFromPB(r *pb.CreateRequest, tokens func(id string) (access, traffic string)) (node.CreateRequest, error) {
+	allow, err := parsePrefixes(r.GetAllowOut())
+	if err != nil {
+		return node.CreateRequest{}, err
+	}
+	deny, err := parsePrefixes(r.GetDenyOut())
+	if err != nil {
+		return node.CreateRequest{}, err
+	}
+	out := node.CreateRequest{
+		ID: r.GetId(), Template: r.GetTemplate(), BuildID: r.GetBuildId(), Timeout: r.GetTimeout().AsDuration(),
+		Limits: limitsFromPB(r.GetLimits()), EnvVars: r.GetEnvVars(), Metadata: r.GetMetadata(),
+		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
+		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
+		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
+		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
+	}
+	if r.GetDeriveTokens() {
+		if tokens == nil {
+			return out, errs.New(errs.InvalidArgument, "this node derives no tokens: it was started without the cluster's secret")
+		}
+		out.Tokens = tokens
+	}
+	return out, nil
+}
+
+func statsToPB(s isolation.Stats) *pb.SandboxStats {
+	return &pb.SandboxStats{CpuUsage: durationpb.New(s.CPUUsage), CpuMillis: s.CPUMillis, MemoryUsage: s.MemoryUsage,
+		MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache, DiskUsed: s.DiskUsed, DiskTotal: s.DiskTotal, Pids: s.PIDs, OomKills: s.OOMKills}
+}
+
+func statsFromPB(s *pb.SandboxStats) isolation.Stats {
+	return isolation.Stats{CPUUsage: s.GetCpuUsage().AsDuration(), CPUMillis: s.GetCpuMillis(), MemoryUsage: s.GetMemoryUsage(),
+		MemoryLimit: s.GetMemoryLimit(), MemoryCache: s.GetMemoryCache(), DiskUsed: s.GetDiskUsed(), DiskTotal: s.GetDiskTotal(),
+		PIDs: s.GetPids(), OOMKills: s.GetOomKills()}
+}
+
+func networkToPB(id string, u node.NetworkUpdate) *pb.NetworkUpdate {
+	out := &pb.NetworkUpdate{Id: id, Internet: u.Internet}
+	if u.AllowOut != nil {
+		out.AllowOut = &pb.StringList{Values: prefixStrings(*u.AllowOut)}
+	}
+	if u.DenyOut != nil {
+		out.DenyOut = &pb.StringList{Values: prefixStrings(*u.DenyOut)}
+	}
+	if u.AllowDomains != nil {
+		out.AllowDomains = &pb.StringList{Values: *u.AllowDomains}
+	}
+	return out
+}
+
+func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
+	out := node.NetworkUpdate{Internet: u.Internet}
+	for _, l := range []struct {
+		in  *pb.StringList
+		out **[]netip.Prefix
+	}{{u.GetAllowOut(), &out.AllowOut}, {u.GetDenyOut(), &out.DenyOut}} {
+		if l.in == nil {
+			continue
+		}
+		ps, err := parsePrefixes(l.in.GetValues())
+		if err != nil {
+			return out, err
+		}
+		if ps == nil {
+			ps = []netip.Prefix{}
+		}
+		*l.out = &ps
+	}
+	if d := u.GetAllowDomains(); d != nil {
+		vals := append([]string{}, d.GetValues()...)
+		out.AllowDomains = &vals
+	}
+	return out, nil
+}

@@ -1,0 +1,195 @@
+// Package nodeapi is the node-internal API (api/node/v1/node.proto): a
+// node serves its sandbox manager to API replicas (Server), which call it
+// through Client. Every request carries the cluster's node token.
+package nodeapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/node"
+	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/nodeapi/nodepb/nodepbconnect"
+)
+
+// Manager is what a node serves: its sandbox manager (*node.Manager).
+type Manager interface {
+	Create(ctx context.Context, req node.CreateRequest) (node.Info, error)
+	Kill(ctx context.Context, id string) error
+	Get(id string) (node.Info, error)
+	List() []node.Info
+	SetTimeout(id string, timeout time.Duration) (node.Info, error)
+	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
+	Stats(ctx context.Context, id string) (isolation.Stats, error)
+	UpdateNetwork(id string, u node.NetworkUpdate) error
+	Pause(ctx context.Context, id string) (node.Info, error)
+	PauseFiles(ctx context.Context, id string) (node.Info, error)
+	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
+	Wake(ctx context.Context, id string) bool
+	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+}
+
+// Server serves a node's manager.
+type Server struct {
+	mgr    Manager
+	token  string
+	tokens func(id string) (access, traffic string)
+	log    *slog.Logger
+	events *hub
+}
+
+var _ nodepbconnect.NodeHandler = (*Server)(nil)
+
+// NewServer serves mgr to callers that present token; tokens derives a
+// sandbox's tokens from its id when a create asks for that (nil: never).
+func NewServer(mgr Manager, token string, tokens func(id string) (access, traffic string), log *slog.Logger) (*Server, error) {
+	if len(token) < 32 {
+		return nil, errs.New(errs.InvalidArgument, "the node token must have at least 32 characters")
+	}
+	return &Server{mgr: mgr, token: token, tokens: tokens, log: log, events: newHub()}, nil
+}
+
+// Handler is the API's HTTP handler: the Connect service and /dial.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	path, h := nodepbconnect.NewNodeHandler(s, connect.WithInterceptors(s.auth()))
+	mux.Handle(path, h)
+	mux.HandleFunc("GET /dial", s.serveDial)
+	return mux
+}
+
+// auth refuses calls without the node token.
+func (s *Server) auth() connect.Interceptor {
+	return authInterceptor(func(h http.Header) error { return s.check(h) })
+}
+
+func (s *Server) check(h http.Header) error {
+	got, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+		return errs.New(errs.Unauthenticated, "missing or wrong node token")
+	}
+	return nil
+}
+
+// Ended and StateChanged publish the node's events (node.Config's OnEnd
+// and OnState) to the API replicas that follow them.
+func (s *Server) Ended(info node.Info) { s.events.publish(pb.Event_KIND_ENDED, info) }
+
+// StateChanged publishes a pause or resume the node made itself.
+func (s *Server) StateChanged(info node.Info) { s.events.publish(pb.Event_KIND_STATE, info) }
+
+func reply[T any](m *T, err error) (*connect.Response[T], error) {
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	return connect.NewResponse(m), nil
+}
+
+func sandbox(info node.Info, err error) (*connect.Response[pb.Sandbox], error) {
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	return connect.NewResponse(infoToPB(info)), nil
+}
+
+// Create implements nodepbconnect.NodeHandler.
+func (s *Server) Create(ctx context.Context, r *connect.Request[pb.CreateRequest]) (*connect.Response[pb.Sandbox], error) {
+	req, err := createFromPB(r.Msg, s.tokens)
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	return sandbox(s.mgr.Create(ctx, req))
+}
+
+// Kill implements nodepbconnect.NodeHandler.
+func (s *Server) Kill(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.Empty], error) {
+	return reply(&pb.Empty{}, s.mgr.Kill(ctx, r.Msg.GetId()))
+}
+
+// Get implements nodepbconnect.NodeHandler.
+func (s *Server) Get(_ context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.Sandbox], error) {
+	return sandbox(s.mgr.Get(r.Msg.GetId()))
+}
+
+// List implements nodepbconnect.NodeHandler.
+func (s *Server) List(context.Context, *connect.Request[pb.Empty]) (*connect.Response[pb.SandboxList], error) {
+	out := &pb.SandboxList{}
+	for _, info := range s.mgr.List() {
+		out.Sandboxes = append(out.Sandboxes, infoToPB(info))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// SetTimeout implements nodepbconnect.NodeHandler.
+func (s *Server) SetTimeout(_ context.Context, r *connect.Request[pb.TimeoutRequest]) (*connect.Response[pb.Sandbox], error) {
+	if r.Msg.GetExtend() {
+		return sandbox(s.mgr.ExtendTimeout(r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
+	}
+	return sandbox(s.mgr.SetTimeout(r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
+}
+
+// Stats implements nodepbconnect.NodeHandler.
+func (s *Server) Stats(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.SandboxStats], error) {
+	st, err := s.mgr.Stats(ctx, r.Msg.GetId())
+	return reply(statsToPB(st), err)
+}
+
+// UpdateNetwork implements nodepbconnect.NodeHandler.
+func (s *Server) UpdateNetwork(_ context.Context, r *connect.Request[pb.NetworkUpdate]) (*connect.Response[pb.Empty], error) {
+	u, err := networkFromPB(r.Msg)
+	if err == nil {
+		err = s.mgr.UpdateNetwork(r.Msg.GetId(), u)
+	}
+	return reply(&pb.Empty{}, err)
+}
+
+// Pause implements nodepbconnect.NodeHandler.
+func (s *Server) Pause(ctx context.Context, r *connect.Request[pb.PauseRequest]) (*connect.Response[pb.Sandbox], error) {
+	if r.Msg.GetMemory() {
+		return sandbox(s.mgr.Pause(ctx, r.Msg.GetId()))
+	}
+	return sandbox(s.mgr.PauseFiles(ctx, r.Msg.GetId()))
+}
+
+// Resume implements nodepbconnect.NodeHandler.
+func (s *Server) Resume(ctx context.Context, r *connect.Request[pb.ResumeRequest]) (*connect.Response[pb.Sandbox], error) {
+	return sandbox(s.mgr.Resume(ctx, r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
+}
+
+// Wake implements nodepbconnect.NodeHandler.
+func (s *Server) Wake(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.WakeResponse], error) {
+	return connect.NewResponse(&pb.WakeResponse{Running: s.mgr.Wake(ctx, r.Msg.GetId())}), nil
+}
+
+// Events implements nodepbconnect.NodeHandler: it streams until the
+// caller goes.
+func (s *Server) Events(ctx context.Context, _ *connect.Request[pb.Empty], stream *connect.ServerStream[pb.Event]) error {
+	ch, leave := s.events.join()
+	defer leave()
+	// The response starts at once: the caller knows it follows from now.
+	if err := stream.Send(&pb.Event{}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-ch:
+			if !ok {
+				return errs.ConnectError(errs.New(errs.Unavailable, "fell behind the node's events"))
+			}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+	}
+}
