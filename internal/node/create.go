@@ -34,6 +34,10 @@ type CreateRequest struct {
 	// Tokens, when set, derives both tokens from the sandbox's id once it
 	// is known (a warm sandbox has its id already) and replaces the two.
 	Tokens func(id string) (access, traffic string)
+	// Secure and PublicTraffic say which tokens Tokens derives (a secure
+	// sandbox's agent has one; private ports have one): a remote node,
+	// which cannot be sent the function, derives them itself by these.
+	Secure, PublicTraffic bool
 	// NoInternet turns the sandbox's egress off (it has some by default).
 	NoInternet bool
 	// AllowOut and DenyOut are the sandbox's own egress rules (allow wins);

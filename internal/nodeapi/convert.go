@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/node"
@@ -92,16 +93,16 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 	}
 	return &pb.CreateRequest{
 		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits),
-		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.Tokens != nil, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
+		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.Tokens != nil, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
 	}, nil
 }
 
-// createFromPB is a create as the node takes it; tokens derives a
+// createFromPB is a create as the node takes it; secret derives a
 // sandbox's tokens when the request asks for that.
-func createFromPB(r *pb.CreateRequest, tokens func(id string) (access, traffic string)) (node.CreateRequest, error) {
+func createFromPB(r *pb.CreateRequest, secret []byte) (node.CreateRequest, error) {
 	allow, err := parsePrefixes(r.GetAllowOut())
 	if err != nil {
 		return node.CreateRequest{}, err
@@ -119,10 +120,12 @@ func createFromPB(r *pb.CreateRequest, tokens func(id string) (access, traffic s
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
 	}
 	if r.GetDeriveTokens() {
-		if tokens == nil {
+		if len(secret) == 0 {
 			return out, errs.New(errs.InvalidArgument, "this node derives no tokens: it was started without the cluster's secret")
 		}
-		out.Tokens = tokens
+		secure, public := r.GetSecure(), r.GetPublicTraffic()
+		out.Secure, out.PublicTraffic = secure, public
+		out.Tokens = func(id string) (string, string) { return auth.SandboxTokens(secret, id, secure, public) }
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
@@ -45,7 +46,9 @@ type api interface {
 
 const token = "node-token-0123456789abcdef0123456789"
 
-func tokens(id string) (string, string) { return "access-" + id, "traffic-" + id }
+var secret = []byte("the cluster's secret")
+
+func tokens(id string) (string, string) { return auth.SandboxTokens(secret, id, true, false) }
 
 // testNode is a real node (namespaces driver, no network) served over
 // loopback, and what it reported ended.
@@ -85,7 +88,7 @@ func startNode(t *testing.T) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv, err = nodeapi.NewServer(mgr, token, tokens, logx.Discard()); err != nil {
+	if srv, err = nodeapi.NewServer(mgr, token, secret, logx.Discard()); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
@@ -123,12 +126,13 @@ func TestSameInProcessAndRemote(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			a := tc.api
-			info, err := a.Create(ctx, node.CreateRequest{Timeout: time.Minute, Team: "t1", Tokens: tokens,
+			info, err := a.Create(ctx, node.CreateRequest{Timeout: time.Minute, Team: "t1", Tokens: tokens, Secure: true,
 				Metadata: map[string]string{"k": "v"}, EnvVars: map[string]string{"GREETING": "hello"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.State != node.StateRunning || info.AccessToken != "access-"+info.ID || info.TrafficToken != "traffic-"+info.ID || info.Metadata["k"] != "v" || info.Team != "t1" {
+			access, traffic := tokens(info.ID)
+			if info.State != node.StateRunning || info.AccessToken != access || traffic == "" || info.TrafficToken != traffic || info.Metadata["k"] != "v" || info.Team != "t1" {
 				t.Errorf("created: %+v", info)
 			}
 			got, err := a.Get(info.ID)

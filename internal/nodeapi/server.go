@@ -42,20 +42,21 @@ type Manager interface {
 type Server struct {
 	mgr    Manager
 	token  string
-	tokens func(id string) (access, traffic string)
+	secret []byte
 	log    *slog.Logger
 	events *hub
 }
 
 var _ nodepbconnect.NodeHandler = (*Server)(nil)
 
-// NewServer serves mgr to callers that present token; tokens derives a
-// sandbox's tokens from its id when a create asks for that (nil: never).
-func NewServer(mgr Manager, token string, tokens func(id string) (access, traffic string), log *slog.Logger) (*Server, error) {
+// NewServer serves mgr to callers that present token; secret (the
+// cluster's, which API replicas share) derives a sandbox's tokens when a
+// create asks for that.
+func NewServer(mgr Manager, token string, secret []byte, log *slog.Logger) (*Server, error) {
 	if len(token) < 32 {
 		return nil, errs.New(errs.InvalidArgument, "the node token must have at least 32 characters")
 	}
-	return &Server{mgr: mgr, token: token, tokens: tokens, log: log, events: newHub()}, nil
+	return &Server{mgr: mgr, token: token, secret: secret, log: log, events: newHub()}, nil
 }
 
 // Handler is the API's HTTP handler: the Connect service and /dial.
@@ -103,7 +104,7 @@ func sandbox(info node.Info, err error) (*connect.Response[pb.Sandbox], error) {
 
 // Create implements nodepbconnect.NodeHandler.
 func (s *Server) Create(ctx context.Context, r *connect.Request[pb.CreateRequest]) (*connect.Response[pb.Sandbox], error) {
-	req, err := createFromPB(r.Msg, s.tokens)
+	req, err := createFromPB(r.Msg, s.secret)
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}

@@ -46,6 +46,18 @@ func TrafficToken(secret []byte, sandboxID string) string {
 	return mac(secret, "sandbox-traffic-"+sandboxID)
 }
 
+// SandboxTokens are a sandbox's tokens: the agent's when it is secure,
+// the ports' when its traffic is not public ("" for each it has not).
+func SandboxTokens(secret []byte, sandboxID string, secure, publicTraffic bool) (access, traffic string) {
+	if secure {
+		access = EnvdToken(secret, sandboxID)
+	}
+	if !publicTraffic {
+		traffic = TrafficToken(secret, sandboxID)
+	}
+	return access, traffic
+}
+
 func mac(secret []byte, msg string) string {
 	h := hmac.New(sha256.New, secret)
 	h.Write([]byte(msg))

@@ -119,16 +119,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	// The node names the sandbox (a warm one has its id already); the
 	// tokens derive from the id.
 	tokens := func(id string) (token, traffic string) {
-		if req.Secure {
-			token = auth.EnvdToken(s.secret, id)
-		}
-		if !req.PublicTraffic {
-			traffic = auth.TrafficToken(s.secret, id)
-		}
-		return token, traffic
+		return auth.SandboxTokens(s.secret, id, req.Secure, req.PublicTraffic)
 	}
 	info, err := s.node.Create(ctx, node.CreateRequest{
-		Template: req.TemplateID, Timeout: req.Timeout, Tokens: tokens,
+		Template: req.TemplateID, Timeout: req.Timeout, Tokens: tokens, Secure: req.Secure, PublicTraffic: req.PublicTraffic,
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,

@@ -322,9 +322,12 @@ type CreateRequest struct {
 	Limits   *Limits                `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
 	EnvVars  map[string]string      `protobuf:"bytes,6,rep,name=env_vars,json=envVars,proto3" json:"env_vars,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Metadata map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// derive_tokens: the node derives the access and traffic tokens from
-	// the sandbox's id and the cluster's secret (tokens below are unused).
+	// derive_tokens: the node derives the sandbox's tokens from its id and
+	// the cluster's secret — the agent's when secure, the ports' unless
+	// public_traffic — and the tokens below are unused.
 	DeriveTokens    bool     `protobuf:"varint,8,opt,name=derive_tokens,json=deriveTokens,proto3" json:"derive_tokens,omitempty"`
+	Secure          bool     `protobuf:"varint,21,opt,name=secure,proto3" json:"secure,omitempty"`
+	PublicTraffic   bool     `protobuf:"varint,22,opt,name=public_traffic,json=publicTraffic,proto3" json:"public_traffic,omitempty"`
 	AccessToken     string   `protobuf:"bytes,9,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
 	TrafficToken    string   `protobuf:"bytes,10,opt,name=traffic_token,json=trafficToken,proto3" json:"traffic_token,omitempty"`
 	NoInternet      bool     `protobuf:"varint,11,opt,name=no_internet,json=noInternet,proto3" json:"no_internet,omitempty"`
@@ -423,6 +426,20 @@ func (x *CreateRequest) GetMetadata() map[string]string {
 func (x *CreateRequest) GetDeriveTokens() bool {
 	if x != nil {
 		return x.DeriveTokens
+	}
+	return false
+}
+
+func (x *CreateRequest) GetSecure() bool {
+	if x != nil {
+		return x.Secure
+	}
+	return false
+}
+
+func (x *CreateRequest) GetPublicTraffic() bool {
+	if x != nil {
+		return x.PublicTraffic
 	}
 	return false
 }
@@ -1269,7 +1286,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\binternet\x18\x03 \x01(\bR\binternet\x12\x1b\n" +
 	"\tallow_out\x18\x04 \x03(\tR\ballowOut\x12\x19\n" +
 	"\bdeny_out\x18\x05 \x03(\tR\adenyOut\x12#\n" +
-	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\"\xf1\x06\n" +
+	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\"\xb0\a\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -1278,7 +1295,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x14.cove.node.v1.LimitsR\x06limits\x12C\n" +
 	"\benv_vars\x18\x06 \x03(\v2(.cove.node.v1.CreateRequest.EnvVarsEntryR\aenvVars\x12E\n" +
 	"\bmetadata\x18\a \x03(\v2).cove.node.v1.CreateRequest.MetadataEntryR\bmetadata\x12#\n" +
-	"\rderive_tokens\x18\b \x01(\bR\fderiveTokens\x12!\n" +
+	"\rderive_tokens\x18\b \x01(\bR\fderiveTokens\x12\x16\n" +
+	"\x06secure\x18\x15 \x01(\bR\x06secure\x12%\n" +
+	"\x0epublic_traffic\x18\x16 \x01(\bR\rpublicTraffic\x12!\n" +
 	"\faccess_token\x18\t \x01(\tR\vaccessToken\x12#\n" +
 	"\rtraffic_token\x18\n" +
 	" \x01(\tR\ftrafficToken\x12\x1f\n" +
