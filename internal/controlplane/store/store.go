@@ -39,6 +39,8 @@ type Sandbox struct {
 	PublicTraffic bool
 	// Isolation is the driver the sandbox runs on ("namespaces", "gvisor").
 	Isolation string
+	// Node runs the sandbox ("" on a server that is its own node).
+	Node string
 }
 
 // ListFilter selects sandboxes of one team.
@@ -87,4 +89,33 @@ type Store interface {
 	AllSandboxIDs(ctx context.Context) ([]string, error)
 
 	Close() error
+}
+
+// Member is a node of a cluster as it last reported itself.
+type Member struct {
+	ID  string // the node's name
+	URL string // where API replicas reach its node API
+	// Drivers are the isolation drivers it offers, its default first.
+	Drivers []string
+	// CPUs and MemoryMB are what it may promise its sandboxes (its
+	// admission's capacity); Committed* what their limits add up to.
+	CPUs                                 int
+	MemoryMB                             int64
+	CommittedCPUMillis, CommittedMemoryMB int64
+	Sandboxes                            int
+	// Age is the time since its last heartbeat, by the database's clock.
+	Age time.Duration
+}
+
+// Members is the cluster's membership, kept by the database (PostgreSQL)
+// that the API replicas and the nodes share.
+type Members interface {
+	// Heartbeat records a node's report and the time (the database's).
+	Heartbeat(ctx context.Context, m Member) error
+	// Leave removes a node that stops on purpose.
+	Leave(ctx context.Context, id string) error
+	Members(ctx context.Context) ([]Member, error)
+	// ForgetSandboxesOn removes the records of a lost node's sandboxes and
+	// returns their ids.
+	ForgetSandboxesOn(ctx context.Context, node string) ([]string, error)
 }

@@ -143,11 +143,11 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
 		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, auto_resume, secure, public_traffic,
-		isolation, envd_version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		isolation, envd_version, node)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
 		sb.CPUCount, sb.MemoryMB, sb.DiskMB, meta, sb.AllowInternetAccess, sb.AutoPause, sb.AutoResume, sb.Secure, sb.PublicTraffic,
-		sb.Isolation, sb.EnvdVersion)
+		sb.Isolation, sb.EnvdVersion, sb.Node)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 		return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
@@ -160,7 +160,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 
 // columns are a sandbox row's, in the order scan reads them.
 const columns = `id, team, template_id, alias, state, started_at, end_at, cpu_count, memory_mb, disk_mb,
-	metadata, allow_internet_access, auto_pause, auto_resume, secure, public_traffic, isolation, envd_version`
+	metadata, allow_internet_access, auto_pause, auto_resume, secure, public_traffic, isolation, envd_version, node`
 
 func scan(row pgx.Row) (store.Sandbox, error) {
 	var (
@@ -169,7 +169,7 @@ func scan(row pgx.Row) (store.Sandbox, error) {
 	)
 	err := row.Scan(&sb.ID, &sb.Team, &sb.TemplateID, &sb.Alias, &sb.State, &started, &end, &sb.CPUCount, &sb.MemoryMB,
 		&sb.DiskMB, &sb.Metadata, &sb.AllowInternetAccess, &sb.AutoPause, &sb.AutoResume, &sb.Secure, &sb.PublicTraffic,
-		&sb.Isolation, &sb.EnvdVersion)
+		&sb.Isolation, &sb.EnvdVersion, &sb.Node)
 	sb.StartedAt, sb.EndAt = time.Unix(0, started).UTC(), time.Unix(0, end).UTC()
 	return sb, err
 }

@@ -2,9 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
@@ -60,5 +64,58 @@ func TestReplicasStartTogether(t *testing.T) {
 		if string(secrets[i]) != string(secrets[0]) {
 			t.Errorf("replica %d got secret %v, replica 0 %v", i, secrets[i], secrets[0])
 		}
+	}
+}
+
+// TestMembers: nodes report themselves, age by the database's clock,
+// leave; a lost node's sandbox records are forgotten, others' stay.
+func TestMembers(t *testing.T) {
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, testutil.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, m := range []store.Member{
+		{ID: "n1", URL: "http://10.0.0.1:3100", Drivers: []string{"namespaces", "gvisor"}, CPUs: 8, MemoryMB: 32768, Sandboxes: 1},
+		{ID: "n2", URL: "http://10.0.0.2:3100", Drivers: []string{"namespaces"}, CPUs: 4, MemoryMB: 16384},
+	} {
+		if err := s.Heartbeat(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second report replaces the first.
+	if err := s.Heartbeat(ctx, store.Member{ID: "n2", URL: "http://10.0.0.2:3100", Drivers: []string{"namespaces"}, CPUs: 4, MemoryMB: 16384,
+		CommittedCPUMillis: 2000, CommittedMemoryMB: 1024, Sandboxes: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := s.Members(ctx)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("members %+v %v", ms, err)
+	}
+	if m := ms[1]; m.ID != "n2" || m.Sandboxes != 2 || m.CommittedMemoryMB != 1024 || m.Age < 0 || m.Age > 10*time.Second {
+		t.Errorf("n2: %+v", m)
+	}
+	if m := ms[0]; len(m.Drivers) != 2 || m.Drivers[1] != "gvisor" || m.URL != "http://10.0.0.1:3100" {
+		t.Errorf("n1: %+v", m)
+	}
+	for i, node := range []string{"n1", "n1", "n2"} {
+		id := fmt.Sprintf("s%d", i)
+		if err := s.InsertSandbox(ctx, store.Sandbox{ID: id, Team: "t", State: "running", Node: node, Metadata: map[string]string{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := s.ForgetSandboxesOn(ctx, "n1")
+	if sort.Strings(ids); err != nil || strings.Join(ids, " ") != "s0 s1" {
+		t.Errorf("forgotten: %v %v", ids, err)
+	}
+	if all, _ := s.AllSandboxIDs(ctx); len(all) != 1 || all[0] != "s2" {
+		t.Errorf("left: %v", all)
+	}
+	if err := s.Leave(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := s.Members(ctx); len(ms) != 1 || ms[0].ID != "n2" {
+		t.Errorf("after n1 left: %+v", ms)
 	}
 }

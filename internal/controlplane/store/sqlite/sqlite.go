@@ -147,10 +147,10 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		internet = *sb.AllowInternetAccess
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
-		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation, auto_resume)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation, auto_resume, node)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
-		sb.CPUCount, sb.MemoryMB, sb.DiskMB, string(meta), internet, sb.AutoPause, sb.Secure, sb.EnvdVersion, sb.PublicTraffic, sb.Isolation, sb.AutoResume)
+		sb.CPUCount, sb.MemoryMB, sb.DiskMB, string(meta), internet, sb.AutoPause, sb.Secure, sb.EnvdVersion, sb.PublicTraffic, sb.Isolation, sb.AutoResume, sb.Node)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE") {
 			return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
@@ -161,7 +161,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 }
 
 const sandboxColumns = `id, team, template_id, alias, state, started_at, end_at, cpu_count, memory_mb, disk_mb,
-	metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation, auto_resume`
+	metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation, auto_resume, node`
 
 func scanSandbox(row interface{ Scan(...any) error }) (store.Sandbox, error) {
 	var (
@@ -172,7 +172,7 @@ func scanSandbox(row interface{ Scan(...any) error }) (store.Sandbox, error) {
 		autoPause, secure bool
 	)
 	err := row.Scan(&sb.ID, &sb.Team, &sb.TemplateID, &sb.Alias, &sb.State, &started, &end, &sb.CPUCount,
-		&sb.MemoryMB, &sb.DiskMB, &meta, &internet, &autoPause, &secure, &sb.EnvdVersion, &sb.PublicTraffic, &sb.Isolation, &sb.AutoResume)
+		&sb.MemoryMB, &sb.DiskMB, &meta, &internet, &autoPause, &secure, &sb.EnvdVersion, &sb.PublicTraffic, &sb.Isolation, &sb.AutoResume, &sb.Node)
 	if err != nil {
 		return sb, err
 	}

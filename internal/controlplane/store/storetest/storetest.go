@@ -56,7 +56,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			sb := store.Sandbox{ID: id, Team: "t1", TemplateID: "base", State: "running",
 				StartedAt: base.Add(time.Duration(i) * time.Second), EndAt: base.Add(time.Hour),
 				CPUCount: 2, MemoryMB: 512, DiskMB: 1024, Metadata: map[string]string{"n": id, "kind": []string{"odd", "even"}[i%2]},
-				AllowInternetAccess: &yes, Secure: true, EnvdVersion: "0.6.13", PublicTraffic: i%2 == 0, Isolation: "gvisor", AutoResume: i == 1}
+				AllowInternetAccess: &yes, Secure: true, EnvdVersion: "0.6.13", PublicTraffic: i%2 == 0, Isolation: "gvisor", AutoResume: i == 1,
+				Node: "node-" + id}
 			if id == "a4" {
 				sb.TemplateID, sb.Alias = "tpl4", "py"
 			}
@@ -71,7 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatal(err)
 		}
 		got, err := s.Sandbox(ctx, "a2")
-		if err != nil || got.Metadata["n"] != "a2" || got.AllowInternetAccess == nil || !*got.AllowInternetAccess || !got.StartedAt.Equal(base.Add(time.Second)) || got.PublicTraffic || got.Isolation != "gvisor" || !got.AutoResume {
+		if err != nil || got.Metadata["n"] != "a2" || got.AllowInternetAccess == nil || !*got.AllowInternetAccess || !got.StartedAt.Equal(base.Add(time.Second)) || got.PublicTraffic || got.Isolation != "gvisor" || !got.AutoResume || got.Node != "node-a2" {
 			t.Errorf("get %+v %v", got, err)
 		}
 		if err := s.SetSandboxEnd(ctx, "a2", base.Add(2*time.Hour)); err != nil {

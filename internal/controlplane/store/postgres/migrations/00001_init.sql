@@ -30,12 +30,28 @@ CREATE TABLE sandboxes (
     secure                BOOLEAN NOT NULL DEFAULT false,
     public_traffic        BOOLEAN NOT NULL DEFAULT true,
     isolation             TEXT NOT NULL DEFAULT '',
-    envd_version          TEXT NOT NULL
+    envd_version          TEXT NOT NULL,
+    node                  TEXT NOT NULL DEFAULT ''
 );
 
 CREATE INDEX sandboxes_team_started ON sandboxes (team, started_at, id);
+CREATE INDEX sandboxes_node ON sandboxes (node);
+
+-- A cluster's nodes, as each last reported itself (every second or so).
+CREATE TABLE nodes (
+    id                   TEXT PRIMARY KEY,
+    url                  TEXT NOT NULL,
+    drivers              TEXT[] NOT NULL,
+    cpus                 INTEGER NOT NULL,
+    memory_mb            BIGINT NOT NULL,
+    committed_cpu_millis BIGINT NOT NULL,
+    committed_memory_mb  BIGINT NOT NULL,
+    sandboxes            INTEGER NOT NULL,
+    heartbeat_at         TIMESTAMPTZ NOT NULL
+);
 
 -- +goose Down
+DROP TABLE nodes;
 DROP TABLE sandboxes;
 DROP TABLE secrets;
 DROP TABLE api_keys;

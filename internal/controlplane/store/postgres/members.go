@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+)
+
+var _ store.Members = (*Store)(nil)
+
+// Heartbeat implements store.Members.
+func (s *Store) Heartbeat(ctx context.Context, m store.Member) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes, heartbeat_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+		ON CONFLICT (id) DO UPDATE SET url = excluded.url, drivers = excluded.drivers, cpus = excluded.cpus,
+			memory_mb = excluded.memory_mb, committed_cpu_millis = excluded.committed_cpu_millis,
+			committed_memory_mb = excluded.committed_memory_mb, sandboxes = excluded.sandboxes, heartbeat_at = now()`,
+		m.ID, m.URL, m.Drivers, m.CPUs, m.MemoryMB, m.CommittedCPUMillis, m.CommittedMemoryMB, m.Sandboxes)
+	if err != nil {
+		return fmt.Errorf("heartbeat of node %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Leave implements store.Members.
+func (s *Store) Leave(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM nodes WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("node %s leaving: %w", id, err)
+	}
+	return nil
+}
+
+// Members implements store.Members.
+func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes,
+		extract(epoch FROM now() - heartbeat_at)::float8 FROM nodes ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Member, error) {
+		var m store.Member
+		var age float64
+		err := r.Scan(&m.ID, &m.URL, &m.Drivers, &m.CPUs, &m.MemoryMB, &m.CommittedCPUMillis, &m.CommittedMemoryMB, &m.Sandboxes, &age)
+		m.Age = time.Duration(age * float64(time.Second))
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetSandboxesOn implements store.Members.
+func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING id`, node)
+	if err != nil {
+		return nil, fmt.Errorf("forget the sandboxes of node %s: %w", node, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("forget the sandboxes of node %s: %w", node, err)
+	}
+	return ids, nil
+}
