@@ -99,10 +99,10 @@ type Member struct {
 	Drivers []string
 	// CPUs and MemoryMB are what it may promise its sandboxes (its
 	// admission's capacity); Committed* what their limits add up to.
-	CPUs                                 int
-	MemoryMB                             int64
+	CPUs                                  int
+	MemoryMB                              int64
 	CommittedCPUMillis, CommittedMemoryMB int64
-	Sandboxes                            int
+	Sandboxes                             int
 	// Age is the time since its last heartbeat, by the database's clock.
 	Age time.Duration
 }
