@@ -138,3 +138,27 @@ func hostMemoryMB() (int64, error) {
 	}
 	return 0, fmt.Errorf("no MemTotal in /proc/meminfo")
 }
+
+// Load is what a node may promise and what it has promised.
+type Load struct {
+	CPUs     int
+	MemoryMB int64 // the memory its sandboxes' limits may add up to
+	// CommittedCPUMillis and CommittedMemoryMB add up its sandboxes'
+	// limits (warm ones aside: they are not promised to anyone yet).
+	CommittedCPUMillis, CommittedMemoryMB int64
+	Sandboxes                             int
+}
+
+// Load reports the node's capacity and commitments (placement reads it).
+func (m *Manager) Load() Load {
+	a := m.cfg.Admission
+	l := Load{CPUs: a.CPUs, MemoryMB: int64(float64(a.MemoryMB) * a.MemoryOvercommit)}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sb := range m.sandboxes {
+		l.CommittedCPUMillis += sb.limits.CPUMillis
+		l.CommittedMemoryMB += sb.limits.MemoryMB
+		l.Sandboxes++
+	}
+	return l
+}

@@ -38,10 +38,16 @@ func (m *Manager) TrafficToken(id string) string {
 // maskRequestHost with the port, or "" to keep the client's.
 func (m *Manager) RequestHost(id string, port int) string {
 	info, err := m.Get(id)
-	if err != nil || info.MaskRequestHost == "" {
+	if err != nil {
 		return ""
 	}
-	return strings.ReplaceAll(info.MaskRequestHost, "${PORT}", strconv.Itoa(port))
+	return MaskHost(info.MaskRequestHost, port)
+}
+
+// MaskHost is the Host header a sandbox's maskRequestHost gives traffic to
+// port ("${PORT}" is the port), "" when it has none.
+func MaskHost(mask string, port int) string {
+	return strings.ReplaceAll(mask, "${PORT}", strconv.Itoa(port))
 }
 
 // NetworkUpdate changes a running sandbox's egress; nil fields stay.

@@ -25,7 +25,10 @@ const (
 // Info is what the node knows about a sandbox; it is also the record kept
 // on disk so a restarted node can adopt the sandbox.
 type Info struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Node names the node that runs it, where API replicas see a cluster
+	// of them ("" in the node's own records).
+	Node       string `json:"node,omitempty"`
 	TemplateID string `json:"templateID"`
 	// BuildID is the template build it started from.
 	BuildID string `json:"buildID,omitempty"`

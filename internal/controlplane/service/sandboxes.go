@@ -140,7 +140,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		alias, _, _ = strings.Cut(req.TemplateID, ":")
 	}
 	sb := store.Sandbox{
-		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: "running", Isolation: info.Isolation,
+		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: "running", Isolation: info.Isolation, Node: info.Node,
 		StartedAt: info.StartedAt, EndAt: info.EndAt,
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB),
 		// The disk reported is the writable layer's size: what df / shows.

@@ -118,4 +118,6 @@ type Members interface {
 	// ForgetSandboxesOn removes the records of a lost node's sandboxes and
 	// returns their ids.
 	ForgetSandboxesOn(ctx context.Context, node string) ([]string, error)
+	// SandboxesOn returns the ids of the sandboxes recorded on a node.
+	SandboxesOn(ctx context.Context, node string) ([]string, error)
 }

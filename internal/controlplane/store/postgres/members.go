@@ -66,3 +66,16 @@ func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, e
 	}
 	return ids, nil
 }
+
+// SandboxesOn implements store.Members.
+func (s *Store) SandboxesOn(ctx context.Context, node string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM sandboxes WHERE node = $1`, node)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxes of node %s: %w", node, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sandboxes of node %s: %w", node, err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,229 @@
+// Package cluster is an API replica's view of a cluster's nodes (cove
+// api): membership from the database the nodes heartbeat into, placement
+// of creates, and every other call routed to the node that runs the
+// sandbox, through the node-internal API. It serves the service as its
+// node and the proxy as its sandboxes.
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/nodeapi"
+)
+
+// Config configures an API replica's view of the cluster.
+type Config struct {
+	// Token is the node token every node API call carries.
+	Token string
+	// Lease is how long a node may go without a heartbeat before it is
+	// lost: its sandboxes are then gone for the API (default 8 s).
+	Lease time.Duration
+	// Refresh is how often the membership is read (default 1 s).
+	Refresh time.Duration
+	// HTTP carries the node API calls (default http.DefaultClient).
+	HTTP *http.Client
+	// Ended and StateChanged receive what the nodes report (the service's
+	// Ended and StateChanged).
+	Ended        func(id string)
+	StateChanged func(info node.Info)
+}
+
+// Cluster is safe for concurrent use.
+type Cluster struct {
+	cfg     Config
+	members store.Members
+	records store.Store
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	nodes  map[string]*member // live nodes by id
+	routes map[string]route   // sandbox id → where it runs
+}
+
+// member is a live node: its last report and its API.
+type member struct {
+	store.Member
+	client *nodeapi.Client
+	stop   context.CancelFunc // its events' follower
+}
+
+// route is what a replica keeps of a sandbox: its node and what the proxy
+// asks of every request (fixed for the sandbox's life).
+type route struct {
+	node        string
+	known       bool // traffic and mask are filled in
+	traffic     string
+	maskRequest string
+}
+
+// New returns a replica's view; Run keeps it current. records are the
+// sandboxes' (each names its node), members the cluster's membership.
+func New(cfg Config, records store.Store, members store.Members, log *slog.Logger) *Cluster {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 8 * time.Second
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = time.Second
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = http.DefaultClient
+	}
+	return &Cluster{cfg: cfg, members: members, records: records, log: log,
+		nodes: map[string]*member{}, routes: map[string]route{}}
+}
+
+// Run reads the membership every Refresh until ctx ends: new nodes are
+// followed, lost ones dropped with their sandboxes.
+func (c *Cluster) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Refresh)
+	defer t.Stop()
+	for {
+		if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("read the cluster's nodes", logx.Err(err))
+		}
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			for _, m := range c.nodes {
+				m.stop()
+			}
+			c.mu.Unlock()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh reads the membership once (Run does it every Refresh).
+func (c *Cluster) Refresh(ctx context.Context) error {
+	ms, err := c.members.Members(ctx)
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, m := range ms {
+		if m.Age >= c.cfg.Lease {
+			// Lost (now, or before this replica started): its sandboxes
+			// are gone for the API. Idempotent across replicas.
+			ids, err := c.members.ForgetSandboxesOn(ctx, m.ID)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				c.forget(id)
+			}
+			if len(ids) > 0 {
+				c.log.Warn("node lost: its sandboxes are gone", "node", m.ID, "silent", m.Age.Round(time.Millisecond), "sandboxes", len(ids))
+			}
+			continue
+		}
+		live[m.ID] = true
+		c.join(ctx, m)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, m := range c.nodes {
+		if !live[id] {
+			m.stop()
+			delete(c.nodes, id)
+			c.log.Warn("node left the cluster", "node", id)
+		}
+	}
+	return nil
+}
+
+// join follows a live node, new or known (its report refreshed).
+func (c *Cluster) join(ctx context.Context, m store.Member) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.nodes[m.ID]; ok && cur.URL == m.URL {
+		cur.Member = m
+		return
+	} else if ok {
+		cur.stop() // moved: followed anew at its new address
+	}
+	client, err := nodeapi.NewClient(m.URL, c.cfg.Token, c.cfg.HTTP)
+	if err != nil {
+		c.log.Error("a node reports an address that cannot be used", "node", m.ID, "url", m.URL, logx.Err(err))
+		return
+	}
+	fctx, stop := context.WithCancel(ctx)
+	c.nodes[m.ID] = &member{Member: m, client: client, stop: stop}
+	go client.Follow(fctx, func() { c.catchUp(fctx, m.ID, client) }, func(ev nodeapi.Event) { c.event(m.ID, ev) }, c.log)
+	c.log.Info("node joined the cluster", "node", m.ID, "url", m.URL)
+}
+
+// event passes a node's event on.
+func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
+	ev.Info.Node = nodeID
+	if ev.Info.Metadata[buildKey] != "" {
+		return
+	}
+	if ev.Ended {
+		c.forget(ev.Info.ID)
+		if c.cfg.Ended != nil {
+			c.cfg.Ended(ev.Info.ID)
+		}
+		return
+	}
+	if c.cfg.StateChanged != nil {
+		c.cfg.StateChanged(ev.Info)
+	}
+}
+
+// buildKey marks a node's own sandboxes (template builds).
+const buildKey = "cove.build"
+
+// forget drops a sandbox's route.
+func (c *Cluster) forget(id string) {
+	c.mu.Lock()
+	delete(c.routes, id)
+	c.mu.Unlock()
+}
+
+// client is the API of a live node.
+func (c *Cluster) client(nodeID string) *nodeapi.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.nodes[nodeID]; m != nil {
+		return m.client
+	}
+	return nil
+}
+
+// lookup finds where sandbox id runs: a live node's API, and its route.
+func (c *Cluster) lookup(ctx context.Context, id string) (*nodeapi.Client, route, error) {
+	c.mu.Lock()
+	r, ok := c.routes[id]
+	c.mu.Unlock()
+	if !ok {
+		sb, err := c.records.Sandbox(ctx, id)
+		if err != nil {
+			return nil, route{}, err
+		}
+		r = route{node: sb.Node}
+		c.mu.Lock()
+		c.routes[id] = r
+		c.mu.Unlock()
+	}
+	client := c.client(r.node)
+	if client == nil {
+		return nil, r, errs.New(errs.NotFound, "sandbox %s not found: its node %s is not in the cluster", id, r.node)
+	}
+	return client, r, nil
+}
+
+// learn keeps what the proxy asks of a sandbox, from its info.
+func (c *Cluster) learn(info node.Info) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, maskRequest: info.MaskRequestHost}
+}

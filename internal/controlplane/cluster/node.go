@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/nodeapi"
+)
+
+// callTimeout bounds the calls whose callers give no context.
+const callTimeout = 30 * time.Second
+
+// orphanAge is how old a sandbox a node runs without a record must be
+// before a replica kills it: younger, its record may be on its way (a
+// create in flight on another replica).
+const orphanAge = time.Minute
+
+// candidates are the live nodes that offer isolation ("" = any), the
+// least loaded first: fewest sandboxes, then most memory left.
+func (c *Cluster) candidates(isolation string) []*member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*member
+	for _, m := range c.nodes {
+		if isolation == "" || slices.Contains(m.Drivers, isolation) {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *member) int {
+		return cmp.Or(cmp.Compare(a.Sandboxes, b.Sandboxes),
+			cmp.Compare(b.MemoryMB-b.CommittedMemoryMB, a.MemoryMB-a.CommittedMemoryMB),
+			strings.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// Create places a sandbox: on the least loaded live node that offers its
+// isolation, else the next (a full or unreachable node is passed over;
+// any other refusal is the request's and is returned).
+func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
+	cands := c.candidates(req.Isolation)
+	if len(cands) == 0 {
+		if req.Isolation != "" {
+			return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster is available with isolation %q", req.Isolation)
+		}
+		return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster is available")
+	}
+	var why []string
+	for _, m := range cands {
+		info, err := m.client.Create(ctx, req)
+		if err == nil {
+			info.Node = m.ID
+			c.learn(info)
+			c.mu.Lock()
+			m.Sandboxes++ // until its next heartbeat: the next create spreads
+			m.CommittedMemoryMB += info.Limits.MemoryMB
+			c.mu.Unlock()
+			return info, nil
+		}
+		if !errs.Is(err, errs.Unavailable) && !errs.Is(err, errs.ResourceExhausted) || ctx.Err() != nil {
+			return node.Info{}, err
+		}
+		why = append(why, m.ID+": "+err.Error())
+	}
+	return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster could take the sandbox: %s", strings.Join(why, "; "))
+}
+
+// Get returns a sandbox from its node.
+func (c *Cluster) Get(id string) (node.Info, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	client, r, err := c.lookup(ctx, id)
+	if err != nil {
+		return node.Info{}, err
+	}
+	info, err := client.Get(id)
+	if err != nil {
+		return info, err
+	}
+	info.Node = r.node
+	c.learn(info)
+	return info, nil
+}
+
+// List returns every live node's sandboxes (a node that does not answer
+// adds none).
+func (c *Cluster) List() []node.Info {
+	c.mu.Lock()
+	nodes := make([]*member, 0, len(c.nodes))
+	for _, m := range c.nodes {
+		nodes = append(nodes, m)
+	}
+	c.mu.Unlock()
+	lists := make([][]node.Info, len(nodes))
+	done := make(chan struct{})
+	for i, m := range nodes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			lists[i] = m.client.List()
+			for j := range lists[i] {
+				lists[i][j].Node = m.ID
+			}
+		}()
+	}
+	for range nodes {
+		<-done
+	}
+	return slices.Concat(lists...)
+}
+
+// routed runs f against the node of sandbox id.
+func routed[T any](ctx context.Context, c *Cluster, id string, f func(*nodeapi.Client) (T, error)) (T, error) {
+	client, _, err := c.lookup(ctx, id)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return f(client)
+}
+
+// Kill ends a sandbox on its node.
+func (c *Cluster) Kill(ctx context.Context, id string) error {
+	_, err := routed(ctx, c, id, func(n *nodeapi.Client) (struct{}, error) { return struct{}{}, n.Kill(ctx, id) })
+	c.forget(id)
+	return err
+}
+
+// SetTimeout makes a sandbox end timeout from now.
+func (c *Cluster) SetTimeout(id string, timeout time.Duration) (node.Info, error) {
+	return routed(context.Background(), c, id, func(n *nodeapi.Client) (node.Info, error) { return n.SetTimeout(id, timeout) })
+}
+
+// ExtendTimeout moves a sandbox's end to at least timeout from now.
+func (c *Cluster) ExtendTimeout(id string, timeout time.Duration) (node.Info, error) {
+	return routed(context.Background(), c, id, func(n *nodeapi.Client) (node.Info, error) { return n.ExtendTimeout(id, timeout) })
+}
+
+// Stats returns a sandbox's resource use.
+func (c *Cluster) Stats(ctx context.Context, id string) (isolation.Stats, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client) (isolation.Stats, error) { return n.Stats(ctx, id) })
+}
+
+// UpdateNetwork changes a sandbox's egress.
+func (c *Cluster) UpdateNetwork(id string, u node.NetworkUpdate) error {
+	_, err := routed(context.Background(), c, id, func(n *nodeapi.Client) (struct{}, error) { return struct{}{}, n.UpdateNetwork(id, u) })
+	return err
+}
+
+// Pause pauses a sandbox with its memory.
+func (c *Cluster) Pause(ctx context.Context, id string) (node.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client) (node.Info, error) { return n.Pause(ctx, id) })
+}
+
+// PauseFiles pauses a sandbox keeping its files only.
+func (c *Cluster) PauseFiles(ctx context.Context, id string) (node.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client) (node.Info, error) { return n.PauseFiles(ctx, id) })
+}
+
+// Resume resumes a paused sandbox.
+func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client) (node.Info, error) { return n.Resume(ctx, id, timeout) })
+}
+
+// SaveLayer is not offered by a cluster yet: a saved layer lives on one
+// node, and the snapshot or fork made from it would have to start there.
+func (c *Cluster) SaveLayer(context.Context, string, bool) (node.Copy, error) {
+	return node.Copy{}, errs.New(errs.Unimplemented, "snapshots and forks are not available in a cluster yet (cove server has them)")
+}
+
+// Wake reports whether a sandbox runs, resuming it when it is paused with
+// auto-resume (the proxy's first step).
+func (c *Cluster) Wake(ctx context.Context, id string) bool {
+	client, _, err := c.lookup(ctx, id)
+	return err == nil && client.Wake(ctx, id)
+}
+
+// Dial connects to a port inside a sandbox through its node.
+func (c *Cluster) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client) (net.Conn, error) { return n.Dial(ctx, id, port) })
+}
+
+// known is a sandbox's route with what the proxy asks, from its node the
+// first time.
+func (c *Cluster) known(id string) (route, bool) {
+	c.mu.Lock()
+	r, ok := c.routes[id]
+	c.mu.Unlock()
+	if ok && r.known {
+		return r, true
+	}
+	if _, err := c.Get(id); err != nil {
+		return route{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok = c.routes[id]
+	return r, ok && r.known
+}
+
+// TrafficToken is the token a sandbox's ports require ("" = public).
+func (c *Cluster) TrafficToken(id string) string {
+	r, _ := c.known(id)
+	return r.traffic
+}
+
+// RequestHost is the Host header traffic to a sandbox's port gets.
+func (c *Cluster) RequestHost(id string, port int) string {
+	r, _ := c.known(id)
+	return node.MaskHost(r.maskRequest, port)
+}
+
+// AgentTransport: a replica has no pool of its own to sandboxes' agents;
+// the proxy dials them through their nodes.
+func (c *Cluster) AgentTransport(string) (http.RoundTripper, bool) { return nil, false }
+
+// catchUp settles what a replica missed of a node it follows anew:
+// records of sandboxes the node no longer runs end; sandboxes it runs
+// without a record (a replica that failed between the node's create and
+// the record) are killed once old enough.
+func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Client) {
+	// Records first: a record is written after its sandbox started, so
+	// every sandbox recorded by now is in the node's list unless it ended.
+	recorded, err := c.members.SandboxesOn(ctx, nodeID)
+	if err != nil {
+		c.log.Warn("list the sandboxes recorded on a node", "node", nodeID, logx.Err(err))
+		return
+	}
+	running, err := client.ListContext(ctx)
+	if err != nil {
+		c.log.Warn("list a node's sandboxes", "node", nodeID, logx.Err(err))
+		return
+	}
+	runs := map[string]bool{}
+	for _, info := range running {
+		runs[info.ID] = true
+	}
+	for _, id := range recorded {
+		if !runs[id] {
+			c.forget(id)
+			if c.cfg.Ended != nil {
+				c.cfg.Ended(id)
+			}
+		}
+	}
+	for _, info := range running {
+		if slices.Contains(recorded, info.ID) || info.Metadata[buildKey] != "" || time.Since(info.StartedAt) < orphanAge {
+			continue
+		}
+		if err := client.Kill(ctx, info.ID); err != nil && !errs.Is(err, errs.NotFound) {
+			c.log.Warn("kill a sandbox no replica recorded", "node", nodeID, logx.SandboxID(info.ID), logx.Err(err))
+			continue
+		}
+		c.log.Info("killed a sandbox no replica recorded", "node", nodeID, logx.SandboxID(info.ID))
+	}
+}
