@@ -12,22 +12,106 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/server"
 )
 
+// runFlags are the flags of the commands that run Cove's roles (server,
+// node, api), each adding the groups it uses.
+type runFlags struct {
+	cfg      server.Config
+	apiKey   string
+	verbose  bool
+	netOn    bool
+	userNS   bool
+	netRange string
+	netAllow []string
+}
+
+// common are every role's flags: where it listens, keeps its data and
+// state, and how much it logs.
+func (r *runFlags) common(f *pflag.FlagSet, listen, listenHelp string) {
+	f.StringVar(&r.cfg.Listen, "listen", envOr("COVE_LISTEN", listen), listenHelp+" (COVE_LISTEN)")
+	f.StringVar(&r.cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
+	f.StringVar(&r.cfg.Database, "database", os.Getenv("COVE_DATABASE"), "a PostgreSQL connection string (postgres://user:pass@host/db, or key=value pairs): the state lives there (cove server: instead of SQLite in the data directory, one server per database; a cluster's api and node share one) (COVE_DATABASE)")
+	f.BoolVarP(&r.verbose, "verbose", "v", false, "log debug messages")
+}
+
+// api are the flags of the roles that serve the E2B API.
+func (r *runFlags) api(f *pflag.FlagSet) {
+	f.StringVar(&r.apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
+	f.StringVar(&r.cfg.Domain, "domain", os.Getenv("COVE_DOMAIN"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (default localhost:<listen port>; COVE_DOMAIN)")
+	f.StringVar(&r.cfg.TLSListen, "tls-listen", os.Getenv("COVE_TLS_LISTEN"), "serve HTTPS here too, E2B's domain mode: E2B_DOMAIN=<domain> alone points the SDK at https://api.<domain> (default :443 when --domain names a domain without a port, off to turn it off; COVE_TLS_LISTEN)")
+	f.StringVar(&r.cfg.TLSCert, "tls-cert", os.Getenv("COVE_TLS_CERT"), "the HTTPS certificate (PEM) for api.<domain> and *.<domain>; default: one from a local CA in the data directory (COVE_TLS_CERT)")
+	f.StringVar(&r.cfg.TLSKey, "tls-key", os.Getenv("COVE_TLS_KEY"), "the HTTPS certificate's key (PEM; COVE_TLS_KEY)")
+	f.DurationVar(&r.cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each sandbox's CPU, memory and disk are sampled into its metric history")
+	f.StringVar(&r.cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
+}
+
+// sandboxes are the flags of the roles that run sandboxes.
+func (r *runFlags) sandboxes(f *pflag.FlagSet) {
+	f.StringVar(&r.cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
+	f.BoolVar(&r.netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
+	f.StringVar(&r.netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
+	f.StringSliceVar(&r.netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
+	f.IntVar(&r.cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
+	f.StringVar(&r.cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
+	f.StringVar(&r.cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces or gvisor (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
+	f.StringVar(&r.cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
+	f.StringVar(&r.cfg.LXCFS, "lxcfs", envOr("COVE_LXCFS", "/var/lib/lxcfs"), "where lxcfs is mounted (or is started, when installed) so sandboxes' /proc/meminfo, cpuinfo, stat and uptime tell their own limits; off goes without (COVE_LXCFS)")
+	f.DurationVar(&r.cfg.PauseToDiskAfter, "pause-to-disk-after", 10*time.Minute, "how long a sandbox paused with its memory keeps it in RAM before it is written to disk (gVisor sandboxes; 0: never)")
+	f.Float64Var(&r.cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")
+	f.IntVar(&r.cfg.Admission.Team.Sandboxes, "team-max-sandboxes", envInt("COVE_TEAM_MAX_SANDBOXES", 0), "sandboxes one team may run at once (COVE_TEAM_MAX_SANDBOXES; 0: no cap)")
+	f.IntVar(&r.cfg.Admission.Team.CPUs, "team-max-cpus", envInt("COVE_TEAM_MAX_CPUS", 0), "CPUs one team's sandboxes may hold together (COVE_TEAM_MAX_CPUS; 0: no cap)")
+	f.Int64Var(&r.cfg.Admission.Team.MemoryMB, "team-max-memory-mb", int64(envInt("COVE_TEAM_MAX_MEMORY_MB", 0)), "memory (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_MEMORY_MB; 0: no cap)")
+	f.Int64Var(&r.cfg.Admission.Team.DiskMB, "team-max-disk-mb", int64(envInt("COVE_TEAM_MAX_DISK_MB", 0)), "disk (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_DISK_MB; 0: no cap)")
+	f.BoolVar(&r.userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
+}
+
+// cluster are the flags of a cluster's roles (node, api).
+func (r *runFlags) cluster(f *pflag.FlagSet) {
+	f.StringVar(&r.cfg.NodeToken, "node-token", os.Getenv("COVE_NODE_TOKEN"), "the secret API replicas present to nodes, the same on all of them, 32 characters or more (COVE_NODE_TOKEN)")
+}
+
+// finish turns the flags into the role's configuration and logger.
+func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, error) {
+	level := slog.LevelInfo
+	if r.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg := r.cfg
+	cfg.APIKeys = []string{r.apiKey}
+	switch _, _, err := net.SplitHostPort(cfg.Domain); {
+	case cfg.TLSListen == "off":
+		cfg.TLSListen = ""
+	case cfg.TLSListen == "" && cfg.Domain != "" && err != nil:
+		cfg.TLSListen = ":443" // a domain of its own: E2B's domain mode
+	}
+	if r.netOn {
+		rng, err := netip.ParsePrefix(r.netRange)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("--network-range %q: %w", r.netRange, err)
+		}
+		cfg.Network = &network.Config{Range: rng}
+		for _, a := range r.netAllow {
+			p, err := netip.ParsePrefix(a)
+			if err != nil {
+				return cfg, nil, fmt.Errorf("--network-allow %q: want a CIDR: %w", a, err)
+			}
+			cfg.Network.Allow = append(cfg.Network.Allow, p)
+		}
+	}
+	cfg.NoUserNamespaces = !r.userNS
+	cfg.Out = cmd.OutOrStdout()
+	return cfg, log, nil
+}
+
 func serverCmd() *cobra.Command {
-	var (
-		cfg      server.Config
-		apiKey   string
-		verbose  bool
-		netOn    bool
-		userNS   bool
-		netRange string
-		netAllow []string
-	)
+	var r runFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run Cove on this host: the E2B-compatible API, the sandbox proxy and a node",
@@ -40,69 +124,21 @@ Point the official E2B SDK at it with:
 Every flag can also be set through its environment variable.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			level := slog.LevelInfo
-			if verbose {
-				level = slog.LevelDebug
+			cfg, log, err := r.finish(cmd)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			cfg.APIKeys = []string{apiKey}
-			switch _, _, err := net.SplitHostPort(cfg.Domain); {
-			case cfg.TLSListen == "off":
-				cfg.TLSListen = ""
-			case cfg.TLSListen == "" && cfg.Domain != "" && err != nil:
-				cfg.TLSListen = ":443" // a domain of its own: E2B's domain mode
-			}
-			if netOn {
-				r, err := netip.ParsePrefix(netRange)
-				if err != nil {
-					return fmt.Errorf("--network-range %q: %w", netRange, err)
-				}
-				cfg.Network = &network.Config{Range: r}
-				for _, a := range netAllow {
-					p, err := netip.ParsePrefix(a)
-					if err != nil {
-						return fmt.Errorf("--network-allow %q: want a CIDR: %w", a, err)
-					}
-					cfg.Network.Allow = append(cfg.Network.Allow, p)
-				}
-			}
-			cfg.NoUserNamespaces = !userNS
-			cfg.Out = cmd.OutOrStdout()
 			return server.Run(cmd.Context(), cfg, log)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Listen, "listen", envOr("COVE_LISTEN", "127.0.0.1:3000"), "address for the API and the sandbox proxy (COVE_LISTEN)")
-	f.StringVar(&cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
-	f.StringVar(&cfg.Database, "database", os.Getenv("COVE_DATABASE"), "a PostgreSQL connection string (postgres://user:pass@host/db, or key=value pairs): the API's state lives there instead of SQLite in the data directory; one server per database (COVE_DATABASE)")
-	f.StringVar(&apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
-	f.StringVar(&cfg.Domain, "domain", os.Getenv("COVE_DOMAIN"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (default localhost:<listen port>; COVE_DOMAIN)")
-	f.StringVar(&cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
-	f.BoolVar(&netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
-	f.StringVar(&netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
-	f.StringSliceVar(&netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
-	f.BoolVar(&cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
-	f.StringVar(&cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates on first use (COVE_DEBOOTSTRAP; default: from PATH)")
-	f.IntVar(&cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
-	f.StringVar(&cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
-	f.StringVar(&cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces or gvisor (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
-	f.StringVar(&cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
-	f.StringVar(&cfg.TLSListen, "tls-listen", os.Getenv("COVE_TLS_LISTEN"), "serve HTTPS here too, E2B's domain mode: E2B_DOMAIN=<domain> alone points the SDK at https://api.<domain> (default :443 when --domain names a domain without a port, off to turn it off; COVE_TLS_LISTEN)")
-	f.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("COVE_TLS_CERT"), "the HTTPS certificate (PEM) for api.<domain> and *.<domain>; default: one from a local CA in the data directory (COVE_TLS_CERT)")
-	f.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("COVE_TLS_KEY"), "the HTTPS certificate's key (PEM; COVE_TLS_KEY)")
-	f.StringVar(&cfg.LXCFS, "lxcfs", envOr("COVE_LXCFS", "/var/lib/lxcfs"), "where lxcfs is mounted (or is started, when installed) so sandboxes' /proc/meminfo, cpuinfo, stat and uptime tell their own limits; off goes without (COVE_LXCFS)")
-	f.DurationVar(&cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each sandbox's CPU, memory and disk are sampled into its metric history")
-	f.Int64Var(&cfg.VolumeSizeMB, "volume-size", 1024, "size of a new volume in MiB (an ext4 image on the data directory's disk)")
-	f.DurationVar(&cfg.PauseToDiskAfter, "pause-to-disk-after", 10*time.Minute, "how long a sandbox paused with its memory keeps it in RAM before it is written to disk (gVisor sandboxes; 0: never)")
-	f.StringVar(&cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
-	f.Float64Var(&cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")
-	f.IntVar(&cfg.Admission.Team.Sandboxes, "team-max-sandboxes", envInt("COVE_TEAM_MAX_SANDBOXES", 0), "sandboxes one team may run at once (COVE_TEAM_MAX_SANDBOXES; 0: no cap)")
-	f.IntVar(&cfg.Admission.Team.CPUs, "team-max-cpus", envInt("COVE_TEAM_MAX_CPUS", 0), "CPUs one team's sandboxes may hold together (COVE_TEAM_MAX_CPUS; 0: no cap)")
-	f.Int64Var(&cfg.Admission.Team.MemoryMB, "team-max-memory-mb", int64(envInt("COVE_TEAM_MAX_MEMORY_MB", 0)), "memory (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_MEMORY_MB; 0: no cap)")
-	f.Int64Var(&cfg.Admission.Team.DiskMB, "team-max-disk-mb", int64(envInt("COVE_TEAM_MAX_DISK_MB", 0)), "disk (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_DISK_MB; 0: no cap)")
-	f.Int64Var(&cfg.Admission.Team.StorageMB, "team-max-storage-mb", int64(envInt("COVE_TEAM_MAX_STORAGE_MB", 0)), "template layers (MiB) one team's templates may hold; past it its builds are refused (COVE_TEAM_MAX_STORAGE_MB; 0: no cap)")
-	f.BoolVar(&userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	r.common(f, "127.0.0.1:3000", "address for the API and the sandbox proxy")
+	r.api(f)
+	r.sandboxes(f)
+	f.BoolVar(&r.cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
+	f.StringVar(&r.cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates on first use (COVE_DEBOOTSTRAP; default: from PATH)")
+	f.Int64Var(&r.cfg.VolumeSizeMB, "volume-size", 1024, "size of a new volume in MiB (an ext4 image on the data directory's disk)")
+	f.Int64Var(&r.cfg.Admission.Team.StorageMB, "team-max-storage-mb", int64(envInt("COVE_TEAM_MAX_STORAGE_MB", 0)), "template layers (MiB) one team's templates may hold; past it its builds are refused (COVE_TEAM_MAX_STORAGE_MB; 0: no cap)")
 	return cmd
 }
 

@@ -95,8 +95,19 @@ type Config struct {
 	Runsc string
 	// Database, when set, is a PostgreSQL connection string: the API's
 	// state (keys, the secret, sandbox records) lives there instead of
-	// SQLite in the data directory.
+	// SQLite in the data directory. A cluster's API replicas and nodes
+	// share one (its membership lives there too).
 	Database string
+	// NodeToken is the secret a cluster's API replicas present to its
+	// nodes (cove api, cove node).
+	NodeToken string
+	// NodeName names a node in its cluster (default: the host's name);
+	// NodeURL is where API replicas reach its node API (default: http://
+	// and the listen address).
+	NodeName, NodeURL string
+	// NodeLease is how long a node may go without a heartbeat before an
+	// API replica takes it for lost (default 8 s).
+	NodeLease time.Duration
 }
 
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes
@@ -105,23 +116,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.PoolSize < 0 {
 		return fmt.Errorf("pool size %d: want 0 or more", cfg.PoolSize)
 	}
-	// Only the server's user may enter the data directory: it holds the
-	// database (with the secret agent tokens derive from), uploaded files
-	// and template layers, whose setuid files must not run for anyone.
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
-	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
-		return err
-	}
-	unlock, err := lockDataDir(cfg.DataDir)
+	unlock, err := prepare(cfg.DataDir, log)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := restrictKernelPointers(log); err != nil {
-		return err
-	}
 	began := time.Now()
 	step := func(name string) { log.Debug("start-up", "step", name, "at", time.Since(began)) }
 	st, release, err := openStore(ctx, cfg.Database, cfg.DataDir)
@@ -146,15 +145,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if missing := template.MissingBaseCommands(); len(missing) > 0 {
 		log.Warn("the base template (the host's /usr) lacks commands E2B's base has: apt-get install "+strings.Join(missing, " "), "packages", missing)
 	}
-	if cfg.LXCFS != "off" {
-		dir, err := lxcfs.Ensure(ctx, cmp.Or(cfg.LXCFS, lxcfs.DefaultDir), log)
-		if err != nil {
-			log.Warn("sandboxes' /proc tells the host's memory and CPUs, not theirs", logx.Err(err))
-		}
-		cfg.LXCFS = dir
-	} else {
-		cfg.LXCFS = ""
-	}
+	cfg.LXCFS = startLXCFS(ctx, cfg.LXCFS, log)
 	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
 	if err != nil {
 		return err
@@ -191,16 +182,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		},
 	}
-	if cfg.Network != nil {
-		netCfg := *cfg.Network
-		netCfg.Owner = "data dir " + cfg.DataDir + ", listening on " + cfg.Listen
-		nets, err := network.New(netCfg, log)
-		if err != nil {
-			return fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
-		}
-		nodeCfg.Networks = nets
-		defer nets.Close() // rules stay while sandboxes do; the next start rebuilds them
-
+	nets, err := openNetworks(cfg, log)
+	if err != nil {
+		return err
+	}
+	if nets != nil {
+		nodeCfg.Networks = nets // a nil *Manager is not a nil interface
+		defer nets.Close()      // rules stay while sandboxes do; the next start rebuilds them
 	}
 	step("network")
 	mgr, err := node.New(nodeCfg, driver, templates, log)
@@ -258,6 +246,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
+	return serve(ctx, cfg, ln, api, px, "cove server", log)
+}
+
+// serve answers the API and the sandbox proxy on ln (and on cfg.TLSListen)
+// until ctx ends, then shuts the listeners down.
+func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, px *proxy.Proxy, role string, log *slog.Logger) error {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if px.Match(r) {
 			px.ServeHTTP(w, r)
@@ -284,7 +278,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("cove server listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "domain", cfg.Domain)
+	log.Info(role+" listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "domain", cfg.Domain)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
@@ -300,6 +294,54 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// prepare makes the data directory, which only the server's user may
+// enter (it holds the database with the secret agent tokens derive from,
+// uploaded files and template layers, whose setuid files must not run for
+// anyone), takes it for this process, and hardens the host.
+func prepare(dataDir string, log *slog.Logger) (unlock func(), err error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.Chmod(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if unlock, err = lockDataDir(dataDir); err != nil {
+		return nil, err
+	}
+	if err := restrictKernelPointers(log); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// startLXCFS finds or starts lxcfs ("off": without) and returns where it
+// is mounted, "" when sandboxes go without.
+func startLXCFS(ctx context.Context, want string, log *slog.Logger) string {
+	if want == "off" {
+		return ""
+	}
+	dir, err := lxcfs.Ensure(ctx, cmp.Or(want, lxcfs.DefaultDir), log)
+	if err != nil {
+		log.Warn("sandboxes' /proc tells the host's memory and CPUs, not theirs", logx.Err(err))
+	}
+	return dir
+}
+
+// openNetworks makes the sandboxes' networks (nil without cfg.Network).
+func openNetworks(cfg Config, log *slog.Logger) (*network.Manager, error) {
+	if cfg.Network == nil {
+		return nil, nil
+	}
+	netCfg := *cfg.Network
+	netCfg.Owner = "data dir " + cfg.DataDir + ", listening on " + cfg.Listen
+	nets, err := network.New(netCfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
+	}
+	return nets, nil
 }
 
 // drivers makes the isolation drivers: namespaces always, gVisor when

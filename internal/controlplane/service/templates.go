@@ -117,6 +117,9 @@ func (t *Templates) canBuild(name string) error {
 // Prepare builds a built-in recipe (and the recipes it starts from) unless
 // it is built or building, and returns its newest build.
 func (t *Templates) Prepare(name string) (BuildStatus, error) {
+	if err := t.canBuildHere(); err != nil {
+		return BuildStatus{}, err
+	}
 	spec, ok := template.Recipes[name]
 	if !ok {
 		return BuildStatus{}, errs.New(errs.NotFound, "%s is not a built-in template (those are %v)", name, template.RecipeOrder)
@@ -195,6 +198,9 @@ func (t *Templates) awaitRecipe(name string) error {
 // NewBuild makes (or reuses, by name) a team's template and a build of it
 // waiting for its steps. name may carry a tag ("name:tag").
 func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int, isolation string) (template.Record, *template.Build, error) {
+	if err := t.canBuildHere(); err != nil {
+		return template.Record{}, nil, err
+	}
 	switch isolation {
 	case "", "namespaces", "gvisor":
 	default:
@@ -268,6 +274,9 @@ func (t *Templates) PutFiles(templateID, hash, token string, body io.Reader) err
 
 // StartBuild runs a waiting build in the background.
 func (t *Templates) StartBuild(team, templateID, buildID string, spec template.Spec) error {
+	if err := t.canBuildHere(); err != nil {
+		return err
+	}
 	r, err := t.owned(team, templateID)
 	if err != nil {
 		return err
@@ -300,6 +309,15 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 		defer t.wg.Done()
 		t.run(templateID, buildID, spec, bl)
 	}()
+	return nil
+}
+
+// canBuildHere refuses builds where there is no builder: an API replica
+// of a cluster, whose nodes do not share templates yet.
+func (t *Templates) canBuildHere() error {
+	if t.builder == nil {
+		return errs.New(errs.Unimplemented, "template builds are not available in a cluster yet: its nodes start sandboxes from the base template (cove server builds templates)")
+	}
 	return nil
 }
 

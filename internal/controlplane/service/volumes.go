@@ -20,13 +20,26 @@ type Volumes struct {
 	secret []byte
 }
 
-// NewVolumes returns the volume service; secret derives volume tokens.
+// NewVolumes returns the volume service; secret derives volume tokens. A
+// nil store (an API replica of a cluster, whose nodes share no volumes
+// yet) refuses every volume.
 func NewVolumes(st *volume.Store, secret []byte) *Volumes {
 	return &Volumes{store: st, secret: secret}
 }
 
+// here refuses volumes where there are none.
+func (v *Volumes) here() error {
+	if v.store == nil {
+		return errs.New(errs.Unimplemented, "volumes are not available in a cluster yet (cove server has them)")
+	}
+	return nil
+}
+
 // Create makes a team's volume and returns it with its content token.
 func (v *Volumes) Create(team, name string) (volume.Volume, string, error) {
+	if err := v.here(); err != nil {
+		return volume.Volume{}, "", err
+	}
 	vol, err := v.store.Create(team, name)
 	if err != nil {
 		return volume.Volume{}, "", err
@@ -36,6 +49,9 @@ func (v *Volumes) Create(team, name string) (volume.Volume, string, error) {
 
 // Get returns a team's volume (by id or name) and its content token.
 func (v *Volumes) Get(team, ref string) (volume.Volume, string, error) {
+	if err := v.here(); err != nil {
+		return volume.Volume{}, "", err
+	}
 	vol, err := v.store.Get(team, ref)
 	if err != nil {
 		return volume.Volume{}, "", err
@@ -44,11 +60,21 @@ func (v *Volumes) Get(team, ref string) (volume.Volume, string, error) {
 }
 
 // List returns a team's volumes.
-func (v *Volumes) List(team string) []volume.Volume { return v.store.List(team) }
+func (v *Volumes) List(team string) []volume.Volume {
+	if v.store == nil {
+		return nil
+	}
+	return v.store.List(team)
+}
 
 // Delete removes a team's volume; sandboxes that mount it keep it until
 // they end.
-func (v *Volumes) Delete(team, ref string) error { return v.store.Delete(team, ref) }
+func (v *Volumes) Delete(team, ref string) error {
+	if err := v.here(); err != nil {
+		return err
+	}
+	return v.store.Delete(team, ref)
+}
 
 // Authorize checks a content API token for volume id and returns where
 // the volume's files are on the host.
@@ -56,6 +82,9 @@ func (v *Volumes) Authorize(id, token string) (string, error) {
 	want := auth.VolumeToken(v.secret, id)
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1 {
 		return "", errs.New(errs.Unauthenticated, "invalid volume token")
+	}
+	if err := v.here(); err != nil {
+		return "", err
 	}
 	if _, err := v.store.ByID(id); err != nil {
 		return "", err
@@ -74,6 +103,12 @@ var reserved = []string{"/proc", "/dev", "/sys", "/.cove"}
 // id) into read-write binds, checking the paths: absolute, clean, not /,
 // not under /proc, /dev, /sys or /.cove, each once.
 func (v *Volumes) Binds(team string, mounts []VolumeMount) ([]VolumeMount, error) {
+	if len(mounts) == 0 {
+		return nil, nil
+	}
+	if err := v.here(); err != nil {
+		return nil, err
+	}
 	var out []VolumeMount
 	seen := map[string]bool{}
 	for _, m := range mounts {

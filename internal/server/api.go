@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/cluster"
+	"github.com/covesandbox/cove/internal/controlplane/httpapi"
+	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/proxy"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// RunAPI runs an API replica of a cluster (cove api): the E2B API and the
+// sandbox proxy on cfg.Listen, its state in the cluster's database, its
+// sandboxes on the nodes that heartbeat there. Replicas share nothing
+// else: any number may run, and any may stop at any moment.
+func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Database == "" || cfg.NodeToken == "" {
+		return errors.New("cove api needs the cluster's database (--database) and node token (--node-token)")
+	}
+	unlock, err := prepare(cfg.DataDir, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := postgres.Open(ctx, cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := setupKeys(ctx, st, cfg); err != nil {
+		return err
+	}
+	secret, err := st.Secret(ctx, "envd-token", auth.NewSecret)
+	if err != nil {
+		return err
+	}
+	// The templates a replica knows: the built-in ones (its nodes build
+	// none yet).
+	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
+	if err != nil {
+		return fmt.Errorf("prepare templates: %w", err)
+	}
+	tpls := service.NewTemplates(ctx, templates, nil, func() map[string]bool { return nil }, secret, log)
+	var svc *service.Service // set before the cluster runs
+	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease,
+		Ended:        func(id string) { svc.Ended(id) },
+		StateChanged: func(info node.Info) { svc.StateChanged(info) },
+	}, st, st, log)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain(ln.Addr().String())
+	}
+	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}, st, nodes, secret, log)
+	if err := nodes.Refresh(ctx); err != nil {
+		return fmt.Errorf("read the cluster's nodes: %w", err)
+	}
+	running, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go nodes.Run(running)
+	go svc.RunSampler(running)
+	api := httpapi.New(svc, tpls, service.NewVolumes(nil, secret), st, log)
+	return serve(ctx, cfg, ln, api, proxy.New(nodes, svc, cfg.Domain, log), "cove api", log)
+}

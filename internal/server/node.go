@@ -1,0 +1,173 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// heartbeatEvery is how often a node reports itself to its cluster.
+const heartbeatEvery = time.Second
+
+// RunNode runs a node of a cluster (cove node): this host's sandboxes,
+// served to the API replicas over the node API on cfg.Listen, its
+// heartbeat in the cluster's database. It serves until ctx ends; running
+// sandboxes keep running and are adopted by the next start (an API
+// replica takes the node for lost after NodeLease without a heartbeat).
+func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Database == "" || cfg.NodeToken == "" {
+		return errors.New("cove node needs the cluster's database (--database) and node token (--node-token)")
+	}
+	if cfg.NodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		cfg.NodeName = host
+	}
+	unlock, err := prepare(cfg.DataDir, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := postgres.Open(ctx, cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	secret, err := st.Secret(ctx, "envd-token", auth.NewSecret)
+	if err != nil {
+		return err
+	}
+	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
+	if err != nil {
+		return fmt.Errorf("prepare templates: %w", err)
+	}
+	cfg.LXCFS = startLXCFS(ctx, cfg.LXCFS, log)
+	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeDrivers()
+	var api *nodeapi.Server // set before any sandbox runs (Recover)
+	nodeCfg := node.Config{
+		Drivers: more, Unavailable: unavailable,
+		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
+		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
+		OnState:   func(info node.Info) { api.StateChanged(info) },
+		OnEnd:     func(info node.Info) { api.Ended(info) },
+	}
+	nets, err := openNetworks(cfg, log)
+	if err != nil {
+		return err
+	}
+	if nets != nil {
+		nodeCfg.Networks = nets
+		defer nets.Close()
+	}
+	mgr, err := node.New(nodeCfg, driver, templates, log)
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, secret, log); err != nil {
+		return err
+	}
+	if _, _, err := mgr.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	if err := killUnrecorded(ctx, st, cfg.NodeName, mgr, log); err != nil {
+		return err
+	}
+	if err := mgr.Warm(ctx, template.BaseName); err != nil {
+		return fmt.Errorf("warm sandboxes: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+	me := store.Member{ID: cfg.NodeName, URL: cmp.Or(cfg.NodeURL, "http://"+ln.Addr().String())}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBeats()
+	go heartbeat(beats, st, me, mgr, log)
+	log.Info("cove node listening", "addr", ln.Addr().String(), "node", me.ID, "url", me.URL, "data", cfg.DataDir)
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	stopBeats()
+	log.Info("shutting down; sandboxes keep running and are adopted on the next start")
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// heartbeat reports the node to its cluster every heartbeatEvery until
+// ctx ends: its address, drivers and load.
+func heartbeat(ctx context.Context, st store.Members, me store.Member, mgr *node.Manager, log *slog.Logger) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		l := mgr.Load()
+		me.Drivers = mgr.Isolations()
+		me.CPUs, me.MemoryMB, me.CommittedCPUMillis, me.CommittedMemoryMB, me.Sandboxes = l.CPUs, l.MemoryMB, l.CommittedCPUMillis, l.CommittedMemoryMB, l.Sandboxes
+		beat, cancel := context.WithTimeout(ctx, heartbeatEvery)
+		if err := st.Heartbeat(beat, me); err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat", logx.Err(err))
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// killUnrecorded ends, at a node's start, the sandboxes it runs that no
+// API replica has a record of: the cluster forgot them while the node was
+// away (lost), or a replica failed between the create and its record.
+func killUnrecorded(ctx context.Context, st store.Members, name string, mgr *node.Manager, log *slog.Logger) error {
+	recorded, err := st.SandboxesOn(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, info := range mgr.List() {
+		if slices.Contains(recorded, info.ID) || info.Metadata["cove.build"] != "" {
+			continue
+		}
+		if err := mgr.Kill(ctx, info.ID); err != nil {
+			log.Warn("kill a sandbox the cluster forgot", logx.SandboxID(info.ID), logx.Err(err))
+			continue
+		}
+		log.Info("killed a sandbox the cluster forgot", logx.SandboxID(info.ID))
+	}
+	return nil
+}
