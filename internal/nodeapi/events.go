@@ -50,3 +50,13 @@ func (h *hub) publish(kind pb.Event_Kind, info node.Info) {
 		}
 	}
 }
+
+// close drops every follower.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.followers {
+		delete(h.followers, ch)
+		close(ch)
+	}
+}

@@ -81,6 +81,10 @@ func (s *Server) check(h http.Header) error {
 	return nil
 }
 
+// Close ends the event streams (their followers reconnect, to this node
+// when it is back): a node that stops calls it before it shuts down.
+func (s *Server) Close() { s.events.close() }
+
 // Ended and StateChanged publish the node's events (node.Config's OnEnd
 // and OnState) to the API replicas that follow them.
 func (s *Server) Ended(info node.Info) { s.events.publish(pb.Event_KIND_ENDED, info) }
@@ -186,7 +190,7 @@ func (s *Server) Events(ctx context.Context, _ *connect.Request[pb.Empty], strea
 			return nil
 		case ev, ok := <-ch:
 			if !ok {
-				return errs.ConnectError(errs.New(errs.Unavailable, "fell behind the node's events"))
+				return errs.ConnectError(errs.New(errs.Unavailable, "the node's events stopped (it is stopping, or this follower fell behind)"))
 			}
 			if err := stream.Send(ev); err != nil {
 				return err

@@ -120,6 +120,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	stopBeats()
+	api.Close() // the replicas' event streams would hold the shutdown
 	log.Info("shutting down; sandboxes keep running and are adopted on the next start")
 	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -24,23 +24,44 @@ const callTimeout = 30 * time.Second
 // create in flight on another replica).
 const orphanAge = time.Minute
 
+// candidate is a node a create may go to.
+type candidate struct {
+	id     string
+	client *nodeapi.Client
+}
+
 // candidates are the live nodes that offer isolation ("" = any), the
 // least loaded first: fewest sandboxes, then most memory left.
-func (c *Cluster) candidates(isolation string) []*member {
+func (c *Cluster) candidates(isolation string) []candidate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []*member
+	var ms []*member
 	for _, m := range c.nodes {
 		if isolation == "" || slices.Contains(m.Drivers, isolation) {
-			out = append(out, m)
+			ms = append(ms, m)
 		}
 	}
-	slices.SortFunc(out, func(a, b *member) int {
+	slices.SortFunc(ms, func(a, b *member) int {
 		return cmp.Or(cmp.Compare(a.Sandboxes, b.Sandboxes),
 			cmp.Compare(b.MemoryMB-b.CommittedMemoryMB, a.MemoryMB-a.CommittedMemoryMB),
 			strings.Compare(a.ID, b.ID))
 	})
+	out := make([]candidate, len(ms))
+	for i, m := range ms {
+		out[i] = candidate{m.ID, m.client}
+	}
 	return out
+}
+
+// placed counts a sandbox on a node until its next heartbeat does, so
+// that the next create spreads.
+func (c *Cluster) placed(nodeID string, memoryMB int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.nodes[nodeID]; m != nil {
+		m.Sandboxes++
+		m.CommittedMemoryMB += memoryMB
+	}
 }
 
 // Create places a sandbox: on the least loaded live node that offers its
@@ -58,18 +79,15 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 	for _, m := range cands {
 		info, err := m.client.Create(ctx, req)
 		if err == nil {
-			info.Node = m.ID
+			info.Node = m.id
 			c.learn(info)
-			c.mu.Lock()
-			m.Sandboxes++ // until its next heartbeat: the next create spreads
-			m.CommittedMemoryMB += info.Limits.MemoryMB
-			c.mu.Unlock()
+			c.placed(m.id, info.Limits.MemoryMB)
 			return info, nil
 		}
 		if !errs.Is(err, errs.Unavailable) && !errs.Is(err, errs.ResourceExhausted) || ctx.Err() != nil {
 			return node.Info{}, err
 		}
-		why = append(why, m.ID+": "+err.Error())
+		why = append(why, m.id+": "+err.Error())
 	}
 	return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster could take the sandbox: %s", strings.Join(why, "; "))
 }
@@ -95,9 +113,9 @@ func (c *Cluster) Get(id string) (node.Info, error) {
 // adds none).
 func (c *Cluster) List() []node.Info {
 	c.mu.Lock()
-	nodes := make([]*member, 0, len(c.nodes))
+	nodes := make([]candidate, 0, len(c.nodes))
 	for _, m := range c.nodes {
-		nodes = append(nodes, m)
+		nodes = append(nodes, candidate{m.ID, m.client})
 	}
 	c.mu.Unlock()
 	lists := make([][]node.Info, len(nodes))
@@ -107,7 +125,7 @@ func (c *Cluster) List() []node.Info {
 			defer func() { done <- struct{}{} }()
 			lists[i] = m.client.List()
 			for j := range lists[i] {
-				lists[i][j].Node = m.ID
+				lists[i][j].Node = m.id
 			}
 		}()
 	}
