@@ -26,7 +26,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Database == "" || cfg.NodeToken == "" {
 		return errors.New("cove api needs the cluster's database (--database) and node token (--node-token)")
 	}
-	unlock, err := prepare(cfg.DataDir, log)
+	unlock, err := prepare(cfg.DataDir, false, log)
 	if err != nil {
 		return err
 	}

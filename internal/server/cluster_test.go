@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,13 +28,14 @@ type role struct {
 }
 
 // startRole runs a node (api false) or an API replica with its own data
-// directory (dataDir, or a new one) on the cluster's database.
-func startRole(t *testing.T, api bool, name, dsn, dataDir string) role {
+// directory (dataDir, or a new one) on the cluster's database, listening
+// on addr (or a free port).
+func startRole(t *testing.T, api bool, name, dsn, dataDir, addr string) role {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	cfg := server.Config{Listen: "127.0.0.1:0", DataDir: dataDir, Domain: "localhost", Database: dsn, NodeToken: nodeToken,
+	cfg := server.Config{Listen: cmp.Or(addr, "127.0.0.1:0"), DataDir: dataDir, Domain: "localhost", Database: dsn, NodeToken: nodeToken,
 		NodeName: name, NodeLease: 3 * time.Second, LXCFS: "off", APIKeys: []string{keyA}, Out: io.Discard,
 		CgroupParent: "cove-test-" + filepath.Base(filepath.Dir(dataDir)) + "-" + name}
 	ready := make(chan net.Addr, 1)
@@ -45,15 +47,15 @@ func startRole(t *testing.T, api bool, name, dsn, dataDir string) role {
 		run = server.RunAPI
 	}
 	go func() { done <- run(ctx, cfg, logx.Discard()) }()
-	var addr net.Addr
+	var at net.Addr
 	select {
-	case addr = <-ready:
+	case at = <-ready:
 	case err := <-done:
 		cancel()
 		t.Fatalf("%s: %v", name, err)
 	}
 	var once sync.Once
-	r := role{url: "http://" + addr.String(), dataDir: dataDir, stop: func() {
+	r := role{url: "http://" + at.String(), dataDir: dataDir, stop: func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -68,7 +70,8 @@ func startRole(t *testing.T, api bool, name, dsn, dataDir string) role {
 // TestCluster runs a cluster on this machine — PostgreSQL, two API
 // replicas, three nodes — and checks what its users and operators rely
 // on: a sandbox created through one replica serves commands through the
-// other, creates spread over the nodes, a node that stops heartbeating
+// other, creates spread over the nodes, a node restarted within its lease
+// keeps its sandboxes, a node that stops heartbeating
 // has its sandboxes reported gone within its lease while creates go on
 // on the others, the node coming back leaves nothing of them, and a
 // replica that stops leaves the other serving.
@@ -78,12 +81,12 @@ func TestCluster(t *testing.T) {
 	defer cancel()
 	var nodes []role
 	for i := range 3 {
-		nodes = append(nodes, startRole(t, false, fmt.Sprintf("n%d", i+1), dsn, ""))
+		nodes = append(nodes, startRole(t, false, fmt.Sprintf("n%d", i+1), dsn, "", ""))
 	}
 	apis := []srv{}
 	var stopAPI []func()
 	for i := range 2 {
-		r := startRole(t, true, fmt.Sprintf("api%d", i+1), dsn, "")
+		r := startRole(t, true, fmt.Sprintf("api%d", i+1), dsn, "", "")
 		apis = append(apis, srv{url: r.url, dataDir: r.dataDir})
 		stopAPI = append(stopAPI, r.stop)
 	}
@@ -131,6 +134,23 @@ func TestCluster(t *testing.T) {
 	code, _, raw := apis[0].do(t, "GET", "/v2/sandboxes", keyA, "")
 	if code != 200 || strings.Count(string(raw), `"sandboxID"`) != 6 {
 		t.Errorf("list: %d %s", code, raw)
+	}
+
+	// A node restarted within its lease keeps its sandboxes.
+	kept, err := st.SandboxesOn(ctx, "n2")
+	if err != nil || len(kept) == 0 {
+		t.Fatalf("n2's sandboxes: %v %v", kept, err)
+	}
+	nodes[1].stop()
+	// (on its address: the replicas know it there)
+	nodes[1] = startRole(t, false, "n2", dsn, nodes[1].dataDir, strings.TrimPrefix(nodes[1].url, "http://"))
+	for _, sb := range sbs {
+		if sb.id != kept[0] {
+			continue
+		}
+		if out, err := run(ctx, apis[1].url, sb.id, sb.token, "echo kept"); err != nil || out != "kept\n" {
+			t.Errorf("a sandbox of a node restarted within its lease: %q %v", out, err)
+		}
 	}
 
 	// A node stops heartbeating: its sandboxes are gone for the API
@@ -187,7 +207,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	// The node comes back: the sandboxes the cluster forgot go.
-	back := startRole(t, false, "n1", dsn, nodes[0].dataDir)
+	back := startRole(t, false, "n1", dsn, nodes[0].dataDir, "")
 	if left := testutil.Leftovers(back.dataDir); len(left) > 0 {
 		t.Errorf("the node came back with the sandboxes the cluster forgot: %v", left)
 	}

@@ -41,7 +41,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		cfg.NodeName = host
 	}
-	unlock, err := prepare(cfg.DataDir, log)
+	unlock, err := prepare(cfg.DataDir, true, log)
 	if err != nil {
 		return err
 	}

@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.PoolSize < 0 {
 		return fmt.Errorf("pool size %d: want 0 or more", cfg.PoolSize)
 	}
-	unlock, err := prepare(cfg.DataDir, log)
+	unlock, err := prepare(cfg.DataDir, true, log)
 	if err != nil {
 		return err
 	}
@@ -299,8 +299,9 @@ func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, p
 // prepare makes the data directory, which only the server's user may
 // enter (it holds the database with the secret agent tokens derive from,
 // uploaded files and template layers, whose setuid files must not run for
-// anyone), takes it for this process, and hardens the host.
-func prepare(dataDir string, log *slog.Logger) (unlock func(), err error) {
+// anyone), takes it for this process and, where sandboxes run, hardens
+// the host.
+func prepare(dataDir string, sandboxes bool, log *slog.Logger) (unlock func(), err error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -309,6 +310,9 @@ func prepare(dataDir string, log *slog.Logger) (unlock func(), err error) {
 	}
 	if unlock, err = lockDataDir(dataDir); err != nil {
 		return nil, err
+	}
+	if !sandboxes {
+		return unlock, nil
 	}
 	if err := restrictKernelPointers(log); err != nil {
 		unlock()
