@@ -3,11 +3,11 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/covesandbox/cove/internal/version.Version=$(VERSION)
 PKGS    := ./...
-# gVisor's runsc, pinned; built static (a cgo build cannot start its sandbox:
-# ../shared/HOST-NOTES.md) from the Go module proxy into bin/.
+# gVisor's runsc, pinned; built static (a cgo build cannot start its
+# sandbox) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: all build test test-long bench deps tools generate check-generated run install clean runsc
+.PHONY: all build test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -56,8 +56,18 @@ test: deps build runsc
 test-long: deps build runsc
 	COVE_LONG=1 $(GO) test -count=1 -timeout 80m $(PKGS)
 
+# The Helm chart and the Terraform module against a real kube-apiserver and
+# etcd on loopback (scripts/test-k8s.sh; its tools are built once per
+# version into /var/cache/cove-k8s).
+test-k8s:
+	./scripts/test-k8s.sh
+
 bench: deps build runsc
 	./scripts/bench.sh
+
+# A cluster (PostgreSQL, three nodes, two API replicas) beside cove server.
+bench-cluster: deps build runsc
+	./scripts/bench-cluster.sh
 
 tools:
 	./scripts/deps.sh tools

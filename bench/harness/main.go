@@ -47,16 +47,21 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
-	only := flag.String("only", "", "run only this figure: sustained, gvisor, persistence")
+	only := flag.String("only", "", "run only this figure: sustained, gvisor, persistence, cluster")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
 	diskURL := flag.String("gvisor-disk", "", "API URL of a gVisor server that writes paused sandboxes to disk at once")
+	clusterURL := flag.String("cluster", "", "API URL of a cluster's API replica (cove api), measured beside -cold")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
 		c, err := cove.NewClient(cove.WithAPIURL(url), cove.WithSandboxURL(url), cove.WithAPIKey(*key))
 		check(err)
 		return c
+	}
+	if *only == "cluster" {
+		clusterFigures(ctx, client(*cold), client(*clusterURL), *n, *sustain)
+		return
 	}
 	p := client(*pooled)
 	if *only == "sustained" {

@@ -108,7 +108,7 @@ func dial(ctx context.Context, base *url.URL, tlsConfig *tls.Config, token, id s
 	if base.Port() == "" {
 		host = net.JoinHostPort(base.Hostname(), map[bool]string{true: "443", false: "80"}[base.Scheme == "https"])
 	}
-	var d net.Dialer
+	d := net.Dialer{Timeout: 2 * time.Second} // a gone node answers nothing
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, errs.Mark(errs.Unavailable, fmt.Errorf("node %s: %w", base.Host, err))

@@ -3,6 +3,7 @@ package nodeapi_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -229,6 +230,11 @@ func TestRemoteOnly(t *testing.T) {
 	}
 	if _, err := wrong.Dial(ctx, info.ID, 49983); !errs.Is(err, errs.Unauthenticated) {
 		t.Errorf("a dial with a wrong token: %v", err)
+	}
+	if resp, err := http.Get(tn.url + "/healthz"); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Errorf("the node's liveness: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if _, err := nodeapi.NewServer(tn.mgr, "short", nil, logx.Discard()); err == nil {
 		t.Error("a node token of 5 characters was taken")

@@ -65,6 +65,8 @@ func (s *Server) Handler() http.Handler {
 	path, h := nodepbconnect.NewNodeHandler(s, connect.WithInterceptors(s.auth()))
 	mux.Handle(path, h)
 	mux.HandleFunc("GET /dial", s.serveDial)
+	// Liveness for an orchestrator's probes: no token, nothing told.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	return mux
 }
 

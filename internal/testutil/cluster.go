@@ -21,6 +21,31 @@ const nodeToken = "test-cluster-node-token-0123456789abcdef"
 type Cluster struct {
 	APIs  []Server // the replicas (their DataDir holds no sandboxes)
 	Nodes []Server // the nodes (URL: their node API)
+	procs []*role  // the nodes' processes
+}
+
+// role is a running cove process of a cluster.
+type role struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// KillNode ends node i's process with SIGKILL, as a host failing would:
+// its sandboxes keep running, nothing of it says goodbye.
+func (c Cluster) KillNode(t *testing.T, i int) {
+	t.Helper()
+	if err := c.procs[i].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.procs[i].cmd.Wait()
+}
+
+// RestartNode starts node i again, on its address and data directory.
+func (c Cluster) RestartNode(t *testing.T, i int) {
+	t.Helper()
+	n := c.Nodes[i]
+	c.procs[i] = startProc(t, c.procs[i].name, n, c.procs[i].args)
 }
 
 // StartCluster runs replicas `cove api` and nodes `cove node` (extra:
@@ -35,12 +60,15 @@ func StartCluster(t *testing.T, apiKey, dsn string, replicas, nodes int, extra .
 	var c Cluster
 	for i := range nodes {
 		name := fmt.Sprintf("n%d", i+1)
-		c.Nodes = append(c.Nodes, startRole(t, "node", append([]string{"--database", dsn, "--node-token", nodeToken, "--name", name,
-			"--cgroup-parent", "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1))), "--network=false"}, extra...)))
+		args := append([]string{"node", "--database", dsn, "--node-token", nodeToken, "--name", name,
+			"--cgroup-parent", "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1))), "--network=false"}, extra...)
+		s, r := startRole(t, args)
+		c.Nodes, c.procs = append(c.Nodes, s), append(c.procs, r)
 	}
 	waitForNodes(t, dsn, nodes)
 	for range replicas {
-		c.APIs = append(c.APIs, startRole(t, "api", []string{"--database", dsn, "--node-token", nodeToken, "--api-key", apiKey}))
+		s, _ := startRole(t, []string{"api", "--database", dsn, "--node-token", nodeToken, "--api-key", apiKey})
+		c.APIs = append(c.APIs, s)
 	}
 	t.Cleanup(func() { killAll(c.APIs[0].URL, apiKey) }) // runs before the roles stop
 	return c
@@ -69,10 +97,10 @@ func waitForNodes(t *testing.T, dsn string, n int) {
 	}
 }
 
-// startRole runs bin/cove role with args on a free loopback port and its
-// own data directory, stopped (SIGINT) when the test ends; its log is
-// shown if the test failed.
-func startRole(t *testing.T, role string, args []string) Server {
+// startRole runs bin/cove with args (the role first) on a free loopback
+// port and its own data directory, stopped (SIGINT) when the test ends,
+// when it left nothing behind.
+func startRole(t *testing.T, args []string) (Server, *role) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -81,19 +109,29 @@ func startRole(t *testing.T, role string, args []string) Server {
 	addr := ln.Addr().String()
 	ln.Close()
 	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, Binary(t), append([]string{role, "--listen", addr, "--data-dir", s.DataDir}, args...)...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	t.Cleanup(func() { // after the process stopped (cleanups run last first)
+		if left := allOf(s.DataDir); len(left) > 0 {
+			t.Errorf("left on disk after cove %s stopped: %v", args[0], left)
+		}
+	})
+	return s, startProc(t, args[0], s, args)
+}
+
+// startProc runs bin/cove args on s's address and data directory until the
+// test ends (SIGINT then), and waits until it listens.
+func startProc(t *testing.T, name string, s Server, args []string) *role {
+	t.Helper()
+	cmd := exec.Command(Binary(t), append(append([]string{}, args...), "--listen", s.Addr, "--data-dir", s.DataDir)...)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	r := &role{name: name, args: args, cmd: cmd}
 	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if left := allOf(s.DataDir); len(left) > 0 {
-			t.Errorf("left on disk after cove %s stopped: %v", role, left)
+		if cmd.ProcessState == nil { // not killed by the test
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
 		}
 		logs.mu.Lock()
 		log := logs.b.String()
@@ -101,11 +139,11 @@ func startRole(t *testing.T, role string, args []string) Server {
 		CheckLog(t, log)
 	})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+		if c, err := net.Dial("tcp", s.Addr); err == nil {
 			c.Close()
-			return s
+			return r
 		}
 	}
-	t.Fatalf("cove %s did not listen on %s", role, addr)
-	return s
+	t.Fatalf("cove %s did not listen on %s", name, s.Addr)
+	return r
 }

@@ -4,13 +4,17 @@ package compat
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
@@ -128,6 +132,101 @@ func TestOfficialJSSDKCluster(t *testing.T) {
 	for _, n := range c.Nodes {
 		if left := testutil.Leftovers(n.DataDir); len(left) > 0 {
 			t.Errorf("the suite left sandboxes on a node: %v", left)
+		}
+	}
+}
+
+// TestClusterNodeKilled: a node SIGKILLed under load — its sandboxes are
+// reported gone within 10 s, creates go on on the other nodes, and the
+// node back leaves nothing of them.
+func TestClusterNodeKilled(t *testing.T) {
+	dsn := testutil.Postgres(t)
+	c := testutil.StartCluster(t, apiKey, dsn, 2, 3)
+	st, err := postgres.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	api := func(method, path string, i int) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, c.APIs[i%2].URL+path, strings.NewReader(`{"timeout":120}`))
+		req.Header.Set("X-API-Key", apiKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	for i := range 9 {
+		if code, m := api("POST", "/v2/sandboxes", i); code != 201 {
+			t.Fatalf("create: %d %v", code, m)
+		}
+	}
+	ids, err := st.SandboxesOn(context.Background(), "n1")
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("n1's sandboxes: %v %v", ids, err)
+	}
+	// Load while the node dies: creates through both replicas.
+	load, stopLoad := context.WithCancel(context.Background())
+	failed := make(chan int, 1)
+	go func() {
+		n := 0
+		for i := 0; load.Err() == nil; i++ {
+			if code, m := api("POST", "/v2/sandboxes", i); code == 201 {
+				api("DELETE", "/sandboxes/"+m["sandboxID"].(string), i)
+			} else {
+				n++
+			}
+		}
+		failed <- n
+	}()
+	c.KillNode(t, 0)
+	killed := time.Now()
+	gone := map[string]bool{}
+	for len(gone) < len(ids) && time.Since(killed) < 15*time.Second {
+		for _, id := range ids {
+			if code, _ := api("GET", "/sandboxes/"+id, 1); code == 404 {
+				gone[id] = true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	if len(gone) < len(ids) || took > 10*time.Second {
+		t.Errorf("%d of the node's %d sandboxes reported gone %v after its SIGKILL, want all within 10 s", len(gone), len(ids), took)
+	}
+	// Their records go once the node's lease (8 s) passed.
+	for {
+		on, err := st.SandboxesOn(context.Background(), "n1")
+		if err == nil && len(on) == 0 {
+			break
+		}
+		if time.Since(killed) > 20*time.Second {
+			t.Fatalf("the killed node's records are kept 20 s after: %v %v", on, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	forgotten := time.Since(killed)
+	stopLoad()
+	t.Logf("the killed node's sandboxes were gone %v after its SIGKILL, their records %v after; %d creates failed meanwhile",
+		took.Round(100*time.Millisecond), forgotten.Round(100*time.Millisecond), <-failed)
+	for i := range 3 {
+		if code, m := api("POST", "/v2/sandboxes", i); code != 201 {
+			t.Errorf("a create after the loss: %d %v", code, m)
+		}
+	}
+	c.RestartNode(t, 0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left := testutil.Leftovers(c.Nodes[0].DataDir)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the node came back with the sandboxes the cluster forgot: %v", left)
+			break
 		}
 	}
 }

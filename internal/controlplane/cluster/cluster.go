@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -74,7 +75,11 @@ func New(cfg Config, records store.Store, members store.Members, log *slog.Logge
 		cfg.Refresh = time.Second
 	}
 	if cfg.HTTP == nil {
-		cfg.HTTP = http.DefaultClient
+		// A node whose host is gone answers nothing: a connection attempt
+		// gives up well within the lease rather than hang a request.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		cfg.HTTP = &http.Client{Transport: t}
 	}
 	return &Cluster{cfg: cfg, members: members, records: records, log: log,
 		nodes: map[string]*member{}, routes: map[string]route{}}

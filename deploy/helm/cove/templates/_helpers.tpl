@@ -1,0 +1,53 @@
+{{/* The release's name for Cove's objects. */}}
+{{- define "cove.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "cove.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Selector labels of one component (api, node, postgresql). */}}
+{{- define "cove.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The image of Cove's containers. */}}
+{{- define "cove.image" -}}
+{{- required "image.repository is required: an image holding cove, cove-sandbox and runsc" .Values.image.repository -}}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The Secret holding the node token and the database's DSN. */}}
+{{- define "cove.secret" -}}
+{{- printf "%s-secret" (include "cove.fullname" .) -}}
+{{- end -}}
+
+{{/* The env entries every Cove role reads: the database and the node token. */}}
+{{- define "cove.clusterEnv" -}}
+- name: COVE_DATABASE
+  valueFrom:
+    secretKeyRef:
+      {{- if .Values.database.external.existingSecret }}
+      name: {{ .Values.database.external.existingSecret }}
+      key: {{ .Values.database.external.secretKey }}
+      {{- else }}
+      name: {{ include "cove.secret" . }}
+      key: dsn
+      {{- end }}
+- name: COVE_NODE_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.nodeToken.existingSecret | default (include "cove.secret" .) }}
+      key: node-token
+{{- end -}}
