@@ -1,5 +1,5 @@
 // Package envd is Cove's in-sandbox agent: the E2B envd wire protocol
-// (../../shared/e2b-wire.md §3) over connectrpc.com/connect plus its HTTP
+// over connectrpc.com/connect plus its HTTP
 // endpoints, served on port 49983 inside every sandbox.
 package envd
 
