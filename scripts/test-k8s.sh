@@ -68,7 +68,9 @@ chart=deploy/helm/cove
 work=$(mktemp -d)
 pids=""
 cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null || true; done
+	# Throwaway processes on throwaway data: killed outright (the
+	# apiserver's graceful stop waits for the etcd it lost).
+	for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
 	rm -rf --one-file-system "$work"
 }
@@ -169,7 +171,7 @@ done
 stages=$modcache/sigs.k8s.io/kwok@$KWOK/kustomize/stage
 "$bin/kwok-$KWOK" --kubeconfig "$work/kubeconfig" --manage-nodes-with-label-selector cove.dev/sandbox-host=true \
 	--server-address "127.0.0.1:$kwok_port" \
-	--config "$stages/node/fast/node-initialize.yaml" --config "$stages/node/heartbeat/node-heartbeat-with-lease.yaml" \
+	--config "$stages/node/fast/node-initialize.yaml" --config "$stages/node/heartbeat/node-heartbeat.yaml" \
 	--config "$stages/pod/fast/pod-ready.yaml" --config "$stages/pod/fast/pod-complete.yaml" \
 	--config "$stages/pod/fast/pod-delete.yaml" >"$work/kwok.log" 2>&1 &
 pids="$pids $!"
@@ -220,8 +222,8 @@ if [ -z "$tf" ]; then
 else
 	"$tf" fmt -check -recursive deploy/terraform
 	echo "test-k8s: $(basename "$tf") fmt: deploy/terraform is formatted"
-	if (cd deploy/terraform && "$tf" init -backend=false -input=false >"$work/tf-init.log" 2>&1); then
-		(cd deploy/terraform && "$tf" validate)
+	if (cd deploy/terraform && "$tf" init -backend=false -input=false -no-color >"$work/tf-init.log" 2>&1); then
+		(cd deploy/terraform && "$tf" validate -no-color)
 	else
 		echo "test-k8s: SKIPPED $(basename "$tf") validate and plan: the hashicorp/helm and hashicorp/kubernetes providers cannot be downloaded here ($(grep -m1 -o 'Failed to [^.]*' "$work/tf-init.log" || echo 'init failed'))"
 	fi
