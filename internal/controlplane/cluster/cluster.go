@@ -60,9 +60,13 @@ type member struct {
 // asks of every request (fixed for the sandbox's life).
 type route struct {
 	node        string
-	known       bool // traffic and mask are filled in
+	known       bool // traffic, mask and running are filled in
 	traffic     string
 	maskRequest string
+	// running, as last seen (a create, a get, a pause or resume through
+	// this replica, the node's events): the proxy's wake asks the node
+	// only when it is not.
+	running bool
 }
 
 // New returns a replica's view; Run keeps it current. records are the
@@ -179,6 +183,7 @@ func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
 		}
 		return
 	}
+	c.learn(ev.Info)
 	if c.cfg.StateChanged != nil {
 		c.cfg.StateChanged(ev.Info)
 	}
@@ -230,5 +235,6 @@ func (c *Cluster) lookup(ctx context.Context, id string) (*nodeapi.Client, route
 func (c *Cluster) learn(info node.Info) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, maskRequest: info.MaskRequestHost}
+	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, maskRequest: info.MaskRequestHost,
+		running: info.State == node.StateRunning}
 }

@@ -173,19 +173,45 @@ func (c *Cluster) UpdateNetwork(id string, u node.NetworkUpdate) error {
 	return err
 }
 
+// stateChange runs a pause or resume on the sandbox's node and keeps
+// what it made of it.
+func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Client) (node.Info, error)) (node.Info, error) {
+	client, r, err := c.lookup(ctx, id)
+	if err != nil {
+		return node.Info{}, err
+	}
+	c.setRunning(id, false) // whatever comes of it, ask the node next time
+	info, err := f(client)
+	if err == nil {
+		info.Node = r.node
+		c.learn(info)
+	}
+	return info, err
+}
+
 // Pause pauses a sandbox with its memory.
 func (c *Cluster) Pause(ctx context.Context, id string) (node.Info, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client) (node.Info, error) { return n.Pause(ctx, id) })
+	return c.stateChange(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.Pause(ctx, id) })
 }
 
 // PauseFiles pauses a sandbox keeping its files only.
 func (c *Cluster) PauseFiles(ctx context.Context, id string) (node.Info, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client) (node.Info, error) { return n.PauseFiles(ctx, id) })
+	return c.stateChange(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.PauseFiles(ctx, id) })
 }
 
 // Resume resumes a paused sandbox.
 func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client) (node.Info, error) { return n.Resume(ctx, id, timeout) })
+	return c.stateChange(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.Resume(ctx, id, timeout) })
+}
+
+// setRunning notes whether a sandbox with a known route runs.
+func (c *Cluster) setRunning(id string, running bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.routes[id]; ok && r.known {
+		r.running = running
+		c.routes[id] = r
+	}
 }
 
 // SaveLayer is not offered by a cluster yet: a saved layer lives on one
@@ -195,10 +221,22 @@ func (c *Cluster) SaveLayer(context.Context, string, bool) (node.Copy, error) {
 }
 
 // Wake reports whether a sandbox runs, resuming it when it is paused with
-// auto-resume (the proxy's first step).
+// auto-resume (the proxy's first step). One seen running is taken to run
+// without asking its node (a request to one that ended or was paused
+// meanwhile fails at its dial: 502 either way).
 func (c *Cluster) Wake(ctx context.Context, id string) bool {
-	client, _, err := c.lookup(ctx, id)
-	return err == nil && client.Wake(ctx, id)
+	client, r, err := c.lookup(ctx, id)
+	if err != nil {
+		return false
+	}
+	if r.known && r.running {
+		return true
+	}
+	if !client.Wake(ctx, id) {
+		return false
+	}
+	c.setRunning(id, true)
+	return true
 }
 
 // Dial connects to a port inside a sandbox through its node.
