@@ -11,10 +11,16 @@ key=e2b_00000000000000000000000000000000be4c4001
 token=bench-cluster-node-token-0123456789abcdef
 data=$(mktemp -d)
 pg=$(mktemp -d /tmp/cove-bench-pg.XXXXXX)
-pids=""
+pids="" pgpid=""
 stop() {
 	for p in $pids; do kill -INT "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
+	pids=""
+	if [ -n "$pgpid" ]; then # runuser passes no signal on: pg_ctl stops it
+		runuser -u postgres -- "$pgbin/pg_ctl" -D "$pg/data" stop -m fast >/dev/null 2>&1 || true
+		wait "$pgpid" 2>/dev/null || true
+		pgpid=""
+	fi
 }
 trap 'stop; rm -rf --one-file-system "$pg"' EXIT
 
@@ -22,7 +28,7 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 chown postgres "$pg"
 runuser -u postgres -- "$pgbin/initdb" -D "$pg/data" -U cove --auth=trust -E UTF8 --no-sync >/dev/null
 runuser -u postgres -- "$pgbin/postgres" -D "$pg/data" -k "$pg" -c listen_addresses= -c fsync=off >"$pg/log" 2>&1 &
-pids="$pids $!"
+pgpid=$!
 dsn="host=$pg port=5432 user=cove dbname=postgres sslmode=disable"
 for _ in $(seq 100); do
 	runuser -u postgres -- "$pgbin/pg_isready" -h "$pg" -q && break
@@ -59,7 +65,6 @@ sleep 2 # every replica has read the nodes
 go run ./bench/harness -only cluster -cold "http://$server" -cluster "http://127.0.0.1:3895" -key "$key" \
 	-n "${N:-30}" -sustain "${SUSTAIN:-20s}"
 stop
-pids=""
 left=$(find "$data/server/sandboxes" "$data/n1/sandboxes" "$data/n2/sandboxes" "$data/n3/sandboxes" -mindepth 1 -maxdepth 1 2>/dev/null || true)
 if [ -n "$left" ]; then
 	echo "bench-cluster: sandboxes left after the roles stopped: $left" >&2
