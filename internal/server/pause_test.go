@@ -39,18 +39,10 @@ func TestPauseSurvivesRestart(t *testing.T) {
 				t.Fatalf("create: %d %s", code, raw)
 			}
 			id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-			if _, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"); err != nil {
+			if _, err := run(ctx, first.url, id, tok, counterLoop); err != nil {
 				t.Fatal(err)
 			}
-			count := func(s srv) int {
-				t.Helper()
-				out, err := run(ctx, s.url, id, tok, "sleep 0.2; cat /tmp/count")
-				n, cerr := strconv.Atoi(strings.TrimSpace(out))
-				if err != nil || cerr != nil {
-					t.Fatalf("read the counter: %q %v", out, err)
-				}
-				return n
-			}
+			count := func(s srv) int { t.Helper(); return readCount(t, ctx, s, id, tok) }
 			before := count(first)
 			if code, _, raw := first.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{"memory":true}`); code != 204 {
 				t.Fatalf("pause: %d %s", code, raw)

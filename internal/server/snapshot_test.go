@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,18 +128,10 @@ func TestSnapshotOfProcesses(t *testing.T) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-	if out, err := run(ctx, s.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"); err != nil {
+	if out, err := run(ctx, s.url, id, tok, counterLoop); err != nil {
 		t.Fatalf("%q %v", out, err)
 	}
-	count := func(id, tok string) int {
-		t.Helper()
-		out, err := run(ctx, s.url, id, tok, "sleep 0.2; cat /tmp/count")
-		n, cerr := strconv.Atoi(strings.TrimSpace(out))
-		if err != nil || cerr != nil {
-			t.Fatalf("read the counter of %s: %q %v", id, out, err)
-		}
-		return n
-	}
+	count := func(id, tok string) int { t.Helper(); return readCount(t, ctx, s, id, tok) }
 	count(id, tok)
 	code, snap, raw := s.do(t, "POST", "/sandboxes/"+id+"/snapshots", keyA, `{}`)
 	if code != 201 {

@@ -38,18 +38,10 @@ func TestPauseToDisk(t *testing.T) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-	if out, err := run(ctx, first.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 & (cd /tmp && python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)"); err != nil {
+	if out, err := run(ctx, first.url, id, tok, counterLoop+" (cd /tmp && python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)"); err != nil {
 		t.Fatalf("%q %v", out, err)
 	}
-	count := func(s srv) int {
-		t.Helper()
-		out, err := run(ctx, s.url, id, tok, "sleep 0.3; cat /tmp/count")
-		n, cerr := strconv.Atoi(strings.TrimSpace(out))
-		if err != nil || cerr != nil {
-			t.Fatalf("read the counter: %q %v", out, err)
-		}
-		return n
-	}
+	count := func(s srv) int { t.Helper(); return readCount(t, ctx, s, id, tok) }
 	before := count(first)
 	if code, _, raw := first.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, raw)
@@ -160,7 +152,7 @@ func TestPauseToDiskInterrupted(t *testing.T) {
 			t.Fatalf("create: %d %s", code, raw)
 		}
 		id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-		if out, err := run(ctx, s.url, id, tok, "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"); err != nil {
+		if out, err := run(ctx, s.url, id, tok, counterLoop); err != nil {
 			t.Fatalf("%q %v", out, err)
 		}
 		return id, tok, readCount(t, ctx, s, id, tok)
@@ -211,6 +203,10 @@ func TestPauseToDiskInterrupted(t *testing.T) {
 		t.Errorf("left after the kills: %v", left)
 	}
 }
+
+// counterLoop counts in a shell's memory, writing each count to
+// /tmp/count (whole: by rename).
+const counterLoop = "(n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) >/dev/null 2>&1 &"
 
 // readCount reads the counter a sandbox's loop writes to /tmp/count.
 func readCount(t *testing.T, ctx context.Context, s srv, id, tok string) int {
