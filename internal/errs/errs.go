@@ -97,7 +97,7 @@ func KindOf(err error) Kind {
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		if k, ok := KindNamed(ce.Meta().Get(kindHeader)); ok {
+		if k, ok := KindNamed(ce.Meta().Get(KindHeader)); ok {
 			return k
 		}
 		for k, c := range connectCodes {
@@ -143,10 +143,11 @@ var httpStatuses = map[Kind]int{
 	DataLoss:          http.StatusInternalServerError,
 }
 
-// kindHeader names an error's kind beside its Connect code, which some
+// KindHeader names an error's kind beside its Connect code, which some
 // kinds share (a full disk and a used-up quota are both exhausted
-// resources): Cove's own services read it back (KindOf).
-const kindHeader = "Cove-Error-Kind"
+// resources), or beside a plain HTTP status: Cove's own services read it
+// back (KindOf, KindNamed).
+const KindHeader = "Cove-Error-Kind"
 
 // ConnectError converts err into a *connect.Error with the code of its kind.
 func ConnectError(err error) error {
@@ -163,7 +164,7 @@ func ConnectError(err error) error {
 		code = connect.CodeResourceExhausted // QuotaExceeded
 	}
 	ce = connect.NewError(code, err)
-	ce.Meta().Set(kindHeader, kindNames[k])
+	ce.Meta().Set(KindHeader, kindNames[k])
 	return ce
 }
 

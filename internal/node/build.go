@@ -12,6 +12,13 @@ import (
 // buildTimeout bounds a build sandbox's life.
 const buildTimeout = time.Hour
 
+// BuildKey is the metadata that marks a build sandbox (its value: the
+// template), the node's own: no user's, never in the API's records.
+const BuildKey = "cove.build"
+
+// ForBuild reports whether the sandbox is a template build's.
+func (i Info) ForBuild() bool { return i.Metadata[BuildKey] != "" }
+
 // StartBuild starts a sandbox for a template build: the same isolation,
 // limits and network (with internet access) as any sandbox, over t, whose
 // RootFS.Upper keeps what the sandbox writes. The start command is the
@@ -20,7 +27,7 @@ func (m *Manager) StartBuild(ctx context.Context, t template.Template) (template
 	t.StartCmd, t.ReadyCmd = "", ""
 	info, err := m.Create(ctx, CreateRequest{
 		Resolved: &t, Timeout: min(buildTimeout, m.cfg.MaxTimeout),
-		Metadata: map[string]string{"cove.build": t.ID},
+		Metadata: map[string]string{BuildKey: t.ID},
 	})
 	if err != nil {
 		return nil, err

@@ -26,13 +26,15 @@ import (
 const callTimeout = 30 * time.Second
 
 // Client calls a node's API: what an API replica uses in place of an
-// in-process manager.
+// in-process manager, answering as it does.
 type Client struct {
 	base  *url.URL
 	token string
 	tls   *tls.Config
 	rpc   nodepbconnect.NodeClient
 }
+
+var _ Manager = (*Client)(nil)
 
 // NewClient calls the node at baseURL (http:// or https://) with token;
 // hc carries the calls (its transport's TLS settings also serve Dial).

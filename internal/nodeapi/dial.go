@@ -94,13 +94,9 @@ func splice(a, b net.Conn) {
 
 // httpError answers a plain HTTP request with err's status and kind.
 func httpError(w http.ResponseWriter, err error) {
-	w.Header().Set(kindHeader, errs.KindOf(err).String())
+	w.Header().Set(errs.KindHeader, errs.KindOf(err).String())
 	http.Error(w, err.Error(), errs.HTTPStatus(err))
 }
-
-// kindHeader names an error's kind on a plain HTTP answer (errs' Connect
-// errors carry it the same way).
-const kindHeader = "Cove-Error-Kind"
 
 // dial opens the byte stream to port inside sandbox id on the node at base.
 func dial(ctx context.Context, base *url.URL, tlsConfig *tls.Config, token, id string, port int) (net.Conn, error) {
@@ -143,7 +139,7 @@ func dial(ctx context.Context, base *url.URL, tlsConfig *tls.Config, token, id s
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		conn.Close()
-		kind, _ := errs.KindNamed(resp.Header.Get(kindHeader))
+		kind, _ := errs.KindNamed(resp.Header.Get(errs.KindHeader))
 		return nil, errs.New(kind, "node %s: %s", base.Host, strings.TrimSpace(string(body)))
 	}
 	_ = conn.SetDeadline(time.Time{})

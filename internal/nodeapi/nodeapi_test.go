@@ -27,24 +27,6 @@ import (
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// api is what an API replica asks of a node: the in-process manager and
-// the remote client both answer it, and the same test runs on both.
-type api interface {
-	Create(ctx context.Context, req node.CreateRequest) (node.Info, error)
-	Kill(ctx context.Context, id string) error
-	Get(id string) (node.Info, error)
-	List() []node.Info
-	SetTimeout(id string, timeout time.Duration) (node.Info, error)
-	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
-	Stats(ctx context.Context, id string) (isolation.Stats, error)
-	UpdateNetwork(id string, u node.NetworkUpdate) error
-	Pause(ctx context.Context, id string) (node.Info, error)
-	PauseFiles(ctx context.Context, id string) (node.Info, error)
-	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
-	Wake(ctx context.Context, id string) bool
-	Dial(ctx context.Context, id string, port int) (net.Conn, error)
-}
-
 const token = "node-token-0123456789abcdef0123456789"
 
 var secret = []byte("the cluster's secret")
@@ -121,7 +103,7 @@ func TestSameInProcessAndRemote(t *testing.T) {
 	tn := startNode(t)
 	for _, tc := range []struct {
 		name string
-		api  api
+		api  nodeapi.Manager // what an API replica asks of a node
 	}{{"in process", tn.mgr}, {"remote", tn.client}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -161,7 +161,7 @@ func killUnrecorded(ctx context.Context, st store.Members, name string, mgr *nod
 		return err
 	}
 	for _, info := range mgr.List() {
-		if slices.Contains(recorded, info.ID) || info.Metadata["cove.build"] != "" {
+		if slices.Contains(recorded, info.ID) || info.ForBuild() {
 			continue
 		}
 		if err := mgr.Kill(ctx, info.ID); err != nil {

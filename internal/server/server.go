@@ -162,12 +162,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Admission:  cfg.Admission,
 		WarmToken:  func(id string) string { return auth.EnvdToken(secret, id) },
 		OnState: func(info node.Info) {
-			if info.Metadata["cove.build"] == "" {
+			if !info.ForBuild() {
 				svc.StateChanged(info)
 			}
 		},
 		OnEnd: func(info node.Info) {
-			if info.Metadata["cove.build"] == "" {
+			if !info.ForBuild() {
 				svc.Ended(info.ID)
 			}
 			tpls.SandboxEnded()

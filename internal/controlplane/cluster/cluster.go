@@ -173,7 +173,7 @@ func (c *Cluster) join(ctx context.Context, m store.Member) {
 // event passes a node's event on.
 func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
 	ev.Info.Node = nodeID
-	if ev.Info.Metadata[buildKey] != "" {
+	if ev.Info.ForBuild() {
 		return
 	}
 	if ev.Ended {
@@ -188,9 +188,6 @@ func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
 		c.cfg.StateChanged(ev.Info)
 	}
 }
-
-// buildKey marks a node's own sandboxes (template builds).
-const buildKey = "cove.build"
 
 // forget drops a sandbox's route.
 func (c *Cluster) forget(id string) {

@@ -308,7 +308,7 @@ func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Cl
 		}
 	}
 	for _, info := range running {
-		if slices.Contains(recorded, info.ID) || info.Metadata[buildKey] != "" || time.Since(info.StartedAt) < orphanAge {
+		if slices.Contains(recorded, info.ID) || info.ForBuild() || time.Since(info.StartedAt) < orphanAge {
 			continue
 		}
 		if err := client.Kill(ctx, info.ID); err != nil && !errs.Is(err, errs.NotFound) {
