@@ -24,13 +24,7 @@ sandboxes start from the base template.
 
 Every flag can also be set through its environment variable.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := r.finish(cmd)
-			if err != nil {
-				return err
-			}
-			return server.RunAPI(cmd.Context(), cfg, log)
-		},
+		RunE: r.run(server.RunAPI),
 	}
 	f := cmd.Flags()
 	r.common(f, "127.0.0.1:3000", "address for the API and the sandbox proxy")

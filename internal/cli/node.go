@@ -19,13 +19,7 @@ silent for longer than its lease for lost, and its sandboxes for gone.
 
 Every flag can also be set through its environment variable.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := r.finish(cmd)
-			if err != nil {
-				return err
-			}
-			return server.RunNode(cmd.Context(), cfg, log)
-		},
+		RunE: r.run(server.RunNode),
 	}
 	f := cmd.Flags()
 	r.common(f, "127.0.0.1:3100", "address of the node API")

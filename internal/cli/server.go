@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -76,6 +77,18 @@ func (r *runFlags) cluster(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.NodeToken, "node-token", os.Getenv("COVE_NODE_TOKEN"), "the secret API replicas present to nodes, the same on all of them, 32 characters or more (COVE_NODE_TOKEN)")
 }
 
+// run is a role command's RunE: the flags made into its configuration,
+// then the role.
+func (r *runFlags) run(role func(context.Context, server.Config, *slog.Logger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, log, err := r.finish(cmd)
+		if err != nil {
+			return err
+		}
+		return role(cmd.Context(), cfg, log)
+	}
+}
+
 // finish turns the flags into the role's configuration and logger.
 func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, error) {
 	level := slog.LevelInfo
@@ -123,13 +136,7 @@ Point the official E2B SDK at it with:
 
 Every flag can also be set through its environment variable.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := r.finish(cmd)
-			if err != nil {
-				return err
-			}
-			return server.Run(cmd.Context(), cfg, log)
-		},
+		RunE: r.run(server.Run),
 	}
 	f := cmd.Flags()
 	r.common(f, "127.0.0.1:3000", "address for the API and the sandbox proxy")
