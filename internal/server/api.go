@@ -2,17 +2,14 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 
-	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/cluster"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
-	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
 	"github.com/covesandbox/cove/internal/template"
@@ -23,24 +20,12 @@ import (
 // sandboxes on the nodes that heartbeat there. Replicas share nothing
 // else: any number may run, and any may stop at any moment.
 func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if cfg.Database == "" || cfg.NodeToken == "" {
-		return errors.New("cove api needs the cluster's database (--database) and node token (--node-token)")
-	}
-	unlock, err := prepare(cfg.DataDir, false, log)
+	st, secret, done, err := joinCluster(ctx, "cove api", cfg, false, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	st, err := postgres.Open(ctx, cfg.Database)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	defer done()
 	if err := setupKeys(ctx, st, cfg); err != nil {
-		return err
-	}
-	secret, err := st.Secret(ctx, "envd-token", auth.NewSecret)
-	if err != nil {
 		return err
 	}
 	// The templates a replica knows: the built-in ones (its nodes build

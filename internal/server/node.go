@@ -31,9 +31,6 @@ const heartbeatEvery = time.Second
 // sandboxes keep running and are adopted by the next start (an API
 // replica takes the node for lost after NodeLease without a heartbeat).
 func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if cfg.Database == "" || cfg.NodeToken == "" {
-		return errors.New("cove node needs the cluster's database (--database) and node token (--node-token)")
-	}
 	if cfg.NodeName == "" {
 		host, err := os.Hostname()
 		if err != nil {
@@ -41,20 +38,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		cfg.NodeName = host
 	}
-	unlock, err := prepare(cfg.DataDir, true, log)
+	st, secret, done, err := joinCluster(ctx, "cove node", cfg, true, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	st, err := postgres.Open(ctx, cfg.Database)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	secret, err := st.Secret(ctx, "envd-token", auth.NewSecret)
-	if err != nil {
-		return err
-	}
+	defer done()
 	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
 	if err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
@@ -128,6 +116,29 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// joinCluster checks a cluster role's settings, takes its data directory
+// (hardening the host where sandboxes run) and opens the cluster's
+// database and the secret sandbox tokens derive from; done releases them.
+func joinCluster(ctx context.Context, role string, cfg Config, sandboxes bool, log *slog.Logger) (st *postgres.Store, secret []byte, done func(), err error) {
+	if cfg.Database == "" || cfg.NodeToken == "" {
+		return nil, nil, nil, fmt.Errorf("%s needs the cluster's database (--database) and node token (--node-token)", role)
+	}
+	unlock, err := prepare(cfg.DataDir, sandboxes, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if st, err = postgres.Open(ctx, cfg.Database); err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	done = func() { st.Close(); unlock() }
+	if secret, err = st.Secret(ctx, "envd-token", auth.NewSecret); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return st, secret, done, nil
 }
 
 // heartbeat reports the node to its cluster every heartbeatEvery until
