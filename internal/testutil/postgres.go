@@ -20,11 +20,11 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 )
 
-// PostgreSQL is a throwaway cluster a test binary starts once (Debian's
+// pgCluster is a throwaway PostgreSQL cluster a test binary starts once (Debian's
 // server, which make test's deps step installs): it runs as the postgres
 // user in a directory of its own, listens on a Unix socket there only,
 // and goes with StopPostgres (a TestMain calls it).
-type PostgreSQL struct {
+type pgCluster struct {
 	dir string
 	cmd *exec.Cmd
 	err error
@@ -32,7 +32,7 @@ type PostgreSQL struct {
 
 var (
 	pgOnce sync.Once
-	pg     PostgreSQL
+	pg     pgCluster
 	pgSeq  atomic.Int32
 )
 
@@ -80,7 +80,7 @@ func StopPostgres() {
 	_ = fsutil.RemoveTree(pg.dir)
 }
 
-func (p *PostgreSQL) dsn(db string) string {
+func (p *pgCluster) dsn(db string) string {
 	return fmt.Sprintf("host=%s port=5432 user=cove dbname=%s sslmode=disable", p.dir, db)
 }
 
@@ -98,7 +98,7 @@ func postgresBin() (string, error) {
 	return filepath.Dir(found[len(found)-1]), nil
 }
 
-func (p *PostgreSQL) start() error {
+func (p *pgCluster) start() error {
 	bin, err := postgresBin()
 	if err != nil {
 		return err
