@@ -60,12 +60,7 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 	if memory {
 		// Frozen still, so that its processes match its files.
 		c.Image, err = m.image(ctx, sb)
-		if sb.info.Saving {
-			if rerr := m.recordDriver(sb.info).(isolation.Pauser).Resume(context.WithoutCancel(ctx), id); rerr != nil {
-				m.log.Error("let a sandbox run again after copying its processes", logx.SandboxID(id), logx.Err(rerr))
-			}
-			m.unmarkSaving(sb)
-		}
+		m.thaw(ctx, sb)
 		if err != nil {
 			release()
 			return Copy{}, err
@@ -95,17 +90,8 @@ func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, o
 	if err != nil {
 		return template.LayerSum{}, err
 	}
-	freeze := sb.info.State == StateRunning
-	thaw := func() {
-		if !freeze {
-			return
-		}
-		if err := pauser.Resume(context.WithoutCancel(ctx), id); err != nil {
-			m.log.Error("let a sandbox run again after copying its files", logx.SandboxID(id), logx.Err(err))
-		}
-		m.unmarkSaving(sb)
-	}
-	if freeze {
+	thaw := func() { m.thaw(ctx, sb) }
+	if sb.info.State == StateRunning {
 		// Recorded first: a node that stops during the copy lets the
 		// sandbox run again when it comes back.
 		sb.info.Saving = true
@@ -149,6 +135,18 @@ func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, o
 	m.log.Info("sandbox files saved", logx.SandboxID(id), "layer", sum.Name, "files", sum.Files, "bytes", sum.Bytes,
 		"copy", copied, "took", time.Since(start))
 	return sum, nil
+}
+
+// thaw lets a sandbox the copy froze (marked saving) run again (sb.mu
+// held); one that was paused already stays so.
+func (m *Manager) thaw(ctx context.Context, sb *sandbox) {
+	if !sb.info.Saving {
+		return
+	}
+	if err := m.recordDriver(sb.info).(isolation.Pauser).Resume(context.WithoutCancel(ctx), sb.info.ID); err != nil {
+		m.log.Error("let a sandbox run again after copying it", logx.SandboxID(sb.info.ID), logx.Err(err))
+	}
+	m.unmarkSaving(sb)
 }
 
 func (m *Manager) unmarkSaving(sb *sandbox) {
