@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,37 @@ type member struct {
 	store.Member
 	client *nodeapi.Client
 	stop   context.CancelFunc // its events' follower
+	// placed are this replica's creates on it that its last heartbeat
+	// may not count yet.
+	placed []placement
+}
+
+// placement is a create this replica made on a node.
+type placement struct {
+	at       time.Time
+	memoryMB int64
+}
+
+// beatSlack is how much older than a heartbeat a placement must be for
+// the heartbeat to count it: the node samples its load just before.
+const beatSlack = time.Second
+
+// report takes a node's new heartbeat and drops the placements it counts.
+func (m *member) report(r store.Member, now time.Time) {
+	m.Member = r
+	sampled := now.Add(-r.Age - beatSlack)
+	m.placed = slices.DeleteFunc(m.placed, func(p placement) bool { return p.at.Before(sampled) })
+}
+
+// load is the node's sandboxes and free memory as this replica sees them:
+// its heartbeat's plus the creates made here since.
+func (m *member) load() (sandboxes int, freeMB int64) {
+	sandboxes, freeMB = m.Sandboxes, m.MemoryMB-m.CommittedMemoryMB
+	for _, p := range m.placed {
+		sandboxes++
+		freeMB -= p.memoryMB
+	}
+	return sandboxes, freeMB
 }
 
 // route is what a replica keeps of a sandbox: its node and what the proxy
@@ -154,7 +186,7 @@ func (c *Cluster) join(ctx context.Context, m store.Member) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur, ok := c.nodes[m.ID]; ok && cur.URL == m.URL {
-		cur.Member = m
+		cur.report(m, time.Now())
 		return
 	} else if ok {
 		cur.stop() // moved: followed anew at its new address

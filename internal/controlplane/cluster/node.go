@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -31,7 +32,9 @@ type candidate struct {
 }
 
 // candidates are the live nodes that offer isolation ("" = any), the
-// least loaded first: fewest sandboxes, then most memory left.
+// least loaded first: fewest sandboxes, then most memory left; equals in
+// a random order, so that replicas placing at once do not all pick the
+// same one.
 func (c *Cluster) candidates(isolation string) []candidate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -41,10 +44,11 @@ func (c *Cluster) candidates(isolation string) []candidate {
 			ms = append(ms, m)
 		}
 	}
-	slices.SortFunc(ms, func(a, b *member) int {
-		return cmp.Or(cmp.Compare(a.Sandboxes, b.Sandboxes),
-			cmp.Compare(b.MemoryMB-b.CommittedMemoryMB, a.MemoryMB-a.CommittedMemoryMB),
-			strings.Compare(a.ID, b.ID))
+	rand.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	slices.SortStableFunc(ms, func(a, b *member) int {
+		as, af := a.load()
+		bs, bf := b.load()
+		return cmp.Or(cmp.Compare(as, bs), cmp.Compare(bf, af))
 	})
 	out := make([]candidate, len(ms))
 	for i, m := range ms {
@@ -53,14 +57,13 @@ func (c *Cluster) candidates(isolation string) []candidate {
 	return out
 }
 
-// placed counts a sandbox on a node until its next heartbeat does, so
-// that the next create spreads.
+// placed counts a sandbox on a node until a heartbeat does, so that the
+// next create spreads.
 func (c *Cluster) placed(nodeID string, memoryMB int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m := c.nodes[nodeID]; m != nil {
-		m.Sandboxes++
-		m.CommittedMemoryMB += memoryMB
+		m.placed = append(m.placed, placement{time.Now(), memoryMB})
 	}
 }
 
