@@ -48,6 +48,19 @@ if [ -n "$need" ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 fi
 go mod download
+# SeaweedFS, the S3-compatible server the object store's tests start:
+# built once from the Go module proxy (its go.mod has replace directives,
+# so from inside its module, not with go install), kept by version.
+weed_version=v0.0.0-20261109003541-7506e5f91cd6
+weed=/var/cache/cove-test/seaweedfs-$weed_version/weed
+if [ ! -x "$weed" ]; then
+	if [ "$(id -u)" != 0 ]; then echo "deps: need root to build SeaweedFS into $weed" >&2; exit 1; fi
+	src=$(go mod download -json "github.com/seaweedfs/seaweedfs@$weed_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	mkdir -p "$(dirname "$weed")"
+	echo "deps: building SeaweedFS $weed_version (once; several minutes)" >&2
+	(cd "$src" && CGO_ENABLED=0 go build -trimpath -o "$weed.tmp" ./weed) && mv "$weed.tmp" "$weed"
+fi
+ln -sfn "$weed" /var/cache/cove-test/weed
 # The official E2B SDKs for the compatibility suite (test/compat).
 if [ ! -f test/compat/node_modules/e2b/package.json ]; then
 	(cd test/compat && npm ci --no-audit --no-fund)

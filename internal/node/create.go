@@ -91,7 +91,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		tpl = *req.Resolved
 	case req.BuildID != "":
 		var err error
-		if tpl, err = m.templates.ResolveBuild(req.Template, req.BuildID); err != nil {
+		if tpl, err = m.templates.ResolveBuild(ctx, req.Template, req.BuildID); err != nil {
 			return Info{}, err
 		}
 	default:

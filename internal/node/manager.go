@@ -32,7 +32,7 @@ import (
 // stores the layers sandboxes' files are saved in (template.Store).
 type Templates interface {
 	Resolve(ctx context.Context, ref string) (template.Template, error)
-	ResolveBuild(templateID, buildID string) (template.Template, error)
+	ResolveBuild(ctx context.Context, templateID, buildID string) (template.Template, error)
 	LayerPath(name string) string
 	StageLayer() (string, error)
 	CommitLayer(stage string, avoid ...string) (template.LayerSum, error)

@@ -24,7 +24,7 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	cur := sb.snapshot()
-	tpl, err := m.templates.ResolveBuild(cur.TemplateID, cur.BuildID)
+	tpl, err := m.templates.ResolveBuild(ctx, cur.TemplateID, cur.BuildID)
 	if err != nil {
 		return Info{}, errs.New(errs.Conflict, "sandbox %s cannot be paused without its memory: its template build %s/%s is gone (%v); pause it with its memory", id, cur.TemplateID, cur.BuildID, err)
 	}

@@ -139,11 +139,15 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	if build == nil {
 		return errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
 	}
-	build.Status = StatusBuilding
+	build.Status, build.Node = StatusBuilding, b.store.node
 	if err := b.store.SetBuild(templateID, *build); err != nil {
 		return err
 	}
 	img, err := b.build(ctx, *build, spec, logf)
+	if err == nil && b.store.remote != nil {
+		logf(LogEntry{Time: time.Now(), Level: "info", Message: "pushing the layers to the object store"})
+		img.Blobs, err = b.store.pushLayers(ctx, img.Layers)
+	}
 	build.FinishedAt = time.Now().UTC()
 	if err != nil {
 		build.Status, build.Reason = StatusError, err.Error()

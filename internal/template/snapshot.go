@@ -192,7 +192,26 @@ func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum, 
 			return Record{}, err
 		}
 	}
-	s.mu.Lock()
+	var kept *ProcessImage
+	if procs != nil {
+		if kept, err = s.keepImage(procs); err != nil {
+			return Record{}, err
+		}
+		defer func() {
+			if err != nil {
+				_ = fsutil.RemoveTree(kept.Dir)
+			}
+		}()
+	}
+	return retry(func() (Record, error) { return s.createSnapshot(name, src, layer, kept) })
+}
+
+// createSnapshot records the snapshot, with kept, the processes' image
+// already in the store.
+func (s *Store) createSnapshot(name string, src SnapshotSource, layer LayerSum, kept *ProcessImage) (Record, error) {
+	if err := s.lock(); err != nil {
+		return Record{}, err
+	}
 	defer s.mu.Unlock()
 	from, ok := s.templates[src.TemplateID]
 	var fromBuild *Build
@@ -239,22 +258,11 @@ func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum, 
 	b := &Build{ID: newUUID(), Status: StatusReady, CreatedAt: now, FinishedAt: now,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskMB: src.DiskMB, Isolation: src.Isolation, Image: img,
 		Snapshot: &Snapshot{SandboxID: src.SandboxID, CreatedAt: now, Layer: layer}}
-	if procs != nil {
-		kept, err := s.keepImage(procs)
-		if err != nil {
-			return Record{}, err
-		}
-		b.Snapshot.Image = kept
-		defer func() {
-			if err != nil {
-				_ = fsutil.RemoveTree(kept.Dir)
-			}
-		}()
-	}
+	b.Snapshot.Image = kept
 	r.Builds = append(r.Builds, b)
 	oldDefault, hadDefault := r.Tags[DefaultTag]
 	r.Tags[DefaultTag] = b.ID
-	if err = s.save(r); err != nil {
+	if err := s.save(r); err != nil {
 		r.Builds = r.Builds[:len(r.Builds)-1]
 		if hadDefault {
 			r.Tags[DefaultTag] = oldDefault
@@ -288,7 +296,7 @@ func (s *Store) imagePath(name string) string { return filepath.Join(s.dir, "ima
 // sandboxID when given, named name (a tag after ':' ignored) when given.
 func (s *Store) ListSnapshots(team, sandboxID, name string) []Record {
 	name, _, _ = strings.Cut(name, ":")
-	s.mu.Lock()
+	s.lockStale()
 	defer s.mu.Unlock()
 	var out []Record
 	for _, r := range s.templates {

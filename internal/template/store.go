@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,13 +38,16 @@ const DefaultTag = "default"
 // Image is what a sandbox of a template starts from: the layers (lowest
 // first) and the defaults a build left.
 type Image struct {
-	Layers   []string         `json:"layers"`
-	Binds    []isolation.Bind `json:"binds,omitempty"`
-	User     string           `json:"user,omitempty"`
-	Workdir  string           `json:"workdir,omitempty"`
-	Env      []string         `json:"env,omitempty"` // KEY=VALUE, in order
-	StartCmd string           `json:"startCmd,omitempty"`
-	ReadyCmd string           `json:"readyCmd,omitempty"`
+	Layers  []string         `json:"layers"`
+	Binds   []isolation.Bind `json:"binds,omitempty"`
+	User    string           `json:"user,omitempty"`
+	Workdir string           `json:"workdir,omitempty"`
+	Env     []string         `json:"env,omitempty"` // KEY=VALUE, in order
+	// Blobs, in a cluster, are the layers' archives in the object store:
+	// layer name → the archive's SHA-256.
+	Blobs    map[string]string `json:"blobs,omitempty"`
+	StartCmd string            `json:"startCmd,omitempty"`
+	ReadyCmd string            `json:"readyCmd,omitempty"`
 }
 
 // Build is one build of a template.
@@ -69,6 +73,8 @@ type Build struct {
 	// Snapshot, on a snapshot's build, is the sandbox it saved and the
 	// manifest of the layer it saved.
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
+	// Node, in a cluster, is the node that runs or ran the build.
+	Node string `json:"node,omitempty"`
 }
 
 // Record is a template: its names, its builds (oldest first) and tags
@@ -84,6 +90,9 @@ type Record struct {
 	// Snapshot marks a template made by snapshotting sandboxes: listed
 	// with the snapshots, not with the templates.
 	Snapshot bool `json:"snapshot,omitempty"`
+	// Version is the stored record's version in shared Records (0: not
+	// stored there yet); a save of an older one is refused.
+	Version int64 `json:"-"`
 }
 
 // Build returns the build with id.
@@ -149,9 +158,23 @@ type Store struct {
 	dir    string
 	layers Layers
 	log    *slog.Logger
+	// remote, when set, is where layers are shared with other nodes;
+	// pushed are the digests of the layers' archives there, by name.
+	remote   Remote
+	pushedMu sync.Mutex
+	pushed   map[string]string
 
 	mu        sync.Mutex
 	templates map[string]*Record
+	// builtin are the records no Records keep: the base template and the
+	// recipes not built yet.
+	builtin map[string]*Record
+	// shared, when set, keeps the records, with other processes; gen is
+	// its generation templates were read at (-1: read them again).
+	shared Records
+	gen    int64
+	// node names this node in builds it runs (a cluster's).
+	node string
 	// sizes are stored layers' sizes, by name, for teams' storage.
 	sizesMu sync.Mutex
 	sizes   map[string]int64
@@ -171,7 +194,7 @@ type Store struct {
 // template. Builds a previous process left unfinished are marked failed.
 func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
-		templates: map[string]*Record{}, stale: true, sizes: map[string]int64{}}
+		templates: map[string]*Record{}, stale: true, sizes: map[string]int64{}, pushed: map[string]string{}}
 	// Layers keep their files' modes (setuid ones included) and uploads
 	// are a team's own: only the server's user enters, but for the layers,
 	// which a user-namespaced sandbox's root (another host user) must
@@ -192,10 +215,11 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.templates[BaseName] = base
+	s.builtin = map[string]*Record{BaseName: base}
 	for name := range Recipes { // public, built on first use
-		s.templates[name] = &Record{ID: name, Names: []string{name}, Public: true, Tags: map[string]string{}}
+		s.builtin[name] = &Record{ID: name, Names: []string{name}, Public: true, Tags: map[string]string{}}
 	}
+	maps.Copy(s.templates, s.builtin)
 	entries, err := os.ReadDir(filepath.Join(dir, "templates"))
 	if err != nil {
 		return nil, err
@@ -238,41 +262,62 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
+// UseRemote shares the store's layers through r (a cluster's object
+// store): PushLayer stores one there, a build resolved here fetches what
+// this node lacks. Call it before the store is used.
+func (s *Store) UseRemote(r Remote) { s.remote = r }
+
 // Layers is the store's layer directory.
 func (s *Store) Layers() Layers { return s.layers }
 
 // Resolve finds a ready template build by id, name, or either with :tag.
+// Layers this node lacks are fetched from the remote.
 func (s *Store) Resolve(ctx context.Context, ref string) (Template, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if err := s.lock(); err != nil {
+		return Template{}, err
+	}
 	r, tag, err := s.find(ref)
 	if err != nil {
+		s.mu.Unlock()
 		return Template{}, err
 	}
 	b := r.tagged(tag)
 	if b == nil {
+		s.mu.Unlock()
 		if tag == "" {
 			return Template{}, errs.New(errs.NotFound, "template %s has no ready build", ref)
 		}
 		return Template{}, errs.New(errs.NotFound, "template %s has no ready build tagged %q", ref, tag)
 	}
-	return s.resolved(r, b), nil
+	t, blobs := s.resolved(r, b), maps.Clone(b.Image.Blobs)
+	layers := slices.Clone(b.Image.Layers)
+	s.mu.Unlock()
+	return t, s.fetch(ctx, layers, blobs)
 }
 
 // ResolveBuild finds a ready build of a template by their ids (a fork
 // starts from its parent's build, whatever the tags say now).
-func (s *Store) ResolveBuild(templateID, buildID string) (Template, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Store) ResolveBuild(ctx context.Context, templateID, buildID string) (Template, error) {
+	if err := s.lock(); err != nil {
+		return Template{}, err
+	}
 	r, ok := s.templates[templateID]
+	var b *Build
+	if ok {
+		b = r.Build(buildID)
+	}
 	if !ok {
+		s.mu.Unlock()
 		return Template{}, errs.New(errs.NotFound, "template '%s' not found", templateID)
 	}
-	b := r.Build(buildID)
 	if b == nil || b.Status != StatusReady {
+		s.mu.Unlock()
 		return Template{}, errs.New(errs.NotFound, "template %s has no ready build %s", templateID, buildID)
 	}
-	return s.resolved(r, b), nil
+	t, blobs := s.resolved(r, b), maps.Clone(b.Image.Blobs)
+	layers := slices.Clone(b.Image.Layers)
+	s.mu.Unlock()
+	return t, s.fetch(ctx, layers, blobs)
 }
 
 // LayerPath is where the named layer is stored.
@@ -326,7 +371,9 @@ func (s *Store) find(ref string) (*Record, string, error) {
 
 // Get returns a copy of a template's record by id or name.
 func (s *Store) Get(ref string) (Record, error) {
-	s.mu.Lock()
+	if err := s.lock(); err != nil {
+		return Record{}, err
+	}
 	defer s.mu.Unlock()
 	r, _, err := s.find(ref)
 	if err != nil {
@@ -337,7 +384,7 @@ func (s *Store) Get(ref string) (Record, error) {
 
 // List returns every template team may see (its own and public ones).
 func (s *Store) List(team string) []Record {
-	s.mu.Lock()
+	s.lockStale()
 	defer s.mu.Unlock()
 	var out []Record
 	for _, r := range s.templates {
@@ -356,7 +403,18 @@ func (s *Store) NewBuild(team, name string, tags []string, cpu, memoryMB int) (R
 	if err := validName(name); err != nil {
 		return Record{}, nil, err
 	}
-	s.mu.Lock()
+	var b *Build
+	r, err := retry(func() (r Record, err error) {
+		r, b, err = s.newBuild(team, name, tags, cpu, memoryMB)
+		return r, err
+	})
+	return r, b, err
+}
+
+func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int) (Record, *Build, error) {
+	if err := s.lock(); err != nil {
+		return Record{}, nil, err
+	}
 	defer s.mu.Unlock()
 	r, _, err := s.find(name)
 	switch {
@@ -390,7 +448,14 @@ func (s *Store) NewBuild(team, name string, tags []string, cpu, memoryMB int) (R
 
 // SetBuild records a build's progress; a ready build takes its tags.
 func (s *Store) SetBuild(templateID string, b Build) error {
-	s.mu.Lock()
+	_, err := retry(func() (struct{}, error) { return struct{}{}, s.setBuild(templateID, b) })
+	return err
+}
+
+func (s *Store) setBuild(templateID string, b Build) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	r, ok := s.templates[templateID]
 	if !ok {
@@ -416,7 +481,14 @@ func (s *Store) SetBuild(templateID string, b Build) error {
 // SetWarmError records why warm sandboxes of a build fail to start (""
 // clears it). A template or build that is gone is not an error.
 func (s *Store) SetWarmError(templateID, buildID, why string) error {
-	s.mu.Lock()
+	_, err := retry(func() (struct{}, error) { return struct{}{}, s.setWarmError(templateID, buildID, why) })
+	return err
+}
+
+func (s *Store) setWarmError(templateID, buildID, why string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	r, ok := s.templates[templateID]
 	if !ok {
@@ -432,7 +504,13 @@ func (s *Store) SetWarmError(templateID, buildID, why string) error {
 
 // Tag points tags of a template at a ready build.
 func (s *Store) Tag(team, target string, tags []string) (string, error) {
-	s.mu.Lock()
+	return retry(func() (string, error) { return s.tag(team, target, tags) })
+}
+
+func (s *Store) tag(team, target string, tags []string) (string, error) {
+	if err := s.lock(); err != nil {
+		return "", err
+	}
 	defer s.mu.Unlock()
 	r, tag, err := s.find(target)
 	if err != nil {
@@ -456,7 +534,14 @@ func (s *Store) Tag(team, target string, tags []string) (string, error) {
 
 // Untag removes tags of a template.
 func (s *Store) Untag(team, name string, tags []string) error {
-	s.mu.Lock()
+	_, err := retry(func() (struct{}, error) { return struct{}{}, s.untag(team, name, tags) })
+	return err
+}
+
+func (s *Store) untag(team, name string, tags []string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	r, _, err := s.find(name)
 	if err != nil {
@@ -474,7 +559,9 @@ func (s *Store) Untag(team, name string, tags []string) error {
 // Delete removes a template. Its layers stay while a sandbox or a build
 // still stacks them: Collect removes them once nothing does.
 func (s *Store) Delete(team, ref string) error {
-	s.mu.Lock()
+	if err := s.lock(); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	r, _, err := s.find(ref)
 	if err != nil {
@@ -491,7 +578,14 @@ func (s *Store) Delete(team, ref string) error {
 			return errs.New(errs.Conflict, "template %s has a build in progress", ref)
 		}
 	}
-	if err := os.Remove(s.recordPath(r.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if s.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), recordsTimeout)
+		defer cancel()
+		s.gen = -1
+		if err := s.shared.DeleteTemplate(ctx, r.ID); err != nil {
+			return fmt.Errorf("delete template %s: %w", r.ID, err)
+		}
+	} else if err := os.Remove(s.recordPath(r.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	delete(s.templates, r.ID)
@@ -516,7 +610,9 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 	if filesDue {
 		s.collectFiles()
 	}
-	s.mu.Lock()
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
 	defer s.mu.Unlock()
 	keep, keepImages := map[string]bool{}, map[string]bool{}
 	for _, r := range s.templates {
@@ -574,10 +670,14 @@ func (s *Store) recordPath(id string) string {
 	return filepath.Join(s.dir, "templates", id+".json")
 }
 
-// save writes a record atomically (the base template is not stored).
+// save writes a record atomically, to the shared records or to its file
+// (the base template is not stored).
 func (s *Store) save(r *Record) error {
 	if r.ID == BaseName {
 		return nil
+	}
+	if s.shared != nil {
+		return s.put(r)
 	}
 	return fsutil.WriteJSON(s.recordPath(r.ID), r)
 }

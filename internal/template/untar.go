@@ -27,6 +27,9 @@ type untarOptions struct {
 	// device, the trusted.overlay.opaque attribute), as an image layer
 	// needs; without it they are refused.
 	Overlay bool
+	// Exact keeps the owner and mode the archive gives its whiteouts: a
+	// layer a node pushed comes back the same, to its digest.
+	Exact bool
 }
 
 // untar unpacks a tar stream (gzip-compressed or not) into dir, which must
@@ -95,7 +98,14 @@ func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, op
 		if base == whiteoutOpaque {
 			return setOpaque(root, dir)
 		}
-		return whiteout(root, dir, strings.TrimPrefix(base, whiteoutPrefix))
+		hidden := strings.TrimPrefix(base, whiteoutPrefix)
+		if err := whiteout(root, dir, hidden); err != nil || !opts.Exact {
+			return err
+		}
+		if err := root.Lchown(path.Join(dir, hidden), hdr.Uid, hdr.Gid); err != nil {
+			return err
+		}
+		return root.Chmod(path.Join(dir, hidden), fs.FileMode(hdr.Mode)&fs.ModePerm)
 	}
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -10,7 +10,9 @@ import (
 // of every layer their builds name, each layer once, shared with other
 // teams or not, and of their snapshots' copies of processes.
 func (s *Store) TeamLayerBytes(team string) (int64, error) {
-	s.mu.Lock()
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
 	names := map[string]bool{}
 	var total int64
 	for _, r := range s.templates {

@@ -19,6 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testutil.StopPostgres()
+	testutil.StopObjectStore()
 	os.Exit(code)
 }
 

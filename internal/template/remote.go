@@ -1,0 +1,244 @@
+package template
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Remote is the bucket a cluster's nodes share layers through (an
+// objstore.Bucket): what one node built or saved, another fetches.
+type Remote interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
+	Has(ctx context.Context, key string) (bool, error)
+}
+
+// blobKey is where a remote keeps the layer archive whose SHA-256 is
+// digest: a key names its content, so it is written once and checked by
+// every reader.
+func blobKey(digest string) string { return "blobs/sha256/" + digest }
+
+// PushLayer stores the named layer in the store's remote, as a gzipped
+// tar, and returns the archive's digest, which the records keep beside
+// the layer's name: a node that lacks the layer fetches it by that digest
+// and checks it.
+func (s *Store) PushLayer(ctx context.Context, name string) (string, error) {
+	if s.remote == nil {
+		return "", errs.New(errs.Unimplemented, "no object store is configured")
+	}
+	if !s.layers.Has(name) {
+		return "", errs.New(errs.NotFound, "layer %s is not stored here", name)
+	}
+	f, err := os.CreateTemp(s.layers.dir, ".push-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	h := sha256.New()
+	zw, _ := gzip.NewWriterLevel(io.MultiWriter(f, h), gzip.BestSpeed)
+	if err := packLayer(zw, s.layers.Path(name)); err != nil {
+		return "", fmt.Errorf("pack layer %s: %w", name, err)
+	}
+	if err := zw.Close(); err != nil {
+		return "", fmt.Errorf("pack layer %s: %w", name, err)
+	}
+	digest := hex.EncodeToString(h.Sum(nil))
+	if ok, err := s.remote.Has(ctx, blobKey(digest)); err != nil || ok {
+		return digest, err
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	if err := s.remote.Put(ctx, blobKey(digest), f, size); err != nil {
+		return "", fmt.Errorf("push layer %s: %w", name, err)
+	}
+	return digest, nil
+}
+
+// pushLayers pushes layers (those pushed before once) and returns their
+// archives' digests.
+func (s *Store) pushLayers(ctx context.Context, layers []string) (map[string]string, error) {
+	blobs := map[string]string{}
+	for _, l := range layers {
+		s.pushedMu.Lock()
+		digest := s.pushed[l]
+		s.pushedMu.Unlock()
+		if digest == "" {
+			var err error
+			if digest, err = s.PushLayer(ctx, l); err != nil {
+				return nil, err
+			}
+			s.pushedMu.Lock()
+			s.pushed[l] = digest
+			s.pushedMu.Unlock()
+		}
+		blobs[l] = digest
+	}
+	return blobs, nil
+}
+
+// pullLayer fetches the layer name from the remote, where its archive is
+// stored under digest, and commits it. Bytes that do not match the digest
+// are refused (DataLoss) and leave nothing; a missing archive is
+// DataLoss too: the records say it was pushed.
+func (s *Store) pullLayer(ctx context.Context, name, digest string) error {
+	if s.layers.Has(name) {
+		return nil
+	}
+	if s.remote == nil {
+		return errs.New(errs.Unavailable, "layer %s is not stored on this node and no object store is configured", name)
+	}
+	if digest == "" {
+		return errs.New(errs.Unavailable, "layer %s is not stored on this node and was never pushed to the object store", name)
+	}
+	body, _, err := s.remote.Get(ctx, blobKey(digest))
+	if errs.Is(err, errs.NotFound) {
+		return errs.New(errs.DataLoss, "layer %s: its archive %s is missing from the object store", name, digest)
+	}
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	stage, err := s.layers.stage()
+	if err != nil {
+		return err
+	}
+	// Unpacked before it is checked, but confined to the stage (untar
+	// resolves every path inside it), and dropped unless it matches.
+	h := sha256.New()
+	tee := io.TeeReader(body, h)
+	uerr := untar(tee, stage, untarOptions{Overlay: true, Exact: true})
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		removeStage(stage)
+		return fmt.Errorf("fetch layer %s: %w", name, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != digest {
+		removeStage(stage)
+		return errs.New(errs.DataLoss, "layer %s from the object store is damaged: its archive's SHA-256 is %s, the records say %s", name, got, digest)
+	}
+	if uerr != nil {
+		removeStage(stage)
+		return fmt.Errorf("unpack layer %s: %w", name, uerr)
+	}
+	if _, err := s.layers.commit(stage, name); err != nil {
+		return err
+	}
+	s.pushedMu.Lock()
+	s.pushed[name] = digest
+	s.pushedMu.Unlock()
+	return nil
+}
+
+// packLayer writes the layer in dir as a tar stream that untar (with
+// Overlay and Exact) turns back into the same tree: every entry with its
+// owner, mode and time, whiteouts and opaque directories in the OCI form,
+// hard links once.
+func packLayer(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	links := map[[2]uint64]string{} // device and inode → first name
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		sys, _ := st.Sys().(*syscall.Stat_t)
+		if sys == nil {
+			return fmt.Errorf("%s: no owner", rel)
+		}
+		hdr := &tar.Header{Name: rel, Mode: int64(unixMode(st)), Uid: int(sys.Uid), Gid: int(sys.Gid),
+			ModTime: st.ModTime(), Format: tar.FormatPAX}
+		switch {
+		case st.IsDir():
+			hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
+		case st.Mode()&fs.ModeSymlink != 0:
+			if hdr.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+			hdr.Typeflag = tar.TypeSymlink
+		case isWhiteout(st):
+			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(path.Dir(rel), whiteoutPrefix+path.Base(rel))
+		case st.Mode().IsRegular():
+			id := [2]uint64{sys.Dev, sys.Ino}
+			if first, ok := links[id]; ok && sys.Nlink > 1 {
+				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+			} else {
+				links[id] = rel
+				hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
+			}
+		default:
+			return fmt.Errorf("%s: a %s cannot be shared", rel, st.Mode().Type())
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyN(tw, f, hdr.Size)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", rel, err)
+			}
+		}
+		if st.IsDir() && isOpaqueDir(p) {
+			return tw.WriteHeader(&tar.Header{Name: path.Join(rel, whiteoutOpaque), Typeflag: tar.TypeReg, Mode: 0o644, ModTime: st.ModTime()})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// unixMode is a file's permission and set-id bits as tar keeps them.
+func unixMode(st fs.FileInfo) uint32 {
+	m := uint32(st.Mode().Perm())
+	for _, b := range []struct {
+		mode fs.FileMode
+		bit  uint32
+	}{{fs.ModeSetuid, 0o4000}, {fs.ModeSetgid, 0o2000}, {fs.ModeSticky, 0o1000}} {
+		if st.Mode()&b.mode != 0 {
+			m |= b.bit
+		}
+	}
+	return m
+}
+
+// isOpaqueDir reports a directory marked opaque, in either form.
+func isOpaqueDir(p string) bool {
+	buf := make([]byte, 1)
+	return slices.ContainsFunc([]string{"trusted.overlay.opaque", "user.overlay.opaque"}, func(x string) bool {
+		n, err := unix.Lgetxattr(p, x, buf)
+		return err == nil && n == 1 && buf[0] == 'y'
+	})
+}

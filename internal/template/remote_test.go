@@ -1,0 +1,111 @@
+package template
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/objstore"
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.StopObjectStore()
+	os.Exit(code)
+}
+
+// sharedStores are two nodes' stores sharing one real S3 bucket.
+func sharedStores(t *testing.T) (a, b *Store, bucket *objstore.Bucket) {
+	url, creds := testutil.ObjectStore(t)
+	bucket, err := objstore.Open(context.Background(), url, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b = newStore(t), newStore(t)
+	a.UseRemote(bucket)
+	b.UseRemote(bucket)
+	return a, b, bucket
+}
+
+// TestLayerThroughTheObjectStore pushes a layer holding every kind of
+// entry a layer has from one node's store and fetches it into another's:
+// the copy is the same tree (its content digest, owners, modes, whiteouts,
+// opaque directories, hard links); an archive damaged or missing in the
+// bucket is refused and leaves nothing behind.
+func TestLayerThroughTheObjectStore(t *testing.T) {
+	ctx := context.Background()
+	a, b, bucket := sharedStores(t)
+	stage, err := a.layers.stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(stage, "etc/opaque"), 0o750))
+	must(unix.Setxattr(filepath.Join(stage, "etc/opaque"), "trusted.overlay.opaque", []byte("y"), 0))
+	must(os.WriteFile(filepath.Join(stage, "etc/opaque/kept"), []byte("kept"), 0o640))
+	must(os.Lchown(filepath.Join(stage, "etc/opaque/kept"), 1234, 5678))
+	must(os.WriteFile(filepath.Join(stage, "etc/tool"), bytes.Repeat([]byte("x"), 3<<20), 0o755))
+	must(os.Chmod(filepath.Join(stage, "etc/tool"), 0o4755|os.ModeSetuid))
+	must(os.Link(filepath.Join(stage, "etc/tool"), filepath.Join(stage, "etc/tool-again")))
+	must(os.Symlink("../etc/tool", filepath.Join(stage, "etc/link")))
+	must(unix.Mknod(filepath.Join(stage, "etc/gone"), unix.S_IFCHR, 0))
+	must(os.Lchown(filepath.Join(stage, "etc/gone"), 1000, 1000))
+	name, err := a.layers.commitByContent(stage)
+	must(err)
+
+	digest, err := a.PushLayer(ctx, name)
+	must(err)
+	again, err := a.PushLayer(ctx, name)
+	if err != nil || again != digest {
+		t.Errorf("a second push: %s %v, want the same archive %s", again, err, digest)
+	}
+	must(b.pullLayer(ctx, name, digest))
+	got, err := hashTree(b.layers.Path(name))
+	must(err)
+	if "sha256-"+got != name {
+		t.Errorf("the fetched layer hashes to %s, its name is %s", got, name)
+	}
+	if !isOpaqueDir(b.layers.Path(name) + "/etc/opaque") {
+		t.Error("etc/opaque lost its opaque marker")
+	}
+	var st1, st2 syscall.Stat_t
+	must(syscall.Lstat(b.layers.Path(name)+"/etc/tool", &st1))
+	must(syscall.Lstat(b.layers.Path(name)+"/etc/tool-again", &st2))
+	if st1.Ino != st2.Ino || st1.Mode&unix.S_ISUID == 0 {
+		t.Errorf("etc/tool: inode %d vs %d, mode %o", st1.Ino, st2.Ino, st1.Mode)
+	}
+	must(syscall.Lstat(b.layers.Path(name)+"/etc/gone", &st1))
+	if st1.Mode&unix.S_IFMT != unix.S_IFCHR || st1.Rdev != 0 || st1.Uid != 1000 {
+		t.Errorf("etc/gone is no whiteout of 1000: mode %o rdev %d uid %d", st1.Mode, st1.Rdev, st1.Uid)
+	}
+
+	// Damaged or missing in the bucket: refused, nothing left.
+	c := newStore(t)
+	c.UseRemote(bucket)
+	must(bucket.Put(ctx, blobKey(strings.Repeat("0", 64)), strings.NewReader("not the layer"), -1))
+	for _, d := range []string{strings.Repeat("0", 64), strings.Repeat("1", 64)} {
+		err := c.pullLayer(ctx, name, d)
+		if !errs.Is(err, errs.DataLoss) {
+			t.Errorf("pull by %s…: %v, want DataLoss", d[:8], err)
+		}
+		if c.layers.Has(name) {
+			t.Error("a refused layer was stored")
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.layers.dir, ".*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
