@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/covesandbox/cove/internal/objstore"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -75,6 +76,7 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 // cluster are the flags of a cluster's roles (node, api).
 func (r *runFlags) cluster(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.NodeToken, "node-token", os.Getenv("COVE_NODE_TOKEN"), "the secret API replicas present to nodes, the same on all of them, 32 characters or more (COVE_NODE_TOKEN)")
+	f.StringVar(&r.cfg.ObjectStore, "object-store", os.Getenv("COVE_OBJECT_STORE"), "the S3-compatible bucket the nodes share templates through, http(s)://host[:port]/bucket[/prefix], the same on every api and node; its keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (COVE_OBJECT_STORE; none: the cluster builds no templates)")
 }
 
 // run is a role command's RunE: the flags made into its configuration,
@@ -98,6 +100,7 @@ func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, erro
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := r.cfg
 	cfg.APIKeys = []string{r.apiKey}
+	cfg.ObjectStoreCredentials = objstore.Credentials{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY")}
 	switch _, _, err := net.SplitHostPort(cfg.Domain); {
 	case cfg.TLSListen == "off":
 		cfg.TLSListen = ""

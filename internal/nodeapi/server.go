@@ -45,6 +45,8 @@ type Server struct {
 	secret []byte
 	log    *slog.Logger
 	events *hub
+	// builder, when set, runs template builds (ServeBuilds).
+	builder Builder
 }
 
 var _ nodepbconnect.NodeHandler = (*Server)(nil)

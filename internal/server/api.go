@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 
 	"github.com/covesandbox/cove/internal/controlplane/cluster"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
-	"github.com/covesandbox/cove/internal/template"
 )
 
 // RunAPI runs an API replica of a cluster (cove api): the E2B API and the
@@ -28,18 +26,22 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := setupKeys(ctx, st, cfg); err != nil {
 		return err
 	}
-	// The templates a replica knows: the built-in ones (its nodes build
-	// none yet).
-	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
+	// The templates, shared with the nodes; built by them when they share
+	// an object store.
+	templates, bucket, err := clusterTemplates(ctx, cfg, st, "", log)
 	if err != nil {
-		return fmt.Errorf("prepare templates: %w", err)
+		return err
 	}
-	tpls := service.NewTemplates(ctx, templates, nil, func() map[string]bool { return nil }, secret, log)
 	var svc *service.Service // set before the cluster runs
 	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease,
 		Ended:        func(id string) { svc.Ended(id) },
 		StateChanged: func(info node.Info) { svc.StateChanged(info) },
 	}, st, st, log)
+	var builder service.Builder
+	if bucket != nil {
+		builder = nodes.Builder()
+	}
+	tpls := service.NewTemplates(ctx, templates, builder, func() map[string]bool { return nil }, secret, log)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

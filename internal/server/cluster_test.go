@@ -1,12 +1,20 @@
 package server_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +37,8 @@ type role struct {
 
 // startRole runs a node (api false) or an API replica with its own data
 // directory (dataDir, or a new one) on the cluster's database, listening
-// on addr (or a free port).
-func startRole(t *testing.T, api bool, name, dsn, dataDir, addr string) role {
+// on addr (or a free port); opts change its configuration.
+func startRole(t *testing.T, api bool, name, dsn, dataDir, addr string, opts ...func(*server.Config)) role {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
@@ -38,6 +46,9 @@ func startRole(t *testing.T, api bool, name, dsn, dataDir, addr string) role {
 	cfg := server.Config{Listen: cmp.Or(addr, "127.0.0.1:0"), DataDir: dataDir, Domain: "localhost", Database: dsn, NodeToken: nodeToken,
 		NodeName: name, NodeLease: 3 * time.Second, LXCFS: "off", APIKeys: []string{keyA}, Out: io.Discard,
 		CgroupParent: "cove-test-" + filepath.Base(filepath.Dir(dataDir)) + "-" + name}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ready := make(chan net.Addr, 1)
 	cfg.Ready = func(a net.Addr) { ready <- a }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -223,5 +234,150 @@ func TestCluster(t *testing.T) {
 		if left := testutil.Leftovers(r.dataDir); len(left) > 0 {
 			t.Errorf("left on a node after every sandbox was killed: %v", left)
 		}
+	}
+}
+
+// TestClusterTemplates runs a cluster whose nodes share an object store (a
+// real S3 server): a template requested through one replica is built on a
+// node — its files uploaded through the other replica, its status read
+// through either — and a sandbox of it on the other node has what the
+// build made there, from layers that node fetched.
+func TestClusterTemplates(t *testing.T) {
+	dsn := testutil.Postgres(t)
+	bucket, creds := testutil.ObjectStore(t)
+	shared := func(c *server.Config) { c.ObjectStore, c.ObjectStoreCredentials = bucket, creds }
+	nodes := map[string]role{}
+	for _, name := range []string{"n1", "n2"} {
+		nodes[name] = startRole(t, false, name, dsn, "", "", shared)
+	}
+	var apis []srv
+	for _, name := range []string{"api1", "api2"} {
+		r := startRole(t, true, name, dsn, "", "", shared)
+		apis = append(apis, srv{url: r.url, dataDir: r.dataDir})
+	}
+	defer apis[1].killAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	// The COPY step's files, uploaded through the replica that does not
+	// run the build.
+	files, hash := filesArchive(t, map[string]string{"greeting.txt": "hello from the files"})
+	code, m, raw := apis[0].do(t, "POST", "/v3/templates", keyA, `{"name":"shared-tpl"}`)
+	if code != 202 {
+		t.Fatalf("request a build: %d %s", code, raw)
+	}
+	id, build := m["templateID"].(string), m["buildID"].(string)
+	uploadFiles(t, apis[1], id, hash, files)
+	buildTemplate(t, apis[0], apis[1], id, build, `{"fromTemplate":"base","steps":[`+
+		`{"type":"COPY","args":["greeting.txt","/srv/"],"filesHash":"`+hash+`"},`+
+		`{"type":"RUN","args":["echo made > /srv/made","root"]}]}`)
+	// The node's log, relayed by the replica that started the build.
+	if _, m, raw := apis[0].do(t, "GET", "/templates/"+id+"/builds/"+build+"/status", keyA, ""); !strings.Contains(fmt.Sprint(m["logs"]), "pushing the layers to the object store") {
+		t.Errorf("the build's log through the replica that started it: %s", raw)
+	}
+	recs, err := st.Templates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtOn := ""
+	for _, r := range recs {
+		if r.ID == id {
+			builtOn = r.Builds[0].Node
+		}
+	}
+	other := map[string]string{"n1": "n2", "n2": "n1"}[builtOn]
+	if other == "" {
+		t.Fatalf("the build's node: %q", builtOn)
+	}
+
+	// Sandboxes of it, through the other replica, until one is on the
+	// other node (creates spread: the second at the latest).
+	for i := 0; ; i++ {
+		code, m, raw := apis[1].do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"shared-tpl","timeout":120,"secure":true}`)
+		if code != 201 {
+			t.Fatalf("create from the template: %d %s", code, raw)
+		}
+		sid, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+		on, err := st.SandboxesOn(ctx, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(on, sid) {
+			if i == 3 {
+				t.Fatalf("no sandbox of the template went to %s", other)
+			}
+			continue
+		}
+		out, err := run(ctx, apis[1].url, sid, tok, "cat /srv/made /srv/greeting.txt")
+		if err != nil || out != "made\nhello from the files" {
+			t.Errorf("in a sandbox on %s (the build ran on %s): %q %v", other, builtOn, out, err)
+		}
+		break
+	}
+	if layers, _ := filepath.Glob(filepath.Join(nodes[other].dataDir, "templates/layers/sha256-*")); len(layers) < 2 {
+		t.Errorf("the other node's layers: %v", layers)
+	}
+}
+
+// buildTemplate starts a waiting build through one server (or replica)
+// and waits for it to be ready, reading its status through another.
+func buildTemplate(t *testing.T, through, poll srv, id, build, body string) {
+	t.Helper()
+	if code, _, raw := through.do(t, "POST", "/v2/templates/"+id+"/builds/"+build, keyA, body); code != 202 {
+		t.Fatalf("start the build: %d %s", code, raw)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, st, _ := poll.do(t, "GET", "/templates/"+id+"/builds/"+build+"/status", keyA, "")
+		if st["status"] == "ready" {
+			return
+		}
+		if st["status"] == "error" || time.Now().After(deadline) {
+			t.Fatalf("build: %v", st)
+		}
+	}
+}
+
+// filesArchive is a gzipped tar of files (name → content) and a hash to
+// upload it under.
+func filesArchive(t *testing.T, files map[string]string) ([]byte, string) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tw, files[name])
+	}
+	tw.Close()
+	zw.Close()
+	sum := sha256.Sum256(buf.Bytes())
+	return buf.Bytes(), hex.EncodeToString(sum[:])
+}
+
+// uploadFiles uploads a COPY step's files the way the SDK does: a link
+// asked for, then a PUT to it.
+func uploadFiles(t *testing.T, s srv, id, hash string, data []byte) {
+	t.Helper()
+	code, m, raw := s.do(t, "GET", "/templates/"+id+"/files/"+hash, keyA, "")
+	if code != 201 || m["present"] != false {
+		t.Fatalf("files link: %d %s", code, raw)
+	}
+	req, _ := http.NewRequest("PUT", m["url"].(string), bytes.NewReader(data))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("upload: %d", resp.StatusCode)
+	}
+	if _, m, _ := s.do(t, "GET", "/templates/"+id+"/files/"+hash, keyA, ""); m["present"] != true {
+		t.Fatalf("the files are not there after their upload: %v", m)
 	}
 }

@@ -80,19 +80,7 @@ func TestIsolationChoice(t *testing.T) {
 		t.Fatalf("template: %d %s", code, raw)
 	}
 	tplID, build := m["templateID"].(string), m["buildID"].(string)
-	if code, _, raw := s.do(t, "POST", "/v2/templates/"+tplID+"/builds/"+build, keyA,
-		`{"fromTemplate":"base","steps":[{"type":"ENV","args":["ON","gvisor"]}]}`); code != 202 {
-		t.Fatalf("build: %d %s", code, raw)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		_, st, _ := s.do(t, "GET", "/templates/"+tplID+"/builds/"+build+"/status", keyA, "")
-		if st["status"] == "ready" {
-			break
-		}
-		if st["status"] == "error" || time.Now().After(deadline) {
-			t.Fatalf("build: %v", st)
-		}
-	}
+	buildTemplate(t, s, s, tplID, build, `{"fromTemplate":"base","steps":[{"type":"ENV","args":["ON","gvisor"]}]}`)
 	for body, want := range map[string]string{
 		`{"templateID":"on-gvisor","timeout":60}`:                                            "gvisor",
 		`{"templateID":"on-gvisor","timeout":60,"metadata":{"cove.isolation":"namespaces"}}`: "namespaces",

@@ -18,18 +18,7 @@ func TestSandboxSeesItsLimits(t *testing.T) {
 		t.Fatalf("template: %d %s", code, raw)
 	}
 	tplID, build := m["templateID"].(string), m["buildID"].(string)
-	if code, _, raw := s.do(t, "POST", "/v2/templates/"+tplID+"/builds/"+build, keyA, `{"fromTemplate":"base","steps":[{"type":"ENV","args":["K","v"]}]}`); code != 202 {
-		t.Fatalf("build: %d %s", code, raw)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		_, st, _ := s.do(t, "GET", "/templates/"+tplID+"/builds/"+build+"/status", keyA, "")
-		if st["status"] == "ready" {
-			break
-		}
-		if st["status"] == "error" || time.Now().After(deadline) {
-			t.Fatalf("build: %v", st)
-		}
-	}
+	buildTemplate(t, s, s, tplID, build, `{"fromTemplate":"base","steps":[{"type":"ENV","args":["K","v"]}]}`)
 	code, m, raw = s.do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"one-cpu","timeout":60}`)
 	if code != 201 {
 		t.Fatalf("create: %d %s", code, raw)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/covesandbox/cove/internal/objstore"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,9 +44,9 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer done()
-	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
+	templates, bucket, err := clusterTemplates(ctx, cfg, st, cfg.NodeName, log)
 	if err != nil {
-		return fmt.Errorf("prepare templates: %w", err)
+		return err
 	}
 	cfg.LXCFS = startLXCFS(ctx, cfg.LXCFS, log)
 	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
@@ -76,6 +77,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer mgr.Close()
 	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, secret, log); err != nil {
 		return err
+	}
+	if bucket != nil { // what it builds, the other nodes can fetch
+		builder := template.NewBuilder(templates, mgr, log)
+		builder.AllowLocalImages, builder.Debootstrap = cfg.LocalImages, cfg.Debootstrap
+		api.ServeBuilds(builder)
 	}
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -139,6 +145,28 @@ func joinCluster(ctx context.Context, role string, cfg Config, sandboxes bool, l
 		return nil, nil, nil, err
 	}
 	return st, secret, done, nil
+}
+
+// clusterTemplates opens a cluster role's template store: its records in
+// the cluster's database, its layers shared through the object store when
+// there is one (bucket nil otherwise). node names the node (api: "").
+func clusterTemplates(ctx context.Context, cfg Config, st *postgres.Store, node string, log *slog.Logger) (*template.Store, *objstore.Bucket, error) {
+	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"), log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prepare templates: %w", err)
+	}
+	if err := templates.UseRecords(ctx, st, node); err != nil {
+		return nil, nil, err
+	}
+	if cfg.ObjectStore == "" {
+		return templates, nil, nil
+	}
+	bucket, err := objstore.Open(ctx, cfg.ObjectStore, cfg.ObjectStoreCredentials)
+	if err != nil {
+		return nil, nil, err
+	}
+	templates.UseRemote(bucket)
+	return templates, bucket, nil
 }
 
 // heartbeat reports the node to its cluster every heartbeatEvery until

@@ -17,6 +17,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testutil.StopPostgres()
+	testutil.StopObjectStore()
 	os.Exit(code)
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/covesandbox/cove/internal/objstore"
 	"io"
 	"log/slog"
 	"net"
@@ -108,6 +109,12 @@ type Config struct {
 	// NodeLease is how long a node may go without a heartbeat before an
 	// API replica takes it for lost (default 8 s).
 	NodeLease time.Duration
+	// ObjectStore, in a cluster, is the S3-compatible bucket its nodes
+	// share templates through (http(s)://host[:port]/bucket[/prefix]),
+	// signed with ObjectStoreCredentials. Without it, a cluster builds
+	// no templates.
+	ObjectStore            string
+	ObjectStoreCredentials objstore.Credentials
 }
 
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes

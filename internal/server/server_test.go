@@ -414,19 +414,7 @@ func TestTemplateTeams(t *testing.T) {
 		t.Fatalf("request a build: %d %s", code, raw)
 	}
 	id, build := m["templateID"].(string), m["buildID"].(string)
-	if code, _, raw := s.do(t, "POST", "/v2/templates/"+id+"/builds/"+build, keyA,
-		`{"fromTemplate":"base","steps":[{"type":"ENV","args":["OWNER","a"]}]}`); code != 202 {
-		t.Fatalf("start the build: %d %s", code, raw)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		_, st, _ := s.do(t, "GET", "/templates/"+id+"/builds/"+build+"/status", keyA, "")
-		if st["status"] == "ready" {
-			break
-		}
-		if st["status"] == "error" || time.Now().After(deadline) {
-			t.Fatalf("build: %v", st)
-		}
-	}
+	buildTemplate(t, s, s, id, build, `{"fromTemplate":"base","steps":[{"type":"ENV","args":["OWNER","a"]}]}`)
 	_, mb, _ := s.do(t, "POST", "/v3/templates", keyB, `{"name":"team-b-tpl"}`)
 	for _, tc := range []struct {
 		name, method, path, key, body string

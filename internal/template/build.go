@@ -385,7 +385,7 @@ func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build,
 		}
 		add(layer)
 	case "COPY", "ADD":
-		layer, err := b.copyLayer(st, step)
+		layer, err := b.copyLayer(ctx, st, step)
 		if err != nil {
 			return st, err
 		}

@@ -1,6 +1,7 @@
 package template
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
+
+// MaxFilesBytes bounds one uploaded archive of a COPY step.
+const MaxFilesBytes = 4 << 30
 
 // validHash checks a files hash: 64 lowercase hex digits.
 func validHash(h string) error {
@@ -30,15 +34,35 @@ func validHash(h string) error {
 
 func (s *Store) filesPath(hash string) string { return filepath.Join(s.dir, "files", hash) }
 
-// HasFiles reports whether the files of a COPY step were uploaded.
-func (s *Store) HasFiles(hash string) (bool, error) {
+// HasFiles reports whether the files of a COPY step were uploaded: here,
+// or, in a cluster, to the object store (by any API replica).
+func (s *Store) HasFiles(ctx context.Context, hash string) (bool, error) {
 	if err := validHash(hash); err != nil {
 		return false, err
 	}
 	// A present archive is touched: collectFiles keeps what builds use.
 	now := time.Now()
-	err := os.Chtimes(s.filesPath(hash), now, now)
-	return err == nil, nil
+	if err := os.Chtimes(s.filesPath(hash), now, now); err == nil || s.remote == nil {
+		return err == nil, nil
+	}
+	return s.remote.Has(ctx, filesKey(hash))
+}
+
+// filesKey is where the object store keeps uploaded files.
+func filesKey(hash string) string { return "files/" + hash }
+
+// localFiles makes sure the uploaded files are on this node, fetching
+// them from the object store when another process took the upload.
+func (s *Store) localFiles(ctx context.Context, hash string) error {
+	if _, err := os.Stat(s.filesPath(hash)); err == nil || s.remote == nil {
+		return nil
+	}
+	body, _, err := s.remote.Get(ctx, filesKey(hash))
+	if err != nil {
+		return fmt.Errorf("fetch files %s: %w", hash, err)
+	}
+	defer body.Close()
+	return s.keepFiles(hash, body, MaxFilesBytes)
 }
 
 // filesKeep is how long an uploaded archive no build asked for is kept;
@@ -59,11 +83,29 @@ func (s *Store) collectFiles() {
 }
 
 // PutFiles stores the (optionally gzipped) tar of a COPY step's files,
-// at most limit bytes of it.
-func (s *Store) PutFiles(hash string, r io.Reader, limit int64) error {
+// at most limit bytes of it; in a cluster, in the object store too, for
+// the node that builds.
+func (s *Store) PutFiles(ctx context.Context, hash string, r io.Reader, limit int64) error {
 	if err := validHash(hash); err != nil {
 		return err
 	}
+	if err := s.keepFiles(hash, r, limit); err != nil || s.remote == nil {
+		return err
+	}
+	f, err := os.Open(s.filesPath(hash))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return s.remote.Put(ctx, filesKey(hash), f, st.Size())
+}
+
+// keepFiles stores uploaded files here.
+func (s *Store) keepFiles(hash string, r io.Reader, limit int64) error {
 	f, err := os.CreateTemp(filepath.Join(s.dir, "files"), ".upload-")
 	if err != nil {
 		return err
@@ -86,15 +128,18 @@ func (s *Store) PutFiles(hash string, r io.Reader, limit int64) error {
 // over the uploaded archive step.FilesHash. The source is a path (its last
 // element may be a glob) inside the archive; it may not leave it, neither
 // by ".." nor through a symlink, and symlinks are copied as links.
-func (b *Builder) copyLayer(st state, step Step) (string, error) {
+func (b *Builder) copyLayer(ctx context.Context, st state, step Step) (string, error) {
 	if len(step.Args) < 2 {
 		return "", errs.New(errs.InvalidArgument, "COPY takes a source and a destination")
 	}
 	src, dest := step.Args[0], step.Args[1]
-	if ok, err := b.store.HasFiles(step.FilesHash); err != nil {
+	if ok, err := b.store.HasFiles(ctx, step.FilesHash); err != nil {
 		return "", err
 	} else if !ok {
 		return "", errs.New(errs.InvalidArgument, "the files of COPY %s (%s) were not uploaded", src, step.FilesHash)
+	}
+	if err := b.store.localFiles(ctx, step.FilesHash); err != nil {
+		return "", err
 	}
 	// The files belong to the user named, or to the user the build is at
 	// (a Dockerfile's COPY without --chown names root).

@@ -139,11 +139,12 @@ func (s *Store) put(r *Record) error {
 	return nil
 }
 
-// fetch makes sure this node has the layers, fetching the missing ones
-// from the remote by their archives' digests.
+// fetch fetches the layers this node lacks from the remote, by their
+// archives' digests. A layer never pushed is left to the checks of the
+// one who stacks it (a saved layer's manifest, the driver's mount).
 func (s *Store) fetch(ctx context.Context, layers []string, blobs map[string]string) error {
 	for _, l := range layers {
-		if s.layers.Has(l) {
+		if s.layers.Has(l) || s.remote == nil || blobs[l] == "" {
 			continue
 		}
 		start := time.Now()

@@ -105,12 +105,6 @@ func (s *Store) pullLayer(ctx context.Context, name, digest string) error {
 	if s.layers.Has(name) {
 		return nil
 	}
-	if s.remote == nil {
-		return errs.New(errs.Unavailable, "layer %s is not stored on this node and no object store is configured", name)
-	}
-	if digest == "" {
-		return errs.New(errs.Unavailable, "layer %s is not stored on this node and was never pushed to the object store", name)
-	}
 	body, _, err := s.remote.Get(ctx, blobKey(digest))
 	if errs.Is(err, errs.NotFound) {
 		return errs.New(errs.DataLoss, "layer %s: its archive %s is missing from the object store", name, digest)

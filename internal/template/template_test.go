@@ -238,7 +238,7 @@ func TestFromRegistry(t *testing.T) {
 func upload(t *testing.T, s *Store, data []byte) string {
 	sum := sha256.Sum256(data)
 	h := hex.EncodeToString(sum[:])
-	if err := s.PutFiles(h, bytes.NewReader(data), 1<<20); err != nil {
+	if err := s.PutFiles(context.Background(), h, bytes.NewReader(data), 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -421,16 +421,16 @@ func TestFilesCollected(t *testing.T) {
 	for _, h := range []string{old, used} {
 		os.Chtimes(s.filesPath(h), past, past)
 	}
-	if ok, _ := s.HasFiles(used); !ok {
+	if ok, _ := s.HasFiles(context.Background(), used); !ok {
 		t.Fatal("an uploaded archive is not found")
 	}
 	if _, err := s.Collect(nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := s.HasFiles(old); ok {
+	if ok, _ := s.HasFiles(context.Background(), old); ok {
 		t.Error("an archive untouched for two days stayed")
 	}
-	if ok, _ := s.HasFiles(used); !ok {
+	if ok, _ := s.HasFiles(context.Background(), used); !ok {
 		t.Error("an archive a build just checked for went")
 	}
 }

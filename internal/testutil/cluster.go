@@ -28,6 +28,7 @@ type Cluster struct {
 type role struct {
 	name string
 	args []string
+	env  []string // beside this process's
 	cmd  *exec.Cmd
 }
 
@@ -45,11 +46,12 @@ func (c Cluster) KillNode(t *testing.T, i int) {
 func (c Cluster) RestartNode(t *testing.T, i int) {
 	t.Helper()
 	n := c.Nodes[i]
-	c.procs[i] = startProc(t, c.procs[i].name, n, c.procs[i].args)
+	c.procs[i] = startProc(t, c.procs[i].name, n, c.procs[i].args, c.procs[i].env)
 }
 
 // StartCluster runs replicas `cove api` and nodes `cove node` (extra:
-// the nodes' flags) on the database dsn; all stop (SIGINT) when the test
+// the nodes' flags) on the database dsn, sharing a bucket of the test
+// binary's S3 server; all stop (SIGINT) when the test
 // ends, every user's sandbox killed first, and a node that left any is an
 // error.
 func StartCluster(t *testing.T, apiKey, dsn string, replicas, nodes int, extra ...string) Cluster {
@@ -58,16 +60,18 @@ func StartCluster(t *testing.T, apiKey, dsn string, replicas, nodes int, extra .
 		t.Skip("cove node needs root")
 	}
 	var c Cluster
+	bucket, creds := ObjectStore(t)
+	env := []string{"COVE_OBJECT_STORE=" + bucket, "AWS_ACCESS_KEY_ID=" + creds.AccessKey, "AWS_SECRET_ACCESS_KEY=" + creds.SecretKey}
 	for i := range nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		args := append([]string{"node", "--database", dsn, "--node-token", nodeToken, "--name", name,
 			"--cgroup-parent", "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1))), "--network=false"}, extra...)
-		s, r := startRole(t, args)
+		s, r := startRole(t, args, env)
 		c.Nodes, c.procs = append(c.Nodes, s), append(c.procs, r)
 	}
 	waitForNodes(t, dsn, nodes)
 	for range replicas {
-		s, _ := startRole(t, []string{"api", "--database", dsn, "--node-token", nodeToken, "--api-key", apiKey})
+		s, _ := startRole(t, []string{"api", "--database", dsn, "--node-token", nodeToken, "--api-key", apiKey}, env)
 		c.APIs = append(c.APIs, s)
 	}
 	t.Cleanup(func() { killAll(c.APIs[0].URL, apiKey) }) // runs before the roles stop
@@ -100,7 +104,7 @@ func waitForNodes(t *testing.T, dsn string, n int) {
 // startRole runs bin/cove with args (the role first) on a free loopback
 // port and its own data directory, stopped (SIGINT) when the test ends,
 // when it left nothing behind.
-func startRole(t *testing.T, args []string) (Server, *role) {
+func startRole(t *testing.T, args, env []string) (Server, *role) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,20 +118,22 @@ func startRole(t *testing.T, args []string) (Server, *role) {
 			t.Errorf("left on disk after cove %s stopped: %v", args[0], left)
 		}
 	})
-	return s, startProc(t, args[0], s, args)
+	return s, startProc(t, args[0], s, args, env)
 }
 
-// startProc runs bin/cove args on s's address and data directory until the
-// test ends (SIGINT then), and waits until it listens.
-func startProc(t *testing.T, name string, s Server, args []string) *role {
+// startProc runs bin/cove args (with env beside this process's) on s's
+// address and data directory until the test ends (SIGINT then), and waits
+// until it listens.
+func startProc(t *testing.T, name string, s Server, args, env []string) *role {
 	t.Helper()
 	cmd := exec.Command(Binary(t), append(append([]string{}, args...), "--listen", s.Addr, "--data-dir", s.DataDir)...)
+	cmd.Env = append(os.Environ(), env...)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &role{name: name, args: args, cmd: cmd}
+	r := &role{name: name, args: args, env: env, cmd: cmd}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil { // not killed by the test
 			_ = cmd.Process.Signal(os.Interrupt)

@@ -117,18 +117,22 @@ func runNode(t *testing.T, env []string, files ...string) {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testutil.StopPostgres()
+	testutil.StopObjectStore()
 	os.Exit(code)
 }
 
-// TestOfficialJSSDKCluster runs sdk.test.mjs against a cluster — two API
-// replicas and three nodes over PostgreSQL — with the SDK's API calls to
-// one replica and its sandbox traffic through the other.
+// TestOfficialJSSDKCluster runs sdk.test.mjs and template.test.mjs against
+// a cluster — two API replicas and three nodes over PostgreSQL and an S3
+// bucket — with the SDK's API calls to one replica and its sandbox traffic
+// through the other: templates are built on one node, their sandboxes run
+// on any.
 func TestOfficialJSSDKCluster(t *testing.T) {
 	c := testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 3)
 	npmInstall(t)
 	// What a cluster does not offer yet (snapshots, forks, volumes) is
 	// skipped by the suite itself (COMPAT_CLUSTER).
-	runNode(t, []string{"E2B_API_URL=" + c.APIs[0].URL, "E2B_SANDBOX_URL=" + c.APIs[1].URL, "E2B_API_KEY=" + apiKey, "COMPAT_CLUSTER=1"}, "sdk.test.mjs")
+	runNode(t, []string{"E2B_API_URL=" + c.APIs[0].URL, "E2B_SANDBOX_URL=" + c.APIs[1].URL, "E2B_API_KEY=" + apiKey, "COMPAT_CLUSTER=1"},
+		"sdk.test.mjs", "template.test.mjs")
 	for _, n := range c.Nodes {
 		if left := testutil.Leftovers(n.DataDir); len(left) > 0 {
 			t.Errorf("the suite left sandboxes on a node: %v", left)

@@ -15,6 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // callTimeout bounds the calls whose callers give no context.
@@ -321,3 +322,23 @@ func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Cl
 		c.log.Info("killed a sandbox no replica recorded", "node", nodeID, logx.SandboxID(info.ID))
 	}
 }
+
+// Builder runs template builds on the cluster's nodes.
+type Builder struct{ c *Cluster }
+
+// Builder is the cluster as the template service's builder.
+func (c *Cluster) Builder() Builder { return Builder{c} }
+
+// Run runs a build on the least loaded live node, its log passed to logf.
+func (b Builder) Run(ctx context.Context, templateID, buildID string, spec template.Spec, logf func(template.LogEntry)) error {
+	cands := b.c.candidates("")
+	if len(cands) == 0 {
+		return errs.New(errs.Unavailable, "no node of the cluster is available to build")
+	}
+	b.c.log.Info("template build placed", "template", templateID, "build", buildID, "node", cands[0].id)
+	return cands[0].client.Build(ctx, templateID, buildID, spec, logf)
+}
+
+// CanBuild accepts every spec: a node refuses in the build's log what it
+// cannot build.
+func (Builder) CanBuild(template.Spec) error { return nil }

@@ -16,7 +16,7 @@ type templateFiles struct {
 // link to PUT them to.
 func (a *API) templateFilesLink(w http.ResponseWriter, r *http.Request) {
 	id, hash := r.PathValue("templateID"), r.PathValue("hash")
-	present, err := a.templates.Files(team(r), id, hash)
+	present, err := a.templates.Files(r.Context(), team(r), id, hash)
 	if err != nil {
 		writeError(w, err)
 		return

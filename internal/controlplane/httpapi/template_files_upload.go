@@ -3,18 +3,18 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // uploadTemplateFiles serves the PUT of a signed upload link. The token,
 // not an API key, authorizes it, as a storage bucket's signed URL would.
 func (a *API) uploadTemplateFiles(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength > service.MaxFilesBytes {
-		writeError(w, errs.New(errs.InvalidArgument, "files archive is larger than %d bytes", service.MaxFilesBytes))
+	if r.ContentLength > template.MaxFilesBytes {
+		writeError(w, errs.New(errs.InvalidArgument, "files archive is larger than %d bytes", template.MaxFilesBytes))
 		return
 	}
-	err := a.templates.PutFiles(r.PathValue("templateID"), r.PathValue("hash"), r.URL.Query().Get("token"), r.Body)
+	err := a.templates.PutFiles(r.Context(), r.PathValue("templateID"), r.PathValue("hash"), r.URL.Query().Get("token"), r.Body)
 	if err != nil {
 		writeError(w, err)
 		return

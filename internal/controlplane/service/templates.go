@@ -16,17 +16,24 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
-// MaxFilesBytes bounds one uploaded archive of a COPY step.
-const MaxFilesBytes = 4 << 30
-
 // maxLogEntries bounds the log kept of one build.
 const maxLogEntries = 100_000
+
+// Builder runs template builds: the node's own (cove server), or one of
+// the cluster's nodes (cove api).
+type Builder interface {
+	// Run runs a waiting build, passing its log to logf; the build's
+	// record says how it ended.
+	Run(ctx context.Context, templateID, buildID string, spec template.Spec, logf func(template.LogEntry)) error
+	// CanBuild refuses early what the builder cannot build.
+	CanBuild(spec template.Spec) error
+}
 
 // Templates is the template use cases: E2B's build API over the node's
 // template store and builder.
 type Templates struct {
 	store   *template.Store
-	builder *template.Builder
+	builder Builder                // nil: no builds here
 	inUse   func() map[string]bool // layers sandboxes stack
 	secret  []byte
 	log     *slog.Logger
@@ -54,7 +61,7 @@ func (bl *buildLog) add(e template.LogEntry) {
 }
 
 // NewTemplates returns the template service. ctx bounds the builds it runs.
-func NewTemplates(ctx context.Context, st *template.Store, b *template.Builder, inUse func() map[string]bool, secret []byte, log *slog.Logger) *Templates {
+func NewTemplates(ctx context.Context, st *template.Store, b Builder, inUse func() map[string]bool, secret []byte, log *slog.Logger) *Templates {
 	return &Templates{store: st, builder: b, inUse: inUse, secret: secret, log: log, ctx: ctx, logs: map[string]*buildLog{}}
 }
 
@@ -257,19 +264,19 @@ func (t *Templates) FilesToken(templateID, hash string) string {
 
 // Files reports whether a COPY step's files are stored; when not, the
 // caller hands out an upload link signed with FilesToken.
-func (t *Templates) Files(team, templateID, hash string) (bool, error) {
+func (t *Templates) Files(ctx context.Context, team, templateID, hash string) (bool, error) {
 	if _, err := t.owned(team, templateID); err != nil {
 		return false, err
 	}
-	return t.store.HasFiles(hash)
+	return t.store.HasFiles(ctx, hash)
 }
 
 // PutFiles stores an upload that carries a valid token.
-func (t *Templates) PutFiles(templateID, hash, token string, body io.Reader) error {
+func (t *Templates) PutFiles(ctx context.Context, templateID, hash, token string, body io.Reader) error {
 	if !hmac.Equal([]byte(token), []byte(t.FilesToken(templateID, hash))) {
 		return errs.New(errs.Unauthenticated, "invalid or missing upload token")
 	}
-	return t.store.PutFiles(hash, body, MaxFilesBytes)
+	return t.store.PutFiles(ctx, hash, body, template.MaxFilesBytes)
 }
 
 // StartBuild runs a waiting build in the background.
@@ -313,10 +320,10 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 }
 
 // canBuildHere refuses builds where there is no builder: an API replica
-// of a cluster, whose nodes do not share templates yet.
+// of a cluster without an object store to share what its nodes build.
 func (t *Templates) canBuildHere() error {
 	if t.builder == nil {
-		return errs.New(errs.Unimplemented, "template builds are not available in a cluster yet: its nodes start sandboxes from the base template (cove server builds templates)")
+		return errs.New(errs.Unimplemented, "template builds in a cluster need an object store for its nodes to share them (cove api and cove node --object-store)")
 	}
 	return nil
 }
@@ -342,6 +349,7 @@ func (t *Templates) CheckStorage(team string) error {
 func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buildLog) {
 	err := t.builder.Run(t.ctx, templateID, buildID, spec, bl.add)
 	if err != nil {
+		t.failUnfinished(templateID, buildID, err, bl)
 		t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
 	} else {
 		t.log.Info("template built", "template", templateID, "build", buildID)
@@ -353,6 +361,24 @@ func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buil
 		t.mu.Unlock()
 	})
 	t.collect()
+}
+
+// failUnfinished records as failed a build whose builder failed before it
+// could (a cluster's node that was lost, or never reached).
+func (t *Templates) failUnfinished(templateID, buildID string, cause error, bl *buildLog) {
+	r, err := t.store.Get(templateID)
+	if err != nil {
+		return
+	}
+	b := r.Build(buildID)
+	if b == nil || (b.Status != template.StatusWaiting && b.Status != template.StatusBuilding) {
+		return
+	}
+	b.Status, b.Reason, b.FinishedAt = template.StatusError, cause.Error(), time.Now().UTC()
+	bl.add(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + cause.Error()})
+	if err := t.store.SetBuild(templateID, *b); err != nil {
+		t.log.Error("record a failed build", "template", templateID, "build", buildID, logx.Err(err))
+	}
 }
 
 // logKeep is how long a finished build's log is kept in memory.

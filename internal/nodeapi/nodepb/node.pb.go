@@ -1265,6 +1265,135 @@ func (x *Event) GetSandbox() *Sandbox {
 	return nil
 }
 
+type BuildRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TemplateId string                 `protobuf:"bytes,1,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	BuildId    string                 `protobuf:"bytes,2,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	// spec is what to build (internal/template.Spec as JSON).
+	Spec          []byte `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildRequest) Reset() {
+	*x = BuildRequest{}
+	mi := &file_node_v1_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildRequest) ProtoMessage() {}
+
+func (x *BuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
+func (*BuildRequest) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *BuildRequest) GetTemplateId() string {
+	if x != nil {
+		return x.TemplateId
+	}
+	return ""
+}
+
+func (x *BuildRequest) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *BuildRequest) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type BuildLog struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	Level         string                 `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Step          string                 `protobuf:"bytes,4,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildLog) Reset() {
+	*x = BuildLog{}
+	mi := &file_node_v1_node_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildLog) ProtoMessage() {}
+
+func (x *BuildLog) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
+func (*BuildLog) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *BuildLog) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *BuildLog) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *BuildLog) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *BuildLog) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
 var File_node_v1_node_proto protoreflect.FileDescriptor
 
 const file_node_v1_node_proto_rawDesc = "" +
@@ -1399,7 +1528,17 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"KIND_ENDED\x10\x01\x12\x0e\n" +
 	"\n" +
-	"KIND_STATE\x10\x022\x9e\x05\n" +
+	"KIND_STATE\x10\x02\"^\n" +
+	"\fBuildRequest\x12\x1f\n" +
+	"\vtemplate_id\x18\x01 \x01(\tR\n" +
+	"templateId\x12\x19\n" +
+	"\bbuild_id\x18\x02 \x01(\tR\abuildId\x12\x12\n" +
+	"\x04spec\x18\x03 \x01(\fR\x04spec\"~\n" +
+	"\bBuildLog\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05level\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x12\n" +
+	"\x04step\x18\x04 \x01(\tR\x04step2\xdd\x05\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -1412,7 +1551,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x05Pause\x12\x1a.cove.node.v1.PauseRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
 	"\x06Resume\x12\x1b.cove.node.v1.ResumeRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
 	"\x04Wake\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.WakeResponse\x124\n" +
-	"\x06Events\x12\x13.cove.node.v1.Empty\x1a\x13.cove.node.v1.Event0\x01B<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
+	"\x06Events\x12\x13.cove.node.v1.Empty\x1a\x13.cove.node.v1.Event0\x01\x12=\n" +
+	"\x05Build\x12\x1a.cove.node.v1.BuildRequest\x1a\x16.cove.node.v1.BuildLog0\x01B<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
 
 var (
 	file_node_v1_node_proto_rawDescOnce sync.Once
@@ -1427,7 +1567,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -1445,61 +1585,66 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*ResumeRequest)(nil),         // 13: cove.node.v1.ResumeRequest
 	(*WakeResponse)(nil),          // 14: cove.node.v1.WakeResponse
 	(*Event)(nil),                 // 15: cove.node.v1.Event
-	nil,                           // 16: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 17: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 18: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 19: cove.node.v1.Sandbox.EnvVarsEntry
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*BuildRequest)(nil),          // 16: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 17: cove.node.v1.BuildLog
+	nil,                           // 18: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 19: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 20: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 21: cove.node.v1.Sandbox.EnvVarsEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	20, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	22, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 1: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	16, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	17, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	18, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	19, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
 	3,  // 4: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	21, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	21, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	18, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	19, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	20, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	23, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	23, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	20, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	21, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	22, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
 	4,  // 10: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
 	6,  // 11: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	20, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	20, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	22, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	22, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
 	11, // 14: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
 	11, // 15: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
 	11, // 16: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	20, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	22, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
 	0,  // 18: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
 	6,  // 19: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	5,  // 20: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 21: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 22: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 23: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	8,  // 24: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 25: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	10, // 26: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	12, // 27: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	13, // 28: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 29: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 30: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	6,  // 31: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 32: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	6,  // 33: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	7,  // 34: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	6,  // 35: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	9,  // 36: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	1,  // 37: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	6,  // 38: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	6,  // 39: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	14, // 40: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	15, // 41: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	31, // [31:42] is the sub-list for method output_type
-	20, // [20:31] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	23, // 20: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	5,  // 21: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 22: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 23: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 24: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	8,  // 25: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 26: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	10, // 27: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	12, // 28: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	13, // 29: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 30: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 31: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	16, // 32: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	6,  // 33: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 34: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	6,  // 35: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	7,  // 36: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	6,  // 37: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	9,  // 38: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	1,  // 39: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	6,  // 40: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	6,  // 41: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	14, // 42: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	15, // 43: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	17, // 44: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -1514,7 +1659,7 @@ func file_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

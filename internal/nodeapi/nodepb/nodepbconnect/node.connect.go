@@ -64,6 +64,8 @@ const (
 	NodeWakeProcedure = "/cove.node.v1.Node/Wake"
 	// NodeEventsProcedure is the fully-qualified name of the Node's Events RPC.
 	NodeEventsProcedure = "/cove.node.v1.Node/Events"
+	// NodeBuildProcedure is the fully-qualified name of the Node's Build RPC.
+	NodeBuildProcedure = "/cove.node.v1.Node/Build"
 )
 
 // NodeClient is a client for the cove.node.v1.Node service.
@@ -87,6 +89,11 @@ type NodeClient interface {
 	// Events streams the sandboxes' ends and the state changes the node
 	// made itself (timeouts, auto-pause, auto-resume) from now on.
 	Events(context.Context, *connect.Request[nodepb.Empty]) (*connect.ServerStreamForClient[nodepb.Event], error)
+	// Build runs a waiting template build on the node, which records its
+	// progress in the cluster's database and pushes its layers to the
+	// object store; the build's log streams back. The build ends with the
+	// call (a caller that goes cancels it).
+	Build(context.Context, *connect.Request[nodepb.BuildRequest]) (*connect.ServerStreamForClient[nodepb.BuildLog], error)
 }
 
 // NewNodeClient constructs a client for the cove.node.v1.Node service. By default, it uses the
@@ -166,6 +173,12 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			connect.WithSchema(nodeMethods.ByName("Events")),
 			connect.WithClientOptions(opts...),
 		),
+		build: connect.NewClient[nodepb.BuildRequest, nodepb.BuildLog](
+			httpClient,
+			baseURL+NodeBuildProcedure,
+			connect.WithSchema(nodeMethods.ByName("Build")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -182,6 +195,7 @@ type nodeClient struct {
 	resume        *connect.Client[nodepb.ResumeRequest, nodepb.Sandbox]
 	wake          *connect.Client[nodepb.SandboxRef, nodepb.WakeResponse]
 	events        *connect.Client[nodepb.Empty, nodepb.Event]
+	build         *connect.Client[nodepb.BuildRequest, nodepb.BuildLog]
 }
 
 // Create calls cove.node.v1.Node.Create.
@@ -239,6 +253,11 @@ func (c *nodeClient) Events(ctx context.Context, req *connect.Request[nodepb.Emp
 	return c.events.CallServerStream(ctx, req)
 }
 
+// Build calls cove.node.v1.Node.Build.
+func (c *nodeClient) Build(ctx context.Context, req *connect.Request[nodepb.BuildRequest]) (*connect.ServerStreamForClient[nodepb.BuildLog], error) {
+	return c.build.CallServerStream(ctx, req)
+}
+
 // NodeHandler is an implementation of the cove.node.v1.Node service.
 type NodeHandler interface {
 	// Create starts a sandbox (a warm one when the node has one).
@@ -260,6 +279,11 @@ type NodeHandler interface {
 	// Events streams the sandboxes' ends and the state changes the node
 	// made itself (timeouts, auto-pause, auto-resume) from now on.
 	Events(context.Context, *connect.Request[nodepb.Empty], *connect.ServerStream[nodepb.Event]) error
+	// Build runs a waiting template build on the node, which records its
+	// progress in the cluster's database and pushes its layers to the
+	// object store; the build's log streams back. The build ends with the
+	// call (a caller that goes cancels it).
+	Build(context.Context, *connect.Request[nodepb.BuildRequest], *connect.ServerStream[nodepb.BuildLog]) error
 }
 
 // NewNodeHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -335,6 +359,12 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		connect.WithSchema(nodeMethods.ByName("Events")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeBuildHandler := connect.NewServerStreamHandler(
+		NodeBuildProcedure,
+		svc.Build,
+		connect.WithSchema(nodeMethods.ByName("Build")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cove.node.v1.Node/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodeCreateProcedure:
@@ -359,6 +389,8 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodeWakeHandler.ServeHTTP(w, r)
 		case NodeEventsProcedure:
 			nodeEventsHandler.ServeHTTP(w, r)
+		case NodeBuildProcedure:
+			nodeBuildHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -410,4 +442,8 @@ func (UnimplementedNodeHandler) Wake(context.Context, *connect.Request[nodepb.Sa
 
 func (UnimplementedNodeHandler) Events(context.Context, *connect.Request[nodepb.Empty], *connect.ServerStream[nodepb.Event]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Events is not implemented"))
+}
+
+func (UnimplementedNodeHandler) Build(context.Context, *connect.Request[nodepb.BuildRequest], *connect.ServerStream[nodepb.BuildLog]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Build is not implemented"))
 }
