@@ -78,7 +78,7 @@ trap cleanup EXIT INT TERM
 
 echo "== helm lint"
 token=test-k8s-node-token-0123456789abcdef
-values="--set image.repository=registry.example/cove --set nodeToken.value=$token --set database.external.dsn=postgres://cove:pw@db.example/cove"
+values="--set image.repository=registry.example/cove --set nodeToken.value=$token --set database.external.dsn=postgres://cove:pw@db.example/cove --set objectStore.url=https://s3.example/cove-templates --set objectStore.accessKey=AK --set objectStore.secretKey=SK"
 # shellcheck disable=SC2086
 "$helm" lint --strict "$chart" $values
 # shellcheck disable=SC2086
@@ -98,6 +98,7 @@ refuses "image.repository is required" --set nodeToken.value=$token --set databa
 refuses "32 characters or more" --set image.repository=r --set nodeToken.value=short --set database.external.dsn=x
 refuses "give database.external.dsn" --set image.repository=r --set nodeToken.value=$token
 refuses "postgresql.password is required" --set image.repository=r --set nodeToken.value=$token --set postgresql.enabled=true
+refuses "objectStore.accessKey is required" --set image.repository=r --set nodeToken.value=$token --set database.external.dsn=x --set objectStore.url=https://s3.example/b
 
 echo "== kubeconform against Kubernetes $K8S's schemas"
 schemas=$cache/schemas-$K8S
@@ -210,7 +211,7 @@ ds = json.load(sys.stdin)["spec"]["template"]["spec"]
 assert ds["nodeSelector"] == {"cove.dev/sandbox-host": "true"}, ds["nodeSelector"]
 c = ds["containers"][0]
 assert c["securityContext"]["privileged"] is True
-assert {e["name"] for e in c["env"]} >= {"COVE_DATABASE", "COVE_NODE_TOKEN"}
+assert {e["name"] for e in c["env"]} >= {"COVE_DATABASE", "COVE_NODE_TOKEN", "COVE_OBJECT_STORE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
 assert ds["automountServiceAccountToken"] is False'
 "$helm" uninstall cove --kubeconfig "$work/kubeconfig" -n cove >/dev/null
 echo "test-k8s: the chart installed, was read back and uninstalled"

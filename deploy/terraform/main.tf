@@ -1,5 +1,6 @@
 # Cove on a Kubernetes cluster: its namespace, the Secret with the
-# database's connection string and the node token, and the Helm release
+# database's connection string, the node token and the object store's
+# keys, and the Helm release
 # of deploy/helm/cove that reads them.
 
 resource "kubernetes_namespace" "cove" {
@@ -16,6 +17,8 @@ resource "kubernetes_secret" "cove" {
   data = {
     "dsn"        = var.database_dsn
     "node-token" = var.node_token
+    "access-key" = var.object_store_access_key
+    "secret-key" = var.object_store_secret_key
   }
 }
 
@@ -32,6 +35,10 @@ locals {
       }
     }
     nodeToken = {
+      existingSecret = kubernetes_secret.cove.metadata[0].name
+    }
+    objectStore = {
+      url            = var.object_store_url
       existingSecret = kubernetes_secret.cove.metadata[0].name
     }
     api = {

@@ -37,6 +37,26 @@ variable "node_token" {
   }
 }
 
+variable "object_store_url" {
+  description = "The S3-compatible bucket the nodes share templates through, http(s)://host[:port]/bucket[/prefix] (\"\": the cluster builds no templates)."
+  type        = string
+  default     = ""
+}
+
+variable "object_store_access_key" {
+  description = "The object store's access key. Kept in a Secret."
+  type        = string
+  default     = ""
+  sensitive   = true
+}
+
+variable "object_store_secret_key" {
+  description = "The object store's secret key. Kept in a Secret."
+  type        = string
+  default     = ""
+  sensitive   = true
+}
+
 variable "api_replicas" {
   description = "How many cove api replicas run."
   type        = number

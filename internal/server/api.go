@@ -39,7 +39,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}, st, st, log)
 	var builder service.Builder
 	if bucket != nil {
-		builder = nodes.Builder()
+		builder = nodes.Builder(templates.BuiltOn)
 	}
 	tpls := service.NewTemplates(ctx, templates, builder, func() map[string]bool { return nil }, secret, log)
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -502,6 +502,23 @@ func (s *Store) setWarmError(templateID, buildID, why string) error {
 	return s.save(r)
 }
 
+// BuiltOn names the node of a template's newest build that ran on one
+// ("" when none did, or the template is unknown).
+func (s *Store) BuiltOn(templateID string) string {
+	s.lockStale()
+	defer s.mu.Unlock()
+	r, ok := s.templates[templateID]
+	if !ok {
+		return ""
+	}
+	for i := len(r.Builds) - 1; i >= 0; i-- {
+		if b := r.Builds[i]; b.Node != "" && b.Status == StatusReady {
+			return b.Node
+		}
+	}
+	return ""
+}
+
 // Tag points tags of a template at a ready build.
 func (s *Store) Tag(team, target string, tags []string) (string, error) {
 	return retry(func() (string, error) { return s.tag(team, target, tags) })

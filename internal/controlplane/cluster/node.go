@@ -324,19 +324,33 @@ func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Cl
 }
 
 // Builder runs template builds on the cluster's nodes.
-type Builder struct{ c *Cluster }
+type Builder struct {
+	c       *Cluster
+	builtOn func(templateID string) string
+}
 
-// Builder is the cluster as the template service's builder.
-func (c *Cluster) Builder() Builder { return Builder{c} }
+// Builder is the cluster as the template service's builder; builtOn names
+// the node that built a template last ("" for none), which has its steps
+// cached.
+func (c *Cluster) Builder(builtOn func(templateID string) string) Builder {
+	return Builder{c, builtOn}
+}
 
-// Run runs a build on the least loaded live node, its log passed to logf.
+// Run runs a build, its log passed to logf, on the node that built the
+// template last when it is live, else on the least loaded live node.
 func (b Builder) Run(ctx context.Context, templateID, buildID string, spec template.Spec, logf func(template.LogEntry)) error {
 	cands := b.c.candidates("")
 	if len(cands) == 0 {
 		return errs.New(errs.Unavailable, "no node of the cluster is available to build")
 	}
-	b.c.log.Info("template build placed", "template", templateID, "build", buildID, "node", cands[0].id)
-	return cands[0].client.Build(ctx, templateID, buildID, spec, logf)
+	on := cands[0]
+	if last := b.builtOn(templateID); last != "" {
+		if i := slices.IndexFunc(cands, func(c candidate) bool { return c.id == last }); i >= 0 {
+			on = cands[i]
+		}
+	}
+	b.c.log.Info("template build placed", "template", templateID, "build", buildID, "node", on.id)
+	return on.client.Build(ctx, templateID, buildID, spec, logf)
 }
 
 // CanBuild accepts every spec: a node refuses in the build's log what it

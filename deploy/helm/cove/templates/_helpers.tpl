@@ -33,7 +33,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-secret" (include "cove.fullname" .) -}}
 {{- end -}}
 
-{{/* The env entries every Cove role reads: the database and the node token. */}}
+{{/* The env entries every Cove role reads: the database, the node token and the object store. */}}
 {{- define "cove.clusterEnv" -}}
 - name: COVE_DATABASE
   valueFrom:
@@ -50,4 +50,18 @@ app.kubernetes.io/component: {{ .component }}
     secretKeyRef:
       name: {{ .Values.nodeToken.existingSecret | default (include "cove.secret" .) }}
       key: node-token
+{{- if .Values.objectStore.url }}
+- name: COVE_OBJECT_STORE
+  value: {{ .Values.objectStore.url | quote }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.objectStore.existingSecret | default (include "cove.secret" .) }}
+      key: access-key
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.objectStore.existingSecret | default (include "cove.secret" .) }}
+      key: secret-key
+{{- end }}
 {{- end -}}
