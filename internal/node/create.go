@@ -70,6 +70,9 @@ type CreateRequest struct {
 	// on from where they were instead of booting (its template's start
 	// command does not run again). A snapshot's template brings its own.
 	Image *template.ProcessImage
+	// Node, in a cluster, is the node the sandbox must go to (its API
+	// replica's placement; a node ignores it).
+	Node string
 }
 
 // Create makes a sandbox and returns once its agent is initialized and

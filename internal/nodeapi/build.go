@@ -22,6 +22,18 @@ type Builder interface {
 // them). Call it before serving.
 func (s *Server) ServeBuilds(b Builder) { s.builder = b }
 
+// Layers is the node's template store as the node API serves it
+// (*template.Store): creates name its layers (a fork's children), a
+// shared copy pushes them.
+type Layers interface {
+	LayerPath(name string) string
+	PushLayers(ctx context.Context, names []string) (map[string]string, error)
+	PushImage(ctx context.Context, img *template.ProcessImage) (string, error)
+}
+
+// ServeLayers serves the node's template store. Call it before serving.
+func (s *Server) ServeLayers(l Layers) { s.layers = l }
+
 // Build implements the Build RPC: the build runs while the call lasts.
 func (s *Server) Build(ctx context.Context, req *connect.Request[pb.BuildRequest], stream *connect.ServerStream[pb.BuildLog]) error {
 	if s.builder == nil {

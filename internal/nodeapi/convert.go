@@ -2,6 +2,7 @@ package nodeapi
 
 import (
 	"net/netip"
+	"path/filepath"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -51,6 +52,7 @@ func infoToPB(in node.Info) *pb.Sandbox {
 		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
 		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
 		MaskRequestHost: in.MaskRequestHost, AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
+		Layers:  layerNames(in.Layers),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
 	if n := in.Network; n != nil {
@@ -67,6 +69,7 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
 		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
 		MaskRequestHost: in.GetMaskRequestHost(), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
+		Layers:         in.GetLayers(),
 		AutoPauseFiles: in.GetAutoPauseFiles(), Timeout: in.GetTimeout().AsDuration(),
 		Exit: isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
 	}
@@ -88,16 +91,18 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 // createToPB is a create as it crosses the wire. What names files on the
 // API's side (a resolved template, saved layers, volumes, images) cannot.
 func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
-	if r.Resolved != nil || r.Saved != nil || r.Layers != nil || len(r.Volumes) > 0 || r.Image != nil {
-		return nil, errs.New(errs.Unimplemented, "a create from saved files, volumes or a template in the making does not cross to a node yet")
+	if r.Resolved != nil || len(r.Volumes) > 0 {
+		return nil, errs.New(errs.Unimplemented, "a create with volumes or from a template in the making does not cross to a node yet")
 	}
-	return &pb.CreateRequest{
+	out := &pb.CreateRequest{
 		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits),
 		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.Tokens != nil, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
-	}, nil
+	}
+	savedToPB(r, out)
+	return out, nil
 }
 
 // createFromPB is a create as the node takes it; secret derives a
@@ -178,4 +183,14 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 		out.AllowDomains = &vals
 	}
 	return out, nil
+}
+
+// layerNames are the names of stored layers' paths: a replica knows a
+// sandbox's layers by name, its node by path.
+func layerNames(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		out = append(out, filepath.Base(p))
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -36,6 +37,7 @@ type Manager interface {
 	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
 	Wake(ctx context.Context, id string) bool
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+	SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
 }
 
 // Server serves a node's manager.
@@ -45,8 +47,13 @@ type Server struct {
 	secret []byte
 	log    *slog.Logger
 	events *hub
-	// builder, when set, runs template builds (ServeBuilds).
+	// builder, when set, runs template builds (ServeBuilds); layerPath
+	// finds a stored layer by name (ServeBuilds).
 	builder Builder
+	layers  Layers
+	// copies are the SaveLayer copies kept for callers, by handle.
+	copiesMu sync.Mutex
+	copies   map[string]*keptCopy
 }
 
 var _ nodepbconnect.NodeHandler = (*Server)(nil)
@@ -58,7 +65,7 @@ func NewServer(mgr Manager, token string, secret []byte, log *slog.Logger) (*Ser
 	if len(token) < 32 {
 		return nil, errs.New(errs.InvalidArgument, "the node token must have at least 32 characters")
 	}
-	return &Server{mgr: mgr, token: token, secret: secret, log: log, events: newHub()}, nil
+	return &Server{mgr: mgr, token: token, secret: secret, log: log, events: newHub(), copies: map[string]*keptCopy{}}, nil
 }
 
 // Handler is the API's HTTP handler: the Connect service and /dial.
@@ -113,6 +120,9 @@ func sandbox(info node.Info, err error) (*connect.Response[pb.Sandbox], error) {
 // Create implements nodepbconnect.NodeHandler.
 func (s *Server) Create(ctx context.Context, r *connect.Request[pb.CreateRequest]) (*connect.Response[pb.Sandbox], error) {
 	req, err := createFromPB(r.Msg, s.secret)
+	if err == nil {
+		err = s.savedFromPB(r.Msg, &req)
+	}
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}

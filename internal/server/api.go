@@ -50,7 +50,11 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain(ln.Addr().String())
 	}
-	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}, st, nodes, secret, log)
+	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}
+	if bucket != nil { // kept where every node reaches them
+		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
+	}
+	svc = service.New(scfg, st, nodes, secret, log)
 	if err := nodes.Refresh(ctx); err != nil {
 		return fmt.Errorf("read the cluster's nodes: %w", err)
 	}

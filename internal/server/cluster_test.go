@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -379,5 +380,116 @@ func uploadFiles(t *testing.T, s srv, id, hash string, data []byte) {
 	}
 	if _, m, _ := s.do(t, "GET", "/templates/"+id+"/files/"+hash, keyA, ""); m["present"] != true {
 		t.Fatalf("the files are not there after their upload: %v", m)
+	}
+}
+
+// TestClusterSnapshotAndFork runs a cluster whose nodes share an object
+// store: a fork's children start on their parent's node, which holds the
+// copy, with its files; a snapshot is pushed by that node and a sandbox
+// of it on the other node has the files, from layers it fetched; the
+// snapshot deleted is gone for every replica.
+func TestClusterSnapshotAndFork(t *testing.T) {
+	dsn := testutil.Postgres(t)
+	bucket, creds := testutil.ObjectStore(t)
+	shared := func(c *server.Config) { c.ObjectStore, c.ObjectStoreCredentials = bucket, creds }
+	dirs := map[string]string{}
+	for _, name := range []string{"n1", "n2"} {
+		dirs[name] = startRole(t, false, name, dsn, "", "", shared).dataDir
+	}
+	var apis []srv
+	for _, name := range []string{"api1", "api2"} {
+		r := startRole(t, true, name, dsn, "", "", shared)
+		apis = append(apis, srv{url: r.url, dataDir: r.dataDir})
+	}
+	defer apis[1].killAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer func() {
+		if t.Failed() {
+			recs, _ := st.Templates(ctx)
+			for _, r := range recs {
+				for _, b := range r.Builds {
+					t.Logf("template %v, built on %q: layers %v, in the bucket %v", r.Names, b.Node, b.Image.Layers, b.Image.Blobs)
+				}
+			}
+			for n, d := range dirs {
+				ls, _ := filepath.Glob(filepath.Join(d, "templates/layers/*"))
+				t.Logf("node %s has the layers %v", n, ls)
+			}
+		}
+	}()
+	nodeOf := func(id string) string {
+		t.Helper()
+		for _, n := range []string{"n1", "n2"} {
+			if on, _ := st.SandboxesOn(ctx, n); slices.Contains(on, id) {
+				return n
+			}
+		}
+		t.Fatalf("sandbox %s is on no node", id)
+		return ""
+	}
+
+	code, m, raw := apis[0].do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"secure":true}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if out, err := run(ctx, apis[1].url, id, tok, "echo kept > ~/state"); err != nil {
+		t.Fatalf("write: %q %v", out, err)
+	}
+	parentNode := nodeOf(id)
+
+	code, _, raw = apis[1].do(t, "POST", "/sandboxes/"+id+"/fork", keyA, `{"count":2,"timeout":60}`)
+	var kids []struct {
+		Sandbox struct {
+			SandboxID       string `json:"sandboxID"`
+			EnvdAccessToken string `json:"envdAccessToken"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(raw, &kids); code != 201 || err != nil || len(kids) != 2 {
+		t.Fatalf("fork: %d %s", code, raw)
+	}
+	for _, k := range kids {
+		if n := nodeOf(k.Sandbox.SandboxID); n != parentNode {
+			t.Errorf("a child on %s, its parent on %s", n, parentNode)
+		}
+		if out, err := run(ctx, apis[0].url, k.Sandbox.SandboxID, k.Sandbox.EnvdAccessToken, "cat ~/state"); err != nil || out != "kept\n" {
+			t.Errorf("in a child: %q %v", out, err)
+		}
+	}
+
+	code, snap, raw := apis[0].do(t, "POST", "/sandboxes/"+id+"/snapshots", keyA, `{"name":"cluster-snap"}`)
+	if code != 201 {
+		t.Fatalf("snapshot: %d %s", code, raw)
+	}
+	// From the snapshot, through the other replica, until one is on the
+	// node that did not make it (the parent's node is the busier one).
+	for i := 0; ; i++ {
+		code, c, raw := apis[1].do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"cluster-snap","timeout":60,"secure":true}`)
+		if code != 201 {
+			t.Fatalf("create from the snapshot: %d %s", code, raw)
+		}
+		cid := c["sandboxID"].(string)
+		if nodeOf(cid) == parentNode {
+			if i == 3 {
+				t.Fatalf("no sandbox of the snapshot went to the other node")
+			}
+			continue
+		}
+		if out, err := run(ctx, apis[1].url, cid, c["envdAccessToken"].(string), "cat ~/state"); err != nil || out != "kept\n" {
+			t.Errorf("from the snapshot on the other node: %q %v", out, err)
+		}
+		break
+	}
+	if code, _, raw := apis[1].do(t, "DELETE", "/templates/"+snap["snapshotID"].(string), keyA, ""); code != 204 {
+		t.Errorf("delete the snapshot: %d %s", code, raw)
+	}
+	if code, _, raw := apis[0].do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"cluster-snap","timeout":60}`); code != 404 {
+		t.Errorf("create from the deleted snapshot through the other replica: %d %s", code, raw)
 	}
 }

@@ -78,6 +78,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, secret, log); err != nil {
 		return err
 	}
+	api.ServeLayers(templates)
 	if bucket != nil { // what it builds, the other nodes can fetch
 		builder := template.NewBuilder(templates, mgr, log)
 		builder.AllowLocalImages, builder.Debootstrap = cfg.LocalImages, cfg.Debootstrap

@@ -146,7 +146,7 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	img, err := b.build(ctx, *build, spec, logf)
 	if err == nil && b.store.remote != nil {
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: "pushing the layers to the object store"})
-		img.Blobs, err = b.store.pushLayers(ctx, img.Layers)
+		img.Blobs, err = b.store.PushLayers(ctx, img.Layers)
 	}
 	build.FinishedAt = time.Now().UTC()
 	if err != nil {

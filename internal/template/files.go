@@ -33,6 +33,9 @@ type ProcessImage struct {
 	// Token is the source's agent token: a copy's agent has it until the
 	// node gives it the copy's own. Records are readable by root only.
 	Token string `json:"token,omitempty"`
+	// Blob, in a cluster, is the SHA-256 of its archive in the object
+	// store, where a node that lacks it fetches it.
+	Blob string `json:"blob,omitempty"`
 }
 
 // Bytes is the size of the image's files.

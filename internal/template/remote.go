@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // Remote is the bucket a cluster's nodes share layers through (an
@@ -44,6 +45,21 @@ func (s *Store) PushLayer(ctx context.Context, name string) (string, error) {
 	if !s.layers.Has(name) {
 		return "", errs.New(errs.NotFound, "layer %s is not stored here", name)
 	}
+	return s.pushDir(ctx, s.layers.Path(name))
+}
+
+// PushImage stores a copy of processes in the store's remote, like a
+// layer, and returns its archive's digest.
+func (s *Store) PushImage(ctx context.Context, img *ProcessImage) (string, error) {
+	if s.remote == nil {
+		return "", errs.New(errs.Unimplemented, "no object store is configured")
+	}
+	return s.pushDir(ctx, img.Dir)
+}
+
+// pushDir packs a directory (a layer, an image) into a gzipped tar, named
+// by its SHA-256 in the remote, and pushes it unless it is there.
+func (s *Store) pushDir(ctx context.Context, dir string) (string, error) {
 	f, err := os.CreateTemp(s.layers.dir, ".push-")
 	if err != nil {
 		return "", err
@@ -52,11 +68,11 @@ func (s *Store) PushLayer(ctx context.Context, name string) (string, error) {
 	defer f.Close()
 	h := sha256.New()
 	zw, _ := gzip.NewWriterLevel(io.MultiWriter(f, h), gzip.BestSpeed)
-	if err := packLayer(zw, s.layers.Path(name)); err != nil {
-		return "", fmt.Errorf("pack layer %s: %w", name, err)
+	if err := packLayer(zw, dir); err != nil {
+		return "", fmt.Errorf("pack %s: %w", filepath.Base(dir), err)
 	}
 	if err := zw.Close(); err != nil {
-		return "", fmt.Errorf("pack layer %s: %w", name, err)
+		return "", fmt.Errorf("pack %s: %w", filepath.Base(dir), err)
 	}
 	digest := hex.EncodeToString(h.Sum(nil))
 	if ok, err := s.remote.Has(ctx, blobKey(digest)); err != nil || ok {
@@ -70,14 +86,14 @@ func (s *Store) PushLayer(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	if err := s.remote.Put(ctx, blobKey(digest), f, size); err != nil {
-		return "", fmt.Errorf("push layer %s: %w", name, err)
+		return "", fmt.Errorf("push %s: %w", filepath.Base(dir), err)
 	}
 	return digest, nil
 }
 
-// pushLayers pushes layers (those pushed before once) and returns their
-// archives' digests.
-func (s *Store) pushLayers(ctx context.Context, layers []string) (map[string]string, error) {
+// PushLayers pushes layers (each once: the digests of those pushed
+// before are remembered) and returns their archives' digests.
+func (s *Store) PushLayers(ctx context.Context, layers []string) (map[string]string, error) {
 	blobs := map[string]string{}
 	for _, l := range layers {
 		s.pushedMu.Lock()
@@ -105,34 +121,13 @@ func (s *Store) pullLayer(ctx context.Context, name, digest string) error {
 	if s.layers.Has(name) {
 		return nil
 	}
-	body, _, err := s.remote.Get(ctx, blobKey(digest))
-	if errs.Is(err, errs.NotFound) {
-		return errs.New(errs.DataLoss, "layer %s: its archive %s is missing from the object store", name, digest)
-	}
-	if err != nil {
-		return err
-	}
-	defer body.Close()
 	stage, err := s.layers.stage()
 	if err != nil {
 		return err
 	}
-	// Unpacked before it is checked, but confined to the stage (untar
-	// resolves every path inside it), and dropped unless it matches.
-	h := sha256.New()
-	tee := io.TeeReader(body, h)
-	uerr := untar(tee, stage, untarOptions{Overlay: true, Exact: true})
-	if _, err := io.Copy(io.Discard, tee); err != nil {
+	if err := s.fetchBlob(ctx, digest, stage); err != nil {
 		removeStage(stage)
-		return fmt.Errorf("fetch layer %s: %w", name, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != digest {
-		removeStage(stage)
-		return errs.New(errs.DataLoss, "layer %s from the object store is damaged: its archive's SHA-256 is %s, the records say %s", name, got, digest)
-	}
-	if uerr != nil {
-		removeStage(stage)
-		return fmt.Errorf("unpack layer %s: %w", name, uerr)
+		return fmt.Errorf("layer %s: %w", name, err)
 	}
 	if _, err := s.layers.commit(stage, name); err != nil {
 		return err
@@ -140,6 +135,70 @@ func (s *Store) pullLayer(ctx context.Context, name, digest string) error {
 	s.pushedMu.Lock()
 	s.pushed[name] = digest
 	s.pushedMu.Unlock()
+	return nil
+}
+
+// fetchBlob fetches the archive stored under digest and unpacks it into
+// stage (an empty directory). Bytes that do not match the digest are
+// refused (DataLoss), as is a missing archive: the records say it was
+// pushed. The caller removes the stage on error.
+func (s *Store) fetchBlob(ctx context.Context, digest, stage string) error {
+	body, _, err := s.remote.Get(ctx, blobKey(digest))
+	if errs.Is(err, errs.NotFound) {
+		return errs.New(errs.DataLoss, "its archive %s is missing from the object store", digest)
+	}
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	// Unpacked before it is checked, but confined to the stage (untar
+	// resolves every path inside it), and dropped unless it matches.
+	h := sha256.New()
+	tee := io.TeeReader(body, h)
+	uerr := untar(tee, stage, untarOptions{Overlay: true, Exact: true})
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return fmt.Errorf("fetch %s: %w", digest, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != digest {
+		return errs.New(errs.DataLoss, "damaged in the object store: its archive's SHA-256 is %s, the records say %s", got, digest)
+	}
+	if uerr != nil {
+		return fmt.Errorf("unpack %s: %w", digest, uerr)
+	}
+	return nil
+}
+
+// fetchImage fetches a snapshot's copy of processes this node lacks and
+// checks it against its manifest.
+func (s *Store) fetchImage(ctx context.Context, img *ProcessImage) error {
+	if img == nil || s.remote == nil || img.Blob == "" {
+		return nil
+	}
+	if _, err := os.Stat(img.Dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(img.Dir), 0o700); err != nil {
+		return err
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(img.Dir), ".fetch-")
+	if err != nil {
+		return err
+	}
+	if err := s.fetchBlob(ctx, img.Blob, stage); err != nil {
+		_ = fsutil.RemoveTree(stage)
+		return fmt.Errorf("copy of processes %s: %w", img.Name, err)
+	}
+	if err := VerifyFiles(stage, img.Files); err != nil {
+		_ = fsutil.RemoveTree(stage)
+		return err
+	}
+	if err := os.Rename(stage, img.Dir); err != nil {
+		_ = fsutil.RemoveTree(stage)
+		if _, serr := os.Stat(img.Dir); serr == nil { // fetched meanwhile
+			return nil
+		}
+		return err
+	}
 	return nil
 }
 
@@ -171,6 +230,17 @@ func packLayer(w io.Writer, dir string) error {
 		switch {
 		case st.IsDir():
 			hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
+			// Its opaque markers as they are: the trusted one hides the
+			// lower layers from the host's overlays, the user one from a
+			// user namespace's.
+			for _, x := range opaqueXattrs {
+				if isMarked(p, x) {
+					if hdr.PAXRecords == nil {
+						hdr.PAXRecords = map[string]string{}
+					}
+					hdr.PAXRecords[paxXattr+x] = "y"
+				}
+			}
 		case st.Mode()&fs.ModeSymlink != 0:
 			if hdr.Linkname, err = os.Readlink(p); err != nil {
 				return err
@@ -203,9 +273,6 @@ func packLayer(w io.Writer, dir string) error {
 				return fmt.Errorf("%s: %w", rel, err)
 			}
 		}
-		if st.IsDir() && isOpaqueDir(p) {
-			return tw.WriteHeader(&tar.Header{Name: path.Join(rel, whiteoutOpaque), Typeflag: tar.TypeReg, Mode: 0o644, ModTime: st.ModTime()})
-		}
 		return nil
 	})
 	if err != nil {
@@ -228,11 +295,21 @@ func unixMode(st fs.FileInfo) uint32 {
 	return m
 }
 
+// opaqueXattrs are the attributes that mark an overlay directory opaque:
+// the host's form and a user namespace's (userxattr).
+var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
+
+// paxXattr prefixes an extended attribute's PAX record.
+const paxXattr = "SCHILY.xattr."
+
+// isMarked reports whether p carries the opaque marker x.
+func isMarked(p, x string) bool {
+	buf := make([]byte, 1)
+	n, err := unix.Lgetxattr(p, x, buf)
+	return err == nil && n == 1 && buf[0] == 'y'
+}
+
 // isOpaqueDir reports a directory marked opaque, in either form.
 func isOpaqueDir(p string) bool {
-	buf := make([]byte, 1)
-	return slices.ContainsFunc([]string{"trusted.overlay.opaque", "user.overlay.opaque"}, func(x string) bool {
-		n, err := unix.Lgetxattr(p, x, buf)
-		return err == nil && n == 1 && buf[0] == 'y'
-	})
+	return slices.ContainsFunc(opaqueXattrs, func(x string) bool { return isMarked(p, x) })
 }

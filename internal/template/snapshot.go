@@ -53,6 +53,10 @@ type SnapshotSource struct {
 	CPUCount, MemoryMB int
 	DiskMB             int
 	Isolation          string
+	// Blobs, in a cluster, are the object store's archives of the layers
+	// the snapshot stacks, the saved one among them (layer name → SHA-256),
+	// as the sandbox's node pushed them.
+	Blobs map[string]string
 }
 
 // StageLayer makes an empty place on the layers' file system for a layer
@@ -193,12 +197,15 @@ func (s *Store) CreateSnapshot(name string, src SnapshotSource, layer LayerSum, 
 		}
 	}
 	var kept *ProcessImage
-	if procs != nil {
+	if procs != nil && procs.Dir == "" && procs.Blob != "" { // in the object store, fetched where needed
+		kept = new(*procs)
+		kept.Name = newID()
+	} else if procs != nil {
 		if kept, err = s.keepImage(procs); err != nil {
 			return Record{}, err
 		}
 		defer func() {
-			if err != nil {
+			if err != nil && kept.Dir != "" {
 				_ = fsutil.RemoveTree(kept.Dir)
 			}
 		}()
@@ -250,6 +257,13 @@ func (s *Store) createSnapshot(name string, src SnapshotSource, layer LayerSum, 
 	}
 	img.Layers = append(slices.Clone(img.Layers), layer.Name)
 	img.Binds = slices.Clone(img.Binds)
+	img.Blobs = maps.Clone(img.Blobs)
+	if len(src.Blobs) > 0 {
+		if img.Blobs == nil {
+			img.Blobs = map[string]string{}
+		}
+		maps.Copy(img.Blobs, src.Blobs)
+	}
 	img.Env = nil
 	for _, k := range slices.Sorted(maps.Keys(src.Env)) {
 		img.Env = append(img.Env, k+"="+src.Env[k])

@@ -292,7 +292,10 @@ func (s *Store) Resolve(ctx context.Context, ref string) (Template, error) {
 	t, blobs := s.resolved(r, b), maps.Clone(b.Image.Blobs)
 	layers := slices.Clone(b.Image.Layers)
 	s.mu.Unlock()
-	return t, s.fetch(ctx, layers, blobs)
+	if err := s.fetch(ctx, layers, blobs); err != nil {
+		return t, err
+	}
+	return t, s.fetchImage(ctx, t.Image)
 }
 
 // ResolveBuild finds a ready build of a template by their ids (a fork
@@ -317,7 +320,10 @@ func (s *Store) ResolveBuild(ctx context.Context, templateID, buildID string) (T
 	t, blobs := s.resolved(r, b), maps.Clone(b.Image.Blobs)
 	layers := slices.Clone(b.Image.Layers)
 	s.mu.Unlock()
-	return t, s.fetch(ctx, layers, blobs)
+	if err := s.fetch(ctx, layers, blobs); err != nil {
+		return t, err
+	}
+	return t, s.fetchImage(ctx, t.Image)
 }
 
 // LayerPath is where the named layer is stored.

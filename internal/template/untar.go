@@ -78,10 +78,15 @@ func cleanName(name string) string {
 
 func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, opts untarOptions) error {
 	if name == "" {
-		if hdr.Typeflag == tar.TypeDir {
-			return setAttrs(root, ".", hdr)
+		if hdr.Typeflag != tar.TypeDir {
+			return nil
 		}
-		return nil
+		if opts.Exact {
+			if err := setMarkers(root, ".", hdr); err != nil {
+				return err
+			}
+		}
+		return setAttrs(root, ".", hdr)
 	}
 	dir, base := path.Split(name)
 	dir = strings.TrimSuffix(dir, "/")
@@ -120,6 +125,11 @@ func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, op
 		}
 		if err := root.Mkdir(name, 0o700); err != nil {
 			return err
+		}
+		if opts.Exact {
+			if err := setMarkers(root, name, hdr); err != nil {
+				return err
+			}
 		}
 	case tar.TypeReg, tar.TypeRegA:
 		if err := replace(root, name); err != nil {
@@ -193,6 +203,25 @@ func setAttrs(root *os.Root, name string, hdr *tar.Header) error {
 		return err
 	}
 	return root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+}
+
+// setMarkers gives a directory the opaque markers its entry records
+// (Exact: a Cove layer's, which keeps them as they were; no other
+// attribute is taken).
+func setMarkers(root *os.Root, name string, hdr *tar.Header) error {
+	d, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for _, x := range opaqueXattrs {
+		if hdr.PAXRecords[paxXattr+x] == "y" {
+			if err := unix.Fsetxattr(int(d.Fd()), x, []byte("y"), 0); err != nil {
+				return fmt.Errorf("mark %s opaque: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // whiteout hides name of lower layers: overlayfs reads a 0/0 character

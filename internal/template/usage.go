@@ -48,6 +48,9 @@ func (s *Store) layerBytes(name string) (int64, error) {
 	if ok {
 		return n, nil
 	}
+	if s.remote != nil && !s.layers.Has(name) {
+		return 0, nil // in the object store only: this process does not count it
+	}
 	err := filepath.WalkDir(s.layers.Path(name), func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

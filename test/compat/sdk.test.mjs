@@ -18,8 +18,8 @@ after(async () => {
 })
 
 // clusterless says why a test of what a cluster does not offer yet
-// (state kept on one node: snapshots, forks, volumes) is skipped there.
-const clusterless = process.env.COMPAT_CLUSTER ? 'a cluster has no snapshots, forks or volumes yet' : false
+// (volumes: their files are on one node) is skipped there.
+const clusterless = process.env.COMPAT_CLUSTER ? 'a cluster has no volumes yet' : false
 
 const waitUntil = async (cond, ms = 20000) => {
   const end = Date.now() + ms
@@ -393,7 +393,7 @@ test('pause without memory: files kept, processes gone, the same token; reboot a
   }
 })
 
-test('snapshots: made from a running sandbox (on gVisor its processes too), listed, created from, deleted', { skip: clusterless }, async () => {
+test('snapshots: made from a running sandbox (on gVisor its processes too), listed, created from, deleted', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' }, metadata: { snap: process.env.COMPAT_RUN } })
   try {
     const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
@@ -479,7 +479,7 @@ async function count (s, waitMs = 20000) {
   return n
 }
 
-test('fork: children with the parent\'s files (and, on gVisor, its processes), the parent goes on, a killed parent is not found', { skip: clusterless }, async () => {
+test('fork: children with the parent\'s files (and, on gVisor, its processes), the parent goes on, a killed parent is not found', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' } })
   try {
     const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()

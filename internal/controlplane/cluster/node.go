@@ -73,6 +73,12 @@ func (c *Cluster) placed(nodeID string, memoryMB int64) {
 // any other refusal is the request's and is returned).
 func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
 	cands := c.candidates(req.Isolation)
+	if req.Node != "" { // what it starts from is there
+		cands = slices.DeleteFunc(cands, func(m candidate) bool { return m.id != req.Node })
+		if len(cands) == 0 {
+			return node.Info{}, errs.New(errs.Unavailable, "node %s, which holds what the sandbox starts from, is not available", req.Node)
+		}
+	}
 	if len(cands) == 0 {
 		if req.Isolation != "" {
 			return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster is available with isolation %q", req.Isolation)
@@ -218,10 +224,31 @@ func (c *Cluster) setRunning(id string, running bool) {
 	}
 }
 
-// SaveLayer is not offered by a cluster yet: a saved layer lives on one
-// node, and the snapshot or fork made from it would have to start there.
-func (c *Cluster) SaveLayer(context.Context, string, bool) (node.Copy, error) {
-	return node.Copy{}, errs.New(errs.Unimplemented, "snapshots and forks are not available in a cluster yet (cove server has them)")
+// SaveLayer copies a sandbox's files (and processes) on its node, where
+// they stay until the copy's Release: what starts from it is created on
+// that node (CreateRequest.Node).
+func (c *Cluster) SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
+	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.SaveLayer(ctx, id, memory) })
+}
+
+// ShareLayer copies a sandbox's files and processes on its node, which
+// pushes them to the object store with the layers under them: any node
+// can start from the copy (a snapshot).
+func (c *Cluster) ShareLayer(ctx context.Context, id string) (node.Copy, error) {
+	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.ShareLayer(ctx, id) })
+}
+
+func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.Client) (node.Copy, error)) (node.Copy, error) {
+	client, r, err := c.lookup(ctx, id)
+	if err != nil {
+		return node.Copy{}, err
+	}
+	cp, err := save(client)
+	if err != nil {
+		return cp, err
+	}
+	cp.Info.Node = r.node
+	return cp, nil
 }
 
 // Wake reports whether a sandbox runs, resuming it when it is paused with

@@ -50,7 +50,7 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
 		AllowInternetAccess: parent.AllowInternetAccess, AutoPause: parent.AutoPause, AutoResume: parent.AutoResume,
 		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation, AutoPauseFiles: info.AutoPauseFiles,
-		Volumes: info.Volumes, Image: c.Image,
+		Volumes: info.Volumes, Image: c.Image, Node: info.Node,
 	}
 	if n := info.Network; n != nil {
 		for _, p := range n.AllowOut {

@@ -51,6 +51,9 @@ type CreateRequest struct {
 	Image *template.ProcessImage
 	// Volumes are mounted read-write (Volumes.Binds resolved them).
 	Volumes []VolumeMount
+	// Node, in a cluster, is the node the sandbox must start on (a fork's
+	// child: its parent's, which holds the copy).
+	Node string
 }
 
 // Sandbox is what the API reports of a sandbox.
@@ -128,6 +131,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
 		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers, Volumes: req.Volumes, Image: req.Image,
+		Node: req.Node,
 	})
 	if err != nil {
 		return Sandbox{}, err

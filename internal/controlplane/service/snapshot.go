@@ -6,6 +6,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -25,7 +26,11 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 			return template.Record{}, err
 		}
 	}
-	c, err := s.node.SaveLayer(ctx, id, true)
+	save := func() (node.Copy, error) { return s.node.SaveLayer(ctx, id, true) }
+	if sh, ok := s.node.(sharer); ok {
+		save = func() (node.Copy, error) { return sh.ShareLayer(ctx, id) }
+	}
+	c, err := save()
 	if err != nil {
 		return template.Record{}, err
 	}
@@ -34,13 +39,19 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 	rec, err := s.cfg.Snapshots.CreateSnapshot(name, template.SnapshotSource{
 		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: layerNames(info.Layers),
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
-		Isolation: info.Isolation,
+		Isolation: info.Isolation, Blobs: c.Blobs,
 	}, sum, c.Image)
 	if err != nil {
 		return template.Record{}, err
 	}
 	s.log.Info("snapshot created", logx.SandboxID(id), "snapshot", rec.SnapshotID(), "layer", sum.Name, "processes", c.Image != nil)
 	return rec, nil
+}
+
+// sharer is a node that keeps a snapshot's copy where every node reaches
+// it (a cluster's, through its object store).
+type sharer interface {
+	ShareLayer(ctx context.Context, id string) (node.Copy, error)
 }
 
 // Snapshots lists a team's snapshots, newest first, of sandboxID and

@@ -340,8 +340,15 @@ type CreateRequest struct {
 	AutoPause       bool     `protobuf:"varint,18,opt,name=auto_pause,json=autoPause,proto3" json:"auto_pause,omitempty"`
 	AutoResume      bool     `protobuf:"varint,19,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
 	AutoPauseFiles  bool     `protobuf:"varint,20,opt,name=auto_pause_files,json=autoPauseFiles,proto3" json:"auto_pause_files,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A fork's child, on its parent's node: the layers it stacks (names in
+	// the node's template store), the saved layer's manifest and the copy
+	// of the parent's processes (internal/template's LayerSum and
+	// ProcessImage as JSON; the image's directory the node's own).
+	Layers        []string `protobuf:"bytes,23,rep,name=layers,proto3" json:"layers,omitempty"`
+	Saved         []byte   `protobuf:"bytes,24,opt,name=saved,proto3" json:"saved,omitempty"`
+	Image         []byte   `protobuf:"bytes,25,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
@@ -528,6 +535,27 @@ func (x *CreateRequest) GetAutoPauseFiles() bool {
 	return false
 }
 
+func (x *CreateRequest) GetLayers() []string {
+	if x != nil {
+		return x.Layers
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetSaved() []byte {
+	if x != nil {
+		return x.Saved
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetImage() []byte {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
 type Sandbox struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -551,8 +579,10 @@ type Sandbox struct {
 	Network         *Network               `protobuf:"bytes,19,opt,name=network,proto3" json:"network,omitempty"`
 	ExitReason      string                 `protobuf:"bytes,20,opt,name=exit_reason,json=exitReason,proto3" json:"exit_reason,omitempty"`
 	ExitDetail      string                 `protobuf:"bytes,21,opt,name=exit_detail,json=exitDetail,proto3" json:"exit_detail,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// layers are the layers it stacks (names in its node's template store).
+	Layers        []string `protobuf:"bytes,22,rep,name=layers,proto3" json:"layers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -730,6 +760,13 @@ func (x *Sandbox) GetExitDetail() string {
 		return x.ExitDetail
 	}
 	return ""
+}
+
+func (x *Sandbox) GetLayers() []string {
+	if x != nil {
+		return x.Layers
+	}
+	return nil
 }
 
 type SandboxList struct {
@@ -1394,6 +1431,190 @@ func (x *BuildLog) GetStep() string {
 	return ""
 }
 
+type SaveLayerRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Memory bool                   `protobuf:"varint,2,opt,name=memory,proto3" json:"memory,omitempty"`
+	// share: push the copy and the layers under it to the object store,
+	// for any node (a snapshot).
+	Share         bool `protobuf:"varint,3,opt,name=share,proto3" json:"share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveLayerRequest) Reset() {
+	*x = SaveLayerRequest{}
+	mi := &file_node_v1_node_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveLayerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveLayerRequest) ProtoMessage() {}
+
+func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
+func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SaveLayerRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SaveLayerRequest) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+func (x *SaveLayerRequest) GetShare() bool {
+	if x != nil {
+		return x.Share
+	}
+	return false
+}
+
+type SavedCopy struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Layer   []byte                 `protobuf:"bytes,2,opt,name=layer,proto3" json:"layer,omitempty"`   // internal/template.LayerSum as JSON
+	Image   []byte                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`   // internal/template.ProcessImage as JSON, or empty
+	Handle  string                 `protobuf:"bytes,4,opt,name=handle,proto3" json:"handle,omitempty"` // what Release takes
+	// blobs, when shared: layer name → its archive's SHA-256 in the object
+	// store (the image's is in image).
+	Blobs         map[string]string `protobuf:"bytes,5,rep,name=blobs,proto3" json:"blobs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SavedCopy) Reset() {
+	*x = SavedCopy{}
+	mi := &file_node_v1_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SavedCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SavedCopy) ProtoMessage() {}
+
+func (x *SavedCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
+func (*SavedCopy) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SavedCopy) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *SavedCopy) GetLayer() []byte {
+	if x != nil {
+		return x.Layer
+	}
+	return nil
+}
+
+func (x *SavedCopy) GetImage() []byte {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *SavedCopy) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *SavedCopy) GetBlobs() map[string]string {
+	if x != nil {
+		return x.Blobs
+	}
+	return nil
+}
+
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_node_v1_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReleaseRequest) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
 var File_node_v1_node_proto protoreflect.FileDescriptor
 
 const file_node_v1_node_proto_rawDesc = "" +
@@ -1415,7 +1636,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\binternet\x18\x03 \x01(\bR\binternet\x12\x1b\n" +
 	"\tallow_out\x18\x04 \x03(\tR\ballowOut\x12\x19\n" +
 	"\bdeny_out\x18\x05 \x03(\tR\adenyOut\x12#\n" +
-	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\"\xb0\a\n" +
+	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\"\xf4\a\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -1442,13 +1663,16 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"auto_pause\x18\x12 \x01(\bR\tautoPause\x12\x1f\n" +
 	"\vauto_resume\x18\x13 \x01(\bR\n" +
 	"autoResume\x12(\n" +
-	"\x10auto_pause_files\x18\x14 \x01(\bR\x0eautoPauseFiles\x1a:\n" +
+	"\x10auto_pause_files\x18\x14 \x01(\bR\x0eautoPauseFiles\x12\x16\n" +
+	"\x06layers\x18\x17 \x03(\tR\x06layers\x12\x14\n" +
+	"\x05saved\x18\x18 \x01(\fR\x05saved\x12\x14\n" +
+	"\x05image\x18\x19 \x01(\fR\x05image\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vtemplate_id\x18\x02 \x01(\tR\n" +
@@ -1477,7 +1701,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\vexit_reason\x18\x14 \x01(\tR\n" +
 	"exitReason\x12\x1f\n" +
 	"\vexit_detail\x18\x15 \x01(\tR\n" +
-	"exitDetail\x1a;\n" +
+	"exitDetail\x12\x16\n" +
+	"\x06layers\x18\x16 \x03(\tR\x06layers\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -1538,7 +1763,23 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\tR\x05level\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x12\n" +
-	"\x04step\x18\x04 \x01(\tR\x04step2\xdd\x05\n" +
+	"\x04step\x18\x04 \x01(\tR\x04step\"P\n" +
+	"\x10SaveLayerRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06memory\x18\x02 \x01(\bR\x06memory\x12\x14\n" +
+	"\x05share\x18\x03 \x01(\bR\x05share\"\xf4\x01\n" +
+	"\tSavedCopy\x12/\n" +
+	"\asandbox\x18\x01 \x01(\v2\x15.cove.node.v1.SandboxR\asandbox\x12\x14\n" +
+	"\x05layer\x18\x02 \x01(\fR\x05layer\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\fR\x05image\x12\x16\n" +
+	"\x06handle\x18\x04 \x01(\tR\x06handle\x128\n" +
+	"\x05blobs\x18\x05 \x03(\v2\".cove.node.v1.SavedCopy.BlobsEntryR\x05blobs\x1a8\n" +
+	"\n" +
+	"BlobsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
+	"\x0eReleaseRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle2\xe1\x06\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -1552,7 +1793,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x06Resume\x12\x1b.cove.node.v1.ResumeRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
 	"\x04Wake\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.WakeResponse\x124\n" +
 	"\x06Events\x12\x13.cove.node.v1.Empty\x1a\x13.cove.node.v1.Event0\x01\x12=\n" +
-	"\x05Build\x12\x1a.cove.node.v1.BuildRequest\x1a\x16.cove.node.v1.BuildLog0\x01B<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
+	"\x05Build\x12\x1a.cove.node.v1.BuildRequest\x1a\x16.cove.node.v1.BuildLog0\x01\x12D\n" +
+	"\tSaveLayer\x12\x1e.cove.node.v1.SaveLayerRequest\x1a\x17.cove.node.v1.SavedCopy\x12<\n" +
+	"\aRelease\x12\x1c.cove.node.v1.ReleaseRequest\x1a\x13.cove.node.v1.EmptyB<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
 
 var (
 	file_node_v1_node_proto_rawDescOnce sync.Once
@@ -1567,7 +1810,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -1587,64 +1830,74 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*Event)(nil),                 // 15: cove.node.v1.Event
 	(*BuildRequest)(nil),          // 16: cove.node.v1.BuildRequest
 	(*BuildLog)(nil),              // 17: cove.node.v1.BuildLog
-	nil,                           // 18: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 19: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 20: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 21: cove.node.v1.Sandbox.EnvVarsEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*SaveLayerRequest)(nil),      // 18: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 19: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 20: cove.node.v1.ReleaseRequest
+	nil,                           // 21: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 22: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 23: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 24: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 25: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	22, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	26, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 1: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	18, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	19, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	21, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	22, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
 	3,  // 4: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	23, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	23, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	20, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	21, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	22, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	27, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	27, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	23, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	24, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	26, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
 	4,  // 10: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
 	6,  // 11: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	22, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	22, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	26, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	26, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
 	11, // 14: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
 	11, // 15: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
 	11, // 16: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	22, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	26, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
 	0,  // 18: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
 	6,  // 19: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	23, // 20: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	5,  // 21: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 22: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 23: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 24: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	8,  // 25: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 26: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	10, // 27: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	12, // 28: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	13, // 29: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 30: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 31: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	16, // 32: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	6,  // 33: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 34: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	6,  // 35: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	7,  // 36: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	6,  // 37: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	9,  // 38: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	1,  // 39: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	6,  // 40: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	6,  // 41: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	14, // 42: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	15, // 43: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	17, // 44: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	27, // 20: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	6,  // 21: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	25, // 22: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	5,  // 23: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 24: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 25: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 26: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	8,  // 27: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 28: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	10, // 29: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	12, // 30: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	13, // 31: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 32: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 33: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	16, // 34: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	18, // 35: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	20, // 36: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	6,  // 37: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 38: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	6,  // 39: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	7,  // 40: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	6,  // 41: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	9,  // 42: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	1,  // 43: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	6,  // 44: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	6,  // 45: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	14, // 46: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	15, // 47: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	17, // 48: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	19, // 49: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 50: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -1659,7 +1912,7 @@ func file_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

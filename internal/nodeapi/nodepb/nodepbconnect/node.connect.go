@@ -66,6 +66,10 @@ const (
 	NodeEventsProcedure = "/cove.node.v1.Node/Events"
 	// NodeBuildProcedure is the fully-qualified name of the Node's Build RPC.
 	NodeBuildProcedure = "/cove.node.v1.Node/Build"
+	// NodeSaveLayerProcedure is the fully-qualified name of the Node's SaveLayer RPC.
+	NodeSaveLayerProcedure = "/cove.node.v1.Node/SaveLayer"
+	// NodeReleaseProcedure is the fully-qualified name of the Node's Release RPC.
+	NodeReleaseProcedure = "/cove.node.v1.Node/Release"
 )
 
 // NodeClient is a client for the cove.node.v1.Node service.
@@ -94,6 +98,11 @@ type NodeClient interface {
 	// object store; the build's log streams back. The build ends with the
 	// call (a caller that goes cancels it).
 	Build(context.Context, *connect.Request[nodepb.BuildRequest]) (*connect.ServerStreamForClient[nodepb.BuildLog], error)
+	// SaveLayer copies a sandbox's files (and, with memory, its processes
+	// where the driver can) and keeps the copy until Release (or an hour):
+	// a fork's children stack it on the same node.
+	SaveLayer(context.Context, *connect.Request[nodepb.SaveLayerRequest]) (*connect.Response[nodepb.SavedCopy], error)
+	Release(context.Context, *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error)
 }
 
 // NewNodeClient constructs a client for the cove.node.v1.Node service. By default, it uses the
@@ -179,6 +188,18 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			connect.WithSchema(nodeMethods.ByName("Build")),
 			connect.WithClientOptions(opts...),
 		),
+		saveLayer: connect.NewClient[nodepb.SaveLayerRequest, nodepb.SavedCopy](
+			httpClient,
+			baseURL+NodeSaveLayerProcedure,
+			connect.WithSchema(nodeMethods.ByName("SaveLayer")),
+			connect.WithClientOptions(opts...),
+		),
+		release: connect.NewClient[nodepb.ReleaseRequest, nodepb.Empty](
+			httpClient,
+			baseURL+NodeReleaseProcedure,
+			connect.WithSchema(nodeMethods.ByName("Release")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -196,6 +217,8 @@ type nodeClient struct {
 	wake          *connect.Client[nodepb.SandboxRef, nodepb.WakeResponse]
 	events        *connect.Client[nodepb.Empty, nodepb.Event]
 	build         *connect.Client[nodepb.BuildRequest, nodepb.BuildLog]
+	saveLayer     *connect.Client[nodepb.SaveLayerRequest, nodepb.SavedCopy]
+	release       *connect.Client[nodepb.ReleaseRequest, nodepb.Empty]
 }
 
 // Create calls cove.node.v1.Node.Create.
@@ -258,6 +281,16 @@ func (c *nodeClient) Build(ctx context.Context, req *connect.Request[nodepb.Buil
 	return c.build.CallServerStream(ctx, req)
 }
 
+// SaveLayer calls cove.node.v1.Node.SaveLayer.
+func (c *nodeClient) SaveLayer(ctx context.Context, req *connect.Request[nodepb.SaveLayerRequest]) (*connect.Response[nodepb.SavedCopy], error) {
+	return c.saveLayer.CallUnary(ctx, req)
+}
+
+// Release calls cove.node.v1.Node.Release.
+func (c *nodeClient) Release(ctx context.Context, req *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error) {
+	return c.release.CallUnary(ctx, req)
+}
+
 // NodeHandler is an implementation of the cove.node.v1.Node service.
 type NodeHandler interface {
 	// Create starts a sandbox (a warm one when the node has one).
@@ -284,6 +317,11 @@ type NodeHandler interface {
 	// object store; the build's log streams back. The build ends with the
 	// call (a caller that goes cancels it).
 	Build(context.Context, *connect.Request[nodepb.BuildRequest], *connect.ServerStream[nodepb.BuildLog]) error
+	// SaveLayer copies a sandbox's files (and, with memory, its processes
+	// where the driver can) and keeps the copy until Release (or an hour):
+	// a fork's children stack it on the same node.
+	SaveLayer(context.Context, *connect.Request[nodepb.SaveLayerRequest]) (*connect.Response[nodepb.SavedCopy], error)
+	Release(context.Context, *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error)
 }
 
 // NewNodeHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -365,6 +403,18 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		connect.WithSchema(nodeMethods.ByName("Build")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeSaveLayerHandler := connect.NewUnaryHandler(
+		NodeSaveLayerProcedure,
+		svc.SaveLayer,
+		connect.WithSchema(nodeMethods.ByName("SaveLayer")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodeReleaseHandler := connect.NewUnaryHandler(
+		NodeReleaseProcedure,
+		svc.Release,
+		connect.WithSchema(nodeMethods.ByName("Release")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cove.node.v1.Node/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodeCreateProcedure:
@@ -391,6 +441,10 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodeEventsHandler.ServeHTTP(w, r)
 		case NodeBuildProcedure:
 			nodeBuildHandler.ServeHTTP(w, r)
+		case NodeSaveLayerProcedure:
+			nodeSaveLayerHandler.ServeHTTP(w, r)
+		case NodeReleaseProcedure:
+			nodeReleaseHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -446,4 +500,12 @@ func (UnimplementedNodeHandler) Events(context.Context, *connect.Request[nodepb.
 
 func (UnimplementedNodeHandler) Build(context.Context, *connect.Request[nodepb.BuildRequest], *connect.ServerStream[nodepb.BuildLog]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Build is not implemented"))
+}
+
+func (UnimplementedNodeHandler) SaveLayer(context.Context, *connect.Request[nodepb.SaveLayerRequest]) (*connect.Response[nodepb.SavedCopy], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.SaveLayer is not implemented"))
+}
+
+func (UnimplementedNodeHandler) Release(context.Context, *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Release is not implemented"))
 }
