@@ -14,9 +14,9 @@ import (
 
 // Copy is what SaveLayer kept of a sandbox, until Release.
 type Copy struct {
-	Info    Info                   // the sandbox as it was copied
-	Layer   template.LayerSum      // its files
-	Image   *template.ProcessImage // its processes, when asked for and its driver can copy them
+	Info  Info                   // the sandbox as it was copied
+	Layer template.LayerSum      // its files
+	Image *template.ProcessImage // its processes, when asked for and its driver can copy them
 	// Blobs, for a copy a cluster's node shared, are the object store's
 	// archives of the layers it stacks and of its own (name → SHA-256).
 	Blobs   map[string]string
