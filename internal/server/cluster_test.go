@@ -387,11 +387,16 @@ func uploadFiles(t *testing.T, s srv, id, hash string, data []byte) {
 // store: a fork's children start on their parent's node, which holds the
 // copy, with its files; a snapshot is pushed by that node and a sandbox
 // of it on the other node has the files, from layers it fetched; the
-// snapshot deleted is gone for every replica.
+// snapshot deleted is gone for every replica. On gVisor, a snapshot's
+// processes run on in a sandbox of it on the other node.
 func TestClusterSnapshotAndFork(t *testing.T) {
 	dsn := testutil.Postgres(t)
 	bucket, creds := testutil.ObjectStore(t)
-	shared := func(c *server.Config) { c.ObjectStore, c.ObjectStoreCredentials = bucket, creds }
+	runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
+	shared := func(c *server.Config) {
+		c.ObjectStore, c.ObjectStoreCredentials = bucket, creds
+		c.Runsc, c.SandboxBinary = runsc, agent
+	}
 	dirs := map[string]string{}
 	for _, name := range []string{"n1", "n2"} {
 		dirs[name] = startRole(t, false, name, dsn, "", "", shared).dataDir
@@ -491,5 +496,44 @@ func TestClusterSnapshotAndFork(t *testing.T) {
 	}
 	if code, _, raw := apis[0].do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"cluster-snap","timeout":60}`); code != 404 {
 		t.Errorf("create from the deleted snapshot through the other replica: %d %s", code, raw)
+	}
+
+	if runsc == "" || agent == "" {
+		t.Skip("bin/runsc or bin/cove-sandbox is missing: make test builds them")
+	}
+	code, m, raw = apis[0].do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"secure":true,"metadata":{"cove.isolation":"gvisor"}}`)
+	if code != 201 {
+		t.Fatalf("create on gVisor: %d %s", code, raw)
+	}
+	gid, gtok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if out, err := run(ctx, apis[1].url, gid, gtok, counterLoop); err != nil {
+		t.Fatalf("%q %v", out, err)
+	}
+	readCount(t, ctx, apis[1], gid, gtok)
+	if code, _, raw := apis[0].do(t, "POST", "/sandboxes/"+gid+"/snapshots", keyA, `{"name":"cluster-procs"}`); code != 201 {
+		t.Fatalf("snapshot on gVisor: %d %s", code, raw)
+	}
+	at := readCount(t, ctx, apis[1], gid, gtok)
+	gNode := nodeOf(gid)
+	for i := 0; ; i++ {
+		code, c, raw := apis[1].do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"cluster-procs","timeout":60,"secure":true}`)
+		if code != 201 {
+			t.Fatalf("create from the gVisor snapshot: %d %s", code, raw)
+		}
+		cid, ctok := c["sandboxID"].(string), c["envdAccessToken"].(string)
+		if nodeOf(cid) == gNode {
+			if i == 3 {
+				t.Fatalf("no sandbox of the gVisor snapshot went to the other node")
+			}
+			continue
+		}
+		first := readCount(t, ctx, apis[1], cid, ctok)
+		if first < 1 || first > at+40 {
+			t.Errorf("the copy's counter starts at %d on the other node; the source's was %d just after the snapshot", first, at)
+		}
+		if next := readCount(t, ctx, apis[1], cid, ctok); next <= first {
+			t.Errorf("the copy's counter does not run on: %d then %d", first, next)
+		}
+		break
 	}
 }
