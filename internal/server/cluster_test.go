@@ -244,26 +244,8 @@ func TestCluster(t *testing.T) {
 // through either — and a sandbox of it on the other node has what the
 // build made there, from layers that node fetched.
 func TestClusterTemplates(t *testing.T) {
-	dsn := testutil.Postgres(t)
-	bucket, creds := testutil.ObjectStore(t)
-	shared := func(c *server.Config) { c.ObjectStore, c.ObjectStoreCredentials = bucket, creds }
-	nodes := map[string]role{}
-	for _, name := range []string{"n1", "n2"} {
-		nodes[name] = startRole(t, false, name, dsn, "", "", shared)
-	}
-	var apis []srv
-	for _, name := range []string{"api1", "api2"} {
-		r := startRole(t, true, name, dsn, "", "", shared)
-		apis = append(apis, srv{url: r.url, dataDir: r.dataDir})
-	}
-	defer apis[1].killAll(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	st, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	c := startShared(t)
+	apis, st, ctx := c.apis, c.st, c.ctx
 
 	// The COPY step's files, uploaded through the replica that does not
 	// run the build.
@@ -320,9 +302,46 @@ func TestClusterTemplates(t *testing.T) {
 		}
 		break
 	}
-	if layers, _ := filepath.Glob(filepath.Join(nodes[other].dataDir, "templates/layers/sha256-*")); len(layers) < 2 {
+	if layers, _ := filepath.Glob(filepath.Join(c.nodes[other], "templates/layers/sha256-*")); len(layers) < 2 {
 		t.Errorf("the other node's layers: %v", layers)
 	}
+}
+
+// sharedCluster is a cluster whose nodes share an object store: two
+// nodes, two replicas, its database open.
+type sharedCluster struct {
+	apis  []srv
+	nodes map[string]string // name → data directory
+	st    *postgres.Store
+	ctx   context.Context // the test's deadline
+}
+
+// startShared starts a cluster whose nodes share a bucket of the test
+// binary's S3 server (opts change every role's configuration); it stops
+// with the test, its users' sandboxes killed first.
+func startShared(t *testing.T, opts ...func(*server.Config)) sharedCluster {
+	t.Helper()
+	dsn := testutil.Postgres(t)
+	bucket, creds := testutil.ObjectStore(t)
+	opts = append(opts, func(c *server.Config) { c.ObjectStore, c.ObjectStoreCredentials = bucket, creds })
+	c := sharedCluster{nodes: map[string]string{}}
+	for _, name := range []string{"n1", "n2"} {
+		c.nodes[name] = startRole(t, false, name, dsn, "", "", opts...).dataDir
+	}
+	for _, name := range []string{"api1", "api2"} {
+		r := startRole(t, true, name, dsn, "", "", opts...)
+		c.apis = append(c.apis, srv{url: r.url, dataDir: r.dataDir})
+	}
+	t.Cleanup(func() { c.apis[1].killAll(t) }) // before the roles stop
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	var err error
+	if c.st, err = postgres.Open(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.st.Close() })
+	c.ctx = ctx
+	return c
 }
 
 // buildTemplate starts a waiting build through one server (or replica)
@@ -390,30 +409,9 @@ func uploadFiles(t *testing.T, s srv, id, hash string, data []byte) {
 // snapshot deleted is gone for every replica. On gVisor, a snapshot's
 // processes run on in a sandbox of it on the other node.
 func TestClusterSnapshotAndFork(t *testing.T) {
-	dsn := testutil.Postgres(t)
-	bucket, creds := testutil.ObjectStore(t)
 	runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
-	shared := func(c *server.Config) {
-		c.ObjectStore, c.ObjectStoreCredentials = bucket, creds
-		c.Runsc, c.SandboxBinary = runsc, agent
-	}
-	dirs := map[string]string{}
-	for _, name := range []string{"n1", "n2"} {
-		dirs[name] = startRole(t, false, name, dsn, "", "", shared).dataDir
-	}
-	var apis []srv
-	for _, name := range []string{"api1", "api2"} {
-		r := startRole(t, true, name, dsn, "", "", shared)
-		apis = append(apis, srv{url: r.url, dataDir: r.dataDir})
-	}
-	defer apis[1].killAll(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	st, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	c := startShared(t, func(c *server.Config) { c.Runsc, c.SandboxBinary = runsc, agent })
+	apis, st, ctx, dirs := c.apis, c.st, c.ctx, c.nodes
 	defer func() {
 		if t.Failed() {
 			recs, _ := st.Templates(ctx)

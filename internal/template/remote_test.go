@@ -3,6 +3,8 @@ package template
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/testutil"
 )
@@ -107,5 +110,60 @@ func TestLayerThroughTheObjectStore(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(c.layers.dir, ".*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// BenchmarkLayerThroughTheObjectStore fetches a 64 MiB layer (random, so
+// gzip gains nothing) that one store pushed into another, through a real
+// S3 server on loopback, checked and committed: the cost a node pays for a
+// layer it lacks.
+//
+//	go test -run - -bench LayerThrough ./internal/template
+func BenchmarkLayerThroughTheObjectStore(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	ctx := context.Background()
+	url, creds := testutil.ObjectStore(b)
+	bucket, err := objstore.Open(ctx, url, creds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := func() *Store {
+		s, err := NewStore(b.TempDir(), logx.Discard())
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.UseRemote(bucket)
+		return s
+	}
+	a := open()
+	stage, err := a.layers.stage()
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 16<<20)
+	for i := range 4 {
+		rand.Read(data)
+		if err := os.WriteFile(filepath.Join(stage, fmt.Sprintf("blob%d", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	name, err := a.layers.commitByContent(stage)
+	if err != nil {
+		b.Fatal(err)
+	}
+	digest, err := a.PushLayer(ctx, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(64 << 20)
+	for b.Loop() {
+		b.StopTimer()
+		c := open() // a node without the layer
+		b.StartTimer()
+		if err := c.pullLayer(ctx, name, digest); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -276,26 +276,20 @@ func (s *Store) Resolve(ctx context.Context, ref string) (Template, error) {
 	if err := s.lock(); err != nil {
 		return Template{}, err
 	}
-	r, tag, err := s.find(ref)
-	if err != nil {
-		s.mu.Unlock()
-		return Template{}, err
-	}
-	b := r.tagged(tag)
-	if b == nil {
-		s.mu.Unlock()
-		if tag == "" {
-			return Template{}, errs.New(errs.NotFound, "template %s has no ready build", ref)
+	return s.fetched(ctx, func() (*Record, *Build, error) {
+		r, tag, err := s.find(ref)
+		if err != nil {
+			return nil, nil, err
 		}
-		return Template{}, errs.New(errs.NotFound, "template %s has no ready build tagged %q", ref, tag)
-	}
-	t, blobs := s.resolved(r, b), maps.Clone(b.Image.Blobs)
-	layers := slices.Clone(b.Image.Layers)
-	s.mu.Unlock()
-	if err := s.fetch(ctx, layers, blobs); err != nil {
-		return t, err
-	}
-	return t, s.fetchImage(ctx, t.Image)
+		b := r.tagged(tag)
+		switch {
+		case b == nil && tag == "":
+			return nil, nil, errs.New(errs.NotFound, "template %s has no ready build", ref)
+		case b == nil:
+			return nil, nil, errs.New(errs.NotFound, "template %s has no ready build tagged %q", ref, tag)
+		}
+		return r, b, nil
+	})
 }
 
 // ResolveBuild finds a ready build of a template by their ids (a fork
@@ -304,21 +298,28 @@ func (s *Store) ResolveBuild(ctx context.Context, templateID, buildID string) (T
 	if err := s.lock(); err != nil {
 		return Template{}, err
 	}
-	r, ok := s.templates[templateID]
-	var b *Build
-	if ok {
-		b = r.Build(buildID)
-	}
-	if !ok {
+	return s.fetched(ctx, func() (*Record, *Build, error) {
+		r, ok := s.templates[templateID]
+		if !ok {
+			return nil, nil, errs.New(errs.NotFound, "template '%s' not found", templateID)
+		}
+		b := r.Build(buildID)
+		if b == nil || b.Status != StatusReady {
+			return nil, nil, errs.New(errs.NotFound, "template %s has no ready build %s", templateID, buildID)
+		}
+		return r, b, nil
+	})
+}
+
+// fetched resolves the build find finds, under s.mu (held by the caller;
+// released here), then fetches from the remote what this node lacks of it.
+func (s *Store) fetched(ctx context.Context, find func() (*Record, *Build, error)) (Template, error) {
+	r, b, err := find()
+	if err != nil {
 		s.mu.Unlock()
-		return Template{}, errs.New(errs.NotFound, "template '%s' not found", templateID)
+		return Template{}, err
 	}
-	if b == nil || b.Status != StatusReady {
-		s.mu.Unlock()
-		return Template{}, errs.New(errs.NotFound, "template %s has no ready build %s", templateID, buildID)
-	}
-	t, blobs := s.resolved(r, b), maps.Clone(b.Image.Blobs)
-	layers := slices.Clone(b.Image.Layers)
+	t, blobs, layers := s.resolved(r, b), maps.Clone(b.Image.Blobs), slices.Clone(b.Image.Layers)
 	s.mu.Unlock()
 	if err := s.fetch(ctx, layers, blobs); err != nil {
 		return t, err
