@@ -201,7 +201,7 @@ func killUnrecorded(ctx context.Context, st store.Members, name string, mgr *nod
 		return err
 	}
 	for _, info := range mgr.List() {
-		if slices.Contains(recorded, info.ID) || info.ForBuild() {
+		if slices.Contains(recorded, info.ID) { // a build's never is: its build died with the last process
 			continue
 		}
 		if err := mgr.Kill(ctx, info.ID); err != nil {

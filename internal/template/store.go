@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/ids"
@@ -251,9 +253,16 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 			}
 		}
 	}
-	// Stages of builds that were cut short.
+	// Stages of builds that were cut short. A step's scratch is a tmpfs
+	// mounted on its build directory: detached first (a build sandbox
+	// that still runs keeps its own view of it until it is killed).
 	stages, _ := filepath.Glob(filepath.Join(dir, "layers", ".stage-*"))
 	builds, _ := filepath.Glob(filepath.Join(dir, "build-*"))
+	for _, p := range builds {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			log.Error("unmount a stale build's scratch", "path", p, logx.Err(err))
+		}
+	}
 	for _, p := range append(stages, builds...) {
 		if err := fsutil.RemoveTree(p); err != nil {
 			log.Error("remove stale build directory", "path", p, logx.Err(err))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,9 +141,10 @@ func TestOfficialJSSDKCluster(t *testing.T) {
 	}
 }
 
-// TestClusterNodeKilled: a node SIGKILLed under load — its sandboxes are
-// reported gone within 10 s, creates go on on the other nodes, and the
-// node back leaves nothing of them.
+// TestClusterNodeKilled: a node SIGKILLed under load and during a
+// template build — its sandboxes are reported gone within 10 s, creates go
+// on on the other nodes, the build fails at once (not left building), and
+// the node back leaves nothing of them.
 func TestClusterNodeKilled(t *testing.T) {
 	dsn := testutil.Postgres(t)
 	c := testutil.StartCluster(t, apiKey, dsn, 2, 3)
@@ -151,9 +153,9 @@ func TestClusterNodeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	api := func(method, path string, i int) (int, map[string]any) {
+	apiBody := func(method, path, body string, i int) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, c.APIs[i%2].URL+path, strings.NewReader(`{"timeout":120}`))
+		req, _ := http.NewRequest(method, c.APIs[i%2].URL+path, strings.NewReader(body))
 		req.Header.Set("X-API-Key", apiKey)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -164,14 +166,41 @@ func TestClusterNodeKilled(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		return resp.StatusCode, m
 	}
+	api := func(method, path string, i int) (int, map[string]any) {
+		t.Helper()
+		return apiBody(method, path, `{"timeout":120}`, i)
+	}
 	for i := range 9 {
 		if code, m := api("POST", "/v2/sandboxes", i); code != 201 {
 			t.Fatalf("create: %d %v", code, m)
 		}
 	}
-	ids, err := st.SandboxesOn(context.Background(), "n1")
+	// A build that runs until its node dies: that node is the one killed.
+	code, m := apiBody("POST", "/v3/templates", `{"name":"dies-with-its-node"}`, 0)
+	if code != 202 {
+		t.Fatalf("request a build: %d %v", code, m)
+	}
+	tplID, buildID := m["templateID"].(string), m["buildID"].(string)
+	if code, m := apiBody("POST", "/v2/templates/"+tplID+"/builds/"+buildID, `{"fromTemplate":"base","steps":[{"type":"RUN","args":["sleep 600"]}]}`, 0); code != 202 {
+		t.Fatalf("start the build: %d %v", code, m)
+	}
+	victim := -1
+	for deadline := time.Now().Add(30 * time.Second); victim < 0; time.Sleep(100 * time.Millisecond) {
+		recs, _ := st.Templates(context.Background())
+		for _, r := range recs {
+			if b := r.Build(buildID); b != nil && b.Status == "building" && b.Node != "" {
+				victim, _ = strconv.Atoi(strings.TrimPrefix(b.Node, "n"))
+				victim--
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the build did not start on a node")
+		}
+	}
+	victimName := fmt.Sprintf("n%d", victim+1)
+	ids, err := st.SandboxesOn(context.Background(), victimName)
 	if err != nil || len(ids) == 0 {
-		t.Fatalf("n1's sandboxes: %v %v", ids, err)
+		t.Fatalf("%s's sandboxes: %v %v", victimName, ids, err)
 	}
 	// Load while the node dies: creates through both replicas.
 	load, stopLoad := context.WithCancel(context.Background())
@@ -187,7 +216,7 @@ func TestClusterNodeKilled(t *testing.T) {
 		}
 		failed <- n
 	}()
-	c.KillNode(t, 0)
+	c.KillNode(t, victim)
 	killed := time.Now()
 	gone := map[string]bool{}
 	for len(gone) < len(ids) && time.Since(killed) < 15*time.Second {
@@ -202,9 +231,13 @@ func TestClusterNodeKilled(t *testing.T) {
 	if len(gone) < len(ids) || took > 10*time.Second {
 		t.Errorf("%d of the node's %d sandboxes reported gone %v after its SIGKILL, want all within 10 s", len(gone), len(ids), took)
 	}
+	// The build it ran failed with it, through either replica.
+	if code, m := api("GET", "/templates/"+tplID+"/builds/"+buildID+"/status", 1); code != 200 || m["status"] != "error" {
+		t.Errorf("the build of the killed node, %v after: %d %v", time.Since(killed).Round(100*time.Millisecond), code, m)
+	}
 	// Their records go once the node's lease (8 s) passed.
 	for {
-		on, err := st.SandboxesOn(context.Background(), "n1")
+		on, err := st.SandboxesOn(context.Background(), victimName)
 		if err == nil && len(on) == 0 {
 			break
 		}
@@ -222,9 +255,9 @@ func TestClusterNodeKilled(t *testing.T) {
 			t.Errorf("a create after the loss: %d %v", code, m)
 		}
 	}
-	c.RestartNode(t, 0)
+	c.RestartNode(t, victim)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		left := testutil.Leftovers(c.Nodes[0].DataDir)
+		left := testutil.Leftovers(c.Nodes[victim].DataDir)
 		if len(left) == 0 {
 			break
 		}
