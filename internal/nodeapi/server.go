@@ -49,8 +49,9 @@ type Server struct {
 	events *hub
 	// builder, when set, runs template builds (ServeBuilds); layerPath
 	// finds a stored layer by name (ServeBuilds).
-	builder Builder
-	layers  Layers
+	builder   Builder
+	buildLogs BuildLogs
+	layers    Layers
 	// copies are the SaveLayer copies kept for callers, by handle.
 	copiesMu sync.Mutex
 	copies   map[string]*keptCopy

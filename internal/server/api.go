@@ -42,6 +42,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		builder = nodes.Builder(templates.BuiltOn)
 	}
 	tpls := service.NewTemplates(ctx, templates, builder, func() map[string]bool { return nil }, secret, log)
+	tpls.UseSharedLogs(st) // the nodes write them there
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

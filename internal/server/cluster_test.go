@@ -259,9 +259,19 @@ func TestClusterTemplates(t *testing.T) {
 	buildTemplate(t, apis[0], apis[1], id, build, `{"fromTemplate":"base","steps":[`+
 		`{"type":"COPY","args":["greeting.txt","/srv/"],"filesHash":"`+hash+`"},`+
 		`{"type":"RUN","args":["echo made > /srv/made","root"]}]}`)
-	// The node's log, relayed by the replica that started the build.
-	if _, m, raw := apis[0].do(t, "GET", "/templates/"+id+"/builds/"+build+"/status", keyA, ""); !strings.Contains(fmt.Sprint(m["logs"]), "pushing the layers to the object store") {
-		t.Errorf("the build's log through the replica that started it: %s", raw)
+	// The node's log, through either replica, whole once the build is
+	// ready, and from an offset.
+	status := "/templates/" + id + "/builds/" + build + "/status"
+	var n int
+	for _, a := range apis {
+		_, m, raw := a.do(t, "GET", status, keyA, "")
+		logs, _ := m["logs"].([]any)
+		if n = len(logs); n < 3 || !strings.Contains(fmt.Sprint(logs), "pushing the layers to the object store") || logs[n-1] != "build ready" {
+			t.Errorf("the build's log through %s: %s", a.url, raw)
+		}
+	}
+	if _, m, raw := apis[1].do(t, "GET", status+"?logsOffset="+fmt.Sprint(n-1), keyA, ""); fmt.Sprint(m["logs"]) != "[build ready]" {
+		t.Errorf("the build's log from its last entry: %s", raw)
 	}
 	recs, err := st.Templates(ctx)
 	if err != nil {

@@ -82,7 +82,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bucket != nil { // what it builds, the other nodes can fetch
 		builder := template.NewBuilder(templates, mgr, log)
 		builder.AllowLocalImages, builder.Debootstrap = cfg.LocalImages, cfg.Debootstrap
-		api.ServeBuilds(builder)
+		api.ServeBuilds(builder, st)
 	}
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

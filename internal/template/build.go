@@ -58,6 +58,9 @@ type LogEntry struct {
 	Level   string // debug, info, warn, error
 	Message string
 	Step    string // "" outside steps, else the step's number from 1
+	// Final marks the entry that ends a build's log: the build's record
+	// says how it ended right after it.
+	Final bool
 }
 
 // Exec is a command a build runs inside its sandbox.
@@ -155,10 +158,10 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 		if errors.As(err, &se) && se.Step > 0 {
 			build.ReasonStep = strconv.Itoa(se.Step)
 		}
-		logf(LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error(), Step: build.ReasonStep})
+		logf(LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error(), Step: build.ReasonStep, Final: true})
 	} else {
 		build.Status, build.Image = StatusReady, img
-		logf(LogEntry{Time: time.Now(), Level: "info", Message: "build ready"})
+		logf(LogEntry{Time: time.Now(), Level: "info", Message: "build ready", Final: true})
 	}
 	if serr := b.store.SetBuild(templateID, *build); serr != nil {
 		return serr

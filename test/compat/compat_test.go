@@ -7,11 +7,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,16 +129,35 @@ func TestMain(m *testing.M) {
 
 // TestOfficialJSSDKCluster runs sdk.test.mjs and template.test.mjs against
 // a cluster — two API replicas and three nodes over PostgreSQL and an S3
-// bucket — with the SDK's API calls to one replica and its sandbox traffic
-// through the other: templates are built on one node, their sandboxes run
-// on any.
+// bucket — with every request of the SDK, its API calls and its sandbox
+// traffic, spread over both replicas by a round robin, as a load balancer
+// would: templates are built on one node, their sandboxes run on any, a
+// build's status and log come from either replica.
 func TestOfficialJSSDKCluster(t *testing.T) {
+	var next atomic.Uint32
+	var targets []*url.URL
+	balancer := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(targets[next.Add(1)%uint32(len(targets))])
+		r.Out.Host = r.In.Host // the sandbox proxy routes by it
+	}})
+	// The replicas' sandbox domain is the balancer's, as it would be
+	// behind a real one.
+	t.Setenv("COVE_DOMAIN", "localhost:"+strconv.Itoa(balancer.Listener.Addr().(*net.TCPAddr).Port))
 	c := testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 3)
+	for _, a := range c.APIs {
+		u, _ := url.Parse(a.URL)
+		targets = append(targets, u)
+	}
+	balancer.Start()
+	defer balancer.Close()
 	npmInstall(t)
-	// What a cluster does not offer yet (snapshots, forks, volumes) is
-	// skipped by the suite itself (COMPAT_CLUSTER).
-	runNode(t, []string{"E2B_API_URL=" + c.APIs[0].URL, "E2B_SANDBOX_URL=" + c.APIs[1].URL, "E2B_API_KEY=" + apiKey, "COMPAT_CLUSTER=1"},
+	// What a cluster does not offer yet (volumes) is skipped by the suite
+	// itself (COMPAT_CLUSTER).
+	runNode(t, []string{"E2B_API_URL=" + balancer.URL, "E2B_SANDBOX_URL=" + balancer.URL, "E2B_API_KEY=" + apiKey, "COMPAT_CLUSTER=1"},
 		"sdk.test.mjs", "template.test.mjs")
+	if n := next.Load(); n < 20 {
+		t.Errorf("the balancer passed on %d requests", n)
+	}
 	for _, n := range c.Nodes {
 		if left := testutil.Leftovers(n.DataDir); len(left) > 0 {
 			t.Errorf("the suite left sandboxes on a node: %v", left)

@@ -43,7 +43,7 @@ func (a *API) templateBuildStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		offset = n
 	}
-	st, err := a.templates.Status(team(r), r.PathValue("templateID"), r.PathValue("buildID"), offset)
+	st, err := a.templates.Status(r.Context(), team(r), r.PathValue("templateID"), r.PathValue("buildID"), offset)
 	if err != nil {
 		writeError(w, err)
 		return

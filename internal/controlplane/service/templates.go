@@ -32,12 +32,13 @@ type Builder interface {
 // Templates is the template use cases: E2B's build API over the node's
 // template store and builder.
 type Templates struct {
-	store   *template.Store
-	builder Builder                // nil: no builds here
-	inUse   func() map[string]bool // layers sandboxes stack
-	secret  []byte
-	log     *slog.Logger
-	ctx     context.Context // ends builds when the server stops
+	store      *template.Store
+	builder    Builder                // nil: no builds here
+	sharedLogs SharedLogs             // nil: the logs of the builds this process runs
+	inUse      func() map[string]bool // layers sandboxes stack
+	secret     []byte
+	log        *slog.Logger
+	ctx        context.Context // ends builds when the server stops
 	// MaxTeamStorageMB, when above 0, is the layer storage a team's
 	// templates may hold before its builds are refused. Set before serving.
 	MaxTeamStorageMB int64
@@ -390,8 +391,19 @@ type BuildStatus struct {
 	Logs  []template.LogEntry
 }
 
+// SharedLogs are builds' logs that the nodes running them keep where any
+// API replica reads them (the cluster's database).
+type SharedLogs interface {
+	BuildLog(ctx context.Context, buildID string, offset int) ([]template.LogEntry, error)
+}
+
+// UseSharedLogs makes Status read builds' logs from logs (an API replica
+// of a cluster, whichever replica started the build). Call it before
+// serving.
+func (t *Templates) UseSharedLogs(logs SharedLogs) { t.sharedLogs = logs }
+
 // Status returns a build's state with its log entries from offset on.
-func (t *Templates) Status(team, templateID, buildID string, offset int) (BuildStatus, error) {
+func (t *Templates) Status(ctx context.Context, team, templateID, buildID string, offset int) (BuildStatus, error) {
 	r, err := t.Get(team, templateID)
 	if err != nil {
 		return BuildStatus{}, err
@@ -401,6 +413,12 @@ func (t *Templates) Status(team, templateID, buildID string, offset int) (BuildS
 		return BuildStatus{}, errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
 	}
 	out := BuildStatus{Build: *b}
+	if t.sharedLogs != nil {
+		if out.Logs, err = t.sharedLogs.BuildLog(ctx, buildID, max(offset, 0)); err != nil {
+			return BuildStatus{}, err
+		}
+		return out, nil
+	}
 	t.mu.Lock()
 	bl := t.logs[buildID]
 	t.mu.Unlock()
