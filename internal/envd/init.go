@@ -9,7 +9,8 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 )
 
-// InitRequest is the body of POST /init (e2b-wire.md §3.4).
+// InitRequest is the body of POST /init, which the node sends the agent
+// before a sandbox is handed out.
 type InitRequest struct {
 	EnvVars        map[string]string `json:"envVars,omitempty"`
 	AccessToken    *string           `json:"accessToken,omitempty"`

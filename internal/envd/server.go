@@ -19,7 +19,7 @@ import (
 )
 
 // Version is the envd protocol version the agent reports; the SDKs gate
-// features on it (e2b-wire.md §3.6).
+// features on it.
 const Version = "0.6.13"
 
 // Port is the agent's TCP port inside the sandbox.
@@ -115,7 +115,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // internalPaths are served to the node only; the proxy must refuse them
-// from outside (e2b-wire.md §3.4).
+// from outside.
 var internalPaths = []string{"/init", "/freeze", "/unfreeze", "/collapse", "/fsfreeze", "/fsthaw", "/upgrade"}
 
 // IsInternalPath reports whether an agent path is node-only.

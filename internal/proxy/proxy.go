@@ -1,6 +1,6 @@
 // Package proxy routes sandbox traffic: a request carrying E2b-Sandbox-Id
 // and E2b-Sandbox-Port, or sent to a host named {port}-{id}.{domain}, goes
-// to that port inside that sandbox (e2b-wire.md §1, §6). Responses stream
+// to that port inside that sandbox, as the SDKs address it. Responses stream
 // (no buffering) and upgrades (WebSockets) pass through.
 package proxy
 
@@ -44,7 +44,8 @@ type Sandboxes interface {
 	AgentTransport(id string) (http.RoundTripper, bool)
 }
 
-// trafficTokenHeader carries the traffic token (e2b-wire.md §6).
+// trafficTokenHeader carries the traffic token of a sandbox whose ports
+// are not public.
 const trafficTokenHeader = "E2b-Traffic-Access-Token"
 
 // SignedFiles finds the sandbox a signed file URL was made for. With

@@ -1,4 +1,5 @@
-// Package httpapi is the E2B-compatible REST API (e2b-wire.md §2): one file
+// Package httpapi is the E2B-compatible REST API (what the official SDKs
+// call with E2B_API_URL and an API key): one file
 // per resource and verb, errors as {"code","message"} with the HTTP status.
 package httpapi
 

@@ -12,7 +12,7 @@ import (
 )
 
 // DeniedSyscalls answer EPERM: a sandbox never needs them, and each is a
-// way to reach the host kernel's sharper edges (e2b-wire issue list: the
+// way to reach the host kernel's sharper edges (the
 // mount family, pivot_root, kexec, modules, bpf, perf, keyrings,
 // userfaultfd, handles, reboot, swap, clocks, namespaces).
 var DeniedSyscalls = []string{
