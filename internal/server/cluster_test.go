@@ -45,7 +45,7 @@ func startRole(t *testing.T, api bool, name, dsn, dataDir, addr string, opts ...
 		dataDir = t.TempDir()
 	}
 	cfg := server.Config{Listen: cmp.Or(addr, "127.0.0.1:0"), DataDir: dataDir, Domain: "localhost", Database: dsn, NodeToken: nodeToken,
-		NodeName: name, NodeLease: 3 * time.Second, LXCFS: "off", APIKeys: []string{keyA}, Out: io.Discard,
+		NodeName: name, NodeLease: 3 * time.Second, MetricsInterval: 200 * time.Millisecond, LXCFS: "off", APIKeys: []string{keyA}, Out: io.Discard,
 		CgroupParent: "cove-test-" + filepath.Base(filepath.Dir(dataDir)) + "-" + name}
 	for _, o := range opts {
 		o(&cfg)
@@ -309,6 +309,22 @@ func TestClusterTemplates(t *testing.T) {
 		out, err := run(ctx, apis[1].url, sid, tok, "cat /srv/made /srv/greeting.txt")
 		if err != nil || out != "made\nhello from the files" {
 			t.Errorf("in a sandbox on %s (the build ran on %s): %q %v", other, builtOn, out, err)
+		}
+		// Its metric history, kept by each replica from one call per node.
+		for _, a := range apis {
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				_, _, raw := a.do(t, "GET", "/sandboxes/"+sid+"/metrics", keyA, "")
+				var samples []struct {
+					MemUsed  int64 `json:"memUsed"`
+					MemTotal int64 `json:"memTotal"`
+				}
+				if json.Unmarshal(raw, &samples) == nil && len(samples) > 0 && samples[0].MemUsed > 0 && samples[0].MemTotal > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("metrics through %s: %s", a.url, raw)
+				}
+			}
 		}
 		break
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -122,26 +123,38 @@ func (c *Cluster) Get(id string) (node.Info, error) {
 // List returns every live node's sandboxes (a node that does not answer
 // adds none).
 func (c *Cluster) List() []node.Info {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	return fromEachNode(ctx, c, "list", func(n *nodeapi.Client) ([]node.Info, error) { return n.ListContext(ctx) },
+		func(info *node.Info, id string) { info.Node = id })
+}
+
+// fromEachNode asks every live node at once and joins their answers,
+// each marked with its node by mark (a node that does not answer adds
+// none).
+func fromEachNode[T any](ctx context.Context, c *Cluster, what string, ask func(*nodeapi.Client) ([]T, error), mark func(*T, string)) []T {
 	c.mu.Lock()
 	nodes := make([]candidate, 0, len(c.nodes))
 	for _, m := range c.nodes {
 		nodes = append(nodes, candidate{m.ID, m.client})
 	}
 	c.mu.Unlock()
-	lists := make([][]node.Info, len(nodes))
-	done := make(chan struct{})
+	lists := make([][]T, len(nodes))
+	var wg sync.WaitGroup
 	for i, m := range nodes {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			lists[i] = m.client.List()
-			for j := range lists[i] {
-				lists[i][j].Node = m.id
+		wg.Go(func() {
+			got, err := ask(m.client)
+			if err != nil {
+				c.log.Debug("a node did not answer", "node", m.id, "call", what, logx.Err(err))
+				return
 			}
-		}()
+			for j := range got {
+				mark(&got[j], m.id)
+			}
+			lists[i] = got
+		})
 	}
-	for range nodes {
-		<-done
-	}
+	wg.Wait()
 	return slices.Concat(lists...)
 }
 
@@ -383,3 +396,10 @@ func (b Builder) Run(ctx context.Context, templateID, buildID string, spec templ
 // CanBuild accepts every spec: a node refuses in the build's log what it
 // cannot build.
 func (Builder) CanBuild(template.Spec) error { return nil }
+
+// Sample returns every live node's running sandboxes with their use now,
+// one call per node, at once (a node that does not answer adds none).
+func (c *Cluster) Sample(ctx context.Context) []node.Sample {
+	return fromEachNode(ctx, c, "sample", func(n *nodeapi.Client) ([]node.Sample, error) { return n.Sample(ctx) },
+		func(s *node.Sample, id string) { s.Info.Node = id })
+}

@@ -69,13 +69,22 @@ func (s *Service) RunSampler(ctx context.Context) {
 		case <-t.C:
 		}
 		live := map[string]bool{}
-		for _, info := range s.node.List() {
-			if info.State != node.StateRunning || info.Team == "" {
-				continue // builds and ending sandboxes have no history
+		if b, ok := s.node.(batchSampler); ok { // one call per node
+			for _, smp := range b.Sample(ctx) {
+				if smp.Info.Team != "" { // builds have no history
+					live[smp.Info.ID] = true
+					s.keep(smp.Info, smp.Stats)
+				}
 			}
-			live[info.ID] = true
-			if _, err := s.sample(ctx, info); err != nil && !errs.Is(err, errs.NotFound) {
-				s.log.Debug("sample sandbox metrics", logx.SandboxID(info.ID), logx.Err(err))
+		} else {
+			for _, info := range s.node.List() {
+				if info.State != node.StateRunning || info.Team == "" {
+					continue // builds and ending sandboxes have no history
+				}
+				live[info.ID] = true
+				if _, err := s.sample(ctx, info); err != nil && !errs.Is(err, errs.NotFound) {
+					s.log.Debug("sample sandbox metrics", logx.SandboxID(info.ID), logx.Err(err))
+				}
 			}
 		}
 		// A sample that raced a sandbox's end must not keep its history.
@@ -98,6 +107,18 @@ func (s *Service) sample(ctx context.Context, info node.Info) (Metric, error) {
 	} else if err != nil {
 		return Metric{}, err
 	}
+	return s.keep(info, st), nil
+}
+
+// batchSampler is a node that reports all its running sandboxes' use in
+// one call (a cluster: one call per node).
+type batchSampler interface {
+	Sample(ctx context.Context) []node.Sample
+}
+
+// keep makes a sandbox's use now a sample of its history; CPU is averaged
+// since the previous sample (or since the sandbox started).
+func (s *Service) keep(info node.Info, st isolation.Stats) Metric {
 	now := time.Now().UTC()
 	cpus := int((info.Limits.CPUMillis + 999) / 1000)
 	m := Metric{At: now, CPUCount: cpus, MemUsed: st.MemoryUsage, MemTotal: st.MemoryLimit,
@@ -115,7 +136,7 @@ func (s *Service) sample(ctx context.Context, info node.Info) (Metric, error) {
 	}
 	h.lastAt, h.lastUsage = now, st.CPUUsage
 	h.add(m, s.cfg.MetricsKept)
-	return m, nil
+	return m
 }
 
 // Metrics returns a sandbox's kept samples taken from start to end (unix

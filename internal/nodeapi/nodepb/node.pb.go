@@ -1615,6 +1615,102 @@ func (x *ReleaseRequest) GetHandle() string {
 	return ""
 }
 
+type SampleList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Samples       []*SandboxSample       `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleList) Reset() {
+	*x = SampleList{}
+	mi := &file_node_v1_node_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleList) ProtoMessage() {}
+
+func (x *SampleList) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
+func (*SampleList) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SampleList) GetSamples() []*SandboxSample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+type SandboxSample struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Stats         *SandboxStats          `protobuf:"bytes,2,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxSample) Reset() {
+	*x = SandboxSample{}
+	mi := &file_node_v1_node_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSample) ProtoMessage() {}
+
+func (x *SandboxSample) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
+func (*SandboxSample) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SandboxSample) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *SandboxSample) GetStats() *SandboxStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
 var File_node_v1_node_proto protoreflect.FileDescriptor
 
 const file_node_v1_node_proto_rawDesc = "" +
@@ -1779,7 +1875,13 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
 	"\x0eReleaseRequest\x12\x16\n" +
-	"\x06handle\x18\x01 \x01(\tR\x06handle2\xe1\x06\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\"C\n" +
+	"\n" +
+	"SampleList\x125\n" +
+	"\asamples\x18\x01 \x03(\v2\x1b.cove.node.v1.SandboxSampleR\asamples\"r\n" +
+	"\rSandboxSample\x12/\n" +
+	"\asandbox\x18\x01 \x01(\v2\x15.cove.node.v1.SandboxR\asandbox\x120\n" +
+	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\x9a\a\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -1787,7 +1889,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x04List\x12\x13.cove.node.v1.Empty\x1a\x19.cove.node.v1.SandboxList\x12A\n" +
 	"\n" +
 	"SetTimeout\x12\x1c.cove.node.v1.TimeoutRequest\x1a\x15.cove.node.v1.Sandbox\x12=\n" +
-	"\x05Stats\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.SandboxStats\x12A\n" +
+	"\x05Stats\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.SandboxStats\x127\n" +
+	"\x06Sample\x12\x13.cove.node.v1.Empty\x1a\x18.cove.node.v1.SampleList\x12A\n" +
 	"\rUpdateNetwork\x12\x1b.cove.node.v1.NetworkUpdate\x1a\x13.cove.node.v1.Empty\x12:\n" +
 	"\x05Pause\x12\x1a.cove.node.v1.PauseRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
 	"\x06Resume\x12\x1b.cove.node.v1.ResumeRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
@@ -1810,7 +1913,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -1833,71 +1936,78 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*SaveLayerRequest)(nil),      // 18: cove.node.v1.SaveLayerRequest
 	(*SavedCopy)(nil),             // 19: cove.node.v1.SavedCopy
 	(*ReleaseRequest)(nil),        // 20: cove.node.v1.ReleaseRequest
-	nil,                           // 21: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 22: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 23: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 24: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 25: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*SampleList)(nil),            // 21: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 22: cove.node.v1.SandboxSample
+	nil,                           // 23: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 24: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 25: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 26: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 27: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	26, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	28, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 1: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	21, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	22, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	23, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	24, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
 	3,  // 4: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	27, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	27, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	23, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	24, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	26, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	29, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	29, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	25, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	26, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	28, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
 	4,  // 10: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
 	6,  // 11: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	26, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	26, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	28, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	28, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
 	11, // 14: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
 	11, // 15: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
 	11, // 16: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	26, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	28, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
 	0,  // 18: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
 	6,  // 19: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	27, // 20: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	29, // 20: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
 	6,  // 21: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	25, // 22: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	5,  // 23: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 24: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 25: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 26: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	8,  // 27: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 28: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	10, // 29: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	12, // 30: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	13, // 31: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 32: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 33: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	16, // 34: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	18, // 35: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	20, // 36: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	6,  // 37: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 38: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	6,  // 39: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	7,  // 40: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	6,  // 41: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	9,  // 42: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	1,  // 43: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	6,  // 44: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	6,  // 45: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	14, // 46: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	15, // 47: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	17, // 48: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	19, // 49: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 50: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	37, // [37:51] is the sub-list for method output_type
-	23, // [23:37] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	27, // 22: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	22, // 23: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	6,  // 24: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	9,  // 25: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	5,  // 26: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 27: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 28: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 29: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	8,  // 30: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 31: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	1,  // 32: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	10, // 33: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	12, // 34: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	13, // 35: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 36: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 37: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	16, // 38: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	18, // 39: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	20, // 40: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	6,  // 41: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 42: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	6,  // 43: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	7,  // 44: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	6,  // 45: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	9,  // 46: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	21, // 47: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 48: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	6,  // 49: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	6,  // 50: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	14, // 51: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	15, // 52: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	17, // 53: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	19, // 54: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 55: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	41, // [41:56] is the sub-list for method output_type
+	26, // [26:41] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -1912,7 +2022,7 @@ func file_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

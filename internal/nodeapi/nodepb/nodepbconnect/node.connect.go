@@ -54,6 +54,8 @@ const (
 	NodeSetTimeoutProcedure = "/cove.node.v1.Node/SetTimeout"
 	// NodeStatsProcedure is the fully-qualified name of the Node's Stats RPC.
 	NodeStatsProcedure = "/cove.node.v1.Node/Stats"
+	// NodeSampleProcedure is the fully-qualified name of the Node's Sample RPC.
+	NodeSampleProcedure = "/cove.node.v1.Node/Sample"
 	// NodeUpdateNetworkProcedure is the fully-qualified name of the Node's UpdateNetwork RPC.
 	NodeUpdateNetworkProcedure = "/cove.node.v1.Node/UpdateNetwork"
 	// NodePauseProcedure is the fully-qualified name of the Node's Pause RPC.
@@ -83,6 +85,9 @@ type NodeClient interface {
 	// when that is later than its end now.
 	SetTimeout(context.Context, *connect.Request[nodepb.TimeoutRequest]) (*connect.Response[nodepb.Sandbox], error)
 	Stats(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error)
+	// Sample returns every running sandbox with its use now: a replica's
+	// metric history takes one call per node, not one per sandbox.
+	Sample(context.Context, *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error)
 	UpdateNetwork(context.Context, *connect.Request[nodepb.NetworkUpdate]) (*connect.Response[nodepb.Empty], error)
 	// Pause keeps the sandbox's memory, or (memory false) its files only.
 	Pause(context.Context, *connect.Request[nodepb.PauseRequest]) (*connect.Response[nodepb.Sandbox], error)
@@ -152,6 +157,12 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			connect.WithSchema(nodeMethods.ByName("Stats")),
 			connect.WithClientOptions(opts...),
 		),
+		sample: connect.NewClient[nodepb.Empty, nodepb.SampleList](
+			httpClient,
+			baseURL+NodeSampleProcedure,
+			connect.WithSchema(nodeMethods.ByName("Sample")),
+			connect.WithClientOptions(opts...),
+		),
 		updateNetwork: connect.NewClient[nodepb.NetworkUpdate, nodepb.Empty](
 			httpClient,
 			baseURL+NodeUpdateNetworkProcedure,
@@ -211,6 +222,7 @@ type nodeClient struct {
 	list          *connect.Client[nodepb.Empty, nodepb.SandboxList]
 	setTimeout    *connect.Client[nodepb.TimeoutRequest, nodepb.Sandbox]
 	stats         *connect.Client[nodepb.SandboxRef, nodepb.SandboxStats]
+	sample        *connect.Client[nodepb.Empty, nodepb.SampleList]
 	updateNetwork *connect.Client[nodepb.NetworkUpdate, nodepb.Empty]
 	pause         *connect.Client[nodepb.PauseRequest, nodepb.Sandbox]
 	resume        *connect.Client[nodepb.ResumeRequest, nodepb.Sandbox]
@@ -249,6 +261,11 @@ func (c *nodeClient) SetTimeout(ctx context.Context, req *connect.Request[nodepb
 // Stats calls cove.node.v1.Node.Stats.
 func (c *nodeClient) Stats(ctx context.Context, req *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error) {
 	return c.stats.CallUnary(ctx, req)
+}
+
+// Sample calls cove.node.v1.Node.Sample.
+func (c *nodeClient) Sample(ctx context.Context, req *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error) {
+	return c.sample.CallUnary(ctx, req)
 }
 
 // UpdateNetwork calls cove.node.v1.Node.UpdateNetwork.
@@ -302,6 +319,9 @@ type NodeHandler interface {
 	// when that is later than its end now.
 	SetTimeout(context.Context, *connect.Request[nodepb.TimeoutRequest]) (*connect.Response[nodepb.Sandbox], error)
 	Stats(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error)
+	// Sample returns every running sandbox with its use now: a replica's
+	// metric history takes one call per node, not one per sandbox.
+	Sample(context.Context, *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error)
 	UpdateNetwork(context.Context, *connect.Request[nodepb.NetworkUpdate]) (*connect.Response[nodepb.Empty], error)
 	// Pause keeps the sandbox's memory, or (memory false) its files only.
 	Pause(context.Context, *connect.Request[nodepb.PauseRequest]) (*connect.Response[nodepb.Sandbox], error)
@@ -367,6 +387,12 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		connect.WithSchema(nodeMethods.ByName("Stats")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeSampleHandler := connect.NewUnaryHandler(
+		NodeSampleProcedure,
+		svc.Sample,
+		connect.WithSchema(nodeMethods.ByName("Sample")),
+		connect.WithHandlerOptions(opts...),
+	)
 	nodeUpdateNetworkHandler := connect.NewUnaryHandler(
 		NodeUpdateNetworkProcedure,
 		svc.UpdateNetwork,
@@ -429,6 +455,8 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodeSetTimeoutHandler.ServeHTTP(w, r)
 		case NodeStatsProcedure:
 			nodeStatsHandler.ServeHTTP(w, r)
+		case NodeSampleProcedure:
+			nodeSampleHandler.ServeHTTP(w, r)
 		case NodeUpdateNetworkProcedure:
 			nodeUpdateNetworkHandler.ServeHTTP(w, r)
 		case NodePauseProcedure:
@@ -476,6 +504,10 @@ func (UnimplementedNodeHandler) SetTimeout(context.Context, *connect.Request[nod
 
 func (UnimplementedNodeHandler) Stats(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Stats is not implemented"))
+}
+
+func (UnimplementedNodeHandler) Sample(context.Context, *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Sample is not implemented"))
 }
 
 func (UnimplementedNodeHandler) UpdateNetwork(context.Context, *connect.Request[nodepb.NetworkUpdate]) (*connect.Response[nodepb.Empty], error) {
