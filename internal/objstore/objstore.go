@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -119,16 +120,23 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// List names the keys under prefix (relative to the bucket's prefix).
-func (b *Bucket) List(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
+// Object is a stored object as a listing shows it.
+type Object struct {
+	Key      string // relative to the bucket's prefix
+	Size     int64
+	Modified time.Time
+}
+
+// List returns the objects under prefix (relative to the bucket's prefix).
+func (b *Bucket) List(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
 	for obj := range b.client.ListObjects(ctx, b.bucket, minio.ListObjectsOptions{Prefix: b.prefix + prefix, Recursive: true}) {
 		if obj.Err != nil {
 			return nil, b.classify(obj.Err, "list %s", prefix)
 		}
-		keys = append(keys, strings.TrimPrefix(obj.Key, b.prefix))
+		out = append(out, Object{Key: strings.TrimPrefix(obj.Key, b.prefix), Size: obj.Size, Modified: obj.LastModified})
 	}
-	return keys, nil
+	return out, nil
 }
 
 // classify marks an error of the server or of the way to it by kind.

@@ -6,9 +6,9 @@ import (
 	"crypto/rand"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/objstore"
@@ -56,8 +56,10 @@ func TestBucket(t *testing.T) {
 			t.Errorf("has %s: %v %v", key, ok, err)
 		}
 	}
-	if keys, err := b.List(ctx, "x/"); err != nil || !slices.Equal(keys, []string{"x/big", "x/small"}) {
-		t.Errorf("list: %v %v", keys, err)
+	objs, err := b.List(ctx, "x/")
+	if err != nil || len(objs) != 2 || objs[0].Key != "x/big" || objs[0].Size != int64(len(big)) || objs[1].Key != "x/small" ||
+		time.Since(objs[1].Modified) > time.Minute {
+		t.Errorf("list: %+v %v", objs, err)
 	}
 	// Another prefix of the same bucket sees none of it.
 	other, err := objstore.Open(ctx, url+"/b", creds)

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/cluster"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // RunAPI runs an API replica of a cluster (cove api): the E2B API and the
@@ -63,6 +66,39 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stop()
 	go nodes.Run(running)
 	go svc.RunSampler(running)
+	if bucket != nil {
+		go collectBucket(running, templates, log)
+	}
 	api := httpapi.New(svc, tpls, service.NewVolumes(nil, secret), st, log)
 	return serve(ctx, cfg, ln, api, proxy.New(nodes, svc, cfg.Domain, log), "cove api", log)
+}
+
+// Archives in the object store that no record names are deleted an hour
+// after they were written at the earliest (younger ones may be a build's
+// or a snapshot's on its way to its record), build files after a day; a
+// replica looks every hour.
+const (
+	bucketSweepEvery = time.Hour
+	bucketBlobAge    = time.Hour
+	bucketFilesAge   = 24 * time.Hour
+)
+
+// collectBucket sweeps the object store every bucketSweepEvery until ctx
+// ends.
+func collectBucket(ctx context.Context, templates *template.Store, log *slog.Logger) {
+	t := time.NewTicker(bucketSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := templates.CollectRemote(ctx, bucketBlobAge, bucketFilesAge)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("collect the object store", logx.Err(err))
+		} else if n > 0 {
+			log.Info("object store collected", "removed", n)
+		}
+	}
 }

@@ -13,12 +13,15 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/objstore"
 )
 
 // Remote is the bucket a cluster's nodes share layers through (an
@@ -27,6 +30,8 @@ type Remote interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
 	Has(ctx context.Context, key string) (bool, error)
+	List(ctx context.Context, prefix string) ([]objstore.Object, error)
+	Delete(ctx context.Context, key string) error
 }
 
 // blobKey is where a remote keeps the layer archive whose SHA-256 is
@@ -92,13 +97,21 @@ func (s *Store) pushDir(ctx context.Context, dir string) (string, error) {
 }
 
 // PushLayers pushes layers (each once: the digests of those pushed
-// before are remembered) and returns their archives' digests.
+// before are remembered, and checked to be there still) and returns their
+// archives' digests.
 func (s *Store) PushLayers(ctx context.Context, layers []string) (map[string]string, error) {
 	blobs := map[string]string{}
 	for _, l := range layers {
 		s.pushedMu.Lock()
 		digest := s.pushed[l]
 		s.pushedMu.Unlock()
+		if digest != "" { // collected from the bucket since (CollectRemote)?
+			if ok, err := s.remote.Has(ctx, blobKey(digest)); err != nil {
+				return nil, err
+			} else if !ok {
+				digest = ""
+			}
+		}
 		if digest == "" {
 			var err error
 			if digest, err = s.PushLayer(ctx, l); err != nil {
@@ -111,6 +124,55 @@ func (s *Store) PushLayers(ctx context.Context, layers []string) (map[string]str
 		blobs[l] = digest
 	}
 	return blobs, nil
+}
+
+// CollectRemote deletes from the remote the layer and image archives no
+// template record names, once older than blobAge (younger ones may be a
+// build's or a snapshot's on its way to its record), and uploaded build
+// files older than filesAge. Every API replica may run it: deletes of one
+// key twice are harmless.
+func (s *Store) CollectRemote(ctx context.Context, blobAge, filesAge time.Duration) (removed int, err error) {
+	if s.remote == nil {
+		return 0, nil
+	}
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	named := map[string]bool{}
+	for _, r := range s.templates {
+		for _, b := range r.Builds {
+			for _, d := range b.Image.Blobs {
+				named[d] = true
+			}
+			if b.Snapshot != nil && b.Snapshot.Image != nil && b.Snapshot.Image.Blob != "" {
+				named[b.Snapshot.Image.Blob] = true
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, sweep := range []struct {
+		prefix string
+		age    time.Duration
+		keep   func(key string) bool
+	}{
+		{blobKey(""), blobAge, func(key string) bool { return named[strings.TrimPrefix(key, blobKey(""))] }},
+		{filesKey(""), filesAge, func(string) bool { return false }},
+	} {
+		objs, err := s.remote.List(ctx, sweep.prefix)
+		if err != nil {
+			return removed, err
+		}
+		for _, o := range objs {
+			if sweep.keep(o.Key) || time.Since(o.Modified) < sweep.age {
+				continue
+			}
+			if err := s.remote.Delete(ctx, o.Key); err != nil {
+				return removed, err
+			}
+			removed++
+		}
+	}
+	return removed, nil
 }
 
 // pullLayer fetches the layer name from the remote, where its archive is

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -165,5 +166,72 @@ func BenchmarkLayerThroughTheObjectStore(b *testing.B) {
 		if err := c.pullLayer(ctx, name, digest); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRemoteCollected: the archives no record names go from the bucket
+// once old enough, uploaded files too; what a record names stays; a
+// layer pushed again after its archive went is uploaded again.
+func TestRemoteCollected(t *testing.T) {
+	ctx := context.Background()
+	a, _, bucket := sharedStores(t)
+	tpl, _, err := build(t, a, "kept", Spec{Steps: []Step{{Type: "WORKDIR", Args: []string{"/srv/kept"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := a.Get("kept")
+	named := rec.Builds[0].Image.Blobs
+	if len(named) != len(tpl.RootFS.Layers) {
+		t.Fatalf("the build pushed %d of its %d layers", len(named), len(tpl.RootFS.Layers))
+	}
+	stray := func(content string) (string, string) {
+		t.Helper()
+		stage, err := a.layers.stage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, "f"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		name, err := a.layers.commitByContent(stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs, err := a.PushLayers(ctx, []string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name, blobs[name]
+	}
+	strayName, strayDigest := stray("no record names me")
+	if err := bucket.Put(ctx, filesKey(strings.Repeat("a", 64)), strings.NewReader("files"), -1); err != nil {
+		t.Fatal(err)
+	}
+	has := func(key string) bool {
+		t.Helper()
+		ok, err := bucket.Has(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	// Young: kept, whatever names them.
+	if n, err := a.CollectRemote(ctx, time.Hour, time.Hour); err != nil || n != 0 || !has(blobKey(strayDigest)) {
+		t.Errorf("collected young objects: %d %v", n, err)
+	}
+	if n, err := a.CollectRemote(ctx, 0, 0); err != nil || n != 2 {
+		t.Errorf("collected %d objects (%v), want the stray layer's and the files", n, err)
+	}
+	if has(blobKey(strayDigest)) || has(filesKey(strings.Repeat("a", 64))) {
+		t.Error("what no record names is still in the bucket")
+	}
+	for name, d := range named {
+		if !has(blobKey(d)) {
+			t.Errorf("layer %s of the template left the bucket", name)
+		}
+	}
+	// Pushed again: there again, though this store pushed it before.
+	if _, err := a.PushLayers(ctx, []string{strayName}); err != nil || !has(blobKey(strayDigest)) {
+		t.Errorf("the layer pushed again is not in the bucket: %v", err)
 	}
 }
