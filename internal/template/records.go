@@ -38,12 +38,15 @@ func (s *Store) UseRecords(ctx context.Context, shared Records, node string) err
 	s.mu.Lock()
 	s.shared, s.gen, s.node = shared, -1, node
 	err := s.sync()
-	var unfinished []Record
+	type ofTemplate struct {
+		templateID string
+		build      Build
+	}
+	var unfinished []ofTemplate
 	for _, r := range s.templates {
 		for _, b := range r.Builds {
-			if node != "" && b.Node == node && (b.Status == StatusWaiting || b.Status == StatusBuilding) {
-				unfinished = append(unfinished, r.clone())
-				break
+			if node != "" && b.Node == node && b.Unfinished() {
+				unfinished = append(unfinished, ofTemplate{r.ID, *b})
 			}
 		}
 	}
@@ -51,14 +54,10 @@ func (s *Store) UseRecords(ctx context.Context, shared Records, node string) err
 	if err != nil {
 		return err
 	}
-	for _, r := range unfinished {
-		for _, b := range r.Builds {
-			if b.Node == node && (b.Status == StatusWaiting || b.Status == StatusBuilding) {
-				b.Status, b.Reason, b.FinishedAt = StatusError, "the node stopped during the build", time.Now().UTC()
-				if err := s.SetBuild(r.ID, *b); err != nil {
-					return err
-				}
-			}
+	for _, u := range unfinished {
+		u.build.Status, u.build.Reason, u.build.FinishedAt = StatusError, "the node stopped during the build", time.Now().UTC()
+		if err := s.SetBuild(u.templateID, u.build); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -369,9 +368,4 @@ func isMarked(p, x string) bool {
 	buf := make([]byte, 1)
 	n, err := unix.Lgetxattr(p, x, buf)
 	return err == nil && n == 1 && buf[0] == 'y'
-}
-
-// isOpaqueDir reports a directory marked opaque, in either form.
-func isOpaqueDir(p string) bool {
-	return slices.ContainsFunc(opaqueXattrs, func(x string) bool { return isMarked(p, x) })
 }

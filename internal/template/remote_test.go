@@ -82,7 +82,7 @@ func TestLayerThroughTheObjectStore(t *testing.T) {
 	if "sha256-"+got != name {
 		t.Errorf("the fetched layer hashes to %s, its name is %s", got, name)
 	}
-	if !isOpaqueDir(b.layers.Path(name) + "/etc/opaque") {
+	if !isMarked(b.layers.Path(name)+"/etc/opaque", "trusted.overlay.opaque") {
 		t.Error("etc/opaque lost its opaque marker")
 	}
 	var st1, st2 syscall.Stat_t

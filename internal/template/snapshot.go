@@ -247,7 +247,7 @@ func (s *Store) createSnapshot(name string, src SnapshotSource, layer LayerSum, 
 		}
 	}
 	for _, b := range r.Builds {
-		if b.Status == StatusWaiting || b.Status == StatusBuilding {
+		if b.Unfinished() {
 			return Record{}, errs.New(errs.Conflict, "template %s has a build in progress", name)
 		}
 	}

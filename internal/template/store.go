@@ -79,6 +79,9 @@ type Build struct {
 	Node string `json:"node,omitempty"`
 }
 
+// Unfinished reports a build still waiting or running.
+func (b *Build) Unfinished() bool { return b.Status == StatusWaiting || b.Status == StatusBuilding }
+
 // Record is a template: its names, its builds (oldest first) and tags
 // pointing at builds.
 type Record struct {
@@ -241,7 +244,7 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 		}
 		changed := false
 		for _, b := range r.Builds {
-			if b.Status == StatusWaiting || b.Status == StatusBuilding {
+			if b.Unfinished() {
 				b.Status, b.Reason, b.FinishedAt = StatusError, "the server stopped during the build", time.Now().UTC()
 				changed = true
 			}
@@ -607,7 +610,7 @@ func (s *Store) Delete(team, ref string) error {
 		return errs.New(errs.NotFound, "template '%s' not found", ref)
 	}
 	for _, b := range r.Builds {
-		if b.Status == StatusWaiting || b.Status == StatusBuilding {
+		if b.Unfinished() {
 			return errs.New(errs.Conflict, "template %s has a build in progress", ref)
 		}
 	}

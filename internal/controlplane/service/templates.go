@@ -372,7 +372,7 @@ func (t *Templates) failUnfinished(templateID, buildID string, cause error, bl *
 		return
 	}
 	b := r.Build(buildID)
-	if b == nil || (b.Status != template.StatusWaiting && b.Status != template.StatusBuilding) {
+	if b == nil || !b.Unfinished() {
 		return
 	}
 	b.Status, b.Reason, b.FinishedAt = template.StatusError, cause.Error(), time.Now().UTC()
