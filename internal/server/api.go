@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/cluster"
@@ -46,14 +45,11 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	tpls := service.NewTemplates(ctx, templates, builder, func() map[string]bool { return nil }, secret, log)
 	tpls.UseSharedLogs(st) // the nodes write them there
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(&cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return err
 	}
 	defer ln.Close()
-	if cfg.Domain == "" {
-		cfg.Domain = DefaultDomain(ln.Addr().String())
-	}
 	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}
 	if bucket != nil { // kept where every node reaches them
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage

@@ -214,16 +214,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		stopBuilds()
 		tpls.Wait()
 	}()
-	// Listening before the sandbox domain is set: its default carries the
-	// port (getHost URLs must reach this listener).
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(&cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return err
 	}
 	defer ln.Close()
-	if cfg.Domain == "" {
-		cfg.Domain = DefaultDomain(ln.Addr().String())
-	}
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
 		Snapshots: templates, CheckStorage: tpls.CheckStorage}, st, mgr, secret, log)
 	step("node")
@@ -254,6 +249,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	return serve(ctx, cfg, ln, api, px, "cove server", log)
+}
+
+// listen opens the API's listener and, when none is set, the sandbox
+// domain, whose default carries the listener's port (getHost URLs must
+// reach it).
+func listen(cfg *Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain(ln.Addr().String())
+	}
+	return ln, nil
 }
 
 // serve answers the API and the sandbox proxy on ln (and on cfg.TLSListen)
