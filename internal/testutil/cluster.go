@@ -106,13 +106,7 @@ func waitForNodes(t *testing.T, dsn string, n int) {
 // when it left nothing behind.
 func startRole(t *testing.T, args, env []string) (Server, *role) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
+	s := newServer(t)
 	t.Cleanup(func() { // after the process stopped (cleanups run last first)
 		if left := allOf(s.DataDir); len(left) > 0 {
 			t.Errorf("left on disk after cove %s stopped: %v", args[0], left)

@@ -82,13 +82,8 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 		t.Skip("cove server needs root")
 	}
 	bin := Binary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
+	s := newServer(t)
+	addr := s.Addr
 	ctx, cancel := context.WithCancel(context.Background())
 	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
 	args := append([]string{"server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false"}, extra...)
@@ -220,4 +215,36 @@ func WaitWarm(t testing.TB, dir string, n int) map[string]bool {
 	}
 	t.Fatalf("the node did not reach %d warm sandboxes", n)
 	return nil
+}
+
+// newServer is where a process a test starts listens (a loopback port
+// free now) and keeps its data (a directory of the test's).
+func newServer(t testing.TB) Server {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	return Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
+}
+
+// freePorts finds n loopback TCP ports free now.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
