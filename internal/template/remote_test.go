@@ -235,3 +235,25 @@ func TestRemoteCollected(t *testing.T) {
 		t.Errorf("the layer pushed again is not in the bucket: %v", err)
 	}
 }
+
+// TestTransfersCutShortRemoved: what a process killed mid-push or
+// mid-fetch left (an archive, an image's stage) goes at the next start.
+func TestTransfersCutShortRemoved(t *testing.T) {
+	s := newStore(t)
+	push := filepath.Join(s.layers.dir, ".push-123")
+	fetch := filepath.Join(s.dir, "images", ".fetch-456")
+	if err := os.WriteFile(push, []byte("half an archive"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(fetch, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewStore(s.dir, logx.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{push, fetch} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+}

@@ -260,6 +260,16 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	// mounted on its build directory: detached first (a build sandbox
 	// that still runs keeps its own view of it until it is killed).
 	stages, _ := filepath.Glob(filepath.Join(dir, "layers", ".stage-*"))
+	// And what was cut short on its way to the object store (an archive)
+	// or from it (an image's stage).
+	fetches, _ := filepath.Glob(filepath.Join(dir, "images", ".fetch-*"))
+	stages = append(stages, fetches...)
+	pushes, _ := filepath.Glob(filepath.Join(dir, "layers", ".push-*"))
+	for _, p := range pushes {
+		if err := os.Remove(p); err != nil {
+			log.Error("remove a stale archive", "path", p, logx.Err(err))
+		}
+	}
 	builds, _ := filepath.Glob(filepath.Join(dir, "build-*"))
 	for _, p := range builds {
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
