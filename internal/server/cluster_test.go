@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -277,10 +278,11 @@ func TestClusterTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	builtOn := ""
+	builtOn, own := "", ""
 	for _, r := range recs {
 		if r.ID == id {
 			builtOn = r.Builds[0].Node
+			own = r.Builds[0].Image.Layers[len(r.Builds[0].Image.Layers)-1] // the RUN step's
 		}
 	}
 	other := map[string]string{"n1": "n2", "n2": "n1"}[builtOn]
@@ -330,6 +332,22 @@ func TestClusterTemplates(t *testing.T) {
 	}
 	if layers, _ := filepath.Glob(filepath.Join(c.nodes[other], "templates/layers/sha256-*")); len(layers) < 2 {
 		t.Errorf("the other node's layers: %v", layers)
+	}
+
+	// Deleted through one replica: once its sandboxes ended, the node
+	// that fetched its layers lets them go.
+	if code, _, raw := apis[0].do(t, "DELETE", "/templates/"+id, keyA, ""); code != 204 {
+		t.Fatalf("delete the template: %d %s", code, raw)
+	}
+	apis[1].killAll(t)
+	fetched := filepath.Join(c.nodes[other], "templates/layers", own)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(fetched); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted template's layer %s is still on %s", own, other)
+		}
 	}
 }
 

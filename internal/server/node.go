@@ -55,12 +55,18 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeDrivers()
 	var api *nodeapi.Server // set before any sandbox runs (Recover)
+	var mgr *node.Manager   // likewise
 	nodeCfg := node.Config{
 		Drivers: more, Unavailable: unavailable,
 		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
 		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
 		OnState:   func(info node.Info) { api.StateChanged(info) },
-		OnEnd:     func(info node.Info) { api.Ended(info) },
+		OnEnd: func(info node.Info) {
+			api.Ended(info)
+			// The layers of templates deleted (by any replica) go once their
+			// last sandbox here ended; the records are read: not inline.
+			go templates.Tidy(mgr.LayersInUse)
+		},
 	}
 	nets, err := openNetworks(cfg, log)
 	if err != nil {
@@ -70,8 +76,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		nodeCfg.Networks = nets
 		defer nets.Close()
 	}
-	mgr, err := node.New(nodeCfg, driver, templates, log)
-	if err != nil {
+	if mgr, err = node.New(nodeCfg, driver, templates, log); err != nil {
 		return err
 	}
 	defer mgr.Close()

@@ -703,11 +703,26 @@ func (s *Store) Collect(inUse map[string]bool) (removed int, err error) {
 	return removed, nil
 }
 
+// Tidy runs Collect when it has anything to look at (Stale), and logs
+// what it removed: at every sandbox's end.
+func (s *Store) Tidy(inUse func() map[string]bool) {
+	if !s.Stale() {
+		return // the common case at a sandbox's end: nothing to look at
+	}
+	n, err := s.Collect(inUse())
+	if err != nil {
+		s.log.Error("collect template layers", logx.Err(err))
+	} else if n > 0 {
+		s.log.Info("removed unused template layers", "count", n)
+	}
+}
+
 // Stale reports whether Collect has anything to look at: a layer may have
-// lost its last template build, or uploaded archives are due. A node asks
+// lost its last template build (here, or in the shared records), or
+// uploaded archives are due. A node asks
 // before it lists the layers its sandboxes use, at every sandbox's end.
 func (s *Store) Stale() bool {
-	s.mu.Lock()
+	s.lockStale() // shared records changed elsewhere make it stale
 	defer s.mu.Unlock()
 	return s.stale || time.Since(s.filesCollected) > time.Hour
 }

@@ -477,17 +477,7 @@ func (t *Templates) Get(team, ref string) (template.Record, error) {
 // sandbox ended.
 func (t *Templates) SandboxEnded() { t.collect() }
 
-func (t *Templates) collect() {
-	if !t.store.Stale() {
-		return // the common case at a sandbox's end: nothing to look at
-	}
-	n, err := t.store.Collect(t.inUse())
-	if err != nil {
-		t.log.Error("collect template layers", logx.Err(err))
-	} else if n > 0 {
-		t.log.Info("removed unused template layers", "count", n)
-	}
-}
+func (t *Templates) collect() { t.store.Tidy(t.inUse) }
 
 // LogTime formats a log entry's time as E2B does.
 func LogTime(e template.LogEntry) string { return e.Time.UTC().Format(time.RFC3339Nano) }
