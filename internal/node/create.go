@@ -120,11 +120,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 			return Info{}, err
 		}
 	}
+	vols, err := m.volumeBinds(req.Volumes)
+	if err != nil {
+		return Info{}, err
+	}
+	req.Volumes = vols
 	limits := withDefaults(req.Limits, m.templateLimits(tpl))
 	if err := limits.Validate(); err != nil {
 		return Info{}, err
 	}
-	limits, err := m.cfg.Admission.fit(limits)
+	limits, err = m.cfg.Admission.fit(limits)
 	if err != nil {
 		return Info{}, err
 	}
@@ -394,4 +399,24 @@ func applyRules(nets Networks, n *network.Net, ni *NetworkInfo) error {
 		return nets.SetDomains(n, ni.AllowDomains)
 	}
 	return nil
+}
+
+// volumeBinds binds each volume a create mounts, named by id, from the
+// node's own store: what reaches the node names no host path.
+func (m *Manager) volumeBinds(mounts []VolumeMount) ([]VolumeMount, error) {
+	if len(mounts) == 0 {
+		return nil, nil
+	}
+	if m.cfg.Volumes == nil {
+		return nil, errs.New(errs.Unimplemented, "volumeMounts: this node keeps no volumes")
+	}
+	out := slices.Clone(mounts)
+	for i, v := range out {
+		dir, err := m.cfg.Volumes.Locate(v.ID)
+		if err != nil {
+			return nil, errs.New(errs.InvalidArgument, "volumeMounts: %v", err)
+		}
+		out[i].Bind = isolation.Bind{Source: dir, Target: v.Path, Writable: true}
+	}
+	return out, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/volume"
 )
 
 // Templates resolves a template reference (id, name or name:tag) and
@@ -81,6 +82,9 @@ type Config struct {
 	// OnWarm, when set, is told whether the last warm sandbox of a build
 	// failed to start (its error) or started (nil, after failures).
 	OnWarm func(templateID, buildID string, err error)
+	// Volumes are the node's volumes, which a create's VolumeMounts name
+	// by id (nil: the node keeps none).
+	Volumes *volume.Store
 }
 
 // Networks hands out sandbox networks (network.Manager).

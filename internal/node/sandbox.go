@@ -84,9 +84,10 @@ type Info struct {
 	Network *NetworkInfo `json:"network,omitempty"`
 }
 
-// VolumeMount is a volume a sandbox mounts: its name, where, and the bind
-// that does it.
+// VolumeMount is a volume a sandbox mounts: its id and name, where, and
+// the bind that does it (the node's, from the id).
 type VolumeMount struct {
+	ID   string         `json:"id,omitempty"`
 	Name string         `json:"name"`
 	Path string         `json:"path"`
 	Bind isolation.Bind `json:"bind"`

@@ -31,6 +31,7 @@ type Client struct {
 	base  *url.URL
 	token string
 	tls   *tls.Config
+	hc    *http.Client
 	rpc   nodepbconnect.NodeClient
 }
 
@@ -51,7 +52,7 @@ func NewClient(baseURL, token string, hc *http.Client) (*Client, error) {
 		tlsConfig = t.TLSClientConfig
 	}
 	rpc := nodepbconnect.NewNodeClient(hc, base.String(), connect.WithInterceptors(bearer(token)))
-	return &Client{base: base, token: token, tls: tlsConfig, rpc: rpc}, nil
+	return &Client{base: base, token: token, tls: tlsConfig, hc: hc, rpc: rpc}, nil
 }
 
 func info(r *connect.Response[pb.Sandbox], err error) (node.Info, error) {

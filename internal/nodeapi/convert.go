@@ -52,7 +52,7 @@ func infoToPB(in node.Info) *pb.Sandbox {
 		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
 		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
 		MaskRequestHost: in.MaskRequestHost, AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
-		Layers:  layerNames(in.Layers),
+		Layers: layerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
 	if n := in.Network; n != nil {
@@ -69,7 +69,7 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
 		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
 		MaskRequestHost: in.GetMaskRequestHost(), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
-		Layers:         in.GetLayers(),
+		Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()),
 		AutoPauseFiles: in.GetAutoPauseFiles(), Timeout: in.GetTimeout().AsDuration(),
 		Exit: isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
 	}
@@ -88,11 +88,29 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 	return out, nil
 }
 
-// createToPB is a create as it crosses the wire. What names files on the
-// API's side (a resolved template, saved layers, volumes, images) cannot.
+// mountsToPB are a sandbox's volumes as they cross the wire: by id; the
+// node binds its own.
+func mountsToPB(vs []node.VolumeMount) []*pb.VolumeMount {
+	var out []*pb.VolumeMount
+	for _, v := range vs {
+		out = append(out, &pb.VolumeMount{Id: v.ID, Name: v.Name, Path: v.Path})
+	}
+	return out
+}
+
+func mountsFromPB(vs []*pb.VolumeMount) []node.VolumeMount {
+	var out []node.VolumeMount
+	for _, v := range vs {
+		out = append(out, node.VolumeMount{ID: v.GetId(), Name: v.GetName(), Path: v.GetPath()})
+	}
+	return out
+}
+
+// createToPB is a create as it crosses the wire. A template in the making
+// (resolved on the API's side) cannot.
 func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
-	if r.Resolved != nil || len(r.Volumes) > 0 {
-		return nil, errs.New(errs.Unimplemented, "a create with volumes or from a template in the making does not cross to a node yet")
+	if r.Resolved != nil {
+		return nil, errs.New(errs.Unimplemented, "a create from a template in the making does not cross to a node")
 	}
 	out := &pb.CreateRequest{
 		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits),
@@ -100,6 +118,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
+		Volumes: mountsToPB(r.Volumes),
 	}
 	savedToPB(r, out)
 	return out, nil
@@ -123,6 +142,7 @@ func createFromPB(r *pb.CreateRequest, secret []byte) (node.CreateRequest, error
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
 		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
+		Volumes: mountsFromPB(r.GetVolumes()),
 	}
 	if r.GetDeriveTokens() {
 		if len(secret) == 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
 	"github.com/covesandbox/cove/internal/nodeapi/nodepb/nodepbconnect"
+	"github.com/covesandbox/cove/internal/volume"
 )
 
 // Manager is what a node serves: its sandbox manager (*node.Manager).
@@ -52,6 +53,10 @@ type Server struct {
 	builder   Builder
 	buildLogs BuildLogs
 	layers    Layers
+	// volumes and volumeFiles, when set, keep and serve the node's
+	// volumes (ServeVolumes).
+	volumes     *volume.Store
+	volumeFiles http.Handler
 	// copies are the SaveLayer copies kept for callers, by handle.
 	copiesMu sync.Mutex
 	copies   map[string]*keptCopy
@@ -75,6 +80,7 @@ func (s *Server) Handler() http.Handler {
 	path, h := nodepbconnect.NewNodeHandler(s, connect.WithInterceptors(s.auth()))
 	mux.Handle(path, h)
 	mux.HandleFunc("GET /dial", s.serveDial)
+	mux.HandleFunc("/volumecontent/{volumeID}/", s.serveVolumeFiles)
 	// Liveness for an orchestrator's probes: no token, nothing told.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	return mux

@@ -65,7 +65,8 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bucket != nil {
 		go collectBucket(running, templates, log)
 	}
-	api := httpapi.New(svc, tpls, service.NewVolumes(nil, secret), st, log)
+	vols := nodes.Volumes(st)
+	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), vols.Files, st, log)
 	return serve(ctx, cfg, ln, api, proxy.New(nodes, svc, cfg.Domain, log), "cove api", log)
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/covesandbox/cove/internal/objstore"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,12 +14,16 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/volume"
 )
 
 // heartbeatEvery is how often a node reports itself to its cluster.
@@ -76,6 +79,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		nodeCfg.Networks = nets
 		defer nets.Close()
 	}
+	vols, err := openVolumes(cfg, log)
+	if err != nil {
+		return err
+	}
+	nodeCfg.Volumes = vols
 	if mgr, err = node.New(nodeCfg, driver, templates, log); err != nil {
 		return err
 	}
@@ -84,6 +92,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	api.ServeLayers(templates)
+	api.ServeVolumes(vols, httpapi.NewVolumeFiles(vols.Locate, log))
 	if bucket != nil { // what it builds, the other nodes can fetch
 		builder := template.NewBuilder(templates, mgr, log)
 		builder.AllowLocalImages, builder.Debootstrap = cfg.LocalImages, cfg.Debootstrap
@@ -110,6 +119,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBeats()
 	go heartbeat(beats, st, me, mgr, log)
+	go sweepVolumes(beats, st, vols, log)
 	log.Info("cove node listening", "addr", ln.Addr().String(), "node", me.ID, "url", me.URL, "data", cfg.DataDir)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
@@ -189,6 +199,42 @@ func heartbeat(ctx context.Context, st store.Members, me store.Member, mgr *node
 			log.Warn("heartbeat", logx.Err(err))
 		}
 		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// A node looks for volumes no record names every volumeSweepEvery; one
+// younger than volumeOrphanAge may be a create's on its way to its record.
+const volumeSweepEvery = 5 * time.Minute
+
+var volumeOrphanAge = time.Minute // a test shortens it
+
+// sweepVolumes removes, at once and every volumeSweepEvery until ctx
+// ends, the node's volumes that no record names: deleted while the node
+// was away or did not answer, or made for a replica that died before it
+// recorded them. A volume recorded under another node's name stays (the
+// node was renamed: its volumes come back with its old name).
+func sweepVolumes(ctx context.Context, st store.Volumes, vols *volume.Store, log *slog.Logger) {
+	t := time.NewTicker(volumeSweepEvery)
+	defer t.Stop()
+	for {
+		for _, v := range vols.All() {
+			if time.Since(v.CreatedAt) < volumeOrphanAge {
+				continue
+			}
+			_, err := st.VolumeByID(ctx, v.ID)
+			if errs.Is(err, errs.NotFound) {
+				log.Info("removing a volume no record names", "volume", v.ID, "name", v.Name)
+				err = vols.DeleteByID(v.ID)
+			}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("sweep volumes", "volume", v.ID, logx.Err(err))
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

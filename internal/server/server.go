@@ -198,6 +198,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer nets.Close()      // rules stay while sandboxes do; the next start rebuilds them
 	}
 	step("network")
+	vols, err := openVolumes(cfg, log)
+	if err != nil {
+		return err
+	}
+	nodeCfg.Volumes = vols
 	mgr, err := node.New(nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
@@ -239,16 +244,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSampling()
 	go svc.RunSampler(sampling)
-	if cfg.VolumeSizeMB == 0 {
-		cfg.VolumeSizeMB = 1024
-	}
-	vols, err := volume.Open(filepath.Join(cfg.DataDir, "volumes"), cfg.VolumeSizeMB, log)
-	if err != nil {
-		return fmt.Errorf("open volumes: %w", err)
-	}
-	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), st, log)
+	files := httpapi.NewVolumeFiles(vols.Locate, log)
+	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	return serve(ctx, cfg, ln, api, px, "cove server", log)
+}
+
+// openVolumes opens the host's volumes (each made VolumeSizeMB, 1 GiB by
+// default).
+func openVolumes(cfg Config, log *slog.Logger) (*volume.Store, error) {
+	size := cmp.Or(cfg.VolumeSizeMB, 1024)
+	vols, err := volume.Open(filepath.Join(cfg.DataDir, "volumes"), size, log)
+	if err != nil {
+		return nil, fmt.Errorf("open volumes: %w", err)
+	}
+	return vols, nil
 }
 
 // listen opens the API's listener and, when none is set, the sandbox

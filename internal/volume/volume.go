@@ -8,6 +8,7 @@
 package volume
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ type Volume struct {
 	Team      string    `json:"team"`
 	SizeMB    int64     `json:"sizeMB"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Node holds its files in a cluster (empty on one host).
+	Node string `json:"node,omitempty"`
 }
 
 // Store holds the node's volumes under dir: <id>.json records, <id>.img
@@ -117,9 +120,26 @@ func (s *Store) Path(id string) string { return filepath.Join(s.dir, "mnt", id) 
 
 func (s *Store) image(id string) string { return filepath.Join(s.dir, id+".img") }
 
+// Locate returns where volume id's files are on the host.
+func (s *Store) Locate(id string) (string, error) {
+	if _, err := s.ByID(context.Background(), id); err != nil {
+		return "", err
+	}
+	return s.Path(id), nil
+}
+
 // Create makes a team's volume called name.
-func (s *Store) Create(team, name string) (Volume, error) {
-	if err := validName(name); err != nil {
+func (s *Store) Create(_ context.Context, team, name string) (Volume, error) {
+	return s.CreateAs(NewID(), team, name)
+}
+
+// CreateAs makes a team's volume called name under id (a cluster's
+// replica chose it).
+func (s *Store) CreateAs(id, team, name string) (Volume, error) {
+	if err := ValidName(name); err != nil {
+		return Volume{}, err
+	}
+	if err := validID(id); err != nil {
 		return Volume{}, err
 	}
 	if s.missing != "" {
@@ -128,11 +148,11 @@ func (s *Store) Create(team, name string) (Volume, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, v := range s.vols {
-		if v.Team == team && v.Name == name {
+		if v.Team == team && v.Name == name || v.ID == id {
 			return Volume{}, errs.New(errs.AlreadyExists, "volume %q already exists", name)
 		}
 	}
-	v := Volume{ID: newID(), Name: name, Team: team, SizeMB: s.sizeMB, CreatedAt: time.Now().UTC()}
+	v := Volume{ID: id, Name: name, Team: team, SizeMB: s.sizeMB, CreatedAt: time.Now().UTC()}
 	if err := s.makeImage(v.ID); err != nil {
 		s.remove(v.ID)
 		return Volume{}, err
@@ -267,7 +287,7 @@ func (s *Store) remove(id string) error {
 }
 
 // Get finds a team's volume by id or name.
-func (s *Store) Get(team, ref string) (Volume, error) {
+func (s *Store) Get(_ context.Context, team, ref string) (Volume, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.find(team, ref)
@@ -290,7 +310,7 @@ func (s *Store) find(team, ref string) *Volume {
 }
 
 // ByID finds a volume by id alone (the content API, whose token names it).
-func (s *Store) ByID(id string) (Volume, error) {
+func (s *Store) ByID(_ context.Context, id string) (Volume, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.vols[id]
@@ -301,7 +321,7 @@ func (s *Store) ByID(id string) (Volume, error) {
 }
 
 // List returns a team's volumes, oldest first.
-func (s *Store) List(team string) []Volume {
+func (s *Store) List(_ context.Context, team string) ([]Volume, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Volume
@@ -310,19 +330,50 @@ func (s *Store) List(team string) []Volume {
 			out = append(out, *v)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	sortVolumes(out)
+	return out, nil
+}
+
+// All returns every team's volumes, oldest first.
+func (s *Store) All() []Volume {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Volume
+	for _, v := range s.vols {
+		out = append(out, *v)
+	}
+	sortVolumes(out)
 	return out
+}
+
+func sortVolumes(vs []Volume) {
+	sort.Slice(vs, func(i, j int) bool { return vs[i].CreatedAt.Before(vs[j].CreatedAt) })
 }
 
 // Delete removes a team's volume and its files. Sandboxes that mount it
 // keep it until they end.
-func (s *Store) Delete(team, ref string) error {
+func (s *Store) Delete(_ context.Context, team, ref string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.find(team, ref)
 	if v == nil {
 		return errs.New(errs.NotFound, "volume %q not found", ref)
 	}
+	return s.drop(v)
+}
+
+// DeleteByID removes volume id and its files; a volume not here is no
+// error.
+func (s *Store) DeleteByID(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.vols[id]; v != nil {
+		return s.drop(v)
+	}
+	return nil
+}
+
+func (s *Store) drop(v *Volume) error {
 	if err := s.remove(v.ID); err != nil {
 		return err
 	}
@@ -331,9 +382,9 @@ func (s *Store) Delete(team, ref string) error {
 	return nil
 }
 
-// validName: 1 to 64 letters, digits, '-', '_' and '.', not starting with
+// ValidName: 1 to 64 letters, digits, '-', '_' and '.', not starting with
 // '.'.
-func validName(name string) error {
+func ValidName(name string) error {
 	if name == "" || len(name) > 64 || name[0] == '.' {
 		return errs.New(errs.InvalidArgument, "volume name %q: 1 to 64 characters, not starting with '.'", name)
 	}
@@ -357,4 +408,5 @@ func validID(id string) error {
 	return nil
 }
 
-func newID() string { return ids.New("v", 20) }
+// NewID names a new volume.
+func NewID() string { return ids.New("v", 20) }

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -20,26 +21,27 @@ func TestVolumeLifecycle(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
+	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(dir, 16, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Create("team-a", "data")
+	v, err := s.Create(ctx, "team-a", "data")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Delete("team-a", v.ID) // on failure: never leave a mount in a temporary directory
-	if _, err := s.Create("team-a", "data"); !errs.Is(err, errs.AlreadyExists) {
+	defer s.Delete(ctx, "team-a", v.ID) // on failure: never leave a mount in a temporary directory
+	if _, err := s.Create(ctx, "team-a", "data"); !errs.Is(err, errs.AlreadyExists) {
 		t.Errorf("the same name twice: %v", err)
 	}
-	if _, err := s.Create("team-b", "data"); err != nil {
+	if _, err := s.Create(ctx, "team-b", "data"); err != nil {
 		t.Errorf("another team's name: %v", err)
-	} else if err := s.Delete("team-b", "data"); err != nil {
+	} else if err := s.Delete(ctx, "team-b", "data"); err != nil {
 		t.Error(err)
 	}
 	for _, bad := range []string{"", ".x", "a/b", strings.Repeat("a", 65)} {
-		if _, err := s.Create("team-a", bad); !errs.Is(err, errs.InvalidArgument) {
+		if _, err := s.Create(ctx, "team-a", bad); !errs.Is(err, errs.InvalidArgument) {
 			t.Errorf("name %q: %v", bad, err)
 		}
 	}
@@ -65,10 +67,32 @@ func TestVolumeLifecycle(t *testing.T) {
 	if n := strings.Count(mountinfo(t), dir); n != 1 {
 		t.Errorf("%d mounts under the store after reopening it, want 1", n)
 	}
-	if list := again.List("team-a"); len(list) != 1 || list[0].Name != "data" {
-		t.Errorf("list %+v", list)
+	if list, err := again.List(ctx, "team-a"); err != nil || len(list) != 1 || list[0].Name != "data" {
+		t.Errorf("list %+v %v", list, err)
 	}
-	if err := again.Delete("team-a", "data"); err != nil {
+	// A cluster's replica names the volume; the node keeps that id.
+	id := NewID()
+	if _, err := again.CreateAs(id, "team-c", "named"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.CreateAs(id, "team-d", "other"); !errs.Is(err, errs.AlreadyExists) {
+		t.Errorf("an id twice: %v", err)
+	}
+	if _, err := again.CreateAs("../x", "team-d", "other"); !errs.Is(err, errs.InvalidArgument) {
+		t.Errorf("a bad id: %v", err)
+	}
+	if p, err := again.Locate(id); err != nil || p != again.Path(id) {
+		t.Errorf("locate: %q %v", p, err)
+	}
+	for range 2 { // a volume not here is no error
+		if err := again.DeleteByID(id); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := again.Locate(id); !errs.Is(err, errs.NotFound) {
+		t.Errorf("locate a deleted volume: %v", err)
+	}
+	if err := again.Delete(ctx, "team-a", "data"); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(mountinfo(t), dir) {

@@ -151,9 +151,7 @@ func TestOfficialJSSDKCluster(t *testing.T) {
 	balancer.Start()
 	defer balancer.Close()
 	npmInstall(t)
-	// What a cluster does not offer yet (volumes) is skipped by the suite
-	// itself (COMPAT_CLUSTER).
-	runNode(t, []string{"E2B_API_URL=" + balancer.URL, "E2B_SANDBOX_URL=" + balancer.URL, "E2B_API_KEY=" + apiKey, "COMPAT_CLUSTER=1"},
+	runNode(t, []string{"E2B_API_URL=" + balancer.URL, "E2B_SANDBOX_URL=" + balancer.URL, "E2B_API_KEY=" + apiKey},
 		"sdk.test.mjs", "template.test.mjs")
 	if n := next.Load(); n < 20 {
 		t.Errorf("the balancer passed on %d requests", n)

@@ -17,10 +17,6 @@ after(async () => {
   await sbx?.kill()
 })
 
-// clusterless says why a test of what a cluster does not offer yet
-// (volumes: their files are on one node) is skipped there.
-const clusterless = process.env.COMPAT_CLUSTER ? 'a cluster has no volumes yet' : false
-
 const waitUntil = async (cond, ms = 20000) => {
   const end = Date.now() + ms
   while (Date.now() < end) {
@@ -521,7 +517,7 @@ test('fork: children with the parent\'s files (and, on gVisor, its processes), t
   await assert.rejects(Sandbox.fork(s.sandboxId), NotFoundError)
 })
 
-test('volumes: written through the content API, mounted read-write by sandboxes, kept after them', { skip: clusterless }, async () => {
+test('volumes: written through the content API, mounted read-write by sandboxes, kept after them', async () => {
   // The volume content API is the same server: E2B_VOLUME_API_URL says so
   // (the SDK would go to https://api.<domain> otherwise).
   process.env.E2B_VOLUME_API_URL = process.env.E2B_API_URL

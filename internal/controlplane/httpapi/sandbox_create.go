@@ -22,11 +22,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Team = team(r)
 	if len(req.Volumes) > 0 {
-		if a.volumes == nil {
-			writeError(w, errs.New(errs.Unimplemented, "volumeMounts: this server keeps no volumes"))
-			return
-		}
-		if req.Volumes, err = a.volumes.Binds(req.Team, req.Volumes); err != nil {
+		if req.Volumes, req.Node, err = a.volumes.Mounts(r.Context(), req.Team, req.Volumes); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -89,7 +85,7 @@ func egress(n *networkConfig, allow bool) []string {
 }
 
 // volumeMounts are a create's volumes as asked for (resolved by
-// Volumes.Binds).
+// Volumes.Mounts).
 func volumeMounts(in []volumeMountJSON) []service.VolumeMount {
 	var out []service.VolumeMount
 	for _, m := range in {

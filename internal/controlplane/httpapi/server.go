@@ -26,15 +26,17 @@ const maxBody = 1 << 20
 type API struct {
 	svc       *service.Service
 	templates *service.Templates
-	volumes   *service.Volumes // nil: no volumes kept (501)
+	volumes   *service.Volumes
+	files     VolumeServer // the volumes' content
 	store     store.Store
 	log       *slog.Logger
 	mux       *http.ServeMux
 }
 
-// New returns the API handler.
-func New(svc *service.Service, templates *service.Templates, volumes *service.Volumes, st store.Store, log *slog.Logger) *API {
-	a := &API{svc: svc, templates: templates, volumes: volumes, store: st, log: log, mux: http.NewServeMux()}
+// New returns the API handler. files finds what serves a volume's content
+// (once its token is checked).
+func New(svc *service.Service, templates *service.Templates, volumes *service.Volumes, files VolumeServer, st store.Store, log *slog.Logger) *API {
+	a := &API{svc: svc, templates: templates, volumes: volumes, files: files, store: st, log: log, mux: http.NewServeMux()}
 	a.mux.HandleFunc("GET /health", a.health)
 	for _, p := range []string{"POST /sandboxes", "POST /v2/sandboxes"} {
 		a.handle(p, a.createSandbox)
@@ -56,17 +58,11 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 	a.handle("POST /sandboxes/{id}/snapshots", a.createSnapshot)
 	a.handle("GET /snapshots", a.listSnapshots)
 	a.handle("POST /sandboxes/{id}/fork", a.fork)
-	a.handle("POST /volumes", a.withVolumes(a.createVolume))
-	a.handle("GET /volumes", a.withVolumes(a.listVolumes))
-	a.handle("GET /volumes/{volumeID}", a.withVolumes(a.getVolume))
-	a.handle("DELETE /volumes/{volumeID}", a.withVolumes(a.deleteVolume))
-	a.volumeContent("GET /volumecontent/{volumeID}/dir", a.listVolumeDir)
-	a.volumeContent("POST /volumecontent/{volumeID}/dir", a.makeVolumeDir)
-	a.volumeContent("GET /volumecontent/{volumeID}/path", a.statVolumePath)
-	a.volumeContent("PATCH /volumecontent/{volumeID}/path", a.updateVolumePath)
-	a.volumeContent("DELETE /volumecontent/{volumeID}/path", a.removeVolumePath)
-	a.volumeContent("GET /volumecontent/{volumeID}/file", a.readVolumeFile)
-	a.volumeContent("PUT /volumecontent/{volumeID}/file", a.writeVolumeFile)
+	a.handle("POST /volumes", a.createVolume)
+	a.handle("GET /volumes", a.listVolumes)
+	a.handle("GET /volumes/{volumeID}", a.getVolume)
+	a.handle("DELETE /volumes/{volumeID}", a.deleteVolume)
+	a.mux.HandleFunc("/volumecontent/{volumeID}/", a.volumeContent)
 	for _, p := range []string{"POST /v3/templates", "POST /v2/templates"} {
 		a.handle(p, a.createTemplate)
 	}

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/volume"
 )
 
 // The volume content API (/volumecontent/{volumeID}/dir|path|file), which
@@ -43,16 +46,44 @@ type volumeRequest struct {
 	rel  string
 }
 
-// volumeContent registers a content route: the token checked, the
-// volume's root opened, the path query cleaned.
-func (a *API) volumeContent(pattern string, h func(http.ResponseWriter, *http.Request, volumeRequest)) {
-	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if a.volumes == nil {
-			writeError(w, errs.New(errs.Unimplemented, "this server keeps no volumes"))
-			return
-		}
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		dir, err := a.volumes.Authorize(r.PathValue("volumeID"), token)
+// VolumeFiles serves the content API from this host's volumes, each a
+// directory found by its id. It checks no token: cove server puts it
+// behind the volume token (API.volumeContent), a cluster's node behind
+// its node token, and the replica that checked the volume token forwards
+// to it.
+type VolumeFiles struct {
+	dir func(id string) (string, error)
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// NewVolumeFiles serves the volumes dir finds.
+func NewVolumeFiles(dir func(id string) (string, error), log *slog.Logger) *VolumeFiles {
+	vf := &VolumeFiles{dir: dir, log: log, mux: http.NewServeMux()}
+	vf.route("GET /volumecontent/{volumeID}/dir", vf.listVolumeDir)
+	vf.route("POST /volumecontent/{volumeID}/dir", vf.makeVolumeDir)
+	vf.route("GET /volumecontent/{volumeID}/path", vf.statVolumePath)
+	vf.route("PATCH /volumecontent/{volumeID}/path", vf.updateVolumePath)
+	vf.route("DELETE /volumecontent/{volumeID}/path", vf.removeVolumePath)
+	vf.route("GET /volumecontent/{volumeID}/file", vf.readVolumeFile)
+	vf.route("PUT /volumecontent/{volumeID}/file", vf.writeVolumeFile)
+	return vf
+}
+
+func (vf *VolumeFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) { vf.mux.ServeHTTP(w, r) }
+
+// Files is a VolumeServer: this host serves every volume it keeps.
+func (vf *VolumeFiles) Files(context.Context, volume.Volume) (http.Handler, error) { return vf, nil }
+
+// VolumeServer finds what serves a volume's content: this host's
+// VolumeFiles, or in a cluster the node that holds it (cluster.Volumes).
+type VolumeServer func(ctx context.Context, vol volume.Volume) (http.Handler, error)
+
+// route registers a content route: the volume's root opened, the path
+// query cleaned.
+func (vf *VolumeFiles) route(pattern string, h func(http.ResponseWriter, *http.Request, volumeRequest)) {
+	vf.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		dir, err := vf.dir(r.PathValue("volumeID"))
 		if err != nil {
 			writeError(w, err)
 			return
@@ -70,6 +101,24 @@ func (a *API) volumeContent(pattern string, h func(http.ResponseWriter, *http.Re
 		}
 		h(w, r, volumeRequest{root: root, rel: rel})
 	})
+}
+
+// volumeContent serves the content API to E2B's SDKs: the volume's token
+// checked, then its files (VolumeFiles here, or the node's that holds
+// them in a cluster).
+func (a *API) volumeContent(w http.ResponseWriter, r *http.Request) {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	vol, err := a.volumes.Authorize(r.Context(), r.PathValue("volumeID"), token)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	files, err := a.files(r.Context(), vol)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	files.ServeHTTP(w, r)
 }
 
 // contentError classifies a file system error of the content API.

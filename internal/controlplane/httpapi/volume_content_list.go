@@ -11,7 +11,7 @@ import (
 
 // listVolumeDir serves GET dir?path=&depth= (default 1): the entries
 // under path, depth levels down.
-func (a *API) listVolumeDir(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) listVolumeDir(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	depth := 1
 	if s := r.URL.Query().Get("depth"); s != "" {
 		n, err := strconv.Atoi(s)

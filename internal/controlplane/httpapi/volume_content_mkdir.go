@@ -8,7 +8,7 @@ import (
 // makeVolumeDir serves POST dir?path=&uid=&gid=&mode=&force=: a directory
 // (with its parents when force), 201 with its entry; 409 when it exists
 // (without force).
-func (a *API) makeVolumeDir(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) makeVolumeDir(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	uid, gid, mode, err := owner(r)
 	if err != nil {
 		writeError(w, err)

@@ -9,7 +9,7 @@ import (
 )
 
 // readVolumeFile serves GET file?path=: the file's bytes.
-func (a *API) readVolumeFile(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) readVolumeFile(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	f, err := v.root.Open(v.rel)
 	if err != nil {
 		writeError(w, contentError(v.rel, err))
@@ -24,6 +24,6 @@ func (a *API) readVolumeFile(w http.ResponseWriter, r *http.Request, v volumeReq
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	if _, err := io.Copy(w, f); err != nil {
-		a.log.Debug("volume file read cut short", "path", v.rel, "err", err)
+		vf.log.Debug("volume file read cut short", "path", v.rel, "err", err)
 	}
 }

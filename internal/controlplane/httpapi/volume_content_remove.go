@@ -8,7 +8,7 @@ import (
 
 // removeVolumePath serves DELETE path?path=: the file, link or directory
 // tree; 204.
-func (a *API) removeVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) removeVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	if v.rel == "." {
 		writeError(w, errs.New(errs.InvalidArgument, "the volume's root cannot be removed: delete the volume"))
 		return

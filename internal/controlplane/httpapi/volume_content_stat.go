@@ -5,6 +5,6 @@ import (
 )
 
 // statVolumePath serves GET path?path=: the entry (a link not followed).
-func (a *API) statVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) statVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	writeEntry(w, v, http.StatusOK)
 }

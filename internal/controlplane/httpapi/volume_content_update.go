@@ -8,7 +8,7 @@ import (
 )
 
 // updateVolumePath serves PATCH path?path= ({uid?, gid?, mode?}).
-func (a *API) updateVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) updateVolumePath(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	var body struct {
 		UID  *uint32 `json:"uid"`
 		GID  *uint32 `json:"gid"`
@@ -49,5 +49,5 @@ func (a *API) updateVolumePath(w http.ResponseWriter, r *http.Request, v volumeR
 			return
 		}
 	}
-	a.statVolumePath(w, r, v)
+	vf.statVolumePath(w, r, v)
 }

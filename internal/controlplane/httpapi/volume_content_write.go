@@ -16,7 +16,7 @@ import (
 // old file or the new one; 409 when it exists (without force), 404 when
 // its directory does not; 507 when the volume is full (the old file
 // stays).
-func (a *API) writeVolumeFile(w http.ResponseWriter, r *http.Request, v volumeRequest) {
+func (vf *VolumeFiles) writeVolumeFile(w http.ResponseWriter, r *http.Request, v volumeRequest) {
 	uid, gid, mode, err := owner(r)
 	if err != nil {
 		writeError(w, err)

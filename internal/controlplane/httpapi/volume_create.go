@@ -14,7 +14,7 @@ func (a *API) createVolume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	v, token, err := a.volumes.Create(team(r), body.Name)
+	v, token, err := a.volumes.Create(r.Context(), team(r), body.Name)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -7,7 +7,7 @@ import (
 // deleteVolume serves DELETE /volumes/{volumeID}: 204; sandboxes that
 // mount it keep it until they end.
 func (a *API) deleteVolume(w http.ResponseWriter, r *http.Request) {
-	if err := a.volumes.Delete(team(r), r.PathValue("volumeID")); err != nil {
+	if err := a.volumes.Delete(r.Context(), team(r), r.PathValue("volumeID")); err != nil {
 		writeError(w, err)
 		return
 	}

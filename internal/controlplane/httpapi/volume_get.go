@@ -7,7 +7,7 @@ import (
 // getVolume serves GET /volumes/{volumeID} (an id or a name): the volume
 // and its content token.
 func (a *API) getVolume(w http.ResponseWriter, r *http.Request) {
-	v, token, err := a.volumes.Get(team(r), r.PathValue("volumeID"))
+	v, token, err := a.volumes.Get(r.Context(), team(r), r.PathValue("volumeID"))
 	if err != nil {
 		writeError(w, err)
 		return

@@ -49,7 +49,7 @@ type CreateRequest struct {
 	// Image, with Saved, is a copy of the parent's processes the sandbox
 	// runs on from (a fork, on a driver that can copy them).
 	Image *template.ProcessImage
-	// Volumes are mounted read-write (Volumes.Binds resolved them).
+	// Volumes are mounted read-write (Volumes.Mounts resolved them).
 	Volumes []VolumeMount
 	// Node, in a cluster, is the node the sandbox must start on (a fork's
 	// child: its parent's, which holds the copy).

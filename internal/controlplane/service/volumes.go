@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"crypto/subtle"
 	"path"
 	"slices"
@@ -8,39 +9,37 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/volume"
 )
 
+// VolumeStore keeps a team's volumes: one host's (volume.Store) or a
+// cluster's, whose records are in its database and files on a node
+// (cluster.Volumes).
+type VolumeStore interface {
+	Create(ctx context.Context, team, name string) (volume.Volume, error)
+	// Get finds a team's volume by id or name.
+	Get(ctx context.Context, team, ref string) (volume.Volume, error)
+	ByID(ctx context.Context, id string) (volume.Volume, error)
+	List(ctx context.Context, team string) ([]volume.Volume, error)
+	Delete(ctx context.Context, team, ref string) error
+}
+
 // Volumes is the volume use cases: E2B's /volumes and the token that
-// guards a volume's content API, over the node's volume store.
+// guards a volume's content API.
 type Volumes struct {
-	store  *volume.Store
+	store  VolumeStore
 	secret []byte
 }
 
-// NewVolumes returns the volume service; secret derives volume tokens. A
-// nil store (an API replica of a cluster, whose nodes share no volumes
-// yet) refuses every volume.
-func NewVolumes(st *volume.Store, secret []byte) *Volumes {
+// NewVolumes returns the volume service; secret derives volume tokens.
+func NewVolumes(st VolumeStore, secret []byte) *Volumes {
 	return &Volumes{store: st, secret: secret}
 }
 
-// here refuses volumes where there are none.
-func (v *Volumes) here() error {
-	if v.store == nil {
-		return errs.New(errs.Unimplemented, "volumes are not available in a cluster yet (cove server has them)")
-	}
-	return nil
-}
-
 // Create makes a team's volume and returns it with its content token.
-func (v *Volumes) Create(team, name string) (volume.Volume, string, error) {
-	if err := v.here(); err != nil {
-		return volume.Volume{}, "", err
-	}
-	vol, err := v.store.Create(team, name)
+func (v *Volumes) Create(ctx context.Context, team, name string) (volume.Volume, string, error) {
+	vol, err := v.store.Create(ctx, team, name)
 	if err != nil {
 		return volume.Volume{}, "", err
 	}
@@ -48,11 +47,8 @@ func (v *Volumes) Create(team, name string) (volume.Volume, string, error) {
 }
 
 // Get returns a team's volume (by id or name) and its content token.
-func (v *Volumes) Get(team, ref string) (volume.Volume, string, error) {
-	if err := v.here(); err != nil {
-		return volume.Volume{}, "", err
-	}
-	vol, err := v.store.Get(team, ref)
+func (v *Volumes) Get(ctx context.Context, team, ref string) (volume.Volume, string, error) {
+	vol, err := v.store.Get(ctx, team, ref)
 	if err != nil {
 		return volume.Volume{}, "", err
 	}
@@ -60,36 +56,24 @@ func (v *Volumes) Get(team, ref string) (volume.Volume, string, error) {
 }
 
 // List returns a team's volumes.
-func (v *Volumes) List(team string) []volume.Volume {
-	if v.store == nil {
-		return nil
-	}
-	return v.store.List(team)
+func (v *Volumes) List(ctx context.Context, team string) ([]volume.Volume, error) {
+	return v.store.List(ctx, team)
 }
 
 // Delete removes a team's volume; sandboxes that mount it keep it until
 // they end.
-func (v *Volumes) Delete(team, ref string) error {
-	if err := v.here(); err != nil {
-		return err
-	}
-	return v.store.Delete(team, ref)
+func (v *Volumes) Delete(ctx context.Context, team, ref string) error {
+	return v.store.Delete(ctx, team, ref)
 }
 
-// Authorize checks a content API token for volume id and returns where
-// the volume's files are on the host.
-func (v *Volumes) Authorize(id, token string) (string, error) {
+// Authorize checks a content API token for volume id and returns the
+// volume.
+func (v *Volumes) Authorize(ctx context.Context, id, token string) (volume.Volume, error) {
 	want := auth.VolumeToken(v.secret, id)
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1 {
-		return "", errs.New(errs.Unauthenticated, "invalid volume token")
+		return volume.Volume{}, errs.New(errs.Unauthenticated, "invalid volume token")
 	}
-	if err := v.here(); err != nil {
-		return "", err
-	}
-	if _, err := v.store.ByID(id); err != nil {
-		return "", err
-	}
-	return v.store.Path(id), nil
+	return v.store.ByID(ctx, id)
 }
 
 // VolumeMount is a volume a sandbox mounts (by name) at a path.
@@ -99,35 +83,35 @@ type VolumeMount = node.VolumeMount
 // are made of.
 var reserved = []string{"/proc", "/dev", "/sys", "/.cove"}
 
-// Binds resolves a create's volume mounts (a team's volumes, by name or
-// id) into read-write binds, checking the paths: absolute, clean, not /,
-// not under /proc, /dev, /sys or /.cove, each once.
-func (v *Volumes) Binds(team string, mounts []VolumeMount) ([]VolumeMount, error) {
-	if len(mounts) == 0 {
-		return nil, nil
-	}
-	if err := v.here(); err != nil {
-		return nil, err
-	}
+// Mounts resolves a create's volume mounts (a team's volumes, by name or
+// id), checking the paths: absolute, clean, not /, not under /proc, /dev,
+// /sys or /.cove, each once. In a cluster it also returns the node that
+// holds them, where the sandbox must run: all on one node.
+func (v *Volumes) Mounts(ctx context.Context, team string, mounts []VolumeMount) ([]VolumeMount, string, error) {
 	var out []VolumeMount
+	var on string
 	seen := map[string]bool{}
 	for _, m := range mounts {
 		p := m.Path
 		if !strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "/" {
-			return nil, errs.New(errs.InvalidArgument, "volumeMounts: path %q must be an absolute, clean path other than /", p)
+			return nil, "", errs.New(errs.InvalidArgument, "volumeMounts: path %q must be an absolute, clean path other than /", p)
 		}
 		if slices.ContainsFunc(reserved, func(r string) bool { return p == r || strings.HasPrefix(p, r+"/") }) {
-			return nil, errs.New(errs.InvalidArgument, "volumeMounts: path %q is reserved (%s)", p, strings.Join(reserved, ", "))
+			return nil, "", errs.New(errs.InvalidArgument, "volumeMounts: path %q is reserved (%s)", p, strings.Join(reserved, ", "))
 		}
 		if seen[p] {
-			return nil, errs.New(errs.InvalidArgument, "volumeMounts: path %q twice", p)
+			return nil, "", errs.New(errs.InvalidArgument, "volumeMounts: path %q twice", p)
 		}
 		seen[p] = true
-		vol, err := v.store.Get(team, m.Name)
+		vol, err := v.store.Get(ctx, team, m.Name)
 		if err != nil {
-			return nil, errs.New(errs.InvalidArgument, "volumeMounts: %v", err)
+			return nil, "", errs.New(errs.InvalidArgument, "volumeMounts: %v", err)
 		}
-		out = append(out, VolumeMount{Name: vol.Name, Path: p, Bind: isolation.Bind{Source: v.store.Path(vol.ID), Target: p, Writable: true}})
+		if len(out) > 0 && vol.Node != on {
+			return nil, "", errs.New(errs.InvalidArgument, "volumeMounts: volumes %q and %q are on different nodes of the cluster; a sandbox mounts volumes of one node", out[0].Name, vol.Name)
+		}
+		on = vol.Node
+		out = append(out, VolumeMount{ID: vol.ID, Name: vol.Name, Path: p})
 	}
-	return out, nil
+	return out, on, nil
 }

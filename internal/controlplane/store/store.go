@@ -7,6 +7,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/covesandbox/cove/internal/volume"
 )
 
 // APIKey is a stored key: only its hash is kept.
@@ -120,4 +122,22 @@ type Members interface {
 	ForgetSandboxesOn(ctx context.Context, node string) ([]string, error)
 	// SandboxesOn returns the ids of the sandboxes recorded on a node.
 	SandboxesOn(ctx context.Context, node string) ([]string, error)
+}
+
+// Volumes are a cluster's volume records (PostgreSQL), each naming the
+// node that holds its files; on one host the volume store keeps its own.
+type Volumes interface {
+	// AddVolume records v; AlreadyExists when its team has one so named.
+	AddVolume(ctx context.Context, v volume.Volume) error
+	// Volume finds a team's volume by id or name.
+	Volume(ctx context.Context, team, ref string) (volume.Volume, error)
+	// VolumeByID finds any team's volume by id.
+	VolumeByID(ctx context.Context, id string) (volume.Volume, error)
+	// TeamVolumes are a team's volumes, oldest first.
+	TeamVolumes(ctx context.Context, team string) ([]volume.Volume, error)
+	// NodeVolumes are the volumes a node holds.
+	NodeVolumes(ctx context.Context, node string) ([]volume.Volume, error)
+	// RemoveVolume deletes a team's volume record (by id or name) and
+	// returns it.
+	RemoveVolume(ctx context.Context, team, ref string) (volume.Volume, error)
 }

@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type Empty struct {
@@ -344,9 +344,11 @@ type CreateRequest struct {
 	// the node's template store), the saved layer's manifest and the copy
 	// of the parent's processes (internal/template's LayerSum and
 	// ProcessImage as JSON; the image's directory the node's own).
-	Layers        []string `protobuf:"bytes,23,rep,name=layers,proto3" json:"layers,omitempty"`
-	Saved         []byte   `protobuf:"bytes,24,opt,name=saved,proto3" json:"saved,omitempty"`
-	Image         []byte   `protobuf:"bytes,25,opt,name=image,proto3" json:"image,omitempty"`
+	Layers []string `protobuf:"bytes,23,rep,name=layers,proto3" json:"layers,omitempty"`
+	Saved  []byte   `protobuf:"bytes,24,opt,name=saved,proto3" json:"saved,omitempty"`
+	Image  []byte   `protobuf:"bytes,25,opt,name=image,proto3" json:"image,omitempty"`
+	// volumes are the node's volumes (by id) it mounts read-write.
+	Volumes       []*VolumeMount `protobuf:"bytes,26,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +558,193 @@ func (x *CreateRequest) GetImage() []byte {
 	return nil
 }
 
+func (x *CreateRequest) GetVolumes() []*VolumeMount {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+type VolumeMount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeMount) Reset() {
+	*x = VolumeMount{}
+	mi := &file_node_v1_node_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeMount) ProtoMessage() {}
+
+func (x *VolumeMount) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
+func (*VolumeMount) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *VolumeMount) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *VolumeMount) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *VolumeMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type Volume struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Team          string                 `protobuf:"bytes,3,opt,name=team,proto3" json:"team,omitempty"`
+	SizeMb        int64                  `protobuf:"varint,4,opt,name=size_mb,json=sizeMb,proto3" json:"size_mb,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Volume) Reset() {
+	*x = Volume{}
+	mi := &file_node_v1_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Volume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Volume) ProtoMessage() {}
+
+func (x *Volume) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Volume.ProtoReflect.Descriptor instead.
+func (*Volume) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Volume) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Volume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Volume) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *Volume) GetSizeMb() int64 {
+	if x != nil {
+		return x.SizeMb
+	}
+	return 0
+}
+
+func (x *Volume) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type VolumeRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeRef) Reset() {
+	*x = VolumeRef{}
+	mi := &file_node_v1_node_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeRef) ProtoMessage() {}
+
+func (x *VolumeRef) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeRef.ProtoReflect.Descriptor instead.
+func (*VolumeRef) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *VolumeRef) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 type Sandbox struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -580,14 +769,15 @@ type Sandbox struct {
 	ExitReason      string                 `protobuf:"bytes,20,opt,name=exit_reason,json=exitReason,proto3" json:"exit_reason,omitempty"`
 	ExitDetail      string                 `protobuf:"bytes,21,opt,name=exit_detail,json=exitDetail,proto3" json:"exit_detail,omitempty"`
 	// layers are the layers it stacks (names in its node's template store).
-	Layers        []string `protobuf:"bytes,22,rep,name=layers,proto3" json:"layers,omitempty"`
+	Layers        []string       `protobuf:"bytes,22,rep,name=layers,proto3" json:"layers,omitempty"`
+	Volumes       []*VolumeMount `protobuf:"bytes,23,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_node_v1_node_proto_msgTypes[5]
+	mi := &file_node_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +789,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[5]
+	mi := &file_node_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +802,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{5}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Sandbox) GetId() string {
@@ -769,6 +959,13 @@ func (x *Sandbox) GetLayers() []string {
 	return nil
 }
 
+func (x *Sandbox) GetVolumes() []*VolumeMount {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
 type SandboxList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
@@ -778,7 +975,7 @@ type SandboxList struct {
 
 func (x *SandboxList) Reset() {
 	*x = SandboxList{}
-	mi := &file_node_v1_node_proto_msgTypes[6]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +987,7 @@ func (x *SandboxList) String() string {
 func (*SandboxList) ProtoMessage() {}
 
 func (x *SandboxList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[6]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1000,7 @@ func (x *SandboxList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxList.ProtoReflect.Descriptor instead.
 func (*SandboxList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SandboxList) GetSandboxes() []*Sandbox {
@@ -824,7 +1021,7 @@ type TimeoutRequest struct {
 
 func (x *TimeoutRequest) Reset() {
 	*x = TimeoutRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[7]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1033,7 @@ func (x *TimeoutRequest) String() string {
 func (*TimeoutRequest) ProtoMessage() {}
 
 func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[7]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1046,7 @@ func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TimeoutRequest) GetId() string {
@@ -890,7 +1087,7 @@ type SandboxStats struct {
 
 func (x *SandboxStats) Reset() {
 	*x = SandboxStats{}
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1099,7 @@ func (x *SandboxStats) String() string {
 func (*SandboxStats) ProtoMessage() {}
 
 func (x *SandboxStats) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1112,7 @@ func (x *SandboxStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
 func (*SandboxStats) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SandboxStats) GetCpuUsage() *durationpb.Duration {
@@ -995,7 +1192,7 @@ type NetworkUpdate struct {
 
 func (x *NetworkUpdate) Reset() {
 	*x = NetworkUpdate{}
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1204,7 @@ func (x *NetworkUpdate) String() string {
 func (*NetworkUpdate) ProtoMessage() {}
 
 func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1217,7 @@ func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkUpdate.ProtoReflect.Descriptor instead.
 func (*NetworkUpdate) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NetworkUpdate) GetId() string {
@@ -1067,7 +1264,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1276,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1289,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StringList) GetValues() []string {
@@ -1112,7 +1309,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1321,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1334,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PauseRequest) GetId() string {
@@ -1164,7 +1361,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1373,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1386,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResumeRequest) GetId() string {
@@ -1215,7 +1412,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1424,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1437,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -1260,7 +1457,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1469,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1482,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -1314,7 +1511,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1523,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1536,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -1375,7 +1572,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1584,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1597,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -1444,7 +1641,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1653,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1666,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -1508,7 +1705,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1717,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1730,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -1580,7 +1777,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1789,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1802,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -1624,7 +1821,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1833,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1846,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -1669,7 +1866,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1878,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1891,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -1732,7 +1929,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\binternet\x18\x03 \x01(\bR\binternet\x12\x1b\n" +
 	"\tallow_out\x18\x04 \x03(\tR\ballowOut\x12\x19\n" +
 	"\bdeny_out\x18\x05 \x03(\tR\adenyOut\x12#\n" +
-	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\"\xf4\a\n" +
+	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\"\xa9\b\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -1762,13 +1959,27 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x10auto_pause_files\x18\x14 \x01(\bR\x0eautoPauseFiles\x12\x16\n" +
 	"\x06layers\x18\x17 \x03(\tR\x06layers\x12\x14\n" +
 	"\x05saved\x18\x18 \x01(\fR\x05saved\x12\x14\n" +
-	"\x05image\x18\x19 \x01(\fR\x05image\x1a:\n" +
+	"\x05image\x18\x19 \x01(\fR\x05image\x123\n" +
+	"\avolumes\x18\x1a \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
+	"\vVolumeMount\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"\x94\x01\n" +
+	"\x06Volume\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04team\x18\x03 \x01(\tR\x04team\x12\x17\n" +
+	"\asize_mb\x18\x04 \x01(\x03R\x06sizeMb\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x1b\n" +
+	"\tVolumeRef\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x85\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vtemplate_id\x18\x02 \x01(\tR\n" +
@@ -1798,7 +2009,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"exitReason\x12\x1f\n" +
 	"\vexit_detail\x18\x15 \x01(\tR\n" +
 	"exitDetail\x12\x16\n" +
-	"\x06layers\x18\x16 \x03(\tR\x06layers\x1a;\n" +
+	"\x06layers\x18\x16 \x03(\tR\x06layers\x123\n" +
+	"\avolumes\x18\x17 \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -1881,7 +2093,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\asamples\x18\x01 \x03(\v2\x1b.cove.node.v1.SandboxSampleR\asamples\"r\n" +
 	"\rSandboxSample\x12/\n" +
 	"\asandbox\x18\x01 \x01(\v2\x15.cove.node.v1.SandboxR\asandbox\x120\n" +
-	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\x9a\a\n" +
+	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\x94\b\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -1898,7 +2110,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x06Events\x12\x13.cove.node.v1.Empty\x1a\x13.cove.node.v1.Event0\x01\x12=\n" +
 	"\x05Build\x12\x1a.cove.node.v1.BuildRequest\x1a\x16.cove.node.v1.BuildLog0\x01\x12D\n" +
 	"\tSaveLayer\x12\x1e.cove.node.v1.SaveLayerRequest\x1a\x17.cove.node.v1.SavedCopy\x12<\n" +
-	"\aRelease\x12\x1c.cove.node.v1.ReleaseRequest\x1a\x13.cove.node.v1.EmptyB<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
+	"\aRelease\x12\x1c.cove.node.v1.ReleaseRequest\x1a\x13.cove.node.v1.Empty\x12:\n" +
+	"\fCreateVolume\x12\x14.cove.node.v1.Volume\x1a\x14.cove.node.v1.Volume\x12<\n" +
+	"\fDeleteVolume\x12\x17.cove.node.v1.VolumeRef\x1a\x13.cove.node.v1.EmptyB<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
 
 var (
 	file_node_v1_node_proto_rawDescOnce sync.Once
@@ -1913,7 +2127,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -1921,93 +2135,103 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*Limits)(nil),                // 3: cove.node.v1.Limits
 	(*Network)(nil),               // 4: cove.node.v1.Network
 	(*CreateRequest)(nil),         // 5: cove.node.v1.CreateRequest
-	(*Sandbox)(nil),               // 6: cove.node.v1.Sandbox
-	(*SandboxList)(nil),           // 7: cove.node.v1.SandboxList
-	(*TimeoutRequest)(nil),        // 8: cove.node.v1.TimeoutRequest
-	(*SandboxStats)(nil),          // 9: cove.node.v1.SandboxStats
-	(*NetworkUpdate)(nil),         // 10: cove.node.v1.NetworkUpdate
-	(*StringList)(nil),            // 11: cove.node.v1.StringList
-	(*PauseRequest)(nil),          // 12: cove.node.v1.PauseRequest
-	(*ResumeRequest)(nil),         // 13: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 14: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 15: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 16: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 17: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 18: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 19: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 20: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 21: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 22: cove.node.v1.SandboxSample
-	nil,                           // 23: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 24: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 25: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 26: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 27: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*VolumeMount)(nil),           // 6: cove.node.v1.VolumeMount
+	(*Volume)(nil),                // 7: cove.node.v1.Volume
+	(*VolumeRef)(nil),             // 8: cove.node.v1.VolumeRef
+	(*Sandbox)(nil),               // 9: cove.node.v1.Sandbox
+	(*SandboxList)(nil),           // 10: cove.node.v1.SandboxList
+	(*TimeoutRequest)(nil),        // 11: cove.node.v1.TimeoutRequest
+	(*SandboxStats)(nil),          // 12: cove.node.v1.SandboxStats
+	(*NetworkUpdate)(nil),         // 13: cove.node.v1.NetworkUpdate
+	(*StringList)(nil),            // 14: cove.node.v1.StringList
+	(*PauseRequest)(nil),          // 15: cove.node.v1.PauseRequest
+	(*ResumeRequest)(nil),         // 16: cove.node.v1.ResumeRequest
+	(*WakeResponse)(nil),          // 17: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 18: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 19: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 20: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 21: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 22: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 23: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 24: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 25: cove.node.v1.SandboxSample
+	nil,                           // 26: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 27: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 28: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 29: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 30: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	28, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	31, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 1: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	23, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	24, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
-	3,  // 4: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	29, // 5: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	29, // 6: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	25, // 7: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	26, // 8: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	28, // 9: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
-	4,  // 10: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
-	6,  // 11: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	28, // 12: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	28, // 13: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
-	11, // 14: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
-	11, // 15: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
-	11, // 16: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	28, // 17: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
-	0,  // 18: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	6,  // 19: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	29, // 20: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	6,  // 21: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	27, // 22: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	22, // 23: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	6,  // 24: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	9,  // 25: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
-	5,  // 26: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 27: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 28: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 29: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	8,  // 30: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 31: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	1,  // 32: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	10, // 33: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	12, // 34: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	13, // 35: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 36: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 37: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	16, // 38: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	18, // 39: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	20, // 40: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	6,  // 41: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 42: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	6,  // 43: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	7,  // 44: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	6,  // 45: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	9,  // 46: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	21, // 47: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 48: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	6,  // 49: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	6,  // 50: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	14, // 51: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	15, // 52: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	17, // 53: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	19, // 54: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 55: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	41, // [41:56] is the sub-list for method output_type
-	26, // [26:41] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	26, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	27, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	6,  // 4: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
+	32, // 5: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 6: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
+	32, // 7: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	32, // 8: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	28, // 9: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	29, // 10: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	31, // 11: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	4,  // 12: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
+	6,  // 13: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
+	9,  // 14: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
+	31, // 15: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	31, // 16: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	14, // 17: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
+	14, // 18: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
+	14, // 19: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
+	31, // 20: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	0,  // 21: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
+	9,  // 22: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	32, // 23: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	9,  // 24: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	30, // 25: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	25, // 26: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	9,  // 27: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	12, // 28: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	5,  // 29: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 30: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 31: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 32: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	11, // 33: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 34: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	1,  // 35: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	13, // 36: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	15, // 37: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	16, // 38: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 39: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 40: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	19, // 41: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	21, // 42: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	23, // 43: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	7,  // 44: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	8,  // 45: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	9,  // 46: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 47: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	9,  // 48: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	10, // 49: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	9,  // 50: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	12, // 51: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	24, // 52: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 53: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	9,  // 54: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	9,  // 55: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	17, // 56: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	18, // 57: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	20, // 58: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	22, // 59: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 60: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	7,  // 61: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 62: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	46, // [46:63] is the sub-list for method output_type
+	29, // [29:46] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -2015,14 +2239,14 @@ func file_node_v1_node_proto_init() {
 	if File_node_v1_node_proto != nil {
 		return
 	}
-	file_node_v1_node_proto_msgTypes[9].OneofWrappers = []any{}
+	file_node_v1_node_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -72,6 +72,10 @@ const (
 	NodeSaveLayerProcedure = "/cove.node.v1.Node/SaveLayer"
 	// NodeReleaseProcedure is the fully-qualified name of the Node's Release RPC.
 	NodeReleaseProcedure = "/cove.node.v1.Node/Release"
+	// NodeCreateVolumeProcedure is the fully-qualified name of the Node's CreateVolume RPC.
+	NodeCreateVolumeProcedure = "/cove.node.v1.Node/CreateVolume"
+	// NodeDeleteVolumeProcedure is the fully-qualified name of the Node's DeleteVolume RPC.
+	NodeDeleteVolumeProcedure = "/cove.node.v1.Node/DeleteVolume"
 )
 
 // NodeClient is a client for the cove.node.v1.Node service.
@@ -108,6 +112,14 @@ type NodeClient interface {
 	// a fork's children stack it on the same node.
 	SaveLayer(context.Context, *connect.Request[nodepb.SaveLayerRequest]) (*connect.Response[nodepb.SavedCopy], error)
 	Release(context.Context, *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error)
+	// CreateVolume makes a volume on the node under the id the replica
+	// chose; its files live there, and every sandbox that mounts it runs
+	// there. The volume content API reaches them over HTTP at
+	// /volumecontent/{id}/... with the node token.
+	CreateVolume(context.Context, *connect.Request[nodepb.Volume]) (*connect.Response[nodepb.Volume], error)
+	// DeleteVolume removes a volume and its files (sandboxes that mount it
+	// keep it until they end); a volume the node lacks is no error.
+	DeleteVolume(context.Context, *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error)
 }
 
 // NewNodeClient constructs a client for the cove.node.v1.Node service. By default, it uses the
@@ -211,6 +223,18 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			connect.WithSchema(nodeMethods.ByName("Release")),
 			connect.WithClientOptions(opts...),
 		),
+		createVolume: connect.NewClient[nodepb.Volume, nodepb.Volume](
+			httpClient,
+			baseURL+NodeCreateVolumeProcedure,
+			connect.WithSchema(nodeMethods.ByName("CreateVolume")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteVolume: connect.NewClient[nodepb.VolumeRef, nodepb.Empty](
+			httpClient,
+			baseURL+NodeDeleteVolumeProcedure,
+			connect.WithSchema(nodeMethods.ByName("DeleteVolume")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -231,6 +255,8 @@ type nodeClient struct {
 	build         *connect.Client[nodepb.BuildRequest, nodepb.BuildLog]
 	saveLayer     *connect.Client[nodepb.SaveLayerRequest, nodepb.SavedCopy]
 	release       *connect.Client[nodepb.ReleaseRequest, nodepb.Empty]
+	createVolume  *connect.Client[nodepb.Volume, nodepb.Volume]
+	deleteVolume  *connect.Client[nodepb.VolumeRef, nodepb.Empty]
 }
 
 // Create calls cove.node.v1.Node.Create.
@@ -308,6 +334,16 @@ func (c *nodeClient) Release(ctx context.Context, req *connect.Request[nodepb.Re
 	return c.release.CallUnary(ctx, req)
 }
 
+// CreateVolume calls cove.node.v1.Node.CreateVolume.
+func (c *nodeClient) CreateVolume(ctx context.Context, req *connect.Request[nodepb.Volume]) (*connect.Response[nodepb.Volume], error) {
+	return c.createVolume.CallUnary(ctx, req)
+}
+
+// DeleteVolume calls cove.node.v1.Node.DeleteVolume.
+func (c *nodeClient) DeleteVolume(ctx context.Context, req *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error) {
+	return c.deleteVolume.CallUnary(ctx, req)
+}
+
 // NodeHandler is an implementation of the cove.node.v1.Node service.
 type NodeHandler interface {
 	// Create starts a sandbox (a warm one when the node has one).
@@ -342,6 +378,14 @@ type NodeHandler interface {
 	// a fork's children stack it on the same node.
 	SaveLayer(context.Context, *connect.Request[nodepb.SaveLayerRequest]) (*connect.Response[nodepb.SavedCopy], error)
 	Release(context.Context, *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error)
+	// CreateVolume makes a volume on the node under the id the replica
+	// chose; its files live there, and every sandbox that mounts it runs
+	// there. The volume content API reaches them over HTTP at
+	// /volumecontent/{id}/... with the node token.
+	CreateVolume(context.Context, *connect.Request[nodepb.Volume]) (*connect.Response[nodepb.Volume], error)
+	// DeleteVolume removes a volume and its files (sandboxes that mount it
+	// keep it until they end); a volume the node lacks is no error.
+	DeleteVolume(context.Context, *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error)
 }
 
 // NewNodeHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -441,6 +485,18 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		connect.WithSchema(nodeMethods.ByName("Release")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeCreateVolumeHandler := connect.NewUnaryHandler(
+		NodeCreateVolumeProcedure,
+		svc.CreateVolume,
+		connect.WithSchema(nodeMethods.ByName("CreateVolume")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodeDeleteVolumeHandler := connect.NewUnaryHandler(
+		NodeDeleteVolumeProcedure,
+		svc.DeleteVolume,
+		connect.WithSchema(nodeMethods.ByName("DeleteVolume")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cove.node.v1.Node/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodeCreateProcedure:
@@ -473,6 +529,10 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodeSaveLayerHandler.ServeHTTP(w, r)
 		case NodeReleaseProcedure:
 			nodeReleaseHandler.ServeHTTP(w, r)
+		case NodeCreateVolumeProcedure:
+			nodeCreateVolumeHandler.ServeHTTP(w, r)
+		case NodeDeleteVolumeProcedure:
+			nodeDeleteVolumeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -540,4 +600,12 @@ func (UnimplementedNodeHandler) SaveLayer(context.Context, *connect.Request[node
 
 func (UnimplementedNodeHandler) Release(context.Context, *connect.Request[nodepb.ReleaseRequest]) (*connect.Response[nodepb.Empty], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Release is not implemented"))
+}
+
+func (UnimplementedNodeHandler) CreateVolume(context.Context, *connect.Request[nodepb.Volume]) (*connect.Response[nodepb.Volume], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.CreateVolume is not implemented"))
+}
+
+func (UnimplementedNodeHandler) DeleteVolume(context.Context, *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.DeleteVolume is not implemented"))
 }
