@@ -40,6 +40,9 @@ type Templates interface {
 	MergeLayer(lower, upper string) (string, error)
 	VerifyLayer(sum template.LayerSum) error
 	Hold() (release func())
+	// FetchLayers fetches the layers the node lacks from the cluster's
+	// object store, by their archives' digests.
+	FetchLayers(ctx context.Context, layers []string, blobs map[string]string) error
 }
 
 // Config configures a Manager.
@@ -85,6 +88,11 @@ type Config struct {
 	// Volumes are the node's volumes, which a create's VolumeMounts name
 	// by id (nil: the node keeps none).
 	Volumes *volume.Store
+	// Share, when set (a cluster's node with an object store), pushes
+	// the named layers where every node reaches them and returns their
+	// archives' digests: the files of a sandbox paused without its memory
+	// are shared so, for another node to resume it if this one is lost.
+	Share func(ctx context.Context, layers []string) (map[string]string, error)
 }
 
 // Networks hands out sandbox networks (network.Manager).

@@ -98,6 +98,15 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 		sb.net = nil
 	}
 	sb.info.Handle = isolation.Handle{}
+	if m.cfg.Share != nil && len(sb.info.Volumes) == 0 {
+		// Shared, it outlives this node; not shared (or mounting this
+		// node's volumes), it stays here alone.
+		blobs, err := m.cfg.Share(context.WithoutCancel(ctx), LayerNames(sb.info.Layers))
+		if err != nil {
+			m.log.Warn("share the files of a sandbox paused without its memory: it can resume on this node only", logx.SandboxID(id), logx.Err(err))
+		}
+		sb.info.Saved.Blobs = blobs
+	}
 	if err := m.writeRecord(sb.info); err != nil {
 		m.log.Error("record a sandbox paused without its memory", logx.SandboxID(id), logx.Err(err))
 	}

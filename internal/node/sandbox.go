@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -28,8 +29,13 @@ type Info struct {
 	ID string `json:"id"`
 	// Node names the node that runs it, where API replicas see a cluster
 	// of them ("" in the node's own records).
-	Node       string `json:"node,omitempty"`
-	TemplateID string `json:"templateID"`
+	Node string `json:"node,omitempty"`
+	// PausedState, where API replicas see a sandbox paused without its
+	// memory whose files are shared, is its node's record of it as the
+	// node API carries it: another node takes it over from that
+	// (Manager.Receive).
+	PausedState []byte `json:"-"`
+	TemplateID  string `json:"templateID"`
 	// BuildID is the template build it started from.
 	BuildID string `json:"buildID,omitempty"`
 	// Team owns the sandbox ("" for the node's own: builds); team quotas
@@ -84,6 +90,16 @@ type Info struct {
 	Network *NetworkInfo `json:"network,omitempty"`
 }
 
+// LayerNames are the names of stored layers' paths: a replica knows a
+// sandbox's layers by name, its node by path.
+func LayerNames(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		out = append(out, filepath.Base(p))
+	}
+	return out
+}
+
 // VolumeMount is a volume a sandbox mounts: its id and name, where, and
 // the bind that does it (the node's, from the id).
 type VolumeMount struct {
@@ -101,6 +117,10 @@ type SavedState struct {
 	// Template is what it boots from: its template's defaults and start
 	// command, with the layers it stacked and Layer on top.
 	Template template.Template `json:"template"`
+	// Blobs, in a cluster with an object store, name the archive of each
+	// layer it stacks (Template's and Layer): any node can then take the
+	// sandbox over (Manager.Receive) when this one is lost.
+	Blobs map[string]string `json:"blobs,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network, when the node gives it one.

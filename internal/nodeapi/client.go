@@ -219,3 +219,12 @@ func (c *Client) follow(ctx context.Context, onFollow func(), onEvent func(Event
 	}
 	return fmt.Errorf("node %s: events: %w", c.base.Host, stream.Err())
 }
+
+// Receive has the node take over a sandbox from the paused state another
+// node reported of it (in.PausedState).
+func (c *Client) Receive(ctx context.Context, in node.Info) (node.Info, error) {
+	if len(in.PausedState) == 0 {
+		return node.Info{}, errs.New(errs.Conflict, "sandbox %s has no shared paused state: it cannot move", in.ID)
+	}
+	return info(c.rpc.Receive(ctx, connect.NewRequest(&pb.ReceiveRequest{PausedState: in.PausedState})))
+}

@@ -1,8 +1,8 @@
 package nodeapi
 
 import (
+	"encoding/json"
 	"net/netip"
-	"path/filepath"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -52,8 +52,11 @@ func infoToPB(in node.Info) *pb.Sandbox {
 		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
 		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
 		MaskRequestHost: in.MaskRequestHost, AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
-		Layers: layerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
+		Layers: node.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
+	}
+	if in.Saved != nil && len(in.Saved.Blobs) > 0 {
+		out.PausedState, _ = json.Marshal(in) // a record marshals
 	}
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
@@ -69,7 +72,7 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
 		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
 		MaskRequestHost: in.GetMaskRequestHost(), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
-		Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()),
+		Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()), PausedState: in.GetPausedState(),
 		AutoPauseFiles: in.GetAutoPauseFiles(), Timeout: in.GetTimeout().AsDuration(),
 		Exit: isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
 	}
@@ -203,14 +206,4 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 		out.AllowDomains = &vals
 	}
 	return out, nil
-}
-
-// layerNames are the names of stored layers' paths: a replica knows a
-// sandbox's layers by name, its node by path.
-func layerNames(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		out = append(out, filepath.Base(p))
-	}
-	return out
 }

@@ -141,7 +141,7 @@ func (s *Server) savedFromPB(r *pb.CreateRequest, out *node.CreateRequest) error
 
 // savedToPB puts a create's fork fields on the wire.
 func savedToPB(r node.CreateRequest, out *pb.CreateRequest) {
-	out.Layers = layerNames(r.Layers)
+	out.Layers = node.LayerNames(r.Layers)
 	if r.Saved != nil {
 		out.Saved, _ = json.Marshal(r.Saved)
 	}

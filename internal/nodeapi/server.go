@@ -6,6 +6,7 @@ package nodeapi
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,6 +40,7 @@ type Manager interface {
 	Wake(ctx context.Context, id string) bool
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
 	SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
+	Receive(ctx context.Context, info node.Info) (node.Info, error)
 }
 
 // Server serves a node's manager.
@@ -218,4 +220,17 @@ func (s *Server) Events(ctx context.Context, _ *connect.Request[pb.Empty], strea
 			}
 		}
 	}
+}
+
+// Receive takes over a sandbox paused on a lost node.
+func (s *Server) Receive(ctx context.Context, r *connect.Request[pb.ReceiveRequest]) (*connect.Response[pb.Sandbox], error) {
+	var info node.Info
+	if err := json.Unmarshal(r.Msg.GetPausedState(), &info); err != nil {
+		return nil, errs.ConnectError(errs.New(errs.InvalidArgument, "paused state: %v", err))
+	}
+	got, err := s.mgr.Receive(ctx, info)
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	return connect.NewResponse(infoToPB(got)), nil
 }

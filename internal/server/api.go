@@ -63,7 +63,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go nodes.Run(running)
 	go svc.RunSampler(running)
 	if bucket != nil {
-		go collectBucket(running, templates, log)
+		go collectBucket(running, templates, nodes, log)
 	}
 	vols := nodes.Volumes(st)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), vols.Files, st, log)
@@ -81,8 +81,8 @@ const (
 )
 
 // collectBucket sweeps the object store every bucketSweepEvery until ctx
-// ends.
-func collectBucket(ctx context.Context, templates *template.Store, log *slog.Logger) {
+// ends; what paused sandboxes' states name stays.
+func collectBucket(ctx context.Context, templates *template.Store, nodes *cluster.Cluster, log *slog.Logger) {
 	t := time.NewTicker(bucketSweepEvery)
 	defer t.Stop()
 	for {
@@ -91,7 +91,12 @@ func collectBucket(ctx context.Context, templates *template.Store, log *slog.Log
 			return
 		case <-t.C:
 		}
-		n, err := templates.CollectRemote(ctx, bucketBlobAge, bucketFilesAge)
+		keep, err := nodes.PausedBlobs(ctx)
+		if err != nil {
+			log.Warn("collect the object store: the paused states", logx.Err(err))
+			continue
+		}
+		n, err := templates.CollectRemote(ctx, bucketBlobAge, bucketFilesAge, keep)
 		if err != nil && ctx.Err() == nil {
 			log.Warn("collect the object store", logx.Err(err))
 		} else if n > 0 {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -59,7 +60,12 @@ func startRole(t *testing.T, api bool, name, dsn, dataDir, addr string, opts ...
 	if api {
 		run = server.RunAPI
 	}
-	go func() { done <- run(ctx, cfg, logx.Discard()) }()
+	lg := logx.Discard()
+	if os.Getenv("COVE_TEST_LOG") != "" { // every role's log on stderr, to debug a test
+
+		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("role", name)
+	}
+	go func() { done <- run(ctx, cfg, lg) }()
 	var at net.Addr
 	select {
 	case at = <-ready:
@@ -356,8 +362,11 @@ func TestClusterTemplates(t *testing.T) {
 type sharedCluster struct {
 	apis  []srv
 	nodes map[string]string // name → data directory
+	roles map[string]role   // the nodes, by name
 	st    *postgres.Store
 	ctx   context.Context // the test's deadline
+	dsn   string
+	opts  []func(*server.Config) // every role's
 }
 
 // startShared starts a cluster whose nodes share a bucket of the test
@@ -368,9 +377,10 @@ func startShared(t *testing.T, opts ...func(*server.Config)) sharedCluster {
 	dsn := testutil.Postgres(t)
 	bucket, creds := testutil.ObjectStore(t)
 	opts = append(opts, func(c *server.Config) { c.ObjectStore, c.ObjectStoreCredentials = bucket, creds })
-	c := sharedCluster{nodes: map[string]string{}}
+	c := sharedCluster{nodes: map[string]string{}, roles: map[string]role{}, dsn: dsn, opts: opts}
 	for _, name := range []string{"n1", "n2"} {
-		c.nodes[name] = startRole(t, false, name, dsn, "", "", opts...).dataDir
+		c.roles[name] = startRole(t, false, name, dsn, "", "", opts...)
+		c.nodes[name] = c.roles[name].dataDir
 	}
 	for _, name := range []string{"api1", "api2"} {
 		r := startRole(t, true, name, dsn, "", "", opts...)

@@ -71,6 +71,9 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 			go templates.Tidy(mgr.LayersInUse)
 		},
 	}
+	if bucket != nil { // a sandbox paused without its memory outlives the node
+		nodeCfg.Share = templates.PushLayers
+	}
 	nets, err := openNetworks(cfg, log)
 	if err != nil {
 		return err

@@ -138,6 +138,20 @@ func (s *Store) put(r *Record) error {
 	return nil
 }
 
+// FetchLayers fetches the layers this node lacks from the remote, each by
+// its archive's digest in blobs (every one must be named there).
+func (s *Store) FetchLayers(ctx context.Context, layers []string, blobs map[string]string) error {
+	if s.remote == nil {
+		return errs.New(errs.Unavailable, "this node has no object store to fetch layers from")
+	}
+	for _, l := range layers {
+		if blobs[l] == "" {
+			return errs.New(errs.InvalidArgument, "layer %s: no archive named", l)
+		}
+	}
+	return s.fetch(ctx, layers, blobs)
+}
+
 // fetch fetches the layers this node lacks from the remote, by their
 // archives' digests. A layer never pushed is left to the checks of the
 // one who stacks it (a saved layer's manifest, the driver's mount).

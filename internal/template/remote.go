@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -126,18 +127,21 @@ func (s *Store) PushLayers(ctx context.Context, layers []string) (map[string]str
 }
 
 // CollectRemote deletes from the remote the layer and image archives no
-// template record names, once older than blobAge (younger ones may be a
+// template record names and keep does not hold, once older than blobAge (younger ones may be a
 // build's or a snapshot's on its way to its record), and uploaded build
 // files older than filesAge. Every API replica may run it: deletes of one
 // key twice are harmless.
-func (s *Store) CollectRemote(ctx context.Context, blobAge, filesAge time.Duration) (removed int, err error) {
+func (s *Store) CollectRemote(ctx context.Context, blobAge, filesAge time.Duration, keep map[string]bool) (removed int, err error) {
 	if s.remote == nil {
 		return 0, nil
 	}
 	if err := s.lock(); err != nil {
 		return 0, err
 	}
-	named := map[string]bool{}
+	named := maps.Clone(keep)
+	if named == nil {
+		named = map[string]bool{}
+	}
 	for _, r := range s.templates {
 		for _, b := range r.Builds {
 			for _, d := range b.Image.Blobs {

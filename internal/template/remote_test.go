@@ -204,6 +204,8 @@ func TestRemoteCollected(t *testing.T) {
 		return name, blobs[name]
 	}
 	strayName, strayDigest := stray("no record names me")
+	_, pausedDigest := stray("a paused sandbox's files") // kept by its paused state
+	keep := map[string]bool{pausedDigest: true}
 	if err := bucket.Put(ctx, filesKey(strings.Repeat("a", 64)), strings.NewReader("files"), -1); err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +218,10 @@ func TestRemoteCollected(t *testing.T) {
 		return ok
 	}
 	// Young: kept, whatever names them.
-	if n, err := a.CollectRemote(ctx, time.Hour, time.Hour); err != nil || n != 0 || !has(blobKey(strayDigest)) {
+	if n, err := a.CollectRemote(ctx, time.Hour, time.Hour, keep); err != nil || n != 0 || !has(blobKey(strayDigest)) {
 		t.Errorf("collected young objects: %d %v", n, err)
 	}
-	if n, err := a.CollectRemote(ctx, 0, 0); err != nil || n != 2 {
+	if n, err := a.CollectRemote(ctx, 0, 0, keep); err != nil || n != 2 {
 		t.Errorf("collected %d objects (%v), want the stray layer's and the files", n, err)
 	}
 	if has(blobKey(strayDigest)) || has(filesKey(strings.Repeat("a", 64))) {
@@ -229,6 +231,9 @@ func TestRemoteCollected(t *testing.T) {
 		if !has(blobKey(d)) {
 			t.Errorf("layer %s of the template left the bucket", name)
 		}
+	}
+	if !has(blobKey(pausedDigest)) {
+		t.Error("the layer a paused state names left the bucket")
 	}
 	// Pushed again: there again, though this store pushed it before.
 	if _, err := a.PushLayers(ctx, []string{strayName}); err != nil || !has(blobKey(strayDigest)) {

@@ -158,9 +158,7 @@ func (c *Cluster) Refresh(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				c.forget(id)
-			}
+			c.forgetNode(m.ID)
 			if len(ids) > 0 {
 				c.log.Warn("node lost: its sandboxes are gone", "node", m.ID, "silent", m.Age.Round(time.Millisecond), "sandboxes", len(ids))
 			}
@@ -209,6 +207,13 @@ func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
 		return
 	}
 	if ev.Ended {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		if sb, err := c.records.Sandbox(ctx, ev.Info.ID); err == nil && sb.Node != nodeID {
+			// A copy this node kept of a sandbox another took over.
+			c.log.Info("a node ended its copy of a sandbox recorded elsewhere", "node", nodeID, logx.SandboxID(ev.Info.ID), "recorded", sb.Node)
+			return
+		}
 		c.forget(ev.Info.ID)
 		if c.cfg.Ended != nil {
 			c.cfg.Ended(ev.Info.ID)
@@ -216,6 +221,9 @@ func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
 		return
 	}
 	c.learn(ev.Info)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	c.keepPausedState(ctx, ev.Info)
+	cancel()
 	if c.cfg.StateChanged != nil {
 		c.cfg.StateChanged(ev.Info)
 	}
@@ -226,6 +234,18 @@ func (c *Cluster) forget(id string) {
 	c.mu.Lock()
 	delete(c.routes, id)
 	c.mu.Unlock()
+}
+
+// forgetNode drops the routes to a lost node: its sandboxes are gone, or
+// another node takes them over.
+func (c *Cluster) forgetNode(nodeID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, r := range c.routes {
+		if r.node == nodeID {
+			delete(c.routes, id)
+		}
+	}
 }
 
 // client is the API of a live node.
@@ -239,24 +259,31 @@ func (c *Cluster) client(nodeID string) *nodeapi.Client {
 }
 
 // lookup finds where sandbox id runs: a live node's API, and its route.
+// A route to a node not live is read again from the record (its sandbox
+// may have been taken over by another node since).
 func (c *Cluster) lookup(ctx context.Context, id string) (*nodeapi.Client, route, error) {
 	c.mu.Lock()
 	r, ok := c.routes[id]
 	c.mu.Unlock()
-	if !ok {
-		sb, err := c.records.Sandbox(ctx, id)
-		if err != nil {
-			return nil, route{}, err
+	if ok {
+		if client := c.client(r.node); client != nil {
+			return client, r, nil
 		}
+	}
+	sb, err := c.records.Sandbox(ctx, id)
+	if err != nil {
+		return nil, route{}, err
+	}
+	if !ok || r.node != sb.Node {
 		r = route{node: sb.Node}
-		c.mu.Lock()
-		c.routes[id] = r
-		c.mu.Unlock()
 	}
 	client := c.client(r.node)
 	if client == nil {
-		return nil, r, errs.New(errs.NotFound, "sandbox %s not found: its node %s is not in the cluster", id, r.node)
+		return nil, r, errs.New(errs.NotFound, "sandbox %s not found: its node %q is not in the cluster", id, r.node)
 	}
+	c.mu.Lock()
+	c.routes[id] = r
+	c.mu.Unlock()
 	return client, r, nil
 }
 

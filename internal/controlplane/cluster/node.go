@@ -108,12 +108,18 @@ func (c *Cluster) Get(id string) (node.Info, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	client, r, err := c.lookup(ctx, id)
-	if err != nil {
-		return node.Info{}, err
+	var info node.Info
+	if err == nil {
+		info, err = client.Get(id)
 	}
-	info, err := client.Get(id)
 	if err != nil {
-		return info, err
+		// Its node lost (this replica may not know yet): paused, its
+		// files shared, it is on no node.
+		if info, ok := c.orphaned(ctx, id); ok {
+			c.learn(info)
+			return info, nil
+		}
+		return node.Info{}, err
 	}
 	info.Node = r.node
 	c.learn(info)
@@ -208,23 +214,49 @@ func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Cl
 	if err == nil {
 		info.Node = r.node
 		c.learn(info)
+		c.keepPausedState(ctx, info)
 	}
 	return info, err
 }
 
 // Pause pauses a sandbox with its memory.
 func (c *Cluster) Pause(ctx context.Context, id string) (node.Info, error) {
-	return c.stateChange(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.Pause(ctx, id) })
+	return c.pause(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.Pause(ctx, id) })
 }
 
 // PauseFiles pauses a sandbox keeping its files only.
 func (c *Cluster) PauseFiles(ctx context.Context, id string) (node.Info, error) {
-	return c.stateChange(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.PauseFiles(ctx, id) })
+	return c.pause(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.PauseFiles(ctx, id) })
 }
 
-// Resume resumes a paused sandbox.
+// pause runs a pause on the sandbox's node; one whose node is lost is
+// paused already (a Conflict, as on its node).
+func (c *Cluster) pause(ctx context.Context, id string, f func(*nodeapi.Client) (node.Info, error)) (node.Info, error) {
+	info, err := c.stateChange(ctx, id, f)
+	if err != nil && (errs.Is(err, errs.NotFound) || errs.Is(err, errs.Unavailable)) {
+		if _, ok := c.orphaned(ctx, id); ok {
+			return node.Info{}, errs.New(errs.Conflict, "sandbox %s is already paused", id)
+		}
+	}
+	return info, err
+}
+
+// Resume resumes a paused sandbox: on its node, or on another that takes
+// it over when its node is lost.
 func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
-	return c.stateChange(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.Resume(ctx, id, timeout) })
+	resume := func(n *nodeapi.Client) (node.Info, error) { return n.Resume(ctx, id, timeout) }
+	info, err := c.stateChange(ctx, id, resume)
+	if err == nil || !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unavailable) {
+		return info, err
+	}
+	orphan, ok := c.orphaned(ctx, id)
+	if !ok {
+		return info, err
+	}
+	if err := c.takeOver(ctx, orphan); err != nil {
+		return node.Info{}, err
+	}
+	return c.stateChange(ctx, id, resume)
 }
 
 // setRunning notes whether a sandbox with a known route runs.
@@ -270,13 +302,12 @@ func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.C
 // meanwhile fails at its dial: 502 either way).
 func (c *Cluster) Wake(ctx context.Context, id string) bool {
 	client, r, err := c.lookup(ctx, id)
-	if err != nil {
-		return false
-	}
-	if r.known && r.running {
+	if err == nil && r.known && r.running {
 		return true
 	}
-	if !client.Wake(ctx, id) {
+	// (One its node lost is paused without its memory: traffic does not
+	// wake those, connect does.)
+	if err != nil || !client.Wake(ctx, id) {
 		return false
 	}
 	c.setRunning(id, true)
@@ -344,11 +375,20 @@ func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Cl
 		runs[info.ID] = true
 	}
 	for _, id := range recorded {
-		if !runs[id] {
-			c.forget(id)
-			if c.cfg.Ended != nil {
-				c.cfg.Ended(id)
+		if runs[id] {
+			continue
+		}
+		c.forget(id)
+		if state, err := c.members.PausedState(ctx, id); err == nil && len(state) > 0 {
+			// Paused, its files shared: another node takes it over (a
+			// takeover cut short left it recorded here).
+			if _, err := c.members.MoveSandbox(ctx, id, nodeID, ""); err != nil {
+				c.log.Warn("release a paused sandbox its node lacks", logx.SandboxID(id), logx.Err(err))
 			}
+			continue
+		}
+		if c.cfg.Ended != nil {
+			c.cfg.Ended(id)
 		}
 	}
 	for _, info := range running {

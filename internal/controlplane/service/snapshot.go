@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
@@ -37,7 +36,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 	defer c.Release()
 	info, sum := c.Info, c.Layer
 	rec, err := s.cfg.Snapshots.CreateSnapshot(name, template.SnapshotSource{
-		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: layerNames(info.Layers),
+		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: node.LayerNames(info.Layers),
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
 		Isolation: info.Isolation, Blobs: c.Blobs,
 	}, sum, c.Image)
@@ -61,13 +60,4 @@ func (s *Service) Snapshots(team, sandboxID, name string) []template.Record {
 		return nil
 	}
 	return s.cfg.Snapshots.ListSnapshots(team, sandboxID, name)
-}
-
-// layerNames are the stored layers' names of a sandbox's layer paths.
-func layerNames(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = filepath.Base(p)
-	}
-	return out
 }

@@ -118,8 +118,19 @@ type Members interface {
 	Leave(ctx context.Context, id string) error
 	Members(ctx context.Context) ([]Member, error)
 	// ForgetSandboxesOn removes the records of a lost node's sandboxes and
-	// returns their ids.
+	// returns their ids; those with a paused state stay, their node ""
+	// (another node may take them over).
 	ForgetSandboxesOn(ctx context.Context, node string) ([]string, error)
+	// SetPausedState records what another node would take a paused
+	// sandbox over from (nil: nothing; it runs, or stays on its node).
+	SetPausedState(ctx context.Context, id string, state []byte) error
+	PausedState(ctx context.Context, id string) ([]byte, error)
+	// PausedStates are every recorded paused state (what the object store
+	// keeps for them).
+	PausedStates(ctx context.Context) ([][]byte, error)
+	// MoveSandbox records sandbox id on node to if it is recorded on from,
+	// and reports whether it was.
+	MoveSandbox(ctx context.Context, id, from, to string) (bool, error)
 	// SandboxesOn returns the ids of the sandboxes recorded on a node.
 	SandboxesOn(ctx context.Context, node string) ([]string, error)
 }

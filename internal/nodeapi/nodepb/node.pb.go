@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type Empty struct {
@@ -745,6 +745,50 @@ func (x *VolumeRef) GetId() string {
 	return ""
 }
 
+type ReceiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PausedState   []byte                 `protobuf:"bytes,1,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveRequest) Reset() {
+	*x = ReceiveRequest{}
+	mi := &file_node_v1_node_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveRequest) ProtoMessage() {}
+
+func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
+func (*ReceiveRequest) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReceiveRequest) GetPausedState() []byte {
+	if x != nil {
+		return x.PausedState
+	}
+	return nil
+}
+
 type Sandbox struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -769,15 +813,20 @@ type Sandbox struct {
 	ExitReason      string                 `protobuf:"bytes,20,opt,name=exit_reason,json=exitReason,proto3" json:"exit_reason,omitempty"`
 	ExitDetail      string                 `protobuf:"bytes,21,opt,name=exit_detail,json=exitDetail,proto3" json:"exit_detail,omitempty"`
 	// layers are the layers it stacks (names in its node's template store).
-	Layers        []string       `protobuf:"bytes,22,rep,name=layers,proto3" json:"layers,omitempty"`
-	Volumes       []*VolumeMount `protobuf:"bytes,23,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Layers  []string       `protobuf:"bytes,22,rep,name=layers,proto3" json:"layers,omitempty"`
+	Volumes []*VolumeMount `protobuf:"bytes,23,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// paused_state, for a sandbox paused without its memory whose layers
+	// are in the object store, is the node's whole record of it
+	// (internal/node.Info as JSON): what another node takes it over from
+	// (Receive) if this one is lost.
+	PausedState   []byte `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +838,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +851,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Sandbox) GetId() string {
@@ -966,6 +1015,13 @@ func (x *Sandbox) GetVolumes() []*VolumeMount {
 	return nil
 }
 
+func (x *Sandbox) GetPausedState() []byte {
+	if x != nil {
+		return x.PausedState
+	}
+	return nil
+}
+
 type SandboxList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
@@ -975,7 +1031,7 @@ type SandboxList struct {
 
 func (x *SandboxList) Reset() {
 	*x = SandboxList{}
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1043,7 @@ func (x *SandboxList) String() string {
 func (*SandboxList) ProtoMessage() {}
 
 func (x *SandboxList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1056,7 @@ func (x *SandboxList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxList.ProtoReflect.Descriptor instead.
 func (*SandboxList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SandboxList) GetSandboxes() []*Sandbox {
@@ -1021,7 +1077,7 @@ type TimeoutRequest struct {
 
 func (x *TimeoutRequest) Reset() {
 	*x = TimeoutRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1089,7 @@ func (x *TimeoutRequest) String() string {
 func (*TimeoutRequest) ProtoMessage() {}
 
 func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1102,7 @@ func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TimeoutRequest) GetId() string {
@@ -1087,7 +1143,7 @@ type SandboxStats struct {
 
 func (x *SandboxStats) Reset() {
 	*x = SandboxStats{}
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1155,7 @@ func (x *SandboxStats) String() string {
 func (*SandboxStats) ProtoMessage() {}
 
 func (x *SandboxStats) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1168,7 @@ func (x *SandboxStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
 func (*SandboxStats) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SandboxStats) GetCpuUsage() *durationpb.Duration {
@@ -1192,7 +1248,7 @@ type NetworkUpdate struct {
 
 func (x *NetworkUpdate) Reset() {
 	*x = NetworkUpdate{}
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1260,7 @@ func (x *NetworkUpdate) String() string {
 func (*NetworkUpdate) ProtoMessage() {}
 
 func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1273,7 @@ func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkUpdate.ProtoReflect.Descriptor instead.
 func (*NetworkUpdate) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NetworkUpdate) GetId() string {
@@ -1264,7 +1320,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1332,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1345,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StringList) GetValues() []string {
@@ -1309,7 +1365,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1377,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1390,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PauseRequest) GetId() string {
@@ -1361,7 +1417,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1429,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1442,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResumeRequest) GetId() string {
@@ -1412,7 +1468,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1480,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1493,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -1457,7 +1513,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1525,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1538,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -1511,7 +1567,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1579,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1592,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -1572,7 +1628,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1640,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1653,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -1641,7 +1697,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1709,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1722,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -1705,7 +1761,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1773,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1786,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -1777,7 +1833,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1845,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1858,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -1821,7 +1877,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1889,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1902,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -1866,7 +1922,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +1934,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +1947,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -1979,7 +2035,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x1b\n" +
 	"\tVolumeRef\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x85\b\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
+	"\x0eReceiveRequest\x12!\n" +
+	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\xa8\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vtemplate_id\x18\x02 \x01(\tR\n" +
@@ -2010,7 +2068,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\vexit_detail\x18\x15 \x01(\tR\n" +
 	"exitDetail\x12\x16\n" +
 	"\x06layers\x18\x16 \x03(\tR\x06layers\x123\n" +
-	"\avolumes\x18\x17 \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x1a;\n" +
+	"\avolumes\x18\x17 \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x12!\n" +
+	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -2093,7 +2152,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\asamples\x18\x01 \x03(\v2\x1b.cove.node.v1.SandboxSampleR\asamples\"r\n" +
 	"\rSandboxSample\x12/\n" +
 	"\asandbox\x18\x01 \x01(\v2\x15.cove.node.v1.SandboxR\asandbox\x120\n" +
-	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\x94\b\n" +
+	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\xd4\b\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -2112,7 +2171,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\tSaveLayer\x12\x1e.cove.node.v1.SaveLayerRequest\x1a\x17.cove.node.v1.SavedCopy\x12<\n" +
 	"\aRelease\x12\x1c.cove.node.v1.ReleaseRequest\x1a\x13.cove.node.v1.Empty\x12:\n" +
 	"\fCreateVolume\x12\x14.cove.node.v1.Volume\x1a\x14.cove.node.v1.Volume\x12<\n" +
-	"\fDeleteVolume\x12\x17.cove.node.v1.VolumeRef\x1a\x13.cove.node.v1.EmptyB<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
+	"\fDeleteVolume\x12\x17.cove.node.v1.VolumeRef\x1a\x13.cove.node.v1.Empty\x12>\n" +
+	"\aReceive\x12\x1c.cove.node.v1.ReceiveRequest\x1a\x15.cove.node.v1.SandboxB<Z:github.com/covesandbox/cove/internal/nodeapi/nodepb;nodepbb\x06proto3"
 
 var (
 	file_node_v1_node_proto_rawDescOnce sync.Once
@@ -2127,7 +2187,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -2138,97 +2198,100 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*VolumeMount)(nil),           // 6: cove.node.v1.VolumeMount
 	(*Volume)(nil),                // 7: cove.node.v1.Volume
 	(*VolumeRef)(nil),             // 8: cove.node.v1.VolumeRef
-	(*Sandbox)(nil),               // 9: cove.node.v1.Sandbox
-	(*SandboxList)(nil),           // 10: cove.node.v1.SandboxList
-	(*TimeoutRequest)(nil),        // 11: cove.node.v1.TimeoutRequest
-	(*SandboxStats)(nil),          // 12: cove.node.v1.SandboxStats
-	(*NetworkUpdate)(nil),         // 13: cove.node.v1.NetworkUpdate
-	(*StringList)(nil),            // 14: cove.node.v1.StringList
-	(*PauseRequest)(nil),          // 15: cove.node.v1.PauseRequest
-	(*ResumeRequest)(nil),         // 16: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 17: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 18: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 19: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 20: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 21: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 22: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 23: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 24: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 25: cove.node.v1.SandboxSample
-	nil,                           // 26: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 27: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 28: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 29: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 30: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*ReceiveRequest)(nil),        // 9: cove.node.v1.ReceiveRequest
+	(*Sandbox)(nil),               // 10: cove.node.v1.Sandbox
+	(*SandboxList)(nil),           // 11: cove.node.v1.SandboxList
+	(*TimeoutRequest)(nil),        // 12: cove.node.v1.TimeoutRequest
+	(*SandboxStats)(nil),          // 13: cove.node.v1.SandboxStats
+	(*NetworkUpdate)(nil),         // 14: cove.node.v1.NetworkUpdate
+	(*StringList)(nil),            // 15: cove.node.v1.StringList
+	(*PauseRequest)(nil),          // 16: cove.node.v1.PauseRequest
+	(*ResumeRequest)(nil),         // 17: cove.node.v1.ResumeRequest
+	(*WakeResponse)(nil),          // 18: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 19: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 20: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 21: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 22: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 23: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 24: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 25: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 26: cove.node.v1.SandboxSample
+	nil,                           // 27: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 28: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 29: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 30: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 31: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	31, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	32, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 1: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	26, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	27, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	27, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	28, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
 	6,  // 4: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
-	32, // 5: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	33, // 5: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 6: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	32, // 7: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	32, // 8: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	28, // 9: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	29, // 10: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	31, // 11: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	33, // 7: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	33, // 8: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	29, // 9: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	30, // 10: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	32, // 11: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
 	4,  // 12: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
 	6,  // 13: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
-	9,  // 14: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	31, // 15: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	31, // 16: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
-	14, // 17: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
-	14, // 18: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
-	14, // 19: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	31, // 20: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	10, // 14: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
+	32, // 15: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	32, // 16: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	15, // 17: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
+	15, // 18: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
+	15, // 19: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
+	32, // 20: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
 	0,  // 21: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	9,  // 22: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	32, // 23: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	9,  // 24: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	30, // 25: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	25, // 26: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	9,  // 27: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	12, // 28: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	10, // 22: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	33, // 23: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	10, // 24: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	31, // 25: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	26, // 26: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	10, // 27: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	13, // 28: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
 	5,  // 29: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
 	2,  // 30: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
 	2,  // 31: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
 	1,  // 32: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	11, // 33: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	12, // 33: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
 	2,  // 34: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
 	1,  // 35: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	13, // 36: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	15, // 37: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	16, // 38: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	14, // 36: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	16, // 37: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	17, // 38: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
 	2,  // 39: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
 	1,  // 40: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	19, // 41: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	21, // 42: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	23, // 43: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	20, // 41: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	22, // 42: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	24, // 43: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
 	7,  // 44: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
 	8,  // 45: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	9,  // 46: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 47: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	9,  // 48: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	10, // 49: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	9,  // 50: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	12, // 51: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	24, // 52: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 53: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	9,  // 54: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	9,  // 55: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	17, // 56: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	18, // 57: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	20, // 58: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	22, // 59: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 60: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	7,  // 61: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 62: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	46, // [46:63] is the sub-list for method output_type
-	29, // [29:46] is the sub-list for method input_type
+	9,  // 46: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	10, // 47: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 48: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	10, // 49: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	11, // 50: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	10, // 51: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	13, // 52: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	25, // 53: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 54: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	10, // 55: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	10, // 56: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	18, // 57: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	19, // 58: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	21, // 59: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	23, // 60: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 61: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	7,  // 62: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 63: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	10, // 64: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	47, // [47:65] is the sub-list for method output_type
+	29, // [29:47] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2239,14 +2302,14 @@ func file_node_v1_node_proto_init() {
 	if File_node_v1_node_proto != nil {
 		return
 	}
-	file_node_v1_node_proto_msgTypes[12].OneofWrappers = []any{}
+	file_node_v1_node_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
 )
 
 var _ store.Members = (*Store)(nil)
@@ -56,15 +58,64 @@ func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
 
 // ForgetSandboxesOn implements store.Members.
 func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING id`, node)
-	if err != nil {
-		return nil, fmt.Errorf("forget the sandboxes of node %s: %w", node, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var ids []string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE sandboxes SET node = '' WHERE node = $1 AND paused_state IS NOT NULL`, node); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING id`, node)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("forget the sandboxes of node %s: %w", node, err)
 	}
 	return ids, nil
+}
+
+// SetPausedState implements store.Members.
+func (s *Store) SetPausedState(ctx context.Context, id string, state []byte) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE sandboxes SET paused_state = $2 WHERE id = $1`, id, state); err != nil {
+		return fmt.Errorf("record the paused state of sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// PausedState implements store.Members.
+func (s *Store) PausedState(ctx context.Context, id string) ([]byte, error) {
+	var state []byte
+	err := s.pool.QueryRow(ctx, `SELECT paused_state FROM sandboxes WHERE id = $1`, id).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the paused state of sandbox %s: %w", id, err)
+	}
+	return state, nil
+}
+
+// PausedStates implements store.Members.
+func (s *Store) PausedStates(ctx context.Context) ([][]byte, error) {
+	rows, err := s.pool.Query(ctx, `SELECT paused_state FROM sandboxes WHERE paused_state IS NOT NULL`)
+	if err == nil {
+		var out [][]byte
+		if out, err = pgx.CollectRows(rows, pgx.RowTo[[]byte]); err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("read the paused states: %w", err)
+}
+
+// MoveSandbox implements store.Members.
+func (s *Store) MoveSandbox(ctx context.Context, id, from, to string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE sandboxes SET node = $3 WHERE id = $1 AND node = $2`, id, from, to)
+	if err != nil {
+		return false, fmt.Errorf("move sandbox %s to node %q: %w", id, to, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // SandboxesOn implements store.Members.

@@ -13,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/controlplane/store/storetest"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
@@ -100,22 +101,53 @@ func TestMembers(t *testing.T) {
 	if m := ms[0]; len(m.Drivers) != 2 || m.Drivers[1] != "gvisor" || m.URL != "http://10.0.0.1:3100" {
 		t.Errorf("n1: %+v", m)
 	}
-	for i, node := range []string{"n1", "n1", "n2"} {
+	for i, node := range []string{"n1", "n1", "n2", "n1"} {
 		id := fmt.Sprintf("s%d", i)
 		if err := s.InsertSandbox(ctx, store.Sandbox{ID: id, Team: "t", State: "running", Node: node, Metadata: map[string]string{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	on, err := s.SandboxesOn(ctx, "n1")
-	if sort.Strings(on); err != nil || strings.Join(on, " ") != "s0 s1" {
+	if sort.Strings(on); err != nil || strings.Join(on, " ") != "s0 s1 s3" {
 		t.Errorf("on n1: %v %v", on, err)
+	}
+	// s3 is paused with its files shared; s1 was, and was resumed.
+	for id, state := range map[string][]byte{"s3": []byte(`{"id":"s3"}`), "s1": []byte(`{"id":"s1"}`)} {
+		if err := s.SetPausedState(ctx, id, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetPausedState(ctx, "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if states, err := s.PausedStates(ctx); err != nil || len(states) != 1 || string(states[0]) != `{"id":"s3"}` {
+		t.Errorf("paused states: %q %v", states, err)
 	}
 	ids, err := s.ForgetSandboxesOn(ctx, "n1")
 	if sort.Strings(ids); err != nil || strings.Join(ids, " ") != "s0 s1" {
 		t.Errorf("forgotten: %v %v", ids, err)
 	}
-	if all, _ := s.AllSandboxIDs(ctx); len(all) != 1 || all[0] != "s2" {
+	all, _ := s.AllSandboxIDs(ctx)
+	if sort.Strings(all); strings.Join(all, " ") != "s2 s3" {
 		t.Errorf("left: %v", all)
+	}
+	// s3 is on no node, for one replica to move to another.
+	if sb, err := s.Sandbox(ctx, "s3"); err != nil || sb.Node != "" {
+		t.Errorf("s3 after its node was lost: %+v %v", sb, err)
+	}
+	for i, want := range []bool{true, false} {
+		if moved, err := s.MoveSandbox(ctx, "s3", "", fmt.Sprintf("n%d", i+2)); err != nil || moved != want {
+			t.Errorf("move %d: %v %v, want %v", i, moved, err, want)
+		}
+	}
+	if sb, _ := s.Sandbox(ctx, "s3"); sb.Node != "n2" {
+		t.Errorf("s3 moved to %q, want n2", sb.Node)
+	}
+	if state, err := s.PausedState(ctx, "s3"); err != nil || string(state) != `{"id":"s3"}` {
+		t.Errorf("s3's state: %q %v", state, err)
+	}
+	if _, err := s.PausedState(ctx, "nope"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("the state of no sandbox: %v", err)
 	}
 	if err := s.Leave(ctx, "n1"); err != nil {
 		t.Fatal(err)

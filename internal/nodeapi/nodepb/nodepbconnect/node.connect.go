@@ -76,6 +76,8 @@ const (
 	NodeCreateVolumeProcedure = "/cove.node.v1.Node/CreateVolume"
 	// NodeDeleteVolumeProcedure is the fully-qualified name of the Node's DeleteVolume RPC.
 	NodeDeleteVolumeProcedure = "/cove.node.v1.Node/DeleteVolume"
+	// NodeReceiveProcedure is the fully-qualified name of the Node's Receive RPC.
+	NodeReceiveProcedure = "/cove.node.v1.Node/Receive"
 )
 
 // NodeClient is a client for the cove.node.v1.Node service.
@@ -120,6 +122,10 @@ type NodeClient interface {
 	// DeleteVolume removes a volume and its files (sandboxes that mount it
 	// keep it until they end); a volume the node lacks is no error.
 	DeleteVolume(context.Context, *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error)
+	// Receive takes over a sandbox paused without its memory whose node
+	// is lost, from its paused_state: the node fetches its layers and
+	// holds it paused, for Resume.
+	Receive(context.Context, *connect.Request[nodepb.ReceiveRequest]) (*connect.Response[nodepb.Sandbox], error)
 }
 
 // NewNodeClient constructs a client for the cove.node.v1.Node service. By default, it uses the
@@ -235,6 +241,12 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			connect.WithSchema(nodeMethods.ByName("DeleteVolume")),
 			connect.WithClientOptions(opts...),
 		),
+		receive: connect.NewClient[nodepb.ReceiveRequest, nodepb.Sandbox](
+			httpClient,
+			baseURL+NodeReceiveProcedure,
+			connect.WithSchema(nodeMethods.ByName("Receive")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -257,6 +269,7 @@ type nodeClient struct {
 	release       *connect.Client[nodepb.ReleaseRequest, nodepb.Empty]
 	createVolume  *connect.Client[nodepb.Volume, nodepb.Volume]
 	deleteVolume  *connect.Client[nodepb.VolumeRef, nodepb.Empty]
+	receive       *connect.Client[nodepb.ReceiveRequest, nodepb.Sandbox]
 }
 
 // Create calls cove.node.v1.Node.Create.
@@ -344,6 +357,11 @@ func (c *nodeClient) DeleteVolume(ctx context.Context, req *connect.Request[node
 	return c.deleteVolume.CallUnary(ctx, req)
 }
 
+// Receive calls cove.node.v1.Node.Receive.
+func (c *nodeClient) Receive(ctx context.Context, req *connect.Request[nodepb.ReceiveRequest]) (*connect.Response[nodepb.Sandbox], error) {
+	return c.receive.CallUnary(ctx, req)
+}
+
 // NodeHandler is an implementation of the cove.node.v1.Node service.
 type NodeHandler interface {
 	// Create starts a sandbox (a warm one when the node has one).
@@ -386,6 +404,10 @@ type NodeHandler interface {
 	// DeleteVolume removes a volume and its files (sandboxes that mount it
 	// keep it until they end); a volume the node lacks is no error.
 	DeleteVolume(context.Context, *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error)
+	// Receive takes over a sandbox paused without its memory whose node
+	// is lost, from its paused_state: the node fetches its layers and
+	// holds it paused, for Resume.
+	Receive(context.Context, *connect.Request[nodepb.ReceiveRequest]) (*connect.Response[nodepb.Sandbox], error)
 }
 
 // NewNodeHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -497,6 +519,12 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		connect.WithSchema(nodeMethods.ByName("DeleteVolume")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeReceiveHandler := connect.NewUnaryHandler(
+		NodeReceiveProcedure,
+		svc.Receive,
+		connect.WithSchema(nodeMethods.ByName("Receive")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/cove.node.v1.Node/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodeCreateProcedure:
@@ -533,6 +561,8 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodeCreateVolumeHandler.ServeHTTP(w, r)
 		case NodeDeleteVolumeProcedure:
 			nodeDeleteVolumeHandler.ServeHTTP(w, r)
+		case NodeReceiveProcedure:
+			nodeReceiveHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -608,4 +638,8 @@ func (UnimplementedNodeHandler) CreateVolume(context.Context, *connect.Request[n
 
 func (UnimplementedNodeHandler) DeleteVolume(context.Context, *connect.Request[nodepb.VolumeRef]) (*connect.Response[nodepb.Empty], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.DeleteVolume is not implemented"))
+}
+
+func (UnimplementedNodeHandler) Receive(context.Context, *connect.Request[nodepb.ReceiveRequest]) (*connect.Response[nodepb.Sandbox], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Receive is not implemented"))
 }

@@ -1,0 +1,130 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// TestClusterPausedMoves: a sandbox paused without its memory outlives
+// its node. Its files go to the object store at the pause; its node lost,
+// it stays listed and paused, on no node (a pause is 409, as paused); a
+// connect through either replica boots it on another node with its files
+// and the same token; one killed while on no node is gone; the lost node
+// back drops its own copies; kills then leave nothing anywhere.
+func TestClusterPausedMoves(t *testing.T) {
+	c := startShared(t)
+	apis, st, ctx := c.apis, c.st, c.ctx
+	nodeOf := func(id string) string {
+		t.Helper()
+		sb, err := st.Sandbox(ctx, id)
+		if err != nil {
+			t.Fatalf("the record of %s: %v", id, err)
+		}
+		return sb.Node
+	}
+	// Three sandboxes on two nodes: one node has two.
+	tokens := map[string]string{}
+	on := map[string][]string{}
+	for i := range 3 {
+		code, m, raw := apis[i%2].do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"secure":true}`)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, raw)
+		}
+		id := m["sandboxID"].(string)
+		tokens[id] = m["envdAccessToken"].(string)
+		if out, err := run(ctx, apis[1].url, id, tokens[id], "echo kept-"+id+" > ~/state"); err != nil {
+			t.Fatalf("write: %q %v", out, err)
+		}
+		if code, _, raw := apis[i%2].do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{"memory":false}`); code != 204 {
+			t.Fatalf("pause without memory: %d %s", code, raw)
+		}
+		if state, err := st.PausedState(ctx, id); err != nil || len(state) == 0 {
+			t.Fatalf("no paused state recorded: %v", err)
+		}
+		n := nodeOf(id)
+		on[n] = append(on[n], id)
+	}
+	lost, other := "n1", "n2"
+	if len(on[lost]) < 2 {
+		lost, other = other, lost
+	}
+	moved, killed, stays := on[lost][0], on[lost][1], on[other][0]
+
+	c.roles[lost].stop()
+	stopped := time.Now()
+	for nodeOf(moved) != "" || nodeOf(killed) != "" {
+		if time.Since(stopped) > 15*time.Second {
+			t.Fatalf("the paused sandboxes are still recorded on their lost node %s 15 s after it stopped", lost)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, a := range apis {
+		if code, m, raw := a.do(t, "GET", "/sandboxes/"+moved, keyA, ""); code != 200 || m["state"] != "paused" {
+			t.Errorf("its node lost, the paused sandbox through %s: %d %s", a.url, code, raw)
+		}
+	}
+	if code, _, raw := apis[0].do(t, "GET", "/v2/sandboxes?state=paused", keyA, ""); code != 200 || len(ids(t, raw)) != 3 {
+		t.Errorf("its node lost, the paused sandboxes are not all listed: %d %s", code, raw)
+	}
+	if code, _, raw := apis[0].do(t, "POST", "/sandboxes/"+moved+"/pause", keyA, `{}`); code != 409 {
+		t.Errorf("a pause with its node lost: %d %s, want 409", code, raw)
+	}
+	if code, m, raw := apis[1].do(t, "POST", "/sandboxes/"+moved+"/connect", keyA, `{"timeout":60}`); code != 201 || m["sandboxID"] != moved {
+		t.Fatalf("connect with its node lost: %d %s", code, raw)
+	}
+	if n := nodeOf(moved); n != other {
+		t.Errorf("resumed on %q, want %s", n, other)
+	}
+	if out, err := run(ctx, apis[0].url, moved, tokens[moved], "cat ~/state"); err != nil || out != "kept-"+moved+"\n" {
+		t.Errorf("its files on the other node: %q %v", out, err)
+	}
+	if state, err := st.PausedState(ctx, moved); err != nil || len(state) != 0 {
+		t.Errorf("a paused state kept after the resume: %d bytes, %v", len(state), err)
+	}
+	if code, _, raw := apis[0].do(t, "DELETE", "/sandboxes/"+killed, keyA, ""); code != 204 {
+		t.Errorf("kill on no node: %d %s", code, raw)
+	}
+	if code, _, _ := apis[1].do(t, "GET", "/sandboxes/"+killed, keyA, ""); code != 404 {
+		t.Errorf("killed on no node, then: %d, want 404", code)
+	}
+	// The lost node back: its copies go, the others run on or stay paused.
+	back := startRole(t, false, lost, c.dsn, c.nodes[lost], "", c.opts...)
+	if left := testutil.Leftovers(back.dataDir); len(left) > 0 {
+		t.Errorf("the node back kept sandboxes the cluster moved or killed: %v", left)
+	}
+	if out, err := run(ctx, apis[1].url, moved, tokens[moved], "echo still"); err != nil || out != "still\n" {
+		t.Errorf("after its old node came back: %q %v", out, err)
+	}
+	if code, m, raw := apis[1].do(t, "GET", "/sandboxes/"+stays, keyA, ""); code != 200 || m["state"] != "paused" || nodeOf(stays) != other {
+		t.Errorf("the paused sandbox of the node that stayed: %d %s", code, raw)
+	}
+	for _, id := range []string{moved, stays} {
+		if code, _, raw := apis[0].do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
+			t.Errorf("kill: %d %s", code, raw)
+		}
+	}
+	for _, dir := range []string{back.dataDir, c.nodes[other]} {
+		if left := testutil.Leftovers(dir); len(left) > 0 {
+			t.Errorf("left on a node: %v", left)
+		}
+	}
+}
+
+// ids are the sandbox ids of a listing.
+func ids(t *testing.T, raw []byte) []string {
+	t.Helper()
+	var list []struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatalf("a listing: %v: %s", err, raw)
+	}
+	var out []string
+	for _, s := range list {
+		out = append(out, s.SandboxID)
+	}
+	return out
+}
