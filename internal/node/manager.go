@@ -303,8 +303,14 @@ func (m *Manager) LayersInUse() map[string]bool {
 	defer m.mu.Unlock()
 	out := map[string]bool{}
 	for _, sb := range m.sandboxes {
-		for _, l := range sb.snapshot().Layers {
+		info := sb.snapshot()
+		for _, l := range info.Layers {
 			out[l] = true
+		}
+		if f := info.Fallback; f != nil {
+			for _, l := range f.Template.RootFS.Layers {
+				out[l] = true
+			}
 		}
 	}
 	if m.pool != nil {

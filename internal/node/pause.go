@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -43,9 +44,48 @@ func (m *Manager) Pause(ctx context.Context, id string) (Info, error) {
 		sb.timer.Reset(time.Until(sb.info.EndAt))
 		return Info{}, err
 	}
+	m.keepFallback(ctx, sb)
 	m.scheduleSpill(sb)
 	m.log.Info("sandbox paused", logx.SandboxID(id))
 	return sb.info, nil
+}
+
+// keepFallback copies the files of a sandbox just paused with its memory
+// (sb.mu held) and shares them (Config.Share), for another node to boot it
+// from if this one is lost: Info.Fallback. Without it the pause stands,
+// bound to this node.
+func (m *Manager) keepFallback(ctx context.Context, sb *sandbox) {
+	if m.cfg.Share == nil || len(sb.info.Volumes) > 0 {
+		return
+	}
+	id := sb.info.ID
+	fail := func(err error) {
+		m.log.Warn("share the files of a sandbox paused with its memory: it resumes on this node only", logx.SandboxID(id), logx.Err(err))
+	}
+	tpl, err := m.templates.ResolveBuild(ctx, sb.info.TemplateID, sb.info.BuildID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	release := m.templates.Hold()
+	defer release()
+	sum, err := m.copyLayer(ctx, sb, true, "") // paused: nothing to freeze or thaw
+	if err != nil {
+		fail(err)
+		return
+	}
+	tpl.RootFS.Layers = append(slices.Clone(sb.info.Layers), m.templates.LayerPath(sum.Name))
+	tpl.Saved, tpl.Image = nil, nil
+	blobs, err := m.cfg.Share(context.WithoutCancel(ctx), LayerNames(tpl.RootFS.Layers))
+	if err != nil {
+		fail(err)
+		return
+	}
+	sb.info.Fallback = &SavedState{Layer: sum, Template: tpl, Blobs: blobs}
+	if err := m.writeRecord(sb.info); err != nil {
+		sb.info.Fallback = nil
+		fail(err)
+	}
 }
 
 // Resume lets a paused sandbox run again from where it stopped; it ends
@@ -74,6 +114,12 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 		if err := m.restoreSpilled(ctx, sb, timeout); err != nil {
 			return Info{}, err
 		}
+		if sb.info.Fallback != nil { // running again: its copy is stale
+			sb.info.Fallback = nil
+			if err := m.writeRecord(sb.info); err != nil {
+				m.log.Error("record a resumed sandbox", logx.SandboxID(id), logx.Err(err))
+			}
+		}
 		return sb.info, nil
 	}
 	if saved := sb.info.Saved; saved != nil {
@@ -97,6 +143,7 @@ func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) 
 		return Info{}, err
 	}
 	sb.info.State = StateRunning
+	sb.info.Fallback = nil // running again: its copy is stale
 	sb.info.EndAt = time.Now().UTC().Add(timeout)
 	sb.timer.Reset(timeout)
 	if err := m.writeRecord(sb.info); err != nil {

@@ -57,6 +57,7 @@ func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
 	tpl.Saved = nil // SavedState.Layer is what is checked at the boot
 	tpl.Image = nil // it boots: no processes carried over
 	sb.info.Saved = &SavedState{Layer: sum, Template: tpl}
+	sb.info.Fallback = nil // its files are saved now, and shared below
 	sb.info.Layers = tpl.RootFS.Layers
 	sb.info.OwnLayer = sum.Name
 	sb.info.State = StatePaused

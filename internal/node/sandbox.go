@@ -77,6 +77,11 @@ type Info struct {
 	// again: its files, saved as a layer, over the template it started
 	// from. It has no processes meanwhile.
 	Saved *SavedState `json:"saved,omitempty"`
+	// Fallback, for a sandbox paused with its memory on a cluster's node
+	// with an object store, is a copy of its files taken at the pause and
+	// shared (Blobs): if this node is lost, another boots it from them
+	// (its processes start afresh). Its resume here drops it.
+	Fallback *SavedState `json:"fallback,omitempty"`
 	// Spilled, on a sandbox paused with its memory, is that memory on
 	// disk (Manager.Spill).
 	Spilled *SpillState `json:"spilled,omitempty"`

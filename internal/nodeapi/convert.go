@@ -55,9 +55,7 @@ func infoToPB(in node.Info) *pb.Sandbox {
 		Layers: node.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
-	if in.Saved != nil && len(in.Saved.Blobs) > 0 {
-		out.PausedState, _ = json.Marshal(in) // a record marshals
-	}
+	out.PausedState = pausedState(in)
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
 			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains}
@@ -206,4 +204,26 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 		out.AllowDomains = &vals
 	}
 	return out, nil
+}
+
+// pausedState is what another node takes a paused sandbox over from
+// (Manager.Receive): its record, when its files are shared — saved by a
+// pause without its memory, or its fallback copy of a pause with it (it
+// then boots afresh, paused without its memory as far as the taker
+// knows).
+func pausedState(in node.Info) []byte {
+	if in.State != node.StatePaused {
+		return nil
+	}
+	switch {
+	case in.Saved != nil && len(in.Saved.Blobs) > 0:
+	case in.Fallback != nil && len(in.Fallback.Blobs) > 0:
+		in.Saved, in.Spilled = in.Fallback, nil
+		in.Layers, in.OwnLayer = in.Fallback.Template.RootFS.Layers, in.Fallback.Layer.Name
+	default:
+		return nil
+	}
+	in.Fallback = nil
+	b, _ := json.Marshal(in) // a record marshals
+	return b
 }

@@ -8,12 +8,14 @@ import (
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// TestClusterPausedMoves: a sandbox paused without its memory outlives
-// its node. Its files go to the object store at the pause; its node lost,
-// it stays listed and paused, on no node (a pause is 409, as paused); a
-// connect through either replica boots it on another node with its files
-// and the same token; one killed while on no node is gone; the lost node
-// back drops its own copies; kills then leave nothing anywhere.
+// TestClusterPausedMoves: a paused sandbox outlives its node. Paused
+// without its memory, its files go to the object store; paused with it, a
+// copy of its files does too. Its node lost, it stays listed and paused,
+// on no node (a pause is 409, as paused); a connect through either
+// replica boots it on another node with its files and the same token
+// (one paused with its memory boots afresh); one killed while on no node
+// is gone; the lost node back drops its own copies; kills then leave
+// nothing anywhere.
 func TestClusterPausedMoves(t *testing.T) {
 	c := startShared(t)
 	apis, st, ctx := c.apis, c.st, c.ctx
@@ -25,37 +27,39 @@ func TestClusterPausedMoves(t *testing.T) {
 		}
 		return sb.Node
 	}
-	// Three sandboxes on two nodes: one node has two.
+	// Five sandboxes on two nodes: one node has three.
 	tokens := map[string]string{}
 	on := map[string][]string{}
-	for i := range 3 {
+	for i := range 5 {
 		code, m, raw := apis[i%2].do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"secure":true}`)
 		if code != 201 {
 			t.Fatalf("create: %d %s", code, raw)
 		}
 		id := m["sandboxID"].(string)
 		tokens[id] = m["envdAccessToken"].(string)
-		if out, err := run(ctx, apis[1].url, id, tokens[id], "echo kept-"+id+" > ~/state"); err != nil {
+		if out, err := run(ctx, apis[1].url, id, tokens[id], "echo kept-"+id+" > ~/state; sleep 600 > /dev/null 2>&1 &"); err != nil {
 			t.Fatalf("write: %q %v", out, err)
-		}
-		if code, _, raw := apis[i%2].do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{"memory":false}`); code != 204 {
-			t.Fatalf("pause without memory: %d %s", code, raw)
-		}
-		if state, err := st.PausedState(ctx, id); err != nil || len(state) == 0 {
-			t.Fatalf("no paused state recorded: %v", err)
 		}
 		n := nodeOf(id)
 		on[n] = append(on[n], id)
 	}
 	lost, other := "n1", "n2"
-	if len(on[lost]) < 2 {
+	if len(on[lost]) < 3 {
 		lost, other = other, lost
 	}
-	moved, killed, stays := on[lost][0], on[lost][1], on[other][0]
+	moved, memory, killed, stays := on[lost][0], on[lost][1], on[lost][2], on[other][0]
+	for id, body := range map[string]string{moved: `{"memory":false}`, memory: `{}`, killed: `{"memory":false}`, stays: `{"memory":false}`} {
+		if code, _, raw := apis[0].do(t, "POST", "/sandboxes/"+id+"/pause", keyA, body); code != 204 {
+			t.Fatalf("pause %s: %d %s", body, code, raw)
+		}
+		if state, err := st.PausedState(ctx, id); err != nil || len(state) == 0 {
+			t.Fatalf("no paused state recorded for a pause %s: %v", body, err)
+		}
+	}
 
 	c.roles[lost].stop()
 	stopped := time.Now()
-	for nodeOf(moved) != "" || nodeOf(killed) != "" {
+	for nodeOf(moved) != "" || nodeOf(memory) != "" || nodeOf(killed) != "" {
 		if time.Since(stopped) > 15*time.Second {
 			t.Fatalf("the paused sandboxes are still recorded on their lost node %s 15 s after it stopped", lost)
 		}
@@ -66,7 +70,7 @@ func TestClusterPausedMoves(t *testing.T) {
 			t.Errorf("its node lost, the paused sandbox through %s: %d %s", a.url, code, raw)
 		}
 	}
-	if code, _, raw := apis[0].do(t, "GET", "/v2/sandboxes?state=paused", keyA, ""); code != 200 || len(ids(t, raw)) != 3 {
+	if code, _, raw := apis[0].do(t, "GET", "/v2/sandboxes?state=paused", keyA, ""); code != 200 || len(ids(t, raw)) != 4 {
 		t.Errorf("its node lost, the paused sandboxes are not all listed: %d %s", code, raw)
 	}
 	if code, _, raw := apis[0].do(t, "POST", "/sandboxes/"+moved+"/pause", keyA, `{}`); code != 409 {
@@ -83,6 +87,13 @@ func TestClusterPausedMoves(t *testing.T) {
 	}
 	if state, err := st.PausedState(ctx, moved); err != nil || len(state) != 0 {
 		t.Errorf("a paused state kept after the resume: %d bytes, %v", len(state), err)
+	}
+	// Paused with its memory: its files move, its processes start afresh.
+	if code, _, raw := apis[0].do(t, "POST", "/sandboxes/"+memory+"/resume", keyA, `{"timeout":60}`); code != 201 {
+		t.Fatalf("resume of one paused with its memory, its node lost: %d %s", code, raw)
+	}
+	if out, err := run(ctx, apis[1].url, memory, tokens[memory], "cat ~/state; pgrep -c sleep || true"); err != nil || out != "kept-"+memory+"\n0\n" {
+		t.Errorf("one paused with its memory, on the other node: %q %v, want its file and no sleep", out, err)
 	}
 	if code, _, raw := apis[0].do(t, "DELETE", "/sandboxes/"+killed, keyA, ""); code != 204 {
 		t.Errorf("kill on no node: %d %s", code, raw)
@@ -101,7 +112,7 @@ func TestClusterPausedMoves(t *testing.T) {
 	if code, m, raw := apis[1].do(t, "GET", "/sandboxes/"+stays, keyA, ""); code != 200 || m["state"] != "paused" || nodeOf(stays) != other {
 		t.Errorf("the paused sandbox of the node that stayed: %d %s", code, raw)
 	}
-	for _, id := range []string{moved, stays} {
+	for _, id := range append([]string{moved, memory}, on[other]...) { // (a 4th on the lost node ran: it is gone)
 		if code, _, raw := apis[0].do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 			t.Errorf("kill: %d %s", code, raw)
 		}

@@ -53,8 +53,12 @@ type Cluster struct {
 // member is a live node: its last report and its API.
 type member struct {
 	store.Member
-	client *nodeapi.Client
-	stop   context.CancelFunc // its events' follower
+	client   *nodeapi.Client
+	unfollow context.CancelFunc // its events' follower
+	// conns are the byte streams open through it (Dial): closed when it
+	// leaves, so that nothing waits on a node that is gone (or on a copy
+	// of a sandbox another node took over).
+	conns map[*nodeConn]struct{}
 	// placed are this replica's creates on it that its last heartbeat
 	// may not count yet.
 	placed []placement
@@ -69,6 +73,41 @@ type placement struct {
 // beatSlack is how much older than a heartbeat a placement must be for
 // the heartbeat to count it: the node samples its load just before.
 const beatSlack = time.Second
+
+// leave stops following the node and closes the streams open through it
+// (c.mu held).
+func (m *member) leave() {
+	m.unfollow()
+	for nc := range m.conns {
+		nc.Conn.Close()
+	}
+	clear(m.conns)
+}
+
+// nodeConn is a byte stream to a sandbox's port through a node.
+type nodeConn struct {
+	net.Conn
+	c    *Cluster
+	node string
+}
+
+// Close closes the stream and forgets it.
+func (nc *nodeConn) Close() error {
+	nc.c.mu.Lock()
+	if m := nc.c.nodes[nc.node]; m != nil {
+		delete(m.conns, nc)
+	}
+	nc.c.mu.Unlock()
+	return nc.Conn.Close()
+}
+
+// CloseWrite half-closes the stream, as the node's does.
+func (nc *nodeConn) CloseWrite() error {
+	if cw, ok := nc.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
 
 // report takes a node's new heartbeat and drops the placements it counts.
 func (m *member) report(r store.Member, now time.Time) {
@@ -134,7 +173,7 @@ func (c *Cluster) Run(ctx context.Context) {
 		case <-ctx.Done():
 			c.mu.Lock()
 			for _, m := range c.nodes {
-				m.stop()
+				m.leave()
 			}
 			c.mu.Unlock()
 			return
@@ -171,7 +210,7 @@ func (c *Cluster) Refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	for id, m := range c.nodes {
 		if !live[id] {
-			m.stop()
+			m.leave()
 			delete(c.nodes, id)
 			c.log.Warn("node left the cluster", "node", id)
 		}
@@ -187,7 +226,7 @@ func (c *Cluster) join(ctx context.Context, m store.Member) {
 		cur.report(m, time.Now())
 		return
 	} else if ok {
-		cur.stop() // moved: followed anew at its new address
+		cur.leave() // moved: followed anew at its new address
 	}
 	client, err := nodeapi.NewClient(m.URL, c.cfg.Token, c.cfg.HTTP)
 	if err != nil {
@@ -195,7 +234,7 @@ func (c *Cluster) join(ctx context.Context, m store.Member) {
 		return
 	}
 	fctx, stop := context.WithCancel(ctx)
-	c.nodes[m.ID] = &member{Member: m, client: client, stop: stop}
+	c.nodes[m.ID] = &member{Member: m, client: client, unfollow: stop, conns: map[*nodeConn]struct{}{}}
 	go client.Follow(fctx, func() { c.catchUp(fctx, m.ID, client) }, func(ev nodeapi.Event) { c.event(m.ID, ev) }, c.log)
 	c.log.Info("node joined the cluster", "node", m.ID, "url", m.URL)
 }

@@ -316,7 +316,24 @@ func (c *Cluster) Wake(ctx context.Context, id string) bool {
 
 // Dial connects to a port inside a sandbox through its node.
 func (c *Cluster) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client) (net.Conn, error) { return n.Dial(ctx, id, port) })
+	client, r, err := c.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := client.Dial(ctx, id, port)
+	if err != nil {
+		return nil, err
+	}
+	nc := &nodeConn{Conn: conn, c: c, node: r.node}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.nodes[r.node]
+	if m == nil { // it left meanwhile
+		conn.Close()
+		return nil, errs.New(errs.Unavailable, "sandbox %s's node %s left the cluster", id, r.node)
+	}
+	m.conns[nc] = struct{}{}
+	return nc, nil
 }
 
 // known is a sandbox's route with what the proxy asks, from its node the
