@@ -1,21 +1,27 @@
 #!/bin/sh
 # make bench-cluster: a cluster — PostgreSQL (Debian's, a throwaway one),
-# three `cove node`s and two `cove api` replicas — beside a `cove server`
-# on the same machine, the same figures through each (bench/harness
-# -only cluster): a command's round trip, create → first output, creates
-# per second. Needs root and bin/cove (make build). SUSTAIN (default 20s)
-# and N (default 30) size it.
+# an S3 bucket (SeaweedFS, as make deps builds it for the tests), three
+# `cove node`s and two `cove api` replicas — beside a `cove server` on the
+# same machine, the same figures through each (bench/harness -only
+# cluster): a command's round trip, pause and resume with and without
+# memory, create → first output, creates per second. Needs root and
+# bin/cove (make build). SUSTAIN (default 20s) and N (default 30) size it.
 set -eu
 cd "$(dirname "$0")/.."
 key=e2b_00000000000000000000000000000000be4c4001
 token=bench-cluster-node-token-0123456789abcdef
 data=$(mktemp -d)
 pg=$(mktemp -d /tmp/cove-bench-pg.XXXXXX)
-pids="" pgpid=""
+pids="" pgpid="" weedpid=""
 stop() {
 	for p in $pids; do kill -INT "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
 	pids=""
+	if [ -n "$weedpid" ]; then # its data is the bench's only
+		kill -KILL "$weedpid" 2>/dev/null || true
+		wait "$weedpid" 2>/dev/null || true
+		weedpid=""
+	fi
 	if [ -n "$pgpid" ]; then # runuser passes no signal on: pg_ctl stops it
 		runuser -u postgres -- "$pgbin/pg_ctl" -D "$pg/data" stop -m fast >/dev/null 2>&1 || true
 		wait "$pgpid" 2>/dev/null || true
@@ -35,12 +41,29 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
+weed=${COVE_WEED:-/var/cache/cove-test/weed}
+[ -x "$weed" ] || { echo "bench-cluster: no SeaweedFS server at $weed (make deps builds it)" >&2; exit 1; }
+mkdir -p "$data/s3/data"
+export AWS_ACCESS_KEY_ID=cove-bench AWS_SECRET_ACCESS_KEY=cove-bench-secret
+printf '{"identities":[{"name":"cove","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}' \
+	"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$data/s3/s3.json"
+"$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$data/s3/data" -master.port=38971 -master.port.grpc=38972 \
+	-volume.port=38973 -volume.port.grpc=38974 -filer -filer.port=38975 -filer.port.grpc=38976 \
+	-s3 -s3.port=38970 -s3.port.grpc=38977 -s3.config="$data/s3/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 \
+	-iam=false -master.telemetry=false -volume.max=0 -master.volumeSizeLimitMB=64 >"$data/s3/log" 2>&1 &
+weedpid=$!
+bucket=http://127.0.0.1:38970/bench
+for _ in $(seq 300); do # the filer and a volume answer: the gateway can make the bucket
+	curl -fsS http://127.0.0.1:38975/ >/dev/null 2>&1 && curl -fsS http://127.0.0.1:38973/status >/dev/null 2>&1 && break
+	sleep 0.2
+done
+
 server=127.0.0.1:3890
 ./bin/cove server --listen "$server" --data-dir "$data/server" --api-key "$key" --cgroup-parent cove-bench-server \
 	--network-range 198.19.0.0/18 --pool-size 0 >"$data/server.log" 2>&1 &
 pids="$pids $!"
 for i in 1 2 3; do
-	./bin/cove node --listen "127.0.0.1:389$i" --name "n$i" --data-dir "$data/n$i" --database "$dsn" --node-token "$token" \
+	./bin/cove node --listen "127.0.0.1:389$i" --name "n$i" --data-dir "$data/n$i" --database "$dsn" --node-token "$token" --object-store "$bucket" \
 		--cgroup-parent "cove-bench-n$i" --network-range "198.19.$((64 * i)).0/18" --pool-size 0 >"$data/n$i.log" 2>&1 &
 	pids="$pids $!"
 done
@@ -51,7 +74,7 @@ for i in 1 2 3; do
 	done
 done
 for i in 5 6; do
-	./bin/cove api --listen "127.0.0.1:389$i" --data-dir "$data/api$i" --database "$dsn" --node-token "$token" --api-key "$key" \
+	./bin/cove api --listen "127.0.0.1:389$i" --data-dir "$data/api$i" --database "$dsn" --node-token "$token" --api-key "$key" --object-store "$bucket" \
 		>"$data/api$i.log" 2>&1 &
 	pids="$pids $!"
 done
