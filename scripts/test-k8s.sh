@@ -100,6 +100,17 @@ refuses "give database.external.dsn" --set image.repository=r --set nodeToken.va
 refuses "postgresql.password is required" --set image.repository=r --set nodeToken.value=$token --set postgresql.enabled=true
 refuses "objectStore.accessKey is required" --set image.repository=r --set nodeToken.value=$token --set database.external.dsn=x --set objectStore.url=https://s3.example/b
 
+echo "== a team quota reaches the replicas"
+# shellcheck disable=SC2086
+"$helm" template cove "$chart" $values --set api.teamQuota.sandboxes=20 --set api.teamQuota.memoryMB=65536 >"$work/quota.yaml"
+for want in "name: COVE_TEAM_MAX_SANDBOXES" 'value: "20"' "name: COVE_TEAM_MAX_MEMORY_MB" 'value: "65536"'; do
+	grep -q "$want" "$work/quota.yaml" || { echo "test-k8s: no '$want' in the api Deployment with a team quota" >&2; exit 1; }
+done
+if grep -q COVE_TEAM_MAX_CPUS "$work/quota.yaml"; then
+	echo "test-k8s: a quota left at 0 reached the replicas" >&2
+	exit 1
+fi
+
 echo "== kubeconform against Kubernetes $K8S's schemas"
 schemas=$cache/schemas-$K8S
 if [ ! -d "$schemas" ]; then

@@ -66,11 +66,17 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.LXCFS, "lxcfs", envOr("COVE_LXCFS", "/var/lib/lxcfs"), "where lxcfs is mounted (or is started, when installed) so sandboxes' /proc/meminfo, cpuinfo, stat and uptime tell their own limits; off goes without (COVE_LXCFS)")
 	f.DurationVar(&r.cfg.PauseToDiskAfter, "pause-to-disk-after", 10*time.Minute, "how long a sandbox paused with its memory keeps it in RAM before it is written to disk (gVisor sandboxes; 0: never)")
 	f.Float64Var(&r.cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")
+	f.BoolVar(&r.userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
+}
+
+// teams are the team quota flags: cove server's and a node's cap what a
+// team's sandboxes hold on the node, a cluster's API replicas (PostgreSQL
+// counting) over all its nodes.
+func (r *runFlags) teams(f *pflag.FlagSet) {
 	f.IntVar(&r.cfg.Admission.Team.Sandboxes, "team-max-sandboxes", envInt("COVE_TEAM_MAX_SANDBOXES", 0), "sandboxes one team may run at once (COVE_TEAM_MAX_SANDBOXES; 0: no cap)")
 	f.IntVar(&r.cfg.Admission.Team.CPUs, "team-max-cpus", envInt("COVE_TEAM_MAX_CPUS", 0), "CPUs one team's sandboxes may hold together (COVE_TEAM_MAX_CPUS; 0: no cap)")
 	f.Int64Var(&r.cfg.Admission.Team.MemoryMB, "team-max-memory-mb", int64(envInt("COVE_TEAM_MAX_MEMORY_MB", 0)), "memory (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_MEMORY_MB; 0: no cap)")
 	f.Int64Var(&r.cfg.Admission.Team.DiskMB, "team-max-disk-mb", int64(envInt("COVE_TEAM_MAX_DISK_MB", 0)), "disk (MiB) one team's sandboxes may hold together (COVE_TEAM_MAX_DISK_MB; 0: no cap)")
-	f.BoolVar(&r.userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
 }
 
 // cluster are the flags of a cluster's roles (node, api).
@@ -145,6 +151,7 @@ Every flag can also be set through its environment variable.`,
 	r.common(f, "127.0.0.1:3000", "address for the API and the sandbox proxy")
 	r.api(f)
 	r.sandboxes(f)
+	r.teams(f)
 	f.BoolVar(&r.cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
 	f.StringVar(&r.cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates on first use (COVE_DEBOOTSTRAP; default: from PATH)")
 	f.Int64Var(&r.cfg.VolumeSizeMB, "volume-size", 1024, "size of a new volume in MiB (an ext4 image on the data directory's disk)")

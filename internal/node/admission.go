@@ -98,16 +98,21 @@ func (m *Manager) admitLocked(team string, l isolation.Limits) error {
 	if team == "" {
 		return nil
 	}
-	q := a.Team
+	return a.Team.Admit(teamUse, TeamQuota{Sandboxes: 1, CPUs: int((l.CPUMillis + 999) / 1000), MemoryMB: l.MemoryMB, DiskMB: l.DiskMB})
+}
+
+// Admit refuses (QuotaExceeded) what a team would add to what it uses
+// when that passes the quota; a zero field of q is no cap.
+func (q TeamQuota) Admit(use, add TeamQuota) error {
 	switch {
-	case q.Sandboxes > 0 && teamUse.Sandboxes+1 > q.Sandboxes:
-		return errs.New(errs.QuotaExceeded, "team quota: %d sandboxes running, at most %d", teamUse.Sandboxes, q.Sandboxes)
-	case q.CPUs > 0 && teamUse.CPUs+int((l.CPUMillis+999)/1000) > q.CPUs:
-		return errs.New(errs.QuotaExceeded, "team quota: %d CPUs in use, %d more would pass %d", teamUse.CPUs, (l.CPUMillis+999)/1000, q.CPUs)
-	case q.MemoryMB > 0 && teamUse.MemoryMB+l.MemoryMB > q.MemoryMB:
-		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of memory in use, %d MiB more would pass %d MiB", teamUse.MemoryMB, l.MemoryMB, q.MemoryMB)
-	case q.DiskMB > 0 && teamUse.DiskMB+l.DiskMB > q.DiskMB:
-		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of disk in use, %d MiB more would pass %d MiB", teamUse.DiskMB, l.DiskMB, q.DiskMB)
+	case q.Sandboxes > 0 && use.Sandboxes+add.Sandboxes > q.Sandboxes:
+		return errs.New(errs.QuotaExceeded, "team quota: %d sandboxes running, at most %d", use.Sandboxes, q.Sandboxes)
+	case q.CPUs > 0 && use.CPUs+add.CPUs > q.CPUs:
+		return errs.New(errs.QuotaExceeded, "team quota: %d CPUs in use, %d more would pass %d", use.CPUs, add.CPUs, q.CPUs)
+	case q.MemoryMB > 0 && use.MemoryMB+add.MemoryMB > q.MemoryMB:
+		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of memory in use, %d MiB more would pass %d MiB", use.MemoryMB, add.MemoryMB, q.MemoryMB)
+	case q.DiskMB > 0 && use.DiskMB+add.DiskMB > q.DiskMB:
+		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of disk in use, %d MiB more would pass %d MiB", use.DiskMB, add.DiskMB, q.DiskMB)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
-	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval}
+	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team}
 	if bucket != nil { // kept where every node reaches them
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
 	}

@@ -155,7 +155,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}
-	if err := s.store.InsertSandbox(context.WithoutCancel(ctx), sb); err != nil {
+	if err := s.record(context.WithoutCancel(ctx), sb); err != nil {
 		if kerr := s.node.Kill(context.WithoutCancel(ctx), id); kerr != nil {
 			s.log.Error("kill unrecorded sandbox", logx.SandboxID(id), logx.Err(kerr))
 		}
@@ -168,6 +168,21 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		}
 	}()
 	return s.view(sb), nil
+}
+
+// record records a sandbox just created: admitted against its team's
+// quota by the store where one is set (a cluster's, over every node).
+func (s *Service) record(ctx context.Context, sb store.Sandbox) error {
+	q := s.cfg.TeamQuota
+	q.StorageMB = 0 // the template service's
+	adm, ok := s.store.(store.Admitting)
+	if !ok || q == (node.TeamQuota{}) {
+		return s.store.InsertSandbox(ctx, sb)
+	}
+	add := node.TeamQuota{Sandboxes: 1, CPUs: sb.CPUCount, MemoryMB: int64(sb.MemoryMB), DiskMB: int64(sb.DiskMB)}
+	return adm.InsertSandboxAdmitted(ctx, sb, func(u store.TeamUse) error {
+		return q.Admit(node.TeamQuota{Sandboxes: u.Sandboxes, CPUs: u.CPUs, MemoryMB: u.MemoryMB, DiskMB: u.DiskMB}, add)
+	})
 }
 
 // Get returns a team's sandbox; other teams' sandboxes are not found.

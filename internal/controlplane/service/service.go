@@ -56,6 +56,10 @@ type Config struct {
 	// storage quota is used up (Templates.CheckStorage).
 	Snapshots    Snapshots
 	CheckStorage func(team string) error
+	// TeamQuota, when set and the store admits (store.Admitting: a
+	// cluster's PostgreSQL), caps what each team's sandboxes hold together
+	// over every node; a create past it is QuotaExceeded, nothing left.
+	TeamQuota node.TeamQuota
 }
 
 // Service implements the use cases.

@@ -93,6 +93,21 @@ type Store interface {
 	Close() error
 }
 
+// TeamUse is what a team's recorded sandboxes hold together.
+type TeamUse struct {
+	Sandboxes, CPUs  int
+	MemoryMB, DiskMB int64
+}
+
+// Admitting is a store that records a sandbox only if its team may add
+// it (PostgreSQL: a cluster's replicas admit against every node's
+// sandboxes, one team's creates at a time).
+type Admitting interface {
+	// InsertSandboxAdmitted records s if admit, given what its team's
+	// other records hold, lets it (else admit's error, nothing recorded).
+	InsertSandboxAdmitted(ctx context.Context, s Sandbox, admit func(TeamUse) error) error
+}
+
 // Member is a node of a cluster as it last reported itself.
 type Member struct {
 	ID  string // the node's name

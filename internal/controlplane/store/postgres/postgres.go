@@ -137,11 +137,42 @@ func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, err
 
 // InsertSandbox implements store.Store.
 func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	return insertSandbox(ctx, s.pool, sb)
+}
+
+var _ store.Admitting = (*Store)(nil)
+
+// InsertSandboxAdmitted implements store.Admitting: the team's creates
+// take a transaction's lock of their own, so that two replicas' creates
+// never both pass the quota.
+func (s *Store) InsertSandboxAdmitted(ctx context.Context, sb store.Sandbox, admit func(store.TeamUse) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('cove-team:' || $1))`, sb.Team); err != nil {
+			return fmt.Errorf("lock team %s: %w", sb.Team, err)
+		}
+		var use store.TeamUse
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(cpu_count), 0), coalesce(sum(memory_mb), 0), coalesce(sum(disk_mb), 0)
+			FROM sandboxes WHERE team = $1`, sb.Team).Scan(&use.Sandboxes, &use.CPUs, &use.MemoryMB, &use.DiskMB); err != nil {
+			return fmt.Errorf("team %s's sandboxes: %w", sb.Team, err)
+		}
+		if err := admit(use); err != nil {
+			return err
+		}
+		return insertSandbox(ctx, tx, sb)
+	})
+}
+
+// execer runs a statement: the pool, or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func insertSandbox(ctx context.Context, db execer, sb store.Sandbox) error {
 	meta := sb.Metadata
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
+	_, err := db.Exec(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
 		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, auto_resume, secure, public_traffic,
 		isolation, envd_version, node)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
