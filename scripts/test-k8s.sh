@@ -111,6 +111,14 @@ if grep -q COVE_TEAM_MAX_CPUS "$work/quota.yaml"; then
 	exit 1
 fi
 
+echo "== the node API's TLS reaches both roles"
+# shellcheck disable=SC2086
+"$helm" template cove "$chart" $values --set nodeTLS.existingSecret=cove-node-tls >"$work/tls.yaml"
+for want in "--advertise=https://" "scheme: HTTPS" "secretName: cove-node-tls" "name: COVE_NODE_TLS_SERVER_NAME"; do
+	grep -q -- "$want" "$work/tls.yaml" || { echo "test-k8s: no '$want' with nodeTLS.existingSecret" >&2; exit 1; }
+done
+[ "$(grep -c "mountPath: /etc/cove/node-tls" "$work/tls.yaml")" = 2 ] || { echo "test-k8s: the node TLS files are not mounted in both roles" >&2; exit 1; }
+
 echo "== kubeconform against Kubernetes $K8S's schemas"
 schemas=$cache/schemas-$K8S
 if [ ! -d "$schemas" ]; then
@@ -118,7 +126,7 @@ if [ ! -d "$schemas" ]; then
 	go run ./test/k8s/schemas "$schemas.tmp" <"$modcache/k8s.io/kubernetes@$K8S/api/openapi-spec/swagger.json"
 	mv "$schemas.tmp" "$schemas"
 fi
-for set in "" "--set postgresql.enabled=true --set postgresql.password=pw --set database.external.dsn= --set api.apiKey=e2b_0000000000000000000000000000000000000000"; do
+for set in "" "--set nodeTLS.existingSecret=cove-node-tls" "--set postgresql.enabled=true --set postgresql.password=pw --set database.external.dsn= --set api.apiKey=e2b_0000000000000000000000000000000000000000"; do
 	# shellcheck disable=SC2086
 	"$helm" template cove "$chart" -n cove $values $set >"$work/rendered.yaml"
 	"$bin/kubeconform-$KUBECONFORM" -strict -summary \

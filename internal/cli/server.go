@@ -82,6 +82,10 @@ func (r *runFlags) teams(f *pflag.FlagSet) {
 // cluster are the flags of a cluster's roles (node, api).
 func (r *runFlags) cluster(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.NodeToken, "node-token", os.Getenv("COVE_NODE_TOKEN"), "the secret API replicas present to nodes, the same on all of them, 32 characters or more (COVE_NODE_TOKEN)")
+	f.StringVar(&r.cfg.NodeTLSCert, "node-tls-cert", os.Getenv("COVE_NODE_TLS_CERT"), "this role's certificate (PEM) for the node API's TLS; with --node-tls-key and --node-tls-ca, nodes serve HTTPS and accept only replicas presenting a certificate of that CA, and replicas check the nodes' (COVE_NODE_TLS_CERT)")
+	f.StringVar(&r.cfg.NodeTLSKey, "node-tls-key", os.Getenv("COVE_NODE_TLS_KEY"), "the key of --node-tls-cert (PEM; COVE_NODE_TLS_KEY)")
+	f.StringVar(&r.cfg.NodeTLSCA, "node-tls-ca", os.Getenv("COVE_NODE_TLS_CA"), "the CA (PEM) that signed every role's node API certificate (COVE_NODE_TLS_CA)")
+	f.StringVar(&r.cfg.NodeTLSServerName, "node-tls-server-name", os.Getenv("COVE_NODE_TLS_SERVER_NAME"), "the name a replica checks nodes' certificates for (COVE_NODE_TLS_SERVER_NAME; default: the host of each node's URL)")
 	f.StringVar(&r.cfg.ObjectStore, "object-store", os.Getenv("COVE_OBJECT_STORE"), "the S3-compatible bucket the nodes share templates through, http(s)://host[:port]/bucket[/prefix], the same on every api and node; its keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (COVE_OBJECT_STORE; none: the cluster builds no templates)")
 }
 

@@ -35,7 +35,11 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	var svc *service.Service // set before the cluster runs
-	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease,
+	_, clientTLS, err := nodeTLS(cfg)
+	if err != nil {
+		return err
+	}
+	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease, TLS: clientTLS,
 		Ended:        func(id string) { svc.Ended(id) },
 		StateChanged: func(info node.Info) { svc.StateChanged(info) },
 	}, st, st, log)

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,13 +111,23 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := mgr.Warm(ctx, template.BaseName); err != nil {
 		return fmt.Errorf("warm sandboxes: %w", err)
 	}
+	serverTLS, _, err := nodeTLS(cfg)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
-	me := store.Member{ID: cfg.NodeName, URL: cmp.Or(cfg.NodeURL, "http://"+ln.Addr().String())}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	scheme, handler := "http://", api.Handler()
+	if serverTLS != nil {
+		scheme, handler = "https://", requireClientCert(handler)
+		ln = tls.NewListener(ln, serverTLS)
+	}
+	me := store.Member{ID: cfg.NodeName, URL: cmp.Or(cfg.NodeURL, scheme+ln.Addr().String())}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)} // a refused handshake, say
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))

@@ -109,6 +109,14 @@ type Config struct {
 	// NodeLease is how long a node may go without a heartbeat before an
 	// API replica takes it for lost (default 8 s).
 	NodeLease time.Duration
+	// NodeTLSCert and NodeTLSKey (PEM files) are a cluster role's own
+	// certificate for the node API, NodeTLSCA the CA that signed every
+	// role's: with them, nodes serve the node API over TLS to replicas
+	// that present a certificate of that CA, and replicas check nodes'.
+	NodeTLSCert, NodeTLSKey, NodeTLSCA string
+	// NodeTLSServerName, when set, is the name a replica checks every
+	// node's certificate for (default: the host of the node's URL).
+	NodeTLSServerName string
 	// ObjectStore, in a cluster, is the S3-compatible bucket its nodes
 	// share templates through (http(s)://host[:port]/bucket[/prefix]),
 	// signed with ObjectStoreCredentials. Without it, a cluster builds

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,8 +31,12 @@ type Config struct {
 	Lease time.Duration
 	// Refresh is how often the membership is read (default 1 s).
 	Refresh time.Duration
-	// HTTP carries the node API calls (default http.DefaultClient).
+	// HTTP carries the node API calls (default: a client whose
+	// connections give up within 2 s, with TLS when set).
 	HTTP *http.Client
+	// TLS, when set, is the replica's side of the node API's TLS: its
+	// certificate and the CA the nodes' are checked against.
+	TLS *tls.Config
 	// Ended and StateChanged receive what the nodes report (the service's
 	// Ended and StateChanged).
 	Ended        func(id string)
@@ -154,6 +159,7 @@ func New(cfg Config, records store.Store, members store.Members, log *slog.Logge
 		// gives up well within the lease rather than hang a request.
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		t.TLSClientConfig = cfg.TLS
 		cfg.HTTP = &http.Client{Transport: t}
 	}
 	return &Cluster{cfg: cfg, members: members, records: records, log: log,

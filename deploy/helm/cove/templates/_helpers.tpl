@@ -64,4 +64,32 @@ app.kubernetes.io/component: {{ .component }}
       name: {{ .Values.objectStore.existingSecret | default (include "cove.secret" .) }}
       key: secret-key
 {{- end }}
+{{- if .Values.nodeTLS.existingSecret }}
+- name: COVE_NODE_TLS_CERT
+  value: /etc/cove/node-tls/tls.crt
+- name: COVE_NODE_TLS_KEY
+  value: /etc/cove/node-tls/tls.key
+- name: COVE_NODE_TLS_CA
+  value: /etc/cove/node-tls/ca.crt
+- name: COVE_NODE_TLS_SERVER_NAME
+  value: cove-node
+{{- end }}
+{{- end -}}
+
+{{/* The node API's TLS files, mounted where cove.clusterEnv says. */}}
+{{- define "cove.nodeTLSMount" -}}
+{{- if .Values.nodeTLS.existingSecret }}
+- name: node-tls
+  mountPath: /etc/cove/node-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "cove.nodeTLSVolume" -}}
+{{- if .Values.nodeTLS.existingSecret }}
+- name: node-tls
+  secret:
+    secretName: {{ .Values.nodeTLS.existingSecret }}
+    defaultMode: 0400
+{{- end }}
 {{- end -}}
