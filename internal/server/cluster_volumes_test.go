@@ -24,7 +24,7 @@ import (
 // kept but unavailable (503), and deleted meanwhile, its files go when
 // the node is back; a delete with the node up removes them at once.
 func TestClusterVolumes(t *testing.T) {
-	t.Cleanup(server.SetVolumeOrphanAge(0)) // undone once the roles stopped
+	t.Cleanup(server.SetNodeSweep(5*time.Minute, 0)) // undone once the roles stopped
 	dsn := testutil.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

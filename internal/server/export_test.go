@@ -2,10 +2,10 @@ package server
 
 import "time"
 
-// SetVolumeOrphanAge changes how old a volume no record names must be
-// before its node removes it, until the returned function undoes it.
-func SetVolumeOrphanAge(d time.Duration) (undo func()) {
-	old := volumeOrphanAge
-	volumeOrphanAge = d
-	return func() { volumeOrphanAge = old }
+// SetNodeSweep changes how often a node sweeps what no record names and
+// how old it must be, until the returned function undoes it.
+func SetNodeSweep(every, age time.Duration) (undo func()) {
+	oldEvery, oldAge := sweepEvery, orphanAge
+	sweepEvery, orphanAge = every, age
+	return func() { sweepEvery, orphanAge = oldEvery, oldAge }
 }

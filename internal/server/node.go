@@ -105,7 +105,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
-	if err := killUnrecorded(ctx, st, cfg.NodeName, mgr, log); err != nil {
+	if err := killUnrecorded(ctx, st, cfg.NodeName, mgr, 0, log); err != nil {
 		return err
 	}
 	if err := mgr.Warm(ctx, template.BaseName); err != nil {
@@ -133,7 +133,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBeats()
 	go heartbeat(beats, st, me, mgr, log)
-	go sweepVolumes(beats, st, vols, log)
+	go sweep(beats, st, cfg.NodeName, mgr, vols, log)
 	log.Info("cove node listening", "addr", ln.Addr().String(), "node", me.ID, "url", me.URL, "data", cfg.DataDir)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
@@ -221,23 +221,29 @@ func heartbeat(ctx context.Context, st store.Members, me store.Member, mgr *node
 	}
 }
 
-// A node looks for volumes no record names every volumeSweepEvery; one
-// younger than volumeOrphanAge may be a create's on its way to its record.
-const volumeSweepEvery = 5 * time.Minute
+// Every sweepEvery a node looks for what it holds that no record names:
+// sandboxes and volumes; one younger than orphanAge may be a create's on
+// its way to its record. (Tests shorten both.)
+var (
+	sweepEvery = 5 * time.Minute
+	orphanAge  = time.Minute
+)
 
-var volumeOrphanAge = time.Minute // a test shortens it
-
-// sweepVolumes removes, at once and every volumeSweepEvery until ctx
-// ends, the node's volumes that no record names: deleted while the node
-// was away or did not answer, or made for a replica that died before it
-// recorded them. A volume recorded under another node's name stays (the
-// node was renamed: its volumes come back with its old name).
-func sweepVolumes(ctx context.Context, st store.Volumes, vols *volume.Store, log *slog.Logger) {
-	t := time.NewTicker(volumeSweepEvery)
+// sweep removes, at once and every sweepEvery until ctx ends, what the
+// node holds that no record names: sandboxes a replica failed to record,
+// or whose record went while the node did not answer; volumes deleted
+// while it was away, or made for a replica that died before it recorded
+// them. A volume recorded under another node's name stays (the node was
+// renamed: its volumes come back with its old name).
+func sweep(ctx context.Context, st *postgres.Store, name string, mgr *node.Manager, vols *volume.Store, log *slog.Logger) {
+	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
+		if err := killUnrecorded(ctx, st, name, mgr, orphanAge, log); err != nil && ctx.Err() == nil {
+			log.Warn("sweep sandboxes", logx.Err(err))
+		}
 		for _, v := range vols.All() {
-			if time.Since(v.CreatedAt) < volumeOrphanAge {
+			if time.Since(v.CreatedAt) < orphanAge {
 				continue
 			}
 			_, err := st.VolumeByID(ctx, v.ID)
@@ -257,16 +263,19 @@ func sweepVolumes(ctx context.Context, st store.Volumes, vols *volume.Store, log
 	}
 }
 
-// killUnrecorded ends, at a node's start, the sandboxes it runs that no
-// API replica has a record of: the cluster forgot them while the node was
-// away (lost), or a replica failed between the create and its record.
-func killUnrecorded(ctx context.Context, st store.Members, name string, mgr *node.Manager, log *slog.Logger) error {
+// killUnrecorded ends the sandboxes the node runs that no API replica
+// has a record of on this node: the cluster forgot them (or another node
+// took them over) while the node was away, or a replica failed between
+// the create and its record. At the start (minAge 0) every one goes,
+// builds' too (they died with the node's last process); later only those
+// older than minAge, builds aside.
+func killUnrecorded(ctx context.Context, st store.Members, name string, mgr *node.Manager, minAge time.Duration, log *slog.Logger) error {
 	recorded, err := st.SandboxesOn(ctx, name)
 	if err != nil {
 		return err
 	}
 	for _, info := range mgr.List() {
-		if slices.Contains(recorded, info.ID) { // a build's never is: its build died with the last process
+		if slices.Contains(recorded, info.ID) || minAge > 0 && (info.ForBuild() || time.Since(info.StartedAt) < minAge) {
 			continue
 		}
 		if err := mgr.Kill(ctx, info.ID); err != nil {
