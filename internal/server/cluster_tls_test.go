@@ -126,12 +126,8 @@ func TestClusterNodeTLS(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("create volume: %d %s", code, raw)
 	}
-	req, _ := http.NewRequest("PUT", api.url+"/volumecontent/"+v["volumeID"].(string)+"/file?path=/f", strings.NewReader("x"))
-	req.Header.Set("Authorization", "Bearer "+v["token"].(string))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
-		t.Errorf("volume content over TLS: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
+	if code, body := volumeContent(t, api.url, "PUT", v["volumeID"].(string), v["token"].(string), "/file?path=/f", "x"); code != 201 {
+		t.Errorf("volume content over TLS: %d %s", code, body)
 	}
 
 	pool := x509.NewCertPool()

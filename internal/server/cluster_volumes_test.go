@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,15 +43,7 @@ func TestClusterVolumes(t *testing.T) {
 	defer st.Close()
 	content := func(a srv, method, id, token, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, a.url+"/volumecontent/"+id+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return volumeContent(t, a.url, method, id, token, path, body)
 	}
 	makeVolume := func(a srv, name string) (id, token, node string) {
 		t.Helper()
