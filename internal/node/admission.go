@@ -152,12 +152,17 @@ type Load struct {
 	// limits (warm ones aside: they are not promised to anyone yet).
 	CommittedCPUMillis, CommittedMemoryMB int64
 	Sandboxes                             int
+	// Warm are the warm sandboxes ready, by template id.
+	Warm map[string]int
 }
 
 // Load reports the node's capacity and commitments (placement reads it).
 func (m *Manager) Load() Load {
 	a := m.cfg.Admission
 	l := Load{CPUs: a.CPUs, MemoryMB: int64(float64(a.MemoryMB) * a.MemoryOvercommit)}
+	if m.pool != nil {
+		l.Warm = m.pool.ready()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, sb := range m.sandboxes {

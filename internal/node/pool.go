@@ -292,6 +292,19 @@ func (p *pool) discard(w *warmSandbox) {
 }
 
 // layersInUse adds the warm sandboxes' layers.
+// ready counts the warm sandboxes ready, by template id.
+func (p *pool) ready() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for id, ws := range p.warm {
+		if len(ws) > 0 {
+			out[id] = len(ws)
+		}
+	}
+	return out
+}
+
 func (p *pool) layersInUse(out map[string]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -27,6 +27,10 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 		return Info{}, errs.New(errs.Conflict, "sandbox %s mounts volumes of its node: it cannot move", info.ID)
 	case !slices.Equal(LayerNames(info.Layers), LayerNames(saved.Template.RootFS.Layers)):
 		return Info{}, errs.New(errs.InvalidArgument, "sandbox %s: its layers and its saved template's differ", info.ID)
+	case slices.ContainsFunc(saved.Template.RootFS.Binds, func(b isolation.Bind) bool { return b.Writable }):
+		// Host binds are read-only, always: a state saying otherwise was
+		// not written by a node.
+		return Info{}, errs.New(errs.InvalidArgument, "sandbox %s: its state binds a host path writable", info.ID)
 	}
 	if _, err := m.driverNamed(info.Isolation); err != nil {
 		return Info{}, err

@@ -38,18 +38,16 @@ type Client struct {
 var _ Manager = (*Client)(nil)
 
 // NewClient calls the node at baseURL (http:// or https://) with token;
-// hc carries the calls (its transport's TLS settings also serve Dial).
-func NewClient(baseURL, token string, hc *http.Client) (*Client, error) {
+// hc carries the calls, tlsConfig (hc's transport's, or nil) serves the
+// byte streams of Dial. (It is passed, not read from hc's transport,
+// which sets it up lazily on its first call: a data race.)
+func NewClient(baseURL, token string, hc *http.Client, tlsConfig *tls.Config) (*Client, error) {
 	base, err := url.Parse(baseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, errs.New(errs.InvalidArgument, "node URL %q: want http://host:port or https://host:port", baseURL)
 	}
 	if hc == nil {
 		hc = http.DefaultClient
-	}
-	var tlsConfig *tls.Config
-	if t, ok := hc.Transport.(*http.Transport); ok {
-		tlsConfig = t.TLSClientConfig
 	}
 	rpc := nodepbconnect.NewNodeClient(hc, base.String(), connect.WithInterceptors(bearer(token)))
 	return &Client{base: base, token: token, tls: tlsConfig, hc: hc, rpc: rpc}, nil

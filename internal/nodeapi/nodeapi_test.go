@@ -76,7 +76,7 @@ func startNode(t *testing.T) *testNode {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	tn.mgr, tn.url = mgr, hs.URL
-	if tn.client, err = nodeapi.NewClient(hs.URL, token, nil); err != nil {
+	if tn.client, err = nodeapi.NewClient(hs.URL, token, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -196,7 +196,7 @@ func TestRemoteOnly(t *testing.T) {
 	tn := startNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wrong, err := nodeapi.NewClient(tn.url, strings.Repeat("x", 40), nil)
+	wrong, err := nodeapi.NewClient(tn.url, strings.Repeat("x", 40), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

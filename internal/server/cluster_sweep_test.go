@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -12,11 +13,13 @@ import (
 // TestClusterNodeSweeps: a node ends, at its next sweep, a sandbox it
 // runs that no record names (its record lost while the node was up: a
 // replica that failed, an operator's delete), once old enough; recorded
-// ones, and young ones a create may still be recording, run on.
+// ones, and young ones a create may still be recording, run on. (Its
+// heartbeat reports what placement weighs: its warm sandboxes and the
+// templates whose layers it has.)
 func TestClusterNodeSweeps(t *testing.T) {
 	t.Cleanup(server.SetNodeSweep(200*time.Millisecond, 5*time.Second)) // undone once the roles stopped
 	dsn := testutil.Postgres(t)
-	n := startRole(t, false, "n1", dsn, "", "")
+	n := startRole(t, false, "n1", dsn, "", "", func(c *server.Config) { c.PoolSize = 1 })
 	a := startRole(t, true, "api1", dsn, "", "")
 	api := srv{url: a.url, dataDir: a.dataDir}
 	defer api.killAll(t)
@@ -25,6 +28,15 @@ func TestClusterNodeSweeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ms, err := st.Members(t.Context())
+		if err == nil && len(ms) == 1 && ms[0].Warm["base"] == 1 && slices.Contains(ms[0].Cached, "base") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node's heartbeat does not report its warm base sandbox and layers: %+v %v", ms, err)
+		}
+	}
 	var ids []string
 	for range 2 {
 		code, m, raw := api.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)

@@ -132,7 +132,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go func() { errc <- srv.Serve(ln) }()
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBeats()
-	go heartbeat(beats, st, me, mgr, log)
+	go heartbeat(beats, st, me, mgr, templates, log)
 	go sweep(beats, st, cfg.NodeName, mgr, vols, log)
 	log.Info("cove node listening", "addr", ln.Addr().String(), "node", me.ID, "url", me.URL, "data", cfg.DataDir)
 	if cfg.Ready != nil {
@@ -200,14 +200,16 @@ func clusterTemplates(ctx context.Context, cfg Config, st *postgres.Store, node 
 }
 
 // heartbeat reports the node to its cluster every heartbeatEvery until
-// ctx ends: its address, drivers and load.
-func heartbeat(ctx context.Context, st store.Members, me store.Member, mgr *node.Manager, log *slog.Logger) {
+// ctx ends: its address, drivers, load, and what it holds of templates
+// (warm sandboxes, cached layers).
+func heartbeat(ctx context.Context, st store.Members, me store.Member, mgr *node.Manager, templates *template.Store, log *slog.Logger) {
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	for {
 		l := mgr.Load()
 		me.Drivers = mgr.Isolations()
 		me.CPUs, me.MemoryMB, me.CommittedCPUMillis, me.CommittedMemoryMB, me.Sandboxes = l.CPUs, l.MemoryMB, l.CommittedCPUMillis, l.CommittedMemoryMB, l.Sandboxes
+		me.Warm, me.Cached = l.Warm, templates.Cached()
 		beat, cancel := context.WithTimeout(ctx, heartbeatEvery)
 		if err := st.Heartbeat(beat, me); err != nil && ctx.Err() == nil {
 			log.Warn("heartbeat", logx.Err(err))

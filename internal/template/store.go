@@ -548,6 +548,28 @@ func (s *Store) BuiltOn(templateID string) string {
 	return ""
 }
 
+// Cached names the templates whose newest ready build's layers are all
+// in this store: a cluster places their sandboxes here first.
+func (s *Store) Cached() []string {
+	s.lockStale()
+	defer s.mu.Unlock()
+	var out []string
+	for id, r := range s.templates {
+		for i := len(r.Builds) - 1; i >= 0; i-- {
+			b := r.Builds[i]
+			if b.Status != StatusReady {
+				continue
+			}
+			if len(b.Image.Layers) > 0 && !slices.ContainsFunc(b.Image.Layers, func(l string) bool { return !s.layers.Has(l) }) {
+				out = append(out, id)
+			}
+			break
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Tag points tags of a template at a ready build.
 func (s *Store) Tag(team, target string, tags []string) (string, error) {
 	return retry(func() (string, error) { return s.tag(team, target, tags) })

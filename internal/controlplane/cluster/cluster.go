@@ -32,11 +32,16 @@ type Config struct {
 	// Refresh is how often the membership is read (default 1 s).
 	Refresh time.Duration
 	// HTTP carries the node API calls (default: a client whose
-	// connections give up within 2 s, with TLS when set).
+	// connections give up within 2 s, with TLS when set: a client given
+	// here must carry TLS itself).
 	HTTP *http.Client
 	// TLS, when set, is the replica's side of the node API's TLS: its
 	// certificate and the CA the nodes' are checked against.
 	TLS *tls.Config
+	// TemplateID, when set, names the template a create's reference
+	// (name, name:tag or id) is of, for placement (its warm sandboxes and
+	// cached layers); "" when unknown.
+	TemplateID func(ref string) string
 	// Ended and StateChanged receive what the nodes report (the service's
 	// Ended and StateChanged).
 	Ended        func(id string)
@@ -69,10 +74,12 @@ type member struct {
 	placed []placement
 }
 
-// placement is a create this replica made on a node.
+// placement is a create this replica made on a node (of template, whose
+// warm sandbox there it may have taken).
 type placement struct {
 	at       time.Time
 	memoryMB int64
+	template string
 }
 
 // beatSlack is how much older than a heartbeat a placement must be for
@@ -120,6 +127,40 @@ func (m *member) report(r store.Member, now time.Time) {
 	sampled := now.Add(-r.Age - beatSlack)
 	m.placed = slices.DeleteFunc(m.placed, func(p placement) bool { return p.at.Before(sampled) })
 }
+
+// Warm sandboxes and cached layers draw a template's creates to a node
+// while it runs no more than these many sandboxes over the least loaded.
+const (
+	warmBonus   = 2
+	cachedBonus = 1
+)
+
+// rank orders nodes for a create of template ("" for none): the
+// sandboxes it runs, less a bonus when it has a warm sandbox of the
+// template ready (its heartbeat's, less those this replica took since)
+// or the template's layers.
+func (m *member) rank(template string) int {
+	sandboxes, _ := m.load()
+	if template == "" {
+		return sandboxes
+	}
+	warm := m.Warm[template]
+	for _, p := range m.placed {
+		if p.template == template {
+			warm--
+		}
+	}
+	switch {
+	case warm > 0:
+		return sandboxes - warmBonus
+	case slices.Contains(m.Cached, template):
+		return sandboxes - cachedBonus
+	}
+	return sandboxes
+}
+
+// freeCPU is the CPU (millis) its last heartbeat had not promised.
+func (m *member) freeCPU() int64 { return int64(m.CPUs)*1000 - m.CommittedCPUMillis }
 
 // load is the node's sandboxes and free memory as this replica sees them:
 // its heartbeat's plus the creates made here since.
@@ -234,7 +275,7 @@ func (c *Cluster) join(ctx context.Context, m store.Member) {
 	} else if ok {
 		cur.leave() // moved: followed anew at its new address
 	}
-	client, err := nodeapi.NewClient(m.URL, c.cfg.Token, c.cfg.HTTP)
+	client, err := nodeapi.NewClient(m.URL, c.cfg.Token, c.cfg.HTTP, c.cfg.TLS)
 	if err != nil {
 		c.log.Error("a node reports an address that cannot be used", "node", m.ID, "url", m.URL, logx.Err(err))
 		return

@@ -34,10 +34,11 @@ type candidate struct {
 }
 
 // candidates are the live nodes that offer isolation ("" = any), the
-// least loaded first: fewest sandboxes, then most memory left; equals in
-// a random order, so that replicas placing at once do not all pick the
-// same one.
-func (c *Cluster) candidates(isolation string) []candidate {
+// first best for a sandbox of template ("" = none): fewest sandboxes
+// less a warm sandbox's or the template's layers' bonus (member.rank),
+// then most memory left, then most CPU not promised; equals in a random
+// order, so that replicas placing at once do not all pick the same one.
+func (c *Cluster) candidates(isolation, template string) []candidate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var ms []*member
@@ -48,9 +49,9 @@ func (c *Cluster) candidates(isolation string) []candidate {
 	}
 	rand.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
 	slices.SortStableFunc(ms, func(a, b *member) int {
-		as, af := a.load()
-		bs, bf := b.load()
-		return cmp.Or(cmp.Compare(as, bs), cmp.Compare(bf, af))
+		_, af := a.load()
+		_, bf := b.load()
+		return cmp.Or(cmp.Compare(a.rank(template), b.rank(template)), cmp.Compare(bf, af), cmp.Compare(b.freeCPU(), a.freeCPU()))
 	})
 	out := make([]candidate, len(ms))
 	for i, m := range ms {
@@ -61,11 +62,11 @@ func (c *Cluster) candidates(isolation string) []candidate {
 
 // placed counts a sandbox on a node until a heartbeat does, so that the
 // next create spreads.
-func (c *Cluster) placed(nodeID string, memoryMB int64) {
+func (c *Cluster) placed(nodeID string, memoryMB int64, template string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m := c.nodes[nodeID]; m != nil {
-		m.placed = append(m.placed, placement{time.Now(), memoryMB})
+		m.placed = append(m.placed, placement{time.Now(), memoryMB, template})
 	}
 }
 
@@ -73,7 +74,11 @@ func (c *Cluster) placed(nodeID string, memoryMB int64) {
 // isolation, else the next (a full or unreachable node is passed over;
 // any other refusal is the request's and is returned).
 func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
-	cands := c.candidates(req.Isolation)
+	tpl := ""
+	if c.cfg.TemplateID != nil {
+		tpl = c.cfg.TemplateID(req.Template)
+	}
+	cands := c.candidates(req.Isolation, tpl)
 	if req.Node != "" { // what it starts from is there
 		cands = slices.DeleteFunc(cands, func(m candidate) bool { return m.id != req.Node })
 		if len(cands) == 0 {
@@ -92,7 +97,7 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 		if err == nil {
 			info.Node = m.id
 			c.learn(info)
-			c.placed(m.id, info.Limits.MemoryMB)
+			c.placed(m.id, info.Limits.MemoryMB, tpl)
 			return info, nil
 		}
 		if !errs.Is(err, errs.Unavailable) && !errs.Is(err, errs.ResourceExhausted) || ctx.Err() != nil {
@@ -436,7 +441,7 @@ func (c *Cluster) Builder(builtOn func(templateID string) string) Builder {
 // Run runs a build, its log passed to logf, on the node that built the
 // template last when it is live, else on the least loaded live node.
 func (b Builder) Run(ctx context.Context, templateID, buildID string, spec template.Spec, logf func(template.LogEntry)) error {
-	cands := b.c.candidates("")
+	cands := b.c.candidates("", "")
 	if len(cands) == 0 {
 		return errs.New(errs.Unavailable, "no node of the cluster is available to build")
 	}

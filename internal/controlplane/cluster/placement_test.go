@@ -28,7 +28,7 @@ func TestPlacementSurvivesAHeartbeat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := &member{placed: []placement{{now.Add(-tt.placedAgo), 512}}}
+			m := &member{placed: []placement{{now.Add(-tt.placedAgo), 512, ""}}}
 			m.report(tt.beat, now)
 			if s, f := m.load(); s != tt.sandboxes || f != tt.freeMB {
 				t.Errorf("load = %d sandboxes, %d MB free; want %d, %d", s, f, tt.sandboxes, tt.freeMB)
@@ -62,8 +62,8 @@ func TestPlacementSpreads(t *testing.T) {
 			} else {
 				beat(c, 0) // a fresh one
 			}
-			id := c.candidates("")[0].id
-			c.placed(id, 512)
+			id := c.candidates("", "")[0].id
+			c.placed(id, 512, "")
 			truth[id]++
 		}
 		for id, n := range truth {
@@ -71,5 +71,46 @@ func TestPlacementSpreads(t *testing.T) {
 				t.Fatalf("round %d: %v (%s has %d)", round, truth, id, n)
 			}
 		}
+	}
+}
+
+// TestPlacementPrefersTemplates: a create goes to a node with a warm
+// sandbox of its template, or its layers, unless that node runs more
+// than the bonus over the least loaded; a warm sandbox this replica took
+// already draws no more.
+func TestPlacementPrefersTemplates(t *testing.T) {
+	tests := []struct {
+		name     string
+		template string
+		n1, n2   store.Member
+		taken    int // creates of the template this replica placed on n1 since its heartbeat
+		want     string
+	}{
+		{"a warm sandbox on the busier node", "t", store.Member{Sandboxes: 2, Warm: map[string]int{"t": 1}}, store.Member{Sandboxes: 1}, 0, "n1"},
+		{"a warm sandbox on a node far busier", "t", store.Member{Sandboxes: 4, Warm: map[string]int{"t": 1}}, store.Member{Sandboxes: 1}, 0, "n2"},
+		{"the layers on the node as loaded", "t", store.Member{Sandboxes: 1, Cached: []string{"t"}}, store.Member{Sandboxes: 1}, 0, "n1"},
+		{"the layers on a node two sandboxes busier", "t", store.Member{Sandboxes: 3, Cached: []string{"t"}}, store.Member{Sandboxes: 1}, 0, "n2"},
+		{"its warm sandbox taken by this replica", "t", store.Member{Sandboxes: 1, Warm: map[string]int{"t": 1}}, store.Member{Sandboxes: 1}, 1, "n2"},
+		{"another template's warm sandbox", "u", store.Member{Sandboxes: 2, Warm: map[string]int{"t": 1}}, store.Member{Sandboxes: 1}, 0, "n2"},
+		{"no template named", "", store.Member{Sandboxes: 2, Warm: map[string]int{"t": 1}, Cached: []string{"t"}}, store.Member{Sandboxes: 1}, 0, "n2"},
+		{"as loaded, the more CPU free", "", store.Member{Sandboxes: 1, CPUs: 8, CommittedCPUMillis: 7000}, store.Member{Sandboxes: 1, CPUs: 8, CommittedCPUMillis: 1000}, 0, "n2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 { // ties are broken at random: none here
+				c := &Cluster{nodes: map[string]*member{}}
+				for id, m := range map[string]store.Member{"n1": tt.n1, "n2": tt.n2} {
+					m.ID, m.MemoryMB = id, 4096
+					c.nodes[id] = &member{}
+					c.nodes[id].report(m, time.Now())
+				}
+				for range tt.taken {
+					c.placed("n1", 0, tt.template)
+				}
+				if got := c.candidates("", tt.template)[0].id; got != tt.want {
+					t.Fatalf("placed on %s, want %s", got, tt.want)
+				}
+			}
+		})
 	}
 }

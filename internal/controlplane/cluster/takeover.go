@@ -57,7 +57,7 @@ func (c *Cluster) orphaned(ctx context.Context, id string) (node.Info, bool) {
 // it again (catchUp).
 func (c *Cluster) takeOver(ctx context.Context, info node.Info) error {
 	var why []string
-	for _, m := range c.candidates(info.Isolation) {
+	for _, m := range c.candidates(info.Isolation, info.TemplateID) {
 		won, err := c.members.MoveSandbox(ctx, info.ID, "", m.id)
 		if err != nil {
 			return err

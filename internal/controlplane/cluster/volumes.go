@@ -42,7 +42,7 @@ func (v *Volumes) Create(ctx context.Context, team, name string) (volume.Volume,
 	}
 	want := volume.Volume{ID: volume.NewID(), Team: team, Name: name}
 	var why []string
-	for _, m := range v.c.candidates("") {
+	for _, m := range v.c.candidates("", "") {
 		vol, err := m.client.CreateVolume(ctx, want)
 		if err != nil {
 			if ctx.Err() != nil || !errs.Is(err, errs.Unavailable) && !errs.Is(err, errs.ResourceExhausted) && !errs.Is(err, errs.Unimplemented) {

@@ -120,6 +120,10 @@ type Member struct {
 	MemoryMB                              int64
 	CommittedCPUMillis, CommittedMemoryMB int64
 	Sandboxes                             int
+	// Warm are its warm sandboxes ready, by template id; Cached the
+	// templates whose newest build's layers it holds.
+	Warm   map[string]int
+	Cached []string
 	// Age is the time since its last heartbeat, by the database's clock.
 	Age time.Duration
 }

@@ -16,12 +16,20 @@ var _ store.Members = (*Store)(nil)
 
 // Heartbeat implements store.Members.
 func (s *Store) Heartbeat(ctx context.Context, m store.Member) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes, heartbeat_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+	warm, cached := m.Warm, m.Cached
+	if warm == nil {
+		warm = map[string]int{}
+	}
+	if cached == nil {
+		cached = []string{}
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes, warm, cached, heartbeat_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
 		ON CONFLICT (id) DO UPDATE SET url = excluded.url, drivers = excluded.drivers, cpus = excluded.cpus,
 			memory_mb = excluded.memory_mb, committed_cpu_millis = excluded.committed_cpu_millis,
-			committed_memory_mb = excluded.committed_memory_mb, sandboxes = excluded.sandboxes, heartbeat_at = now()`,
-		m.ID, m.URL, m.Drivers, m.CPUs, m.MemoryMB, m.CommittedCPUMillis, m.CommittedMemoryMB, m.Sandboxes)
+			committed_memory_mb = excluded.committed_memory_mb, sandboxes = excluded.sandboxes,
+			warm = excluded.warm, cached = excluded.cached, heartbeat_at = now()`,
+		m.ID, m.URL, m.Drivers, m.CPUs, m.MemoryMB, m.CommittedCPUMillis, m.CommittedMemoryMB, m.Sandboxes, warm, cached)
 	if err != nil {
 		return fmt.Errorf("heartbeat of node %s: %w", m.ID, err)
 	}
@@ -39,14 +47,15 @@ func (s *Store) Leave(ctx context.Context, id string) error {
 // Members implements store.Members.
 func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes,
-		extract(epoch FROM now() - heartbeat_at)::float8 FROM nodes ORDER BY id`)
+		warm, cached, extract(epoch FROM now() - heartbeat_at)::float8 FROM nodes ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Member, error) {
 		var m store.Member
 		var age float64
-		err := r.Scan(&m.ID, &m.URL, &m.Drivers, &m.CPUs, &m.MemoryMB, &m.CommittedCPUMillis, &m.CommittedMemoryMB, &m.Sandboxes, &age)
+		err := r.Scan(&m.ID, &m.URL, &m.Drivers, &m.CPUs, &m.MemoryMB, &m.CommittedCPUMillis, &m.CommittedMemoryMB, &m.Sandboxes,
+			&m.Warm, &m.Cached, &age)
 		m.Age = time.Duration(age * float64(time.Second))
 		return m, err
 	})

@@ -79,7 +79,8 @@ func TestMembers(t *testing.T) {
 	}
 	defer s.Close()
 	for _, m := range []store.Member{
-		{ID: "n1", URL: "http://10.0.0.1:3100", Drivers: []string{"namespaces", "gvisor"}, CPUs: 8, MemoryMB: 32768, Sandboxes: 1},
+		{ID: "n1", URL: "http://10.0.0.1:3100", Drivers: []string{"namespaces", "gvisor"}, CPUs: 8, MemoryMB: 32768, Sandboxes: 1,
+			Warm: map[string]int{"base": 3}, Cached: []string{"base", "t1"}},
 		{ID: "n2", URL: "http://10.0.0.2:3100", Drivers: []string{"namespaces"}, CPUs: 4, MemoryMB: 16384},
 	} {
 		if err := s.Heartbeat(ctx, m); err != nil {
@@ -98,8 +99,12 @@ func TestMembers(t *testing.T) {
 	if m := ms[1]; m.ID != "n2" || m.Sandboxes != 2 || m.CommittedMemoryMB != 1024 || m.Age < 0 || m.Age > 10*time.Second {
 		t.Errorf("n2: %+v", m)
 	}
-	if m := ms[0]; len(m.Drivers) != 2 || m.Drivers[1] != "gvisor" || m.URL != "http://10.0.0.1:3100" {
+	if m := ms[0]; len(m.Drivers) != 2 || m.Drivers[1] != "gvisor" || m.URL != "http://10.0.0.1:3100" ||
+		m.Warm["base"] != 3 || strings.Join(m.Cached, " ") != "base t1" {
 		t.Errorf("n1: %+v", m)
+	}
+	if m := ms[1]; len(m.Warm) != 0 || len(m.Cached) != 0 {
+		t.Errorf("n2 reported no templates: %+v", m)
 	}
 	for i, node := range []string{"n1", "n1", "n2", "n1"} {
 		id := fmt.Sprintf("s%d", i)
