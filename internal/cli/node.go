@@ -24,6 +24,7 @@ Every flag can also be set through its environment variable.`,
 	f := cmd.Flags()
 	r.common(f, "127.0.0.1:3100", "address of the node API")
 	r.sandboxes(f)
+	r.metrics(f)
 	r.teams(f)
 	r.cluster(f)
 	f.StringVar(&r.cfg.NodeName, "name", envOr("COVE_NODE_NAME", ""), "the node's name in its cluster (COVE_NODE_NAME; default: the host's name)")

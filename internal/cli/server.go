@@ -69,6 +69,11 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.BoolVar(&r.userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
 }
 
+// metrics is the flag of the roles that run sandboxes' metrics.
+func (r *runFlags) metrics(f *pflag.FlagSet) {
+	f.StringVar(&r.cfg.MetricsListen, "metrics-listen", os.Getenv("COVE_METRICS_LISTEN"), "serve Prometheus metrics at /metrics on this address, without a token: bind it where only the scraper reaches (COVE_METRICS_LISTEN; default: none)")
+}
+
 // teams are the team quota flags: cove server's and a node's cap what a
 // team's sandboxes hold on the node, a cluster's API replicas (PostgreSQL
 // counting) over all its nodes.
@@ -155,6 +160,7 @@ Every flag can also be set through its environment variable.`,
 	r.common(f, "127.0.0.1:3000", "address for the API and the sandbox proxy")
 	r.api(f)
 	r.sandboxes(f)
+	r.metrics(f)
 	r.teams(f)
 	f.BoolVar(&r.cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
 	f.StringVar(&r.cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates on first use (COVE_DEBOOTSTRAP; default: from PATH)")

@@ -79,6 +79,7 @@ type CreateRequest struct {
 // ready: a warm one from the template's pool when there is one, else a new
 // one. A failed or cancelled create leaves nothing behind.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
+	start := time.Now()
 	if req.Template == "" {
 		req.Template = "base"
 	}
@@ -148,10 +149,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		if w := m.pool.take(tpl, limits); w != nil {
 			info, err := m.handOut(ctx, w, req)
 			if err == nil {
+				m.observe(func(o Observer) { o.Created(time.Since(start), info.Isolation, true) })
 				return info, nil
 			}
 			m.log.Warn("warm sandbox refused its hand-out; creating one", logx.SandboxID(w.info.ID), logx.Err(err))
 		}
+		m.observe(func(o Observer) { o.WarmMissed(tpl.ID) })
 		m.pool.want(tpl)
 	}
 	if req.ID == "" {
@@ -206,7 +209,15 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 			return Info{}, err
 		}
 	}
+	m.observe(func(o Observer) { o.Created(time.Since(start), info.Isolation, false) })
 	return info, nil
+}
+
+// observe tells the observer, when there is one.
+func (m *Manager) observe(f func(Observer)) {
+	if m.cfg.Observer != nil {
+		f(m.cfg.Observer)
+	}
 }
 
 // templateLimits are a template's limits, the node's where it sets none.

@@ -19,7 +19,12 @@ func (m *Manager) Kill(ctx context.Context, id string) error {
 	if sb == nil {
 		return errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	return m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed})
+	start := time.Now()
+	err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed})
+	if err == nil {
+		m.observe(func(o Observer) { o.Killed(time.Since(start)) })
+	}
+	return err
 }
 
 // end moves a sandbox to killed (once), destroys it through the driver and

@@ -45,6 +45,20 @@ type Templates interface {
 	FetchLayers(ctx context.Context, layers []string, blobs map[string]string) error
 }
 
+// Observer is told of the node's operations as they end well: their
+// durations, for metrics.
+type Observer interface {
+	// Created: a sandbox of driver made in d, pooled when a warm one was
+	// handed out.
+	Created(d time.Duration, driver string, pooled bool)
+	Killed(d time.Duration)
+	Paused(d time.Duration, memory bool)
+	Resumed(d time.Duration)
+	// WarmMissed: a create that a warm sandbox could have served found
+	// none of its template ready.
+	WarmMissed(templateID string)
+}
+
 // Config configures a Manager.
 type Config struct {
 	// Dir holds the node's sandbox records.
@@ -88,6 +102,9 @@ type Config struct {
 	// Volumes are the node's volumes, which a create's VolumeMounts name
 	// by id (nil: the node keeps none).
 	Volumes *volume.Store
+	// Observer, when set, is told how long the node's operations take
+	// (metrics.Node).
+	Observer Observer
 	// Share, when set (a cluster's node with an object store), pushes
 	// the named layers where every node reaches them and returns their
 	// archives' digests: the files of a sandbox paused without its memory

@@ -15,6 +15,15 @@ import (
 // again at Resume). The record says paused, so a restarted node adopts it
 // paused. A sandbox already paused is a Conflict.
 func (m *Manager) Pause(ctx context.Context, id string) (Info, error) {
+	start := time.Now()
+	info, err := m.pause(ctx, id)
+	if err == nil {
+		m.observe(func(o Observer) { o.Paused(time.Since(start), true) })
+	}
+	return info, err
+}
+
+func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
@@ -91,6 +100,15 @@ func (m *Manager) keepFallback(ctx context.Context, sb *sandbox) {
 // Resume lets a paused sandbox run again from where it stopped; it ends
 // timeout from now. A running sandbox is a Conflict.
 func (m *Manager) Resume(ctx context.Context, id string, timeout time.Duration) (Info, error) {
+	start := time.Now()
+	info, err := m.resume(ctx, id, timeout)
+	if err == nil {
+		m.observe(func(o Observer) { o.Resumed(time.Since(start)) })
+	}
+	return info, err
+}
+
+func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) (Info, error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return Info{}, err
 	}

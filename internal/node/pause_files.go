@@ -19,6 +19,15 @@ import (
 // paused with its memory can be turned into one paused without; one
 // paused without is a Conflict.
 func (m *Manager) PauseFiles(ctx context.Context, id string) (Info, error) {
+	start := time.Now()
+	info, err := m.pauseFiles(ctx, id)
+	if err == nil {
+		m.observe(func(o Observer) { o.Paused(time.Since(start), false) })
+	}
+	return info, err
+}
+
+func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)

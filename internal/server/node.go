@@ -88,8 +88,15 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	nodeCfg.Volumes = vols
+	observed, err := nodeMetrics(ctx, cfg, &nodeCfg, log)
+	if err != nil {
+		return err
+	}
 	if mgr, err = node.New(nodeCfg, driver, templates, log); err != nil {
 		return err
+	}
+	if observed != nil {
+		observed.Watch(mgr)
 	}
 	defer mgr.Close()
 	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, secret, log); err != nil {

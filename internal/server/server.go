@@ -71,6 +71,10 @@ type Config struct {
 	// PauseToDiskAfter, when above 0, is how long a sandbox stays paused
 	// with its memory in RAM before it is written to disk (gVisor).
 	PauseToDiskAfter time.Duration
+	// MetricsListen, when set, serves Prometheus metrics there at
+	// /metrics (cove server, cove node): no token; bind it where only the
+	// scraper reaches.
+	MetricsListen string
 	// DebugListen, when set, serves Go's pprof profiles there (loopback
 	// only: it shows the server's internals).
 	DebugListen string
@@ -211,9 +215,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	nodeCfg.Volumes = vols
+	observed, err := nodeMetrics(ctx, cfg, &nodeCfg, log)
+	if err != nil {
+		return err
+	}
 	mgr, err := node.New(nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
+	}
+	if observed != nil {
+		observed.Watch(mgr)
 	}
 	defer mgr.Close()
 	builds, stopBuilds := context.WithCancel(context.WithoutCancel(ctx))

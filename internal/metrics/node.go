@@ -1,0 +1,125 @@
+// Package metrics exposes Cove to Prometheus: what a node runs, what it
+// has promised of its capacity, and how long its operations take. Labels
+// are bounded (states, drivers, templates, operations), never a
+// sandbox's id.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/covesandbox/cove/internal/node"
+)
+
+// Node instruments a node (cove server, cove node): it is the node's
+// Observer, and collects its sandboxes and capacity at each scrape.
+type Node struct {
+	mgr        *node.Manager
+	create     *prometheus.HistogramVec
+	kill       prometheus.Histogram
+	pause      *prometheus.HistogramVec
+	resume     prometheus.Histogram
+	warmMisses *prometheus.CounterVec
+
+	sandboxes, warm                 *prometheus.Desc
+	cpuCapacity, cpuCommitted       *prometheus.Desc
+	memoryCapacity, memoryCommitted *prometheus.Desc
+}
+
+var _ node.Observer = (*Node)(nil)
+
+// latencyBuckets span a pause of a millisecond to a boot of seconds.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15) // 1 ms … 16 s
+
+// NewNode makes a node's metrics and registers them on reg; Watch names
+// the manager they read at each scrape.
+func NewNode(reg prometheus.Registerer) *Node {
+	n := &Node{
+		create: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_sandbox_create_seconds",
+			Help: "Time to create a sandbox until its agent is ready, by driver; pooled: handed out from the warm pool.", Buckets: latencyBuckets},
+			[]string{"driver", "source"}),
+		kill: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cove_sandbox_kill_seconds",
+			Help: "Time to kill a sandbox and remove what it held.", Buckets: latencyBuckets}),
+		pause: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_sandbox_pause_seconds",
+			Help: "Time to pause a sandbox, with its memory kept (memory=true) or its files saved (memory=false).", Buckets: latencyBuckets},
+			[]string{"memory"}),
+		resume: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cove_sandbox_resume_seconds",
+			Help: "Time to resume a paused sandbox.", Buckets: latencyBuckets}),
+		warmMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_warm_pool_misses_total",
+			Help: "Creates a warm sandbox could have served that found none of their template ready."}, []string{"template"}),
+		sandboxes: prometheus.NewDesc("cove_sandboxes", "Sandboxes on the node, by state, template and driver (warm ones aside).",
+			[]string{"state", "template", "driver"}, nil),
+		warm:         prometheus.NewDesc("cove_warm_sandboxes", "Warm sandboxes ready, by template.", []string{"template"}, nil),
+		cpuCapacity:  prometheus.NewDesc("cove_node_cpu_capacity_millicores", "CPU the node may promise its sandboxes.", nil, nil),
+		cpuCommitted: prometheus.NewDesc("cove_node_cpu_committed_millicores", "CPU its sandboxes' limits add up to.", nil, nil),
+		memoryCapacity: prometheus.NewDesc("cove_node_memory_capacity_bytes",
+			"Memory the node may promise its sandboxes (its memory times the overcommit).", nil, nil),
+		memoryCommitted: prometheus.NewDesc("cove_node_memory_committed_bytes", "Memory its sandboxes' limits add up to.", nil, nil),
+	}
+	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.warmMisses, n)
+	return n
+}
+
+// Watch makes the scrapes read mgr (set once, before serving).
+func (n *Node) Watch(mgr *node.Manager) { n.mgr = mgr }
+
+// Created implements node.Observer.
+func (n *Node) Created(d time.Duration, driver string, pooled bool) {
+	source := "cold"
+	if pooled {
+		source = "pooled"
+	}
+	n.create.WithLabelValues(driver, source).Observe(d.Seconds())
+}
+
+// Killed implements node.Observer.
+func (n *Node) Killed(d time.Duration) { n.kill.Observe(d.Seconds()) }
+
+// Paused implements node.Observer.
+func (n *Node) Paused(d time.Duration, memory bool) {
+	label := "false"
+	if memory {
+		label = "true"
+	}
+	n.pause.WithLabelValues(label).Observe(d.Seconds())
+}
+
+// Resumed implements node.Observer.
+func (n *Node) Resumed(d time.Duration) { n.resume.Observe(d.Seconds()) }
+
+// WarmMissed implements node.Observer.
+func (n *Node) WarmMissed(templateID string) { n.warmMisses.WithLabelValues(templateID).Inc() }
+
+// Describe implements prometheus.Collector (the gauges read at a scrape).
+func (n *Node) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: the node's table and load now.
+func (n *Node) Collect(ch chan<- prometheus.Metric) {
+	if n.mgr == nil {
+		return
+	}
+	type key struct{ state, template, driver string }
+	counts := map[key]int{}
+	for _, info := range n.mgr.List() {
+		if info.ForBuild() {
+			continue
+		}
+		counts[key{string(info.State), info.TemplateID, info.Isolation}]++
+	}
+	for k, c := range counts {
+		ch <- prometheus.MustNewConstMetric(n.sandboxes, prometheus.GaugeValue, float64(c), k.state, k.template, k.driver)
+	}
+	l := n.mgr.Load()
+	for tpl, c := range l.Warm {
+		ch <- prometheus.MustNewConstMetric(n.warm, prometheus.GaugeValue, float64(c), tpl)
+	}
+	ch <- prometheus.MustNewConstMetric(n.cpuCapacity, prometheus.GaugeValue, float64(l.CPUs)*1000)
+	ch <- prometheus.MustNewConstMetric(n.cpuCommitted, prometheus.GaugeValue, float64(l.CommittedCPUMillis))
+	ch <- prometheus.MustNewConstMetric(n.memoryCapacity, prometheus.GaugeValue, float64(l.MemoryMB)*(1<<20))
+	ch <- prometheus.MustNewConstMetric(n.memoryCommitted, prometheus.GaugeValue, float64(l.CommittedMemoryMB)*(1<<20))
+}

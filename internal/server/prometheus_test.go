@@ -1,0 +1,113 @@
+package server_test
+
+import (
+	"net"
+	"net/http"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/covesandbox/cove/internal/server"
+)
+
+// TestPrometheusMetrics: cove server's /metrics (on --metrics-listen) parses as
+// Prometheus text and counts what the test did: sandboxes by state,
+// creates (cold, then one handed out warm), a kill, a pause and a resume,
+// the memory the node promised.
+func TestPrometheusMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := startWith(t, func(c *server.Config) { c.MetricsListen, c.PoolSize = addr, 0 })
+	var ids []string
+	for range 3 {
+		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, raw)
+		}
+		ids = append(ids, m["sandboxID"].(string))
+	}
+	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+ids[0], keyA, ""); code != 204 {
+		t.Fatalf("kill: %d %s", code, raw)
+	}
+	for _, op := range []string{"pause", "resume"} {
+		if code, _, raw := s.do(t, "POST", "/sandboxes/"+ids[1]+"/"+op, keyA, `{"timeout":60}`); code >= 300 {
+			t.Fatalf("%s: %d %s", op, code, raw)
+		}
+	}
+	if code, _, raw := s.do(t, "POST", "/sandboxes/"+ids[2]+"/pause", keyA, `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v", err)
+	}
+	// value sums a family's samples whose labels include want.
+	value := func(name string, want map[string]string) float64 {
+		t.Helper()
+		f := fams[name]
+		if f == nil {
+			t.Fatalf("no %s in /metrics", name)
+		}
+		var sum float64
+		for _, m := range f.GetMetric() {
+			if !hasLabels(m, want) {
+				continue
+			}
+			switch {
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return sum
+	}
+	for _, c := range []struct {
+		name string
+		want map[string]string
+		is   float64
+	}{
+		{"cove_sandboxes", map[string]string{"state": "running", "template": "base", "driver": "namespaces"}, 1},
+		{"cove_sandboxes", map[string]string{"state": "paused"}, 1},
+		{"cove_sandbox_create_seconds", map[string]string{"source": "cold", "driver": "namespaces"}, 3},
+		{"cove_sandbox_kill_seconds", nil, 1},
+		{"cove_sandbox_pause_seconds", map[string]string{"memory": "true"}, 2},
+		{"cove_sandbox_resume_seconds", nil, 1},
+	} {
+		if got := value(c.name, c.want); got != c.is {
+			t.Errorf("%s%v = %v, want %v", c.name, c.want, got, c.is)
+		}
+	}
+	committed, capacity := value("cove_node_memory_committed_bytes", nil), value("cove_node_memory_capacity_bytes", nil)
+	if committed <= 0 || committed > capacity {
+		t.Errorf("memory committed %v of %v", committed, capacity)
+	}
+	if value("go_goroutines", nil) <= 0 {
+		t.Error("no Go runtime metrics")
+	}
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			found++
+		}
+	}
+	return found == len(want)
+}
