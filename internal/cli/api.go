@@ -29,6 +29,7 @@ Every flag can also be set through its environment variable.`,
 	f := cmd.Flags()
 	r.common(f, "127.0.0.1:3000", "address for the API and the sandbox proxy")
 	r.api(f)
+	r.metrics(f)
 	r.teams(f)
 	r.cluster(f)
 	f.DurationVar(&r.cfg.NodeLease, "node-lease", 8*time.Second, "how long a node may go without reporting itself before it is taken for lost and its sandboxes for gone")

@@ -69,7 +69,7 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.BoolVar(&r.userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
 }
 
-// metrics is the flag of the roles that run sandboxes' metrics.
+// metrics is the flag of every serving role: its Prometheus metrics.
 func (r *runFlags) metrics(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.MetricsListen, "metrics-listen", os.Getenv("COVE_METRICS_LISTEN"), "serve Prometheus metrics at /metrics on this address, without a token: bind it where only the scraper reaches (COVE_METRICS_LISTEN; default: none)")
 }

@@ -78,7 +78,11 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	vols := nodes.Volumes(st)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), vols.Files, st, log)
-	return serve(ctx, cfg, ln, api, proxy.New(nodes, svc, cfg.Domain, log), "cove api", log)
+	reg, err := openMetrics(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, ln, api, proxy.New(nodes, svc, cfg.Domain, log), httpMetrics(reg), "cove api", log)
 }
 
 // Archives in the object store that no record names are deleted an hour

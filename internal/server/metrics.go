@@ -18,18 +18,15 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 )
 
-// nodeMetrics serves a node's metrics (cove server, cove node) for
-// Prometheus on cfg.MetricsListen until ctx ends; without that address it
-// does nothing and returns nil. The node's config gets the observer;
-// Watch the manager once it exists.
-func nodeMetrics(ctx context.Context, cfg Config, nodeCfg *node.Config, log *slog.Logger) (*metrics.Node, error) {
+// openMetrics serves a registry for Prometheus on cfg.MetricsListen, at
+// /metrics, until ctx ends: the Go runtime's and the process's metrics,
+// and what the role registers. Without that address it returns nil.
+func openMetrics(ctx context.Context, cfg Config, log *slog.Logger) (*prometheus.Registry, error) {
 	if cfg.MetricsListen == "" {
 		return nil, nil
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.NewNode(reg)
-	nodeCfg.Observer = m
 	ln, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
 		return nil, fmt.Errorf("listen for metrics on %s: %w", cfg.MetricsListen, err)
@@ -47,5 +44,24 @@ func nodeMetrics(ctx context.Context, cfg Config, nodeCfg *node.Config, log *slo
 		_ = srv.Close()
 	}()
 	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
-	return m, nil
+	return reg, nil
+}
+
+// nodeMetrics adds a node's metrics to reg (none when reg is nil): its
+// config gets the observer; Watch the manager once it exists.
+func nodeMetrics(reg *prometheus.Registry, nodeCfg *node.Config) *metrics.Node {
+	if reg == nil {
+		return nil
+	}
+	m := metrics.NewNode(reg)
+	nodeCfg.Observer = m
+	return m
+}
+
+// httpMetrics adds an API server's metrics to reg (none when reg is nil).
+func httpMetrics(reg *prometheus.Registry) *metrics.HTTP {
+	if reg == nil {
+		return nil
+	}
+	return metrics.NewHTTP(reg)
 }

@@ -88,10 +88,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	nodeCfg.Volumes = vols
-	observed, err := nodeMetrics(ctx, cfg, &nodeCfg, log)
+	reg, err := openMetrics(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	observed := nodeMetrics(reg, &nodeCfg)
 	if mgr, err = node.New(nodeCfg, driver, templates, log); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net"
+	"strconv"
 	"net/http"
 	"testing"
 
@@ -12,10 +13,11 @@ import (
 	"github.com/covesandbox/cove/internal/server"
 )
 
-// TestPrometheusMetrics: cove server's /metrics (on --metrics-listen) parses as
-// Prometheus text and counts what the test did: sandboxes by state,
-// creates (cold, then one handed out warm), a kill, a pause and a resume,
-// the memory the node promised.
+// TestPrometheusMetrics: cove server's /metrics (on --metrics-listen)
+// parses as Prometheus text and counts what the test did: sandboxes by
+// state, creates, a kill, pauses and a resume, the memory the node
+// promised, the API's requests by route and status, a request through
+// the sandbox proxy.
 func TestPrometheusMetrics(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,6 +45,15 @@ func TestPrometheusMetrics(t *testing.T) {
 	if code, _, raw := s.do(t, "POST", "/sandboxes/"+ids[2]+"/pause", keyA, `{}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, raw)
 	}
+
+	// A request to the sandbox's agent through the proxy.
+	req, _ := http.NewRequest("GET", s.url+"/health", nil)
+	req.Host = "49983-" + ids[1] + ".localhost"
+	proxied, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied.Body.Close()
 
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -88,6 +99,10 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"cove_sandbox_kill_seconds", nil, 1},
 		{"cove_sandbox_pause_seconds", map[string]string{"memory": "true"}, 2},
 		{"cove_sandbox_resume_seconds", nil, 1},
+		{"cove_api_requests_total", map[string]string{"route": "POST /v2/sandboxes", "code": "201"}, 3},
+		{"cove_api_requests_total", map[string]string{"route": "DELETE /sandboxes/{id}", "code": "204"}, 1},
+		{"cove_api_request_seconds", map[string]string{"route": "POST /sandboxes/{id}/pause"}, 2},
+		{"cove_proxy_requests_total", map[string]string{"code": strconv.Itoa(proxied.StatusCode)}, 1},
 	} {
 		if got := value(c.name, c.want); got != c.is {
 			t.Errorf("%s%v = %v, want %v", c.name, c.want, got, c.is)

@@ -27,6 +27,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/gvisor"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/metrics"
 	"github.com/covesandbox/cove/internal/lxcfs"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
@@ -215,10 +216,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	nodeCfg.Volumes = vols
-	observed, err := nodeMetrics(ctx, cfg, &nodeCfg, log)
+	reg, err := openMetrics(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	observed := nodeMetrics(reg, &nodeCfg)
 	mgr, err := node.New(nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
@@ -266,7 +268,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
-	return serve(ctx, cfg, ln, api, px, "cove server", log)
+	return serve(ctx, cfg, ln, api, px, httpMetrics(reg), "cove server", log)
 }
 
 // openVolumes opens the host's volumes (each made VolumeSizeMB, 1 GiB by
@@ -296,10 +298,14 @@ func listen(cfg *Config) (net.Listener, error) {
 
 // serve answers the API and the sandbox proxy on ln (and on cfg.TLSListen)
 // until ctx ends, then shuts the listeners down.
-func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, px *proxy.Proxy, role string, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, px *proxy.Proxy, m *metrics.HTTP, role string, log *slog.Logger) error {
+	var sandboxes http.Handler = px
+	if m != nil {
+		api, sandboxes = m.API(api), m.Proxy(px)
+	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if px.Match(r) {
-			px.ServeHTTP(w, r)
+			sandboxes.ServeHTTP(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)

@@ -1,0 +1,92 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// HTTP counts what an API server answers: the API's requests by route
+// (the pattern that served them, never a path with ids) and status, and
+// the sandbox proxy's by status and bytes.
+type HTTP struct {
+	requests      *prometheus.CounterVec
+	seconds       *prometheus.HistogramVec
+	proxyRequests *prometheus.CounterVec
+	proxyBytes    prometheus.Counter
+}
+
+// NewHTTP makes the API server's metrics and registers them on reg.
+func NewHTTP(reg prometheus.Registerer) *HTTP {
+	h := &HTTP{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_api_requests_total",
+			Help: "API requests answered, by route (the pattern that served them) and status code."}, []string{"route", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_api_request_seconds",
+			Help: "Time to answer an API request, by route.", Buckets: latencyBuckets}, []string{"route"}),
+		proxyRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_proxy_requests_total",
+			Help: "Requests to sandboxes' ports through the proxy, by status code (502: the port did not answer)."}, []string{"code"}),
+		proxyBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "cove_proxy_response_bytes_total",
+			Help: "Bytes of the sandboxes' answers through the proxy (an upgraded connection's stream aside)."}),
+	}
+	reg.MustRegister(h.requests, h.seconds, h.proxyRequests, h.proxyBytes)
+	return h
+}
+
+// API counts the requests next (the API's mux) answers.
+func (h *HTTP) API(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		route := r.Pattern // set by the mux that served it
+		if route == "" {
+			route = "unmatched"
+		}
+		h.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+		h.seconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// Proxy counts the requests next (the sandbox proxy) answers.
+func (h *HTTP) Proxy(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		h.proxyRequests.WithLabelValues(strconv.Itoa(rec.code)).Inc()
+		h.proxyBytes.Add(float64(rec.bytes))
+	})
+}
+
+// recorder keeps a response's status and size; Unwrap lets
+// http.ResponseController (flushes, upgrades) reach the writer beneath.
+type recorder struct {
+	http.ResponseWriter
+	code        int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.code, r.wroteHeader = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Flush passes a flush on (the proxy streams).
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
