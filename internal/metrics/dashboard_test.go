@@ -17,8 +17,10 @@ func (r *recording) Register(c prometheus.Collector) error {
 	r.collectors = append(r.collectors, c)
 	return nil
 }
-func (r *recording) MustRegister(cs ...prometheus.Collector) { r.collectors = append(r.collectors, cs...) }
-func (r *recording) Unregister(prometheus.Collector) bool    { return false }
+func (r *recording) MustRegister(cs ...prometheus.Collector) {
+	r.collectors = append(r.collectors, cs...)
+}
+func (r *recording) Unregister(prometheus.Collector) bool { return false }
 
 // TestDashboardChartsServedMetrics: every Cove metric the Grafana
 // dashboard (deploy/grafana/cove.json) queries is one Cove serves, so

@@ -2,8 +2,8 @@ package server_test
 
 import (
 	"net"
-	"strconv"
 	"net/http"
+	"strconv"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
