@@ -119,6 +119,18 @@ for want in "--advertise=https://" "scheme: HTTPS" "secretName: cove-node-tls" "
 done
 [ "$(grep -c "mountPath: /etc/cove/node-tls" "$work/tls.yaml")" = 2 ] || { echo "test-k8s: the node TLS files are not mounted in both roles" >&2; exit 1; }
 
+echo "== metrics reach both roles, and only the scrapers"
+# shellcheck disable=SC2086
+"$helm" template cove "$chart" $values --set metrics.enabled=true --set metrics.port=9191 \
+	--set 'metrics.scrapeFrom[0].namespaceSelector.matchLabels.team=monitoring' >"$work/metrics.yaml"
+for want in 'value: "0.0.0.0:9191"' 'prometheus.io/port: "9191"' "containerPort: 9191" "team: monitoring"; do
+	[ "$(grep -c -- "$want" "$work/metrics.yaml")" -ge 2 ] || { echo "test-k8s: '$want' not in both roles with metrics on" >&2; exit 1; }
+done
+if "$helm" template cove "$chart" $values | grep -q "COVE_METRICS_LISTEN\|prometheus.io"; then
+	echo "test-k8s: metrics on though not asked for" >&2
+	exit 1
+fi
+
 echo "== kubeconform against Kubernetes $K8S's schemas"
 schemas=$cache/schemas-$K8S
 if [ ! -d "$schemas" ]; then
@@ -126,7 +138,7 @@ if [ ! -d "$schemas" ]; then
 	go run ./test/k8s/schemas "$schemas.tmp" <"$modcache/k8s.io/kubernetes@$K8S/api/openapi-spec/swagger.json"
 	mv "$schemas.tmp" "$schemas"
 fi
-for set in "" "--set nodeTLS.existingSecret=cove-node-tls" "--set postgresql.enabled=true --set postgresql.password=pw --set database.external.dsn= --set api.apiKey=e2b_0000000000000000000000000000000000000000"; do
+for set in "" "--set nodeTLS.existingSecret=cove-node-tls" "--set metrics.enabled=true --set metrics.scrapeFrom[0].podSelector.matchLabels.app=prometheus" "--set postgresql.enabled=true --set postgresql.password=pw --set database.external.dsn= --set api.apiKey=e2b_0000000000000000000000000000000000000000"; do
 	# shellcheck disable=SC2086
 	"$helm" template cove "$chart" -n cove $values $set >"$work/rendered.yaml"
 	"$bin/kubeconform-$KUBECONFORM" -strict -summary \

@@ -93,3 +93,38 @@ app.kubernetes.io/component: {{ .component }}
     defaultMode: 0400
 {{- end }}
 {{- end -}}
+
+{{/* Prometheus metrics: the pod annotations and the container port. */}}
+{{- define "cove.metricsAnnotations" -}}
+{{- if .Values.metrics.enabled }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end -}}
+
+{{- define "cove.metricsPort" -}}
+{{- if .Values.metrics.enabled }}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{- define "cove.metricsEnv" -}}
+{{- if .Values.metrics.enabled }}
+- name: COVE_METRICS_LISTEN
+  value: "0.0.0.0:{{ .Values.metrics.port }}"
+{{- end }}
+{{- end -}}
+
+{{/* The scrapers' way in to the metrics port (NetworkPolicy ingress). */}}
+{{- define "cove.metricsIngress" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.scrapeFrom }}
+- from:
+    {{- toYaml .Values.metrics.scrapeFrom | nindent 4 }}
+  ports:
+    - port: {{ .Values.metrics.port }}
+      protocol: TCP
+{{- end }}
+{{- end -}}
