@@ -16,6 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
 )
 
 func init() {
@@ -222,10 +223,15 @@ func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error
 	}
 }
 
+// agentLogMax bounds what an agent writes to its log on the host.
+const agentLogMax = 8 << 20
+
 // runAgent serves the agent until it fails. spawn, when set, runs the
 // agent's forks.
 func runAgent(fixed map[string]string, a isolation.AgentSettings, spawn func(func() (int, error)) (int, error)) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Its stderr is a file on the host (agent.log), and code in the
+	// sandbox can make it log (a failed download, say): capped.
+	log := slog.New(slog.NewTextHandler(logx.Capped(os.Stderr, agentLogMax), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ready, oom := agentFDs()
 	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, Initial: settings.Update{
 		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,
