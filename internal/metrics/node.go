@@ -15,7 +15,7 @@ import (
 // Node instruments a node (cove server, cove node): it is the node's
 // Observer, and collects its sandboxes and capacity at each scrape.
 type Node struct {
-	mgr        *node.Manager
+	src        Source
 	create     *prometheus.HistogramVec
 	kill       prometheus.Histogram
 	pause      *prometheus.HistogramVec
@@ -29,11 +29,17 @@ type Node struct {
 
 var _ node.Observer = (*Node)(nil)
 
+// Source is what a node's metrics read at each scrape (*node.Manager).
+type Source interface {
+	List() []node.Info
+	Load() node.Load
+}
+
 // latencyBuckets span a pause of a millisecond to a boot of seconds.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15) // 1 ms … 16 s
 
 // NewNode makes a node's metrics and registers them on reg; Watch names
-// the manager they read at each scrape.
+// the node they read at each scrape.
 func NewNode(reg prometheus.Registerer) *Node {
 	n := &Node{
 		create: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_sandbox_create_seconds",
@@ -61,8 +67,8 @@ func NewNode(reg prometheus.Registerer) *Node {
 	return n
 }
 
-// Watch makes the scrapes read mgr (set once, before serving).
-func (n *Node) Watch(mgr *node.Manager) { n.mgr = mgr }
+// Watch makes the scrapes read src (set once, before serving).
+func (n *Node) Watch(src Source) { n.src = src }
 
 // Created implements node.Observer.
 func (n *Node) Created(d time.Duration, driver string, pooled bool) {
@@ -100,12 +106,12 @@ func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector: the node's table and load now.
 func (n *Node) Collect(ch chan<- prometheus.Metric) {
-	if n.mgr == nil {
+	if n.src == nil {
 		return
 	}
 	type key struct{ state, template, driver string }
 	counts := map[key]int{}
-	for _, info := range n.mgr.List() {
+	for _, info := range n.src.List() {
 		if info.ForBuild() {
 			continue
 		}
@@ -114,7 +120,7 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	for k, c := range counts {
 		ch <- prometheus.MustNewConstMetric(n.sandboxes, prometheus.GaugeValue, float64(c), k.state, k.template, k.driver)
 	}
-	l := n.mgr.Load()
+	l := n.src.Load()
 	for tpl, c := range l.Warm {
 		ch <- prometheus.MustNewConstMetric(n.warm, prometheus.GaugeValue, float64(c), tpl)
 	}
