@@ -25,6 +25,7 @@ type Node struct {
 	sandboxes, warm                 *prometheus.Desc
 	cpuCapacity, cpuCommitted       *prometheus.Desc
 	memoryCapacity, memoryCommitted *prometheus.Desc
+	networks                        *prometheus.Desc
 }
 
 var _ node.Observer = (*Node)(nil)
@@ -62,6 +63,8 @@ func NewNode(reg prometheus.Registerer) *Node {
 		memoryCapacity: prometheus.NewDesc("cove_node_memory_capacity_bytes",
 			"Memory the node may promise its sandboxes (its memory times the overcommit).", nil, nil),
 		memoryCommitted: prometheus.NewDesc("cove_node_memory_committed_bytes", "Memory its sandboxes' limits add up to.", nil, nil),
+		networks: prometheus.NewDesc("cove_networks", "Sandbox networks ready in the node's pool, or handed out to sandboxes (in_use); with node networking only.",
+			[]string{"state"}, nil),
 	}
 	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.warmMisses, n)
 	return n
@@ -99,7 +102,7 @@ func (n *Node) WarmMissed(templateID string) { n.warmMisses.WithLabelValues(temp
 
 // Describe implements prometheus.Collector (the gauges read at a scrape).
 func (n *Node) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted} {
+	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted, n.networks} {
 		ch <- d
 	}
 }
@@ -128,4 +131,8 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(n.cpuCommitted, prometheus.GaugeValue, float64(l.CommittedCPUMillis))
 	ch <- prometheus.MustNewConstMetric(n.memoryCapacity, prometheus.GaugeValue, float64(l.MemoryMB)*(1<<20))
 	ch <- prometheus.MustNewConstMetric(n.memoryCommitted, prometheus.GaugeValue, float64(l.CommittedMemoryMB)*(1<<20))
+	if l.Networking {
+		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksReady), "ready")
+		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksInUse), "in_use")
+	}
 }

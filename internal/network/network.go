@@ -64,6 +64,7 @@ type Manager struct {
 	mu       sync.Mutex
 	used     map[int]bool
 	next     int
+	out      int       // networks handed out (Acquire, Adopt) and not released
 	ready    chan *Net // made by the pool
 	returned chan *Net // given back clean by sandboxes that ended; taken first
 	// releases queue networks whose flows are to be forgotten; releasing
@@ -219,7 +220,18 @@ func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 		}
 		n.custom = true
 	}
+	m.mu.Lock()
+	m.out++
+	m.mu.Unlock()
 	return n, nil
+}
+
+// Levels are the networks ready for a sandbox (made, or given back and
+// kept) and those handed out to sandboxes.
+func (m *Manager) Levels() (ready, handedOut int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.ready) + len(m.returned), m.out
 }
 
 // InUse lists the slots handed out and not released.
@@ -263,6 +275,7 @@ func (m *Manager) SetInternet(n *Net, allowed bool) error {
 func (m *Manager) Adopt(slot int, ns *os.File, internet bool) (*Net, error) {
 	m.mu.Lock()
 	m.used[slot] = true
+	m.out++
 	m.mu.Unlock()
 	gw, addr := m.slotAddrs(slot)
 	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot), NS: ns, custom: true} // rules unknown: reset on release
@@ -367,6 +380,9 @@ func (m *Manager) forgetBatch(batch []*Net) {
 // namespace went with the sandbox's last process, and the kernel removes
 // the veth in the background. Release returns before the flows are gone.
 func (m *Manager) Release(n *Net) {
+	m.mu.Lock()
+	m.out--
+	m.mu.Unlock()
 	if n.custom { // back to the default, in the firewall and the egress proxy
 		_ = m.fw.setInternet(n.Addr, true)
 		_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)

@@ -154,6 +154,10 @@ type Load struct {
 	Sandboxes                             int
 	// Warm are the warm sandboxes ready, by template id.
 	Warm map[string]int
+	// With node networking: the networks ready in its pool and those
+	// handed out (warm sandboxes' included).
+	Networking                   bool
+	NetworksReady, NetworksInUse int
 }
 
 // Load reports the node's capacity and commitments (placement reads it).
@@ -162,6 +166,10 @@ func (m *Manager) Load() Load {
 	l := Load{CPUs: a.CPUs, MemoryMB: int64(float64(a.MemoryMB) * a.MemoryOvercommit)}
 	if m.pool != nil {
 		l.Warm = m.pool.ready()
+	}
+	if lv, ok := m.cfg.Networks.(interface{ Levels() (int, int) }); ok {
+		l.Networking = true
+		l.NetworksReady, l.NetworksInUse = lv.Levels()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"strconv"
 	"testing"
 
@@ -10,14 +13,15 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/server"
 )
 
 // TestPrometheusMetrics: cove server's /metrics (on --metrics-listen)
 // parses as Prometheus text and counts what the test did: sandboxes by
 // state, creates, a kill, pauses and a resume, the memory the node
-// promised, the API's requests by route and status, a request through
-// the sandbox proxy.
+// promised, the networks handed out, the API's requests by route and
+// status, a request through the sandbox proxy.
 func TestPrometheusMetrics(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +29,10 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := startWith(t, func(c *server.Config) { c.MetricsListen, c.PoolSize = addr, 0 })
+	s := startWith(t, func(c *server.Config) {
+		c.MetricsListen, c.PoolSize = addr, 0
+		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.251.0/24"), Table: fmt.Sprintf("cove-test-prom-%d", os.Getpid()), PoolSize: 1}
+	})
 	var ids []string
 	for range 3 {
 		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)
@@ -103,6 +110,7 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"cove_api_requests_total", map[string]string{"route": "DELETE /sandboxes/{id}", "code": "204"}, 1},
 		{"cove_api_request_seconds", map[string]string{"route": "POST /sandboxes/{id}/pause"}, 2},
 		{"cove_proxy_requests_total", map[string]string{"code": strconv.Itoa(proxied.StatusCode)}, 1},
+		{"cove_networks", map[string]string{"state": "in_use"}, 2}, // the killed one's was released
 	} {
 		if got := value(c.name, c.want); got != c.is {
 			t.Errorf("%s%v = %v, want %v", c.name, c.want, got, c.is)
