@@ -15,7 +15,6 @@ import (
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/metrics"
-	"github.com/covesandbox/cove/internal/node"
 )
 
 // openMetrics serves a registry for Prometheus on cfg.MetricsListen, at
@@ -45,17 +44,6 @@ func openMetrics(ctx context.Context, cfg Config, log *slog.Logger) (*prometheus
 	}()
 	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
 	return reg, nil
-}
-
-// nodeMetrics adds a node's metrics to reg (none when reg is nil): its
-// config gets the observer; Watch the manager once it exists.
-func nodeMetrics(reg *prometheus.Registry, nodeCfg *node.Config) *metrics.Node {
-	if reg == nil {
-		return nil
-	}
-	m := metrics.NewNode(reg)
-	nodeCfg.Observer = m
-	return m
 }
 
 // httpMetrics adds an API server's metrics to reg (none when reg is nil).

@@ -83,21 +83,9 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		nodeCfg.Networks = nets
 		defer nets.Close()
 	}
-	vols, err := openVolumes(cfg, log)
-	if err != nil {
+	var vols *volume.Store
+	if mgr, vols, _, err = newNode(ctx, cfg, nodeCfg, driver, templates, log); err != nil {
 		return err
-	}
-	nodeCfg.Volumes = vols
-	reg, err := openMetrics(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	observed := nodeMetrics(reg, &nodeCfg)
-	if mgr, err = node.New(nodeCfg, driver, templates, log); err != nil {
-		return err
-	}
-	if observed != nil {
-		observed.Watch(mgr)
 	}
 	defer mgr.Close()
 	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, secret, log); err != nil {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -211,22 +213,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer nets.Close()      // rules stay while sandboxes do; the next start rebuilds them
 	}
 	step("network")
-	vols, err := openVolumes(cfg, log)
+	mgr, vols, reg, err := newNode(ctx, cfg, nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
-	}
-	nodeCfg.Volumes = vols
-	reg, err := openMetrics(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	observed := nodeMetrics(reg, &nodeCfg)
-	mgr, err := node.New(nodeCfg, driver, templates, log)
-	if err != nil {
-		return err
-	}
-	if observed != nil {
-		observed.Watch(mgr)
 	}
 	defer mgr.Close()
 	builds, stopBuilds := context.WithCancel(context.WithoutCancel(ctx))
@@ -269,6 +258,34 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)
 	return serve(ctx, cfg, ln, api, px, httpMetrics(reg), "cove server", log)
+}
+
+// newNode makes the node of a role that runs sandboxes (cove server,
+// cove node) over nodeCfg: with the host's volumes and, with
+// --metrics-listen, its metrics, served from reg (nil without).
+func newNode(ctx context.Context, cfg Config, nodeCfg node.Config, driver isolation.Driver, templates *template.Store, log *slog.Logger) (*node.Manager, *volume.Store, *prometheus.Registry, error) {
+	vols, err := openVolumes(cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nodeCfg.Volumes = vols
+	reg, err := openMetrics(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var observed *metrics.Node
+	if reg != nil {
+		observed = metrics.NewNode(reg)
+		nodeCfg.Observer = observed
+	}
+	mgr, err := node.New(nodeCfg, driver, templates, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if observed != nil {
+		observed.Watch(mgr)
+	}
+	return mgr, vols, reg, nil
 }
 
 // openVolumes opens the host's volumes (each made VolumeSizeMB, 1 GiB by
