@@ -40,13 +40,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease, TLS: clientTLS,
-		TemplateID: func(ref string) string {
-			r, err := templates.Get(ref)
-			if err != nil {
-				return "" // refused by the node, if anywhere
-			}
-			return r.ID
-		},
+		TemplateID:   templates.IDOf,
 		Ended:        func(id string) { svc.Ended(id) },
 		StateChanged: func(info node.Info) { svc.StateChanged(info) },
 	}, st, st, log)

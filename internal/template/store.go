@@ -411,6 +411,20 @@ func (s *Store) Get(ref string) (Record, error) {
 	return r.clone(), nil
 }
 
+// IDOf names the template a reference (name, name:tag or id) is of, from
+// the records as last read, without reading the shared ones again: a
+// cluster's placement asks on every create, just after the create's own
+// check read them ("" when it names none).
+func (s *Store) IDOf(ref string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, err := s.find(ref)
+	if err != nil {
+		return ""
+	}
+	return r.ID
+}
+
 // List returns every template team may see (its own and public ones).
 func (s *Store) List(team string) []Record {
 	s.lockStale()

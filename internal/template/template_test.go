@@ -434,3 +434,20 @@ func TestFilesCollected(t *testing.T) {
 		t.Error("an archive a build just checked for went")
 	}
 }
+
+// TestIDOf: a reference — id, name, name:tag — names its template's id
+// from the records as read; an unknown one names none.
+func TestIDOf(t *testing.T) {
+	s := newStore(t)
+	rec, _, err := s.NewBuild("team", "named", []string{"v1"}, 1, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{rec.ID, rec.ID}, {"named", rec.ID}, {"named:v1", rec.ID}, {"base", "base"}, {"nope", ""}, {"", ""},
+	} {
+		if got := s.IDOf(tc.ref); got != tc.want {
+			t.Errorf("IDOf(%q) = %q, want %q", tc.ref, got, tc.want)
+		}
+	}
+}
