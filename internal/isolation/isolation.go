@@ -53,6 +53,12 @@ type Stater interface {
 	Stats(ctx context.Context, id string) (Stats, error)
 }
 
+// AgentLogger is implemented by drivers that keep what a sandbox's agent
+// logs (JSON lines): the last max bytes of it, from a line's start.
+type AgentLogger interface {
+	AgentLog(ctx context.Context, id string, max int64) ([]byte, error)
+}
+
 // Prioritizer is implemented by drivers that can set a sandbox's CPU
 // priority: a warm sandbox starts in the background (Spec.Background) and
 // gets the normal priority when it is handed over.

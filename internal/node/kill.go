@@ -11,6 +11,9 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 )
 
+// KilledDetail is the exit detail of a sandbox ended by Kill.
+const KilledDetail = "killed"
+
 // Kill ends a sandbox and removes everything it owned. Killing a sandbox
 // that is already gone is NotFound; concurrent kills all wait for the same
 // teardown.
@@ -20,7 +23,7 @@ func (m *Manager) Kill(ctx context.Context, id string) error {
 		return errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	start := time.Now()
-	err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed})
+	err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: KilledDetail})
 	if err == nil {
 		m.observe(func(o Observer) { o.Killed(time.Since(start)) })
 	}

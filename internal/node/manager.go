@@ -254,6 +254,26 @@ func (m *Manager) Stats(ctx context.Context, id string) (isolation.Stats, error)
 	return st.Stats(ctx, id)
 }
 
+// AgentLogMax is how much of an agent's log AgentLog returns: its end.
+const AgentLogMax = 1 << 20
+
+// AgentLog returns the end of a sandbox's agent log (JSON lines); a
+// driver that keeps none gives an empty one.
+func (m *Manager) AgentLog(ctx context.Context, id string) ([]byte, error) {
+	if m.lookup(id) == nil {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	l, ok := m.driverOf(id).(isolation.AgentLogger)
+	if !ok {
+		return nil, nil
+	}
+	b, err := l.AgentLog(ctx, id, AgentLogMax)
+	if errs.Is(err, errs.NotFound) { // paused without its processes
+		return nil, nil
+	}
+	return b, err
+}
+
 func (m *Manager) lookup(id string) *sandbox {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -136,6 +136,15 @@ func (c *Client) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	return statsFromPB(r.Msg), nil
 }
 
+// AgentLog returns the end of a sandbox's agent log.
+func (c *Client) AgentLog(ctx context.Context, id string) ([]byte, error) {
+	r, err := c.rpc.AgentLog(ctx, connect.NewRequest(&pb.SandboxRef{Id: id}))
+	if err != nil {
+		return nil, err
+	}
+	return r.Msg.GetLog(), nil
+}
+
 // UpdateNetwork changes a sandbox's egress.
 func (c *Client) UpdateNetwork(id string, u node.NetworkUpdate) error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)

@@ -33,6 +33,7 @@ type Manager interface {
 	SetTimeout(id string, timeout time.Duration) (node.Info, error)
 	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
 	Stats(ctx context.Context, id string) (isolation.Stats, error)
+	AgentLog(ctx context.Context, id string) ([]byte, error)
 	UpdateNetwork(id string, u node.NetworkUpdate) error
 	Pause(ctx context.Context, id string) (node.Info, error)
 	PauseFiles(ctx context.Context, id string) (node.Info, error)
@@ -169,6 +170,12 @@ func (s *Server) SetTimeout(_ context.Context, r *connect.Request[pb.TimeoutRequ
 func (s *Server) Stats(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.SandboxStats], error) {
 	st, err := s.mgr.Stats(ctx, r.Msg.GetId())
 	return reply(statsToPB(st), err)
+}
+
+// AgentLog implements nodepbconnect.NodeHandler.
+func (s *Server) AgentLog(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.AgentLogResponse], error) {
+	b, err := s.mgr.AgentLog(ctx, r.Msg.GetId())
+	return reply(&pb.AgentLogResponse{Log: b}, err)
 }
 
 // UpdateNetwork implements nodepbconnect.NodeHandler.

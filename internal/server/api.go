@@ -9,6 +9,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/cluster"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
@@ -41,7 +42,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease, TLS: clientTLS,
 		TemplateID:   templates.IDOf,
-		Ended:        func(id string) { svc.Ended(id) },
+		Ended:        func(id string, exit isolation.Exit) { svc.Ended(id, exit) },
 		StateChanged: func(info node.Info) { svc.StateChanged(info) },
 	}, st, st, log)
 	var builder service.Builder
@@ -67,6 +68,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stop()
 	go nodes.Run(running)
 	go svc.RunSampler(running)
+	go svc.PruneLogs(running)
 	if bucket != nil {
 		go collectBucket(running, templates, nodes, log)
 	}

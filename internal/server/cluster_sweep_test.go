@@ -46,7 +46,7 @@ func TestClusterNodeSweeps(t *testing.T) {
 		ids = append(ids, m["sandboxID"].(string))
 	}
 	lost, kept := ids[0], ids[1]
-	if err := st.DeleteSandbox(t.Context(), lost); err != nil {
+	if _, err := st.DeleteSandbox(t.Context(), lost); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()

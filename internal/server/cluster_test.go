@@ -154,6 +154,19 @@ func TestCluster(t *testing.T) {
 	if code != 200 || strings.Count(string(raw), `"sandboxID"`) != 6 {
 		t.Errorf("list: %d %s", code, raw)
 	}
+	// Its logs through the other replica: the lifecycle from the database,
+	// its agent's lines from its node. Both replicas hear of its end; one
+	// line says so (checked at the end, when every event has come).
+	logged := create(apis[0])
+	if _, err := run(ctx, apis[1].url, logged.id, logged.token, "true"); err != nil {
+		t.Fatal(err)
+	}
+	if got := messages(apis[1].logs(t, keyA, logged.id, "", 200)); got != "sandbox created|process started|process ended" {
+		t.Errorf("logs through the other replica: %s", got)
+	}
+	if code, _, raw := apis[1].do(t, "DELETE", "/sandboxes/"+logged.id, keyA, ""); code != 204 {
+		t.Fatalf("kill: %d %s", code, raw)
+	}
 
 	// A node restarted within its lease keeps its sandboxes.
 	kept, err := st.SandboxesOn(ctx, "n2")
@@ -236,6 +249,9 @@ func TestCluster(t *testing.T) {
 	sb := create(apis[1])
 	if out, err := run(ctx, apis[1].url, sb.id, sb.token, "echo still"); err != nil || out != "still\n" {
 		t.Errorf("the remaining replica: %q %v", out, err)
+	}
+	if got := messages(apis[1].logs(t, keyA, logged.id, "", 200)); got != "sandbox created|sandbox killed" {
+		t.Errorf("logs of a sandbox killed in a cluster: %s", got)
 	}
 	apis[1].killAll(t)
 	for _, r := range append(nodes[1:], back) {

@@ -65,6 +65,10 @@ func TestIsolationChoice(t *testing.T) {
 		if err != nil || (strings.TrimSpace(out) == hostKernel) != tc.hostKernel {
 			t.Errorf("%s sandbox: kernel %q (%v); the host's is %q", tc.want, out, err, hostKernel)
 		}
+		// Either driver keeps its agent's log, the sandbox's logs show it.
+		if got := messages(s.logs(t, keyA, id, "search=process", 200)); got != "process started|process ended" {
+			t.Errorf("%s sandbox: the agent's lines in its logs: %q", tc.want, got)
+		}
 		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 			t.Errorf("kill: %d %s", code, raw)
 		}

@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		},
 		OnEnd: func(info node.Info) {
 			if !info.ForBuild() {
-				svc.Ended(info.ID)
+				svc.Ended(info.ID, info.Exit)
 			}
 			tpls.SandboxEnded()
 		},
@@ -254,6 +254,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSampling()
 	go svc.RunSampler(sampling)
+	go svc.PruneLogs(sampling)
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
 	px := proxy.New(mgr, svc, cfg.Domain, log)

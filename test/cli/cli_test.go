@@ -2,6 +2,7 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/testutil"
 )
@@ -232,5 +234,92 @@ func TestKeyCreate(t *testing.T) {
 	}
 	if _, errOut, code := c.run(t, "", "key", "create", "--data-dir", t.TempDir()); code == 0 || !strings.Contains(errOut, "no Cove data") {
 		t.Errorf("key create without a server's data: %d %s", code, errOut)
+	}
+}
+
+// TestSandboxLogs: `cove sandbox logs` prints a sandbox's life and its
+// agent's lines; with -f it prints lines as they come and returns once the
+// sandbox is gone.
+func TestSandboxLogs(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	out, errOut, code := c.run(t, "", "sandbox", "create", "--timeout", "2m")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %q %q %d", out, errOut, code)
+	}
+	follow := exec.Command(c.bin, "sandbox", "logs", "-f", id)
+	follow.Env = c.env
+	pipe, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow.Stderr = follow.Stdout
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = follow.Process.Kill() })
+	followed := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			followed <- sc.Text()
+		}
+		close(followed)
+	}()
+	// next returns the next line -f printed holding want, failing the
+	// test if -f ends or prints none within 30 s.
+	var got []string
+	next := func(want string) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case l, ok := <-followed:
+				if !ok {
+					t.Fatalf("logs -f ended before %q: %q", want, got)
+				}
+				got = append(got, l)
+				if strings.Contains(l, want) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("logs -f printed no %q in 30 s: %q", want, got)
+			}
+		}
+	}
+	next("sandbox created")
+	if _, errOut, code := c.run(t, "", "sandbox", "exec", id, "--", "true"); code != 0 {
+		t.Fatalf("exec: %q %d", errOut, code)
+	}
+	out, errOut, code = c.run(t, "", "sandbox", "logs", id)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], " INFO  sandbox created ") || !strings.Contains(lines[0], "template=base") ||
+		!strings.Contains(lines[1], "process started") || !strings.Contains(lines[1], "source=agent") || !strings.Contains(lines[2], "process ended") {
+		t.Errorf("logs: %q %q %d", out, errOut, code)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "logs", "--level", "warn", id); code != 0 || out != "" {
+		t.Errorf("logs --level warn: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "logs", "--level", "loud", id); code == 0 || !strings.Contains(errOut, "invalid level") {
+		t.Errorf("logs --level loud: %q %d", errOut, code)
+	}
+	// -f prints the agent's lines as they come, the kill, then returns.
+	next("process ended")
+	if _, _, code := c.run(t, "", "sandbox", "kill", id); code != 0 {
+		t.Fatalf("kill: %d", code)
+	}
+	next("sandbox killed")
+	if l, ok := <-followed; ok {
+		t.Errorf("logs -f printed %q after the kill", l)
+	}
+	if err := follow.Wait(); err != nil || len(got) != 4 || !strings.Contains(got[1], "process started") {
+		t.Errorf("logs -f: %v %q", err, got)
+	}
+	if out, _, code := c.run(t, "", "sandbox", "logs", "--search", "killed", id); code != 0 || !strings.Contains(out, "sandbox killed") {
+		t.Errorf("logs after the kill: %q %d", out, code)
+	}
+	if _, errOut, code := c.run(t, "", "sandbox", "logs", "inosuchsandbox00000"); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Errorf("logs of no sandbox: %q %d", errOut, code)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
@@ -44,7 +45,7 @@ type Config struct {
 	TemplateID func(ref string) string
 	// Ended and StateChanged receive what the nodes report (the service's
 	// Ended and StateChanged).
-	Ended        func(id string)
+	Ended        func(id string, exit isolation.Exit)
 	StateChanged func(info node.Info)
 }
 
@@ -302,7 +303,7 @@ func (c *Cluster) event(nodeID string, ev nodeapi.Event) {
 		}
 		c.forget(ev.Info.ID)
 		if c.cfg.Ended != nil {
-			c.cfg.Ended(ev.Info.ID)
+			c.cfg.Ended(ev.Info.ID, ev.Info.Exit)
 		}
 		return
 	}

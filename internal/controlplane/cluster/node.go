@@ -196,6 +196,11 @@ func (c *Cluster) ExtendTimeout(id string, timeout time.Duration) (node.Info, er
 	return routed(context.Background(), c, id, func(n *nodeapi.Client) (node.Info, error) { return n.ExtendTimeout(id, timeout) })
 }
 
+// AgentLog returns the end of a sandbox's agent log.
+func (c *Cluster) AgentLog(ctx context.Context, id string) ([]byte, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client) ([]byte, error) { return n.AgentLog(ctx, id) })
+}
+
 // Stats returns a sandbox's resource use.
 func (c *Cluster) Stats(ctx context.Context, id string) (isolation.Stats, error) {
 	return routed(ctx, c, id, func(n *nodeapi.Client) (isolation.Stats, error) { return n.Stats(ctx, id) })
@@ -410,7 +415,7 @@ func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Cl
 			continue
 		}
 		if c.cfg.Ended != nil {
-			c.cfg.Ended(id)
+			c.cfg.Ended(id, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: "ended while its node was out of reach"})
 		}
 	}
 	for _, info := range running {

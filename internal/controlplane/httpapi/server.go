@@ -54,6 +54,8 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 		a.handle(p, a.connect)
 	}
 	a.handle("GET /sandboxes/{id}/metrics", a.metrics)
+	a.handle("GET /sandboxes/{id}/logs", a.logsV1)
+	a.handle("GET /v2/sandboxes/{id}/logs", a.logsV2)
 	a.handle("PUT /sandboxes/{id}/network", a.updateNetwork)
 	a.handle("POST /sandboxes/{id}/snapshots", a.createSnapshot)
 	a.handle("GET /snapshots", a.listSnapshots)

@@ -8,9 +8,7 @@ import (
 
 // Endpoints later work owns answer 501 with what is missing.
 var later = map[string]string{
-	"GET /sandboxes/{id}/logs":    "sandbox logs are not available yet",
-	"GET /v2/sandboxes/{id}/logs": "sandbox logs are not available yet",
-	"POST /templates":             "the v1 template build (a Dockerfile pushed to a registry) is deprecated; build with POST /v3/templates",
+	"POST /templates": "the v1 template build (a Dockerfile pushed to a registry) is deprecated; build with POST /v3/templates",
 }
 
 func (a *API) unimplemented() {

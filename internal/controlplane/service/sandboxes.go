@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -161,6 +162,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		}
 		return Sandbox{}, err
 	}
+	s.logLine(ctx, sb.Team, id, "info", "sandbox created", createdFields(sb))
 	// The history starts at the start.
 	go func() {
 		if _, err := s.sample(context.WithoutCancel(ctx), info); err != nil && !errs.Is(err, errs.NotFound) {
@@ -213,12 +215,20 @@ func (s *Service) Kill(ctx context.Context, team, id string) error {
 	if err := s.node.Kill(ctx, id); err != nil && !errs.Is(err, errs.NotFound) {
 		return err
 	}
-	return s.store.DeleteSandbox(ctx, id)
+	deleted, err := s.store.DeleteSandbox(ctx, id)
+	if deleted {
+		s.logLine(ctx, team, id, "info", "sandbox killed", nil)
+	}
+	return err
 }
 
 // SetTimeout makes the sandbox end timeout from now.
 func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.Duration) error {
-	return s.retime(ctx, team, id, timeout, s.node.SetTimeout)
+	if err := s.retime(ctx, team, id, timeout, s.node.SetTimeout); err != nil {
+		return err
+	}
+	s.logLine(ctx, team, id, "info", "sandbox timeout set", map[string]string{"timeout": timeout.String()})
+	return nil
 }
 
 // Connect returns a sandbox, resuming it when it is paused (resumed
@@ -262,6 +272,7 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 	if err != nil {
 		return err
 	}
+	s.logLine(ctx, team, id, "info", "sandbox paused", map[string]string{"memory": fmt.Sprint(memory)})
 	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt)
 }
 
@@ -285,6 +296,7 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	if err != nil {
 		return Sandbox{}, err
 	}
+	s.logLine(ctx, team, id, "info", "sandbox resumed", map[string]string{"reboot": fmt.Sprint(reboot)})
 	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StateRunning), info.EndAt); err != nil {
 		return Sandbox{}, err
 	}

@@ -4,12 +4,14 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
@@ -26,6 +28,7 @@ type Node interface {
 	SetTimeout(id string, timeout time.Duration) (node.Info, error)
 	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
 	Stats(ctx context.Context, id string) (isolation.Stats, error)
+	AgentLog(ctx context.Context, id string) ([]byte, error)
 	UpdateNetwork(id string, u node.NetworkUpdate) error
 	Pause(ctx context.Context, id string) (node.Info, error)
 	PauseFiles(ctx context.Context, id string) (node.Info, error)
@@ -88,11 +91,29 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}}
 }
 
-// Ended forgets a sandbox that ended on the node (timeout, crash, kill).
-func (s *Service) Ended(id string) {
+// Ended forgets a sandbox that ended on the node (timeout, crash, kill)
+// and logs why, unless a kill through the API forgot it first. Of the
+// replicas that each hear of the end, the one whose delete removed the
+// record logs it.
+func (s *Service) Ended(id string, exit isolation.Exit) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.store.DeleteSandbox(ctx, id); err != nil {
+	sb, err := s.store.Sandbox(ctx, id)
+	if err == nil {
+		deleted, err := s.store.DeleteSandbox(ctx, id)
+		switch {
+		case err != nil:
+			s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
+		case deleted && exit.Detail == node.KilledDetail:
+			s.logLine(ctx, sb.Team, id, "info", "sandbox killed", nil)
+		case deleted:
+			level := "info"
+			if exit.Reason == isolation.ExitOOM || exit.Reason == isolation.ExitCrashed {
+				level = "error"
+			}
+			s.logLine(ctx, sb.Team, id, level, "sandbox ended", map[string]string{"reason": string(exit.Reason), "detail": exit.Detail})
+		}
+	} else if !errs.Is(err, errs.NotFound) {
 		s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
 	}
 	s.mu.Lock()
@@ -105,8 +126,18 @@ func (s *Service) Ended(id string) {
 func (s *Service) StateChanged(info node.Info) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	sb, err := s.store.Sandbox(ctx, info.ID)
+	if err != nil {
+		s.log.Error("record a sandbox's state", logx.SandboxID(info.ID), logx.Err(err))
+		return
+	}
 	if err := s.store.SetSandboxState(ctx, info.ID, string(info.State), info.EndAt); err != nil {
 		s.log.Error("record a sandbox's state", logx.SandboxID(info.ID), logx.Err(err))
+		return
+	}
+	if sb.State != string(info.State) { // another replica's news, else
+		msg := map[node.State]string{node.StatePaused: "sandbox paused at its timeout", node.StateRunning: "sandbox resumed by traffic"}[info.State]
+		s.logLine(ctx, sb.Team, info.ID, "info", cmp.Or(msg, "sandbox "+string(info.State)), nil)
 	}
 }
 
@@ -122,7 +153,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	for _, id := range ids {
 		recorded[id] = true
 		if _, err := s.node.Get(id); err != nil {
-			if err := s.store.DeleteSandbox(ctx, id); err != nil {
+			if _, err := s.store.DeleteSandbox(ctx, id); err != nil {
 				return err
 			}
 		}

@@ -69,6 +69,28 @@ type Cursor struct {
 	ID        string
 }
 
+// SandboxLog is one line of a sandbox's log.
+type SandboxLog struct {
+	SandboxID string
+	Team      string
+	Time      time.Time
+	Level     string // "debug", "info", "warn" or "error"
+	Message   string
+	Fields    map[string]string
+}
+
+// LogQuery selects lines of one team's sandbox's log.
+type LogQuery struct {
+	SandboxID, Team string
+	// Cursor is where the lines start, inclusive: forward from it (zero:
+	// the first line), or backward from it (zero: the last line).
+	Cursor   time.Time
+	Backward bool
+	Levels   []string // empty = any
+	Search   string   // a case-sensitive substring of the message
+	Limit    int
+}
+
 // Store is what the control plane keeps.
 type Store interface {
 	AddAPIKey(ctx context.Context, k APIKey) error
@@ -84,11 +106,21 @@ type Store interface {
 	// SetSandboxState records a sandbox's state ("running", "paused") and
 	// end.
 	SetSandboxState(ctx context.Context, id, state string, end time.Time) error
-	DeleteSandbox(ctx context.Context, id string) error // a missing one is fine
+	// DeleteSandbox removes a record and reports whether there was one (a
+	// missing one is no error).
+	DeleteSandbox(ctx context.Context, id string) (bool, error)
 	// ListSandboxes returns one page and the total of matching sandboxes.
 	ListSandboxes(ctx context.Context, f ListFilter) ([]Sandbox, error)
 	// AllSandboxIDs returns every recorded id (for reconciling with nodes).
 	AllSandboxIDs(ctx context.Context) ([]string, error)
+
+	// AddSandboxLog appends a line to a sandbox's log; the log outlives
+	// the sandbox's record until PruneSandboxLogs.
+	AddSandboxLog(ctx context.Context, l SandboxLog) error
+	// SandboxLogs returns the lines q selects, in q's direction.
+	SandboxLogs(ctx context.Context, q LogQuery) ([]SandboxLog, error)
+	// PruneSandboxLogs removes the lines older than before.
+	PruneSandboxLogs(ctx context.Context, before time.Time) error
 
 	Close() error
 }

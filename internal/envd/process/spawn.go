@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func (s *Service) spawn(req *pb.StartRequest, u identity.User) (*proc, *subscrib
 	}
 	p.pid = uint32(pid)
 	s.add(p)
-	s.log.Debug("process started", logx.PID(pid), "cmd", cfg.GetCmd())
+	s.log.Info("process started", logx.PID(pid), "cmd", cfg.GetCmd())
 	go s.supervise(p, wait, outputs, oomBefore)
 	return p, sub, nil
 }
@@ -197,8 +198,14 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 	}
 	oom := s.killedForMemory(ws, oomBefore)
 	p.closeParentEnds(outs)
-	p.finish(endEvent(ws, oom))
-	s.log.Debug("process ended", logx.PID(int(p.pid)), "status", p.end.Status)
+	end := endEvent(ws, oom)
+	level := slog.LevelInfo
+	if oom {
+		level = slog.LevelWarn
+	}
+	// Logged before the end is told: what waited for it finds it logged.
+	s.log.Log(context.Background(), level, "process ended", logx.PID(int(p.pid)), "status", end.Status, "oom", oom)
+	p.finish(end)
 	s.forgetLater(p)
 }
 

@@ -84,7 +84,7 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (i
 	}
 	pidFile := filepath.Join(d.dir(id), "pid")
 	_ = os.Remove(pidFile)
-	if _, err := d.runsc(ctx, "restore", "--image-path", dir, "--bundle", d.dir(id), "--pid-file", pidFile, "--detach", id); err != nil {
+	if _, err := d.runscLogged(ctx, filepath.Join(d.dir(id), "agent.log"), "restore", "--image-path", dir, "--bundle", d.dir(id), "--pid-file", pidFile, "--detach", id); err != nil {
 		return isolation.Handle{}, fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
 	d.mu.Lock()

@@ -101,12 +101,13 @@ func (d *Driver) create(ctx context.Context, id string, spec isolation.Spec, ima
 		return h, err
 	}
 	pidFile := filepath.Join(dir, "pid")
+	agentLog := filepath.Join(dir, "agent.log")
 	if image != "" {
-		if _, err := d.runsc(ctx, "restore", "--image-path", image, "--bundle", dir, "--pid-file", pidFile, "--detach", id); err != nil {
+		if _, err := d.runscLogged(ctx, agentLog, "restore", "--image-path", image, "--bundle", dir, "--pid-file", pidFile, "--detach", id); err != nil {
 			return h, fmt.Errorf("restore sandbox %s: %w", id, err)
 		}
 	} else {
-		if _, err := d.runsc(ctx, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
+		if _, err := d.runscLogged(ctx, agentLog, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
 			return h, fmt.Errorf("create sandbox %s: %w", id, err)
 		}
 		if _, err := d.runsc(ctx, "start", id); err != nil {

@@ -168,6 +168,13 @@ func (d *Driver) get(id string) *sandbox {
 // processes behind, holding whatever it was given, and a pipe would never
 // reach its end.
 func (d *Driver) runsc(ctx context.Context, args ...string) ([]byte, error) {
+	return d.runscLogged(ctx, "", args...)
+}
+
+// runscLogged is runsc whose standard error, when agentLog is set, is
+// that file (appended to): what `runsc create` and `restore` leave the
+// sandbox's agent for its log.
+func (d *Driver) runscLogged(ctx context.Context, agentLog string, args ...string) ([]byte, error) {
 	global := []string{"--root", filepath.Join(d.cfg.Dir, runscState), "--platform", d.cfg.Platform,
 		"--network", "host", "--overlay2", "none", "--oci-seccomp"}
 	stdout, err := os.CreateTemp(d.cfg.Dir, ".runsc-out-")
@@ -176,11 +183,18 @@ func (d *Driver) runsc(ctx context.Context, args ...string) ([]byte, error) {
 	}
 	defer os.Remove(stdout.Name())
 	defer stdout.Close()
-	stderr, err := os.CreateTemp(d.cfg.Dir, ".runsc-err-")
+	var stderr *os.File
+	if agentLog != "" {
+		stderr, err = os.OpenFile(agentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	} else {
+		stderr, err = os.CreateTemp(d.cfg.Dir, ".runsc-err-")
+		if err == nil {
+			defer os.Remove(stderr.Name())
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(stderr.Name())
 	defer stderr.Close()
 	cmd := exec.CommandContext(ctx, d.cfg.Runsc, append(global, args...)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr

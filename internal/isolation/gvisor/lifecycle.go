@@ -196,3 +196,11 @@ func (d *Driver) Resume(ctx context.Context, id string) error {
 	_, err := d.runsc(ctx, "resume", id)
 	return err
 }
+
+// AgentLog implements isolation.AgentLogger.
+func (d *Driver) AgentLog(_ context.Context, id string, max int64) ([]byte, error) {
+	if err := isolation.ValidateID(id); err != nil {
+		return nil, err
+	}
+	return hostproc.LogTail(filepath.Join(d.dir(id), "agent.log"), max)
+}

@@ -5,10 +5,12 @@
 package hostproc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 )
@@ -281,4 +284,36 @@ func Stats(cg *cgroups.Group, limits isolation.Limits, disk string) (isolation.S
 		out.DiskUsed = (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
 	}
 	return out, nil
+}
+
+// LogTail returns the last limit bytes of the log file at path, from the
+// start of a line; a missing file is NotFound.
+func LogTail(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errs.New(errs.NotFound, "no log at %s", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(st.Size()-limit, 0)
+	b := make([]byte, st.Size()-off)
+	n, err := f.ReadAt(b, off)
+	if err != nil && n < len(b) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	b = b[:n]
+	if off > 0 { // the first line is cut: drop it
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		} else {
+			b = nil
+		}
+	}
+	return b, nil
 }

@@ -230,8 +230,9 @@ const agentLogMax = 8 << 20
 // agent's forks.
 func runAgent(fixed map[string]string, a isolation.AgentSettings, spawn func(func() (int, error)) (int, error)) int {
 	// Its stderr is a file on the host (agent.log), and code in the
-	// sandbox can make it log (a failed download, say): capped.
-	log := slog.New(slog.NewTextHandler(logx.Capped(os.Stderr, agentLogMax), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// sandbox can make it log (a failed download, say): capped. Its JSON
+	// lines are the agent's part of the sandbox's logs.
+	log := slog.New(slog.NewJSONHandler(logx.Capped(os.Stderr, agentLogMax), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ready, oom := agentFDs()
 	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, Initial: settings.Update{
 		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,

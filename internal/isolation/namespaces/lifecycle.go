@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -180,4 +181,12 @@ func (d *Driver) Foreground(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// AgentLog implements isolation.AgentLogger.
+func (d *Driver) AgentLog(_ context.Context, id string, max int64) ([]byte, error) {
+	if err := isolation.ValidateID(id); err != nil {
+		return nil, err
+	}
+	return hostproc.LogTail(filepath.Join(d.dir(id), "agent.log"), max)
 }

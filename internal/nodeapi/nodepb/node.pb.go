@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type Empty struct {
@@ -1126,6 +1126,50 @@ func (x *TimeoutRequest) GetExtend() bool {
 	return false
 }
 
+type AgentLogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Log           []byte                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentLogResponse) Reset() {
+	*x = AgentLogResponse{}
+	mi := &file_node_v1_node_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentLogResponse) ProtoMessage() {}
+
+func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentLogResponse.ProtoReflect.Descriptor instead.
+func (*AgentLogResponse) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AgentLogResponse) GetLog() []byte {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
 type SandboxStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CpuUsage      *durationpb.Duration   `protobuf:"bytes,1,opt,name=cpu_usage,json=cpuUsage,proto3" json:"cpu_usage,omitempty"`
@@ -1143,7 +1187,7 @@ type SandboxStats struct {
 
 func (x *SandboxStats) Reset() {
 	*x = SandboxStats{}
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1199,7 @@ func (x *SandboxStats) String() string {
 func (*SandboxStats) ProtoMessage() {}
 
 func (x *SandboxStats) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1212,7 @@ func (x *SandboxStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
 func (*SandboxStats) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SandboxStats) GetCpuUsage() *durationpb.Duration {
@@ -1248,7 +1292,7 @@ type NetworkUpdate struct {
 
 func (x *NetworkUpdate) Reset() {
 	*x = NetworkUpdate{}
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1304,7 @@ func (x *NetworkUpdate) String() string {
 func (*NetworkUpdate) ProtoMessage() {}
 
 func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1317,7 @@ func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkUpdate.ProtoReflect.Descriptor instead.
 func (*NetworkUpdate) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NetworkUpdate) GetId() string {
@@ -1320,7 +1364,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1376,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1389,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StringList) GetValues() []string {
@@ -1365,7 +1409,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1421,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1434,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PauseRequest) GetId() string {
@@ -1417,7 +1461,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1473,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1486,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResumeRequest) GetId() string {
@@ -1468,7 +1512,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1524,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1537,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -1513,7 +1557,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1569,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1582,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -1567,7 +1611,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1623,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1636,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -1628,7 +1672,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1684,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1697,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -1697,7 +1741,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1753,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1766,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -1761,7 +1805,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1817,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1830,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -1833,7 +1877,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1889,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1902,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -1877,7 +1921,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1933,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +1946,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -1922,7 +1966,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +1978,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +1991,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -2081,7 +2125,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x0eTimeoutRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x16\n" +
-	"\x06extend\x18\x03 \x01(\bR\x06extend\"\xbb\x02\n" +
+	"\x06extend\x18\x03 \x01(\bR\x06extend\"$\n" +
+	"\x10AgentLogResponse\x12\x10\n" +
+	"\x03log\x18\x01 \x01(\fR\x03log\"\xbb\x02\n" +
 	"\fSandboxStats\x126\n" +
 	"\tcpu_usage\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bcpuUsage\x12\x1d\n" +
 	"\n" +
@@ -2152,7 +2198,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\asamples\x18\x01 \x03(\v2\x1b.cove.node.v1.SandboxSampleR\asamples\"r\n" +
 	"\rSandboxSample\x12/\n" +
 	"\asandbox\x18\x01 \x01(\v2\x15.cove.node.v1.SandboxR\asandbox\x120\n" +
-	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\xd4\b\n" +
+	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\x9a\t\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -2160,7 +2206,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x04List\x12\x13.cove.node.v1.Empty\x1a\x19.cove.node.v1.SandboxList\x12A\n" +
 	"\n" +
 	"SetTimeout\x12\x1c.cove.node.v1.TimeoutRequest\x1a\x15.cove.node.v1.Sandbox\x12=\n" +
-	"\x05Stats\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.SandboxStats\x127\n" +
+	"\x05Stats\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.SandboxStats\x12D\n" +
+	"\bAgentLog\x12\x18.cove.node.v1.SandboxRef\x1a\x1e.cove.node.v1.AgentLogResponse\x127\n" +
 	"\x06Sample\x12\x13.cove.node.v1.Empty\x1a\x18.cove.node.v1.SampleList\x12A\n" +
 	"\rUpdateNetwork\x12\x1b.cove.node.v1.NetworkUpdate\x1a\x13.cove.node.v1.Empty\x12:\n" +
 	"\x05Pause\x12\x1a.cove.node.v1.PauseRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
@@ -2187,7 +2234,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -2202,96 +2249,99 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 10: cove.node.v1.Sandbox
 	(*SandboxList)(nil),           // 11: cove.node.v1.SandboxList
 	(*TimeoutRequest)(nil),        // 12: cove.node.v1.TimeoutRequest
-	(*SandboxStats)(nil),          // 13: cove.node.v1.SandboxStats
-	(*NetworkUpdate)(nil),         // 14: cove.node.v1.NetworkUpdate
-	(*StringList)(nil),            // 15: cove.node.v1.StringList
-	(*PauseRequest)(nil),          // 16: cove.node.v1.PauseRequest
-	(*ResumeRequest)(nil),         // 17: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 18: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 19: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 20: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 21: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 22: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 23: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 24: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 25: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 26: cove.node.v1.SandboxSample
-	nil,                           // 27: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 28: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 29: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 30: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 31: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*AgentLogResponse)(nil),      // 13: cove.node.v1.AgentLogResponse
+	(*SandboxStats)(nil),          // 14: cove.node.v1.SandboxStats
+	(*NetworkUpdate)(nil),         // 15: cove.node.v1.NetworkUpdate
+	(*StringList)(nil),            // 16: cove.node.v1.StringList
+	(*PauseRequest)(nil),          // 17: cove.node.v1.PauseRequest
+	(*ResumeRequest)(nil),         // 18: cove.node.v1.ResumeRequest
+	(*WakeResponse)(nil),          // 19: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 20: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 21: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 22: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 23: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 24: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 25: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 26: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 27: cove.node.v1.SandboxSample
+	nil,                           // 28: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 29: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 30: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 31: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 32: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	32, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	33, // 0: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 1: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	27, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	28, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	28, // 2: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	29, // 3: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
 	6,  // 4: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
-	33, // 5: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	34, // 5: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 6: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	33, // 7: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	33, // 8: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	29, // 9: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	30, // 10: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	32, // 11: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	34, // 7: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	34, // 8: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	30, // 9: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	31, // 10: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	33, // 11: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
 	4,  // 12: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
 	6,  // 13: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
 	10, // 14: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	32, // 15: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	32, // 16: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
-	15, // 17: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
-	15, // 18: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
-	15, // 19: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	32, // 20: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	33, // 15: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	33, // 16: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	16, // 17: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
+	16, // 18: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
+	16, // 19: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
+	33, // 20: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
 	0,  // 21: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
 	10, // 22: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	33, // 23: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	34, // 23: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
 	10, // 24: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	31, // 25: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	26, // 26: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	32, // 25: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	27, // 26: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
 	10, // 27: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	13, // 28: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	14, // 28: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
 	5,  // 29: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
 	2,  // 30: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
 	2,  // 31: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
 	1,  // 32: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
 	12, // 33: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
 	2,  // 34: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	1,  // 35: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	14, // 36: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	16, // 37: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	17, // 38: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 39: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 40: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	20, // 41: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	22, // 42: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	24, // 43: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	7,  // 44: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
-	8,  // 45: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	9,  // 46: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
-	10, // 47: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 48: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	10, // 49: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	11, // 50: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	10, // 51: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	13, // 52: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	25, // 53: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 54: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	10, // 55: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	10, // 56: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	18, // 57: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	19, // 58: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	21, // 59: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	23, // 60: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 61: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	7,  // 62: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 63: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	10, // 64: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
-	47, // [47:65] is the sub-list for method output_type
-	29, // [29:47] is the sub-list for method input_type
+	2,  // 35: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
+	1,  // 36: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	15, // 37: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	17, // 38: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	18, // 39: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 40: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 41: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	21, // 42: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	23, // 43: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	25, // 44: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	7,  // 45: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	8,  // 46: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	9,  // 47: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	10, // 48: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 49: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	10, // 50: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	11, // 51: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	10, // 52: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	14, // 53: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	13, // 54: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
+	26, // 55: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 56: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	10, // 57: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	10, // 58: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	19, // 59: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	20, // 60: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	22, // 61: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	24, // 62: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 63: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	7,  // 64: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 65: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	10, // 66: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	48, // [48:67] is the sub-list for method output_type
+	29, // [29:48] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2302,14 +2352,14 @@ func file_node_v1_node_proto_init() {
 	if File_node_v1_node_proto != nil {
 		return
 	}
-	file_node_v1_node_proto_msgTypes[13].OneofWrappers = []any{}
+	file_node_v1_node_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -240,11 +240,12 @@ func (s *Store) update(ctx context.Context, id, q string, args ...any) error {
 }
 
 // DeleteSandbox implements store.Store.
-func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sandboxes WHERE id = $1`, id); err != nil {
-		return fmt.Errorf("delete sandbox %s: %w", id, err)
+func (s *Store) DeleteSandbox(ctx context.Context, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sandboxes WHERE id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
 }
 
 // ListSandboxes implements store.Store: every filter, the metadata's

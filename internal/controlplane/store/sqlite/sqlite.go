@@ -224,11 +224,13 @@ func (s *Store) SetSandboxState(ctx context.Context, id, state string, end time.
 }
 
 // DeleteSandbox implements store.Store.
-func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("delete sandbox %s: %w", id, err)
+func (s *Store) DeleteSandbox(ctx context.Context, id string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	if err != nil {
+		return false, fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // ListSandboxes implements store.Store. Metadata is filtered here, after

@@ -136,11 +136,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		if err := s.SetSandboxState(ctx, "nope", "paused", base); !errs.Is(err, errs.NotFound) {
 			t.Errorf("state of a missing sandbox: %v", err)
 		}
-		if err := s.DeleteSandbox(ctx, "a1"); err != nil {
-			t.Fatal(err)
+		if deleted, err := s.DeleteSandbox(ctx, "a1"); err != nil || !deleted {
+			t.Fatalf("delete: %v %v", deleted, err)
 		}
-		if err := s.DeleteSandbox(ctx, "a1"); err != nil {
-			t.Errorf("second delete: %v", err)
+		if deleted, err := s.DeleteSandbox(ctx, "a1"); err != nil || deleted {
+			t.Errorf("second delete: %v %v", deleted, err)
 		}
 		if _, err := s.Sandbox(ctx, "a1"); !errs.Is(err, errs.NotFound) {
 			t.Errorf("deleted sandbox: %v", err)
@@ -148,6 +148,68 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		all, err := s.AllSandboxIDs(ctx)
 		if err != nil || len(all) != 4 {
 			t.Errorf("all ids %v %v", all, err)
+		}
+	})
+
+	t.Run("SandboxLogs", func(t *testing.T) {
+		ctx := context.Background()
+		st := open(t)
+		t0 := time.Unix(1_700_000_000, 0)
+		lines := []store.SandboxLog{
+			{SandboxID: "a", Team: "t", Time: t0, Level: "info", Message: "sandbox created", Fields: map[string]string{"template": "base"}},
+			{SandboxID: "a", Team: "t", Time: t0.Add(time.Second), Level: "debug", Message: "process started"},
+			{SandboxID: "a", Team: "t", Time: t0.Add(2 * time.Second), Level: "warn", Message: "Sandbox Paused"},
+			{SandboxID: "a", Team: "t", Time: t0.Add(2 * time.Second), Level: "error", Message: "sandbox ended"},
+			{SandboxID: "b", Team: "t", Time: t0, Level: "info", Message: "sandbox created"},
+			{SandboxID: "a", Team: "other", Time: t0, Level: "info", Message: "sandbox created"},
+		}
+		for _, l := range lines {
+			if err := st.AddSandboxLog(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tc := range []struct {
+			name string
+			q    store.LogQuery
+			want []string
+		}{
+			{"all", store.LogQuery{}, []string{"sandbox created", "process started", "Sandbox Paused", "sandbox ended"}},
+			{"cursor inclusive", store.LogQuery{Cursor: t0.Add(time.Second)}, []string{"process started", "Sandbox Paused", "sandbox ended"}},
+			{"backward", store.LogQuery{Backward: true, Limit: 2}, []string{"sandbox ended", "Sandbox Paused"}},
+			{"backward from cursor", store.LogQuery{Backward: true, Cursor: t0.Add(time.Second)}, []string{"process started", "sandbox created"}},
+			{"levels", store.LogQuery{Levels: []string{"warn", "error"}}, []string{"Sandbox Paused", "sandbox ended"}},
+			{"search is case-sensitive", store.LogQuery{Search: "andbox"}, []string{"sandbox created", "Sandbox Paused", "sandbox ended"}},
+			{"search", store.LogQuery{Search: "Sandbox"}, []string{"Sandbox Paused"}},
+			{"limit", store.LogQuery{Limit: 1}, []string{"sandbox created"}},
+			{"other team", store.LogQuery{Team: "nobody"}, nil},
+		} {
+			q := tc.q
+			q.SandboxID = "a"
+			if q.Team == "" {
+				q.Team = "t"
+			}
+			got, err := st.SandboxLogs(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			var msgs []string
+			for _, l := range got {
+				msgs = append(msgs, l.Message)
+			}
+			if strings.Join(msgs, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("%s: got %q, want %q", tc.name, msgs, tc.want)
+			}
+		}
+		got, err := st.SandboxLogs(ctx, store.LogQuery{SandboxID: "a", Team: "t", Limit: 1})
+		if err != nil || len(got) != 1 || got[0].Fields["template"] != "base" || !got[0].Time.Equal(t0) || got[0].Level != "info" {
+			t.Errorf("first line %+v %v", got, err)
+		}
+		if err := st.PruneSandboxLogs(ctx, t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		got, err = st.SandboxLogs(ctx, store.LogQuery{SandboxID: "a", Team: "t"})
+		if err != nil || len(got) != 3 {
+			t.Errorf("after prune: %d lines %v", len(got), err)
 		}
 	})
 }

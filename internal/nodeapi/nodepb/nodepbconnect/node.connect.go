@@ -54,6 +54,8 @@ const (
 	NodeSetTimeoutProcedure = "/cove.node.v1.Node/SetTimeout"
 	// NodeStatsProcedure is the fully-qualified name of the Node's Stats RPC.
 	NodeStatsProcedure = "/cove.node.v1.Node/Stats"
+	// NodeAgentLogProcedure is the fully-qualified name of the Node's AgentLog RPC.
+	NodeAgentLogProcedure = "/cove.node.v1.Node/AgentLog"
 	// NodeSampleProcedure is the fully-qualified name of the Node's Sample RPC.
 	NodeSampleProcedure = "/cove.node.v1.Node/Sample"
 	// NodeUpdateNetworkProcedure is the fully-qualified name of the Node's UpdateNetwork RPC.
@@ -91,6 +93,8 @@ type NodeClient interface {
 	// when that is later than its end now.
 	SetTimeout(context.Context, *connect.Request[nodepb.TimeoutRequest]) (*connect.Response[nodepb.Sandbox], error)
 	Stats(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error)
+	// AgentLog returns the end of a sandbox's agent log (JSON lines).
+	AgentLog(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.AgentLogResponse], error)
 	// Sample returns every running sandbox with its use now: a replica's
 	// metric history takes one call per node, not one per sandbox.
 	Sample(context.Context, *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error)
@@ -173,6 +177,12 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			httpClient,
 			baseURL+NodeStatsProcedure,
 			connect.WithSchema(nodeMethods.ByName("Stats")),
+			connect.WithClientOptions(opts...),
+		),
+		agentLog: connect.NewClient[nodepb.SandboxRef, nodepb.AgentLogResponse](
+			httpClient,
+			baseURL+NodeAgentLogProcedure,
+			connect.WithSchema(nodeMethods.ByName("AgentLog")),
 			connect.WithClientOptions(opts...),
 		),
 		sample: connect.NewClient[nodepb.Empty, nodepb.SampleList](
@@ -258,6 +268,7 @@ type nodeClient struct {
 	list          *connect.Client[nodepb.Empty, nodepb.SandboxList]
 	setTimeout    *connect.Client[nodepb.TimeoutRequest, nodepb.Sandbox]
 	stats         *connect.Client[nodepb.SandboxRef, nodepb.SandboxStats]
+	agentLog      *connect.Client[nodepb.SandboxRef, nodepb.AgentLogResponse]
 	sample        *connect.Client[nodepb.Empty, nodepb.SampleList]
 	updateNetwork *connect.Client[nodepb.NetworkUpdate, nodepb.Empty]
 	pause         *connect.Client[nodepb.PauseRequest, nodepb.Sandbox]
@@ -300,6 +311,11 @@ func (c *nodeClient) SetTimeout(ctx context.Context, req *connect.Request[nodepb
 // Stats calls cove.node.v1.Node.Stats.
 func (c *nodeClient) Stats(ctx context.Context, req *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error) {
 	return c.stats.CallUnary(ctx, req)
+}
+
+// AgentLog calls cove.node.v1.Node.AgentLog.
+func (c *nodeClient) AgentLog(ctx context.Context, req *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.AgentLogResponse], error) {
+	return c.agentLog.CallUnary(ctx, req)
 }
 
 // Sample calls cove.node.v1.Node.Sample.
@@ -373,6 +389,8 @@ type NodeHandler interface {
 	// when that is later than its end now.
 	SetTimeout(context.Context, *connect.Request[nodepb.TimeoutRequest]) (*connect.Response[nodepb.Sandbox], error)
 	Stats(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error)
+	// AgentLog returns the end of a sandbox's agent log (JSON lines).
+	AgentLog(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.AgentLogResponse], error)
 	// Sample returns every running sandbox with its use now: a replica's
 	// metric history takes one call per node, not one per sandbox.
 	Sample(context.Context, *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error)
@@ -451,6 +469,12 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		NodeStatsProcedure,
 		svc.Stats,
 		connect.WithSchema(nodeMethods.ByName("Stats")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodeAgentLogHandler := connect.NewUnaryHandler(
+		NodeAgentLogProcedure,
+		svc.AgentLog,
+		connect.WithSchema(nodeMethods.ByName("AgentLog")),
 		connect.WithHandlerOptions(opts...),
 	)
 	nodeSampleHandler := connect.NewUnaryHandler(
@@ -539,6 +563,8 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodeSetTimeoutHandler.ServeHTTP(w, r)
 		case NodeStatsProcedure:
 			nodeStatsHandler.ServeHTTP(w, r)
+		case NodeAgentLogProcedure:
+			nodeAgentLogHandler.ServeHTTP(w, r)
 		case NodeSampleProcedure:
 			nodeSampleHandler.ServeHTTP(w, r)
 		case NodeUpdateNetworkProcedure:
@@ -594,6 +620,10 @@ func (UnimplementedNodeHandler) SetTimeout(context.Context, *connect.Request[nod
 
 func (UnimplementedNodeHandler) Stats(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.SandboxStats], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Stats is not implemented"))
+}
+
+func (UnimplementedNodeHandler) AgentLog(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.AgentLogResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.AgentLog is not implemented"))
 }
 
 func (UnimplementedNodeHandler) Sample(context.Context, *connect.Request[nodepb.Empty]) (*connect.Response[nodepb.SampleList], error) {

@@ -1,0 +1,78 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+)
+
+// AddSandboxLog implements store.Store.
+func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog) error {
+	fields := l.Fields
+	if fields == nil {
+		fields = map[string]string{}
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, $4, $5, $6)`,
+		l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, fields); err != nil {
+		return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+	}
+	return nil
+}
+
+// SandboxLogs implements store.Store.
+func (s *Store) SandboxLogs(ctx context.Context, q store.LogQuery) ([]store.SandboxLog, error) {
+	query := `SELECT at, level, message, fields FROM sandbox_logs WHERE sandbox_id = $1 AND team = $2`
+	args := []any{q.SandboxID, q.Team}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	order := ` ORDER BY at, seq`
+	switch {
+	case q.Backward:
+		if !q.Cursor.IsZero() {
+			query += ` AND at <= ` + arg(q.Cursor.UnixNano())
+		}
+		order = ` ORDER BY at DESC, seq DESC`
+	case !q.Cursor.IsZero():
+		query += ` AND at >= ` + arg(q.Cursor.UnixNano())
+	}
+	if len(q.Levels) > 0 {
+		query += ` AND level = ANY(` + arg(q.Levels) + `)`
+	}
+	if q.Search != "" {
+		query += ` AND strpos(message, ` + arg(q.Search) + `) > 0`
+	}
+	query += order
+	if q.Limit > 0 {
+		query += ` LIMIT ` + arg(q.Limit)
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the log of sandbox %s: %w", q.SandboxID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.SandboxLog, error) {
+		l := store.SandboxLog{SandboxID: q.SandboxID, Team: q.Team}
+		var at int64
+		err := r.Scan(&at, &l.Level, &l.Message, &l.Fields)
+		l.Time = time.Unix(0, at)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the log of sandbox %s: %w", q.SandboxID, err)
+	}
+	return out, nil
+}
+
+// PruneSandboxLogs implements store.Store.
+func (s *Store) PruneSandboxLogs(ctx context.Context, before time.Time) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sandbox_logs WHERE at < $1`, before.UnixNano()); err != nil {
+		return fmt.Errorf("prune sandbox logs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,16 @@
+-- +goose Up
+-- Sandboxes' lifecycle logs, kept after a sandbox ends (for its team).
+CREATE TABLE sandbox_logs (
+    seq        BIGSERIAL PRIMARY KEY,
+    sandbox_id TEXT NOT NULL,
+    team       TEXT NOT NULL,
+    at         BIGINT NOT NULL, -- unix ns
+    level      TEXT NOT NULL,
+    message    TEXT NOT NULL,
+    fields     JSONB NOT NULL
+);
+CREATE INDEX sandbox_logs_sandbox ON sandbox_logs (sandbox_id, at);
+CREATE INDEX sandbox_logs_at ON sandbox_logs (at);
+
+-- +goose Down
+DROP TABLE sandbox_logs;
