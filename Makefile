@@ -7,7 +7,7 @@ PKGS    := ./...
 # sandbox) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: all build test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
+.PHONY: all build dashboard check-dashboard test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -42,7 +42,7 @@ install: build runsc
 deps:
 	./scripts/deps.sh
 
-test: deps build runsc
+test: deps build runsc check-dashboard
 	CGO_ENABLED=1 $(GO) vet $(PKGS)
 	cd sdk/go && $(GO) vet ./...
 	# The isolation tests measure CPU shares: they run first, alone, one
@@ -52,6 +52,22 @@ test: deps build runsc
 	# The hostile suite measures a neighbour under attack: alone too.
 	$(GO) test -race -count=1 -timeout 20m ./test/security/
 	cd sdk/go && $(GO) test -race -count=1 -timeout 10m ./...
+
+# dashboard copies the dashboard's browser packages, pinned by
+# internal/dashboard/web/package-lock.json, into the files the binary
+# embeds (committed: building cove needs no npm); check-dashboard proves
+# the committed copies are what the lockfile gives.
+XTERM = internal/dashboard/web/node_modules/@xterm/xterm
+dashboard:
+	cd internal/dashboard/web && npm ci --ignore-scripts --no-audit --no-fund
+	cp $(XTERM)/lib/xterm.mjs $(XTERM)/css/xterm.css internal/dashboard/web/vendor/
+	cp $(XTERM)/LICENSE internal/dashboard/web/vendor/xterm.LICENSE
+
+check-dashboard:
+	cd internal/dashboard/web && npm ci --ignore-scripts --no-audit --no-fund
+	cmp $(XTERM)/lib/xterm.mjs internal/dashboard/web/vendor/xterm.mjs
+	cmp $(XTERM)/css/xterm.css internal/dashboard/web/vendor/xterm.css
+	cmp $(XTERM)/LICENSE internal/dashboard/web/vendor/xterm.LICENSE
 
 test-long: deps build runsc
 	COVE_LONG=1 $(GO) test -count=1 -timeout 80m $(PKGS)

@@ -24,7 +24,8 @@ if [ "${1:-}" = run ]; then
 fi
 command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
 # lxcfs: sandboxes' /proc/meminfo and friends tell their own limits.
-for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs; do
+# chromium: the dashboard's browser tests drive Debian's, headless.
+for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done
@@ -61,8 +62,9 @@ if [ ! -x "$weed" ]; then
 	(cd "$src" && CGO_ENABLED=0 go build -trimpath -o "$weed.tmp" ./weed) && mv "$weed.tmp" "$weed"
 fi
 ln -sfn "$weed" /var/cache/cove-test/weed
-# The official E2B SDKs for the compatibility suite (test/compat).
-if [ ! -f test/compat/node_modules/e2b/package.json ]; then
+# The official E2B SDKs for the compatibility suite (test/compat), and
+# playwright-core, which drives Chromium in its dashboard test.
+if [ ! -f test/compat/node_modules/playwright-core/package.json ]; then
 	(cd test/compat && npm ci --no-audit --no-fund)
 fi
 if [ "${1:-}" = tools ]; then

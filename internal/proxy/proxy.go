@@ -69,6 +69,9 @@ type target struct {
 	port   int
 	denied string // set when the request is sandbox traffic that must be refused
 	host   string // the Host header to send upstream ("" = the client's)
+	// apiOrigin: the request came to the API's own host (by header or a
+	// signed URL), whose origin the dashboard's page shares.
+	apiOrigin bool
 }
 
 type targetKey struct{}
@@ -100,6 +103,16 @@ func New(sb Sandboxes, signed SignedFiles, domain string, log *slog.Logger) *Pro
 			pr.Out.Header.Del("E2b-Sandbox-Id")
 			pr.Out.Header.Del("E2b-Sandbox-Port")
 			pr.SetXForwarded()
+		},
+		// What a sandbox answers on the API's own host is the sandbox's,
+		// not the API's: a browser that opens it (a signed file's HTML,
+		// say) runs it in an origin of its own, never the dashboard's.
+		ModifyResponse: func(resp *http.Response) error {
+			if t, _ := resp.Request.Context().Value(targetKey{}).(target); t.apiOrigin {
+				resp.Header.Set("Content-Security-Policy", "sandbox")
+				resp.Header.Set("X-Content-Type-Options", "nosniff")
+			}
+			return nil
 		},
 		Transport:     agentFirst{p: p, next: tr},
 		FlushInterval: -1,
@@ -169,7 +182,7 @@ func (p *Proxy) route(r *http.Request) (target, bool) {
 				port = n
 			}
 		}
-		return target{id: stripClientID(id), port: port}, true
+		return target{id: stripClientID(id), port: port, apiOrigin: true}, true
 	}
 	host := strings.ToLower(r.Host)
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -209,7 +222,7 @@ func (p *Proxy) routeSigned(r *http.Request) (target, bool) {
 	if !ok {
 		return target{denied: "invalid signature: no sandbox signed this URL"}, true
 	}
-	return target{id: id, port: envd.Port}, true
+	return target{id: id, port: envd.Port, apiOrigin: true}, true
 }
 
 // stripClientID accepts E2B's "<id>-<clientID>" form.

@@ -9,6 +9,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/cluster"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/dashboard"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
@@ -78,7 +79,19 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, ln, api, proxy.New(nodes, svc, cfg.Domain, log), httpMetrics(reg), "cove api", log)
+	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, Nodes: func(ctx context.Context) ([]dashboard.NodeStatus, error) {
+		members, err := st.Members(ctx)
+		out := make([]dashboard.NodeStatus, len(members))
+		for i, m := range members {
+			out[i] = dashboard.NodeStatus{ID: m.ID, Drivers: m.Drivers, CPUs: m.CPUs, MemoryMB: m.MemoryMB, CommittedCPUMillis: m.CommittedCPUMillis,
+				CommittedMemoryMB: m.CommittedMemoryMB, Sandboxes: m.Sandboxes, Warm: m.Warm, HeartbeatAge: m.Age.Seconds()}
+		}
+		return out, err
+	}})
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, ln, api, dash, proxy.New(nodes, svc, cfg.Domain, log), httpMetrics(reg), "cove api", log)
 }
 
 // Archives in the object store that no record names are deleted an hour

@@ -25,6 +25,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	"github.com/covesandbox/cove/internal/dashboard"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/gvisor"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
@@ -257,8 +258,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go svc.PruneLogs(sampling)
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
+	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, Nodes: func(context.Context) ([]dashboard.NodeStatus, error) {
+		l := mgr.Load()
+		return []dashboard.NodeStatus{{ID: "this server", Drivers: mgr.Isolations(), CPUs: l.CPUs, MemoryMB: l.MemoryMB,
+			CommittedCPUMillis: l.CommittedCPUMillis, CommittedMemoryMB: l.CommittedMemoryMB, Sandboxes: l.Sandboxes, Warm: l.Warm}}, nil
+	}})
+	if err != nil {
+		return err
+	}
 	px := proxy.New(mgr, svc, cfg.Domain, log)
-	return serve(ctx, cfg, ln, api, px, httpMetrics(reg), "cove server", log)
+	return serve(ctx, cfg, ln, api, dash, px, httpMetrics(reg), "cove server", log)
 }
 
 // newNode makes the node of a role that runs sandboxes (cove server,
@@ -316,17 +325,20 @@ func listen(cfg *Config) (net.Listener, error) {
 
 // serve answers the API and the sandbox proxy on ln (and on cfg.TLSListen)
 // until ctx ends, then shuts the listeners down.
-func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, px *proxy.Proxy, m *metrics.HTTP, role string, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, dash *dashboard.Handler, px *proxy.Proxy, m *metrics.HTTP, role string, log *slog.Logger) error {
 	var sandboxes http.Handler = px
 	if m != nil {
 		api, sandboxes = m.API(api), m.Proxy(px)
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if px.Match(r) {
+		switch {
+		case px.Match(r):
 			sandboxes.ServeHTTP(w, r)
-			return
+		case dashboard.Match(r):
+			dash.ServeHTTP(w, r)
+		default:
+			api.ServeHTTP(w, r)
 		}
-		api.ServeHTTP(w, r)
 	})
 	if cfg.DebugListen != "" {
 		if err := serveDebug(cfg.DebugListen, log); err != nil {

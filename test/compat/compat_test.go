@@ -28,7 +28,7 @@ const apiKey = "e2b_00000000000000000000000000000000c0ffee00"
 
 func npmInstall(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
+	if _, err := os.Stat("node_modules/playwright-core/package.json"); err == nil {
 		return
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")

@@ -173,7 +173,16 @@ func TestAuth(t *testing.T) {
 			}
 		})
 	}
-
+	// A signed file opened in a browser on the API's host (the dashboard's
+	// origin) runs in an origin of its own: the sandbox wrote it.
+	resp, err := http.Get(u + "/files?" + sign("/tmp/served", "read", "user", future))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != "sandbox" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("a signed file: %d, headers %v", resp.StatusCode, resp.Header)
+	}
 }
 
 // TestBadInput: oversized and malformed requests, and paths that try to

@@ -1,13 +1,45 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+	"time"
 
-// getTemplate serves GET /templates/{templateID}.
+	"github.com/covesandbox/cove/internal/envd"
+)
+
+// templateBuild is E2B's TemplateBuild: one of a template's builds.
+type templateBuild struct {
+	BuildID     string     `json:"buildID"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
+	CPUCount    int        `json:"cpuCount"`
+	MemoryMB    int        `json:"memoryMB"`
+	DiskSizeMB  int        `json:"diskSizeMB,omitempty"`
+	EnvdVersion string     `json:"envdVersion"`
+}
+
+// getTemplate serves GET /templates/{templateID}: the template and its
+// builds, newest first (E2B's TemplateWithBuilds).
 func (a *API) getTemplate(w http.ResponseWriter, r *http.Request) {
 	rec, err := a.templates.Get(team(r), r.PathValue("templateID"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, templateView(rec))
+	out := struct {
+		templateInfo
+		Builds []templateBuild `json:"builds"`
+	}{templateInfo: templateView(rec), Builds: []templateBuild{}}
+	for i := len(rec.Builds) - 1; i >= 0; i-- {
+		b := rec.Builds[i]
+		tb := templateBuild{BuildID: b.ID, Status: b.Status, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
+			CPUCount: b.CPUCount, MemoryMB: b.MemoryMB, DiskSizeMB: b.DiskMB, EnvdVersion: envd.Version}
+		if !b.FinishedAt.IsZero() {
+			tb.FinishedAt, tb.UpdatedAt = &b.FinishedAt, b.FinishedAt
+		}
+		out.Builds = append(out.Builds, tb)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -96,6 +96,9 @@ type Store interface {
 	AddAPIKey(ctx context.Context, k APIKey) error
 	APIKey(ctx context.Context, hash string) (APIKey, error) // errs.NotFound
 	CountAPIKeys(ctx context.Context) (int, error)
+	// TeamAPIKeys are a team's keys, oldest first.
+	TeamAPIKeys(ctx context.Context, team string) ([]APIKey, error)
+	DeleteAPIKey(ctx context.Context, team, hash string) error // errs.NotFound
 
 	// Secret returns the named secret, storing gen()'s value on first use.
 	Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error)

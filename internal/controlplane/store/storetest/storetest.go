@@ -32,6 +32,29 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		if n, err := s.CountAPIKeys(ctx); err != nil || n != 1 {
 			t.Errorf("count %d %v", n, err)
 		}
+		later := store.APIKey{Hash: "h2", Team: k.Team, Name: "second", CreatedAt: k.CreatedAt.Add(time.Hour)}
+		other := store.APIKey{Hash: "h3", Team: "another", Name: "theirs", CreatedAt: k.CreatedAt}
+		for _, x := range []store.APIKey{later, other} {
+			if err := s.AddAPIKey(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys, err := s.TeamAPIKeys(ctx, k.Team)
+		if err != nil || len(keys) != 2 || keys[0].Hash != k.Hash || keys[1] != later {
+			t.Errorf("team keys %+v %v", keys, err)
+		}
+		if err := s.DeleteAPIKey(ctx, k.Team, other.Hash); !errs.Is(err, errs.NotFound) {
+			t.Errorf("delete another team's key: %v", err)
+		}
+		if err := s.DeleteAPIKey(ctx, k.Team, later.Hash); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		if _, err := s.APIKey(ctx, later.Hash); !errs.Is(err, errs.NotFound) {
+			t.Errorf("a deleted key: %v", err)
+		}
+		if keys, err := s.TeamAPIKeys(ctx, "another"); err != nil || len(keys) != 1 {
+			t.Errorf("the other team's keys %+v %v", keys, err)
+		}
 	})
 	t.Run("Secret", func(t *testing.T) {
 		s := open(t)

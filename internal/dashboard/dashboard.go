@@ -1,0 +1,321 @@
+// Package dashboard is Cove's web dashboard at /dashboard, served by `cove
+// server` and `cove api`: a page (web/, embedded) that logs in with an API
+// key into a signed cookie session and then calls E2B's REST API as the
+// session's team (under /dashboard/api/e2b/), plus what only the
+// dashboard needs: the team's API keys and the nodes' status.
+package dashboard
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+//go:embed web/index.html web/app.js web/app.css web/vendor/xterm.mjs web/vendor/xterm.css web/vendor/xterm.LICENSE
+var webFS embed.FS
+
+// Prefix is where the dashboard is served.
+const Prefix = "/dashboard"
+
+const (
+	cookieName = "cove_session"
+	csrfHeader = "X-Cove-CSRF"
+	// secretName is the store's secret that signs sessions (shared by a
+	// cluster's replicas through its database).
+	secretName = "dashboard-session"
+)
+
+// API is the REST API, served for a team the dashboard authenticated.
+type API interface {
+	ServeAs(team string, w http.ResponseWriter, r *http.Request)
+}
+
+// NodeStatus is a node as the dashboard shows it.
+type NodeStatus struct {
+	ID                 string         `json:"id"`
+	Drivers            []string       `json:"drivers"`
+	CPUs               int            `json:"cpus"`
+	MemoryMB           int64          `json:"memoryMB"`
+	CommittedCPUMillis int64          `json:"committedCPUMillis"`
+	CommittedMemoryMB  int64          `json:"committedMemoryMB"`
+	Sandboxes          int            `json:"sandboxes"`
+	Warm               map[string]int `json:"warm"`
+	// HeartbeatAge is the time since a cluster node last reported (0 for
+	// the node of `cove server`).
+	HeartbeatAge float64 `json:"heartbeatAgeSeconds"`
+}
+
+// Config configures the dashboard.
+type Config struct {
+	Store store.Store
+	API   API
+	// Nodes reports the nodes sandboxes run on.
+	Nodes func(ctx context.Context) ([]NodeStatus, error)
+	// SessionTTL is how long a login lasts (default 12 h).
+	SessionTTL time.Duration
+	Log        *slog.Logger
+}
+
+// Handler serves the dashboard.
+type Handler struct {
+	cfg    Config
+	secret []byte
+	mux    *http.ServeMux
+}
+
+// New returns the dashboard's handler.
+func New(ctx context.Context, cfg Config) (*Handler, error) {
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	secret, err := cfg.Store.Secret(ctx, secretName, auth.NewSecret)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, secret: secret, mux: http.NewServeMux()}
+	static, err := fs.Sub(webFS, "web")
+	if err != nil {
+		return nil, err
+	}
+	files := http.StripPrefix(Prefix+"/", http.FileServerFS(static))
+	h.mux.Handle("GET "+Prefix+"/{$}", files)
+	if err := fs.WalkDir(static, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && p != "index.html" {
+			h.mux.Handle("GET "+Prefix+"/"+p, files)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	h.mux.HandleFunc("GET "+Prefix, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"/", http.StatusFound)
+	})
+	h.mux.HandleFunc("POST "+Prefix+"/login", h.login)
+	h.mux.HandleFunc("POST "+Prefix+"/logout", h.authed(h.logout))
+	h.mux.HandleFunc("GET "+Prefix+"/api/session", h.authed(h.sessionInfo))
+	h.mux.HandleFunc("GET "+Prefix+"/api/nodes", h.authed(h.nodes))
+	h.mux.HandleFunc("GET "+Prefix+"/api/keys", h.authed(h.listKeys))
+	h.mux.HandleFunc("POST "+Prefix+"/api/keys", h.authed(h.createKey))
+	h.mux.HandleFunc("DELETE "+Prefix+"/api/keys/{hash}", h.authed(h.deleteKey))
+	h.mux.HandleFunc(Prefix+"/api/e2b/", h.authed(h.e2b))
+	h.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return h, nil
+}
+
+// Match reports whether r is the dashboard's.
+func Match(r *http.Request) bool {
+	return r.URL.Path == Prefix || strings.HasPrefix(r.URL.Path, Prefix+"/")
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	// The page loads only its own files, is framed by no one and sends
+	// no referrer; xterm.js sets its styles inline.
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "+
+		"img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cache-Control", "no-store")
+	h.mux.ServeHTTP(w, r)
+}
+
+type sessionKey struct{}
+
+func current(r *http.Request) session { s, _ := r.Context().Value(sessionKey{}).(session); return s }
+
+// authed admits requests of a valid session whose key still exists; a
+// request that changes something must also carry the session's CSRF token
+// and, when the browser says where it comes from, come from this origin.
+func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(cookieName)
+		if err != nil {
+			writeError(w, errs.New(errs.Unauthenticated, "not logged in"))
+			return
+		}
+		s, err := decodeSession(h.secret, c.Value, time.Now())
+		if err != nil {
+			writeError(w, errs.New(errs.Unauthenticated, "the session is not valid: log in again"))
+			return
+		}
+		k, err := h.cfg.Store.APIKey(r.Context(), s.KeyHash)
+		if err != nil || k.Team != s.Team {
+			if err != nil && !errs.Is(err, errs.NotFound) {
+				writeError(w, err)
+				return
+			}
+			writeError(w, errs.New(errs.Unauthenticated, "the API key of this session was revoked: log in again"))
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !sameOrigin(r) || !equal(r.Header.Get(csrfHeader), s.csrf(h.secret)) {
+				writeError(w, errs.New(errs.PermissionDenied, "missing or wrong %s header (cross-site request?)", csrfHeader))
+				return
+			}
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)))
+	}
+}
+
+// sameOrigin reports whether a request the browser marked with its origin
+// comes from this host.
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+func equal(a, b string) bool { return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// login exchanges an API key ({"apiKey"}) for a session cookie; the
+// answer holds the session's CSRF token.
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		writeError(w, errs.New(errs.PermissionDenied, "a login must come from the dashboard's own page"))
+		return
+	}
+	var body struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+		writeError(w, errs.New(errs.InvalidArgument, "the body must be {\"apiKey\": \"e2b_…\"}"))
+		return
+	}
+	hash := auth.HashAPIKey(strings.TrimSpace(body.APIKey))
+	k, err := h.cfg.Store.APIKey(r.Context(), hash)
+	if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			err = errs.New(errs.Unauthenticated, "invalid API key")
+		}
+		writeError(w, err)
+		return
+	}
+	s := newSession(k.Team, hash, h.cfg.SessionTTL)
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: s.encode(h.secret), Path: Prefix + "/",
+		Expires: time.Unix(s.Expires, 0), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	h.cfg.Log.Info("dashboard login", "team", k.Team, "key", k.Name)
+	writeJSON(w, http.StatusOK, map[string]string{"team": s.Team, "csrf": s.csrf(h.secret)})
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix + "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) sessionInfo(w http.ResponseWriter, r *http.Request) {
+	s := current(r)
+	writeJSON(w, http.StatusOK, map[string]any{"team": s.Team, "csrf": s.csrf(h.secret), "expires": time.Unix(s.Expires, 0).UTC()})
+}
+
+// e2b serves E2B's REST API (the path after /dashboard/api/e2b) as the
+// session's team.
+func (h *Handler) e2b(w http.ResponseWriter, r *http.Request) {
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = strings.TrimPrefix(r.URL.Path, Prefix+"/api/e2b")
+	r2.URL.RawPath = ""
+	r2.RequestURI = r2.URL.RequestURI()
+	r2.Header.Del("Cookie") // the API needs none of the dashboard's
+	h.cfg.API.ServeAs(current(r).Team, w, r2)
+}
+
+func (h *Handler) nodes(w http.ResponseWriter, r *http.Request) {
+	list, err := h.cfg.Nodes(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if list == nil {
+		list = []NodeStatus{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+type keyJSON struct {
+	ID        string    `json:"id"` // the key's hash
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	Current   bool      `json:"current"` // the key this session logged in with
+	Key       string    `json:"key,omitempty"`
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	s := current(r)
+	keys, err := h.cfg.Store.TeamAPIKeys(r.Context(), s.Team)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = keyJSON{ID: k.Hash, Name: k.Name, CreatedAt: k.CreatedAt, Current: k.Hash == s.KeyHash}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// createKey makes a key for the session's team ({"name"}); the answer is
+// the only time the key itself is shown.
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"name"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+		writeError(w, errs.New(errs.InvalidArgument, "the body must be {\"name\": \"…\"}"))
+		return
+	}
+	name := strings.TrimSpace(body.Name)
+	if name == "" || len(name) > 100 {
+		writeError(w, errs.New(errs.InvalidArgument, "a key's name is 1 to 100 characters"))
+		return
+	}
+	key := auth.NewAPIKey()
+	k := store.APIKey{Hash: auth.HashAPIKey(key), Team: current(r).Team, Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second)}
+	if err := h.cfg.Store.AddAPIKey(r.Context(), k); err != nil {
+		writeError(w, err)
+		return
+	}
+	h.cfg.Log.Info("api key created in the dashboard", "team", k.Team, "key", k.Name)
+	writeJSON(w, http.StatusCreated, keyJSON{ID: k.Hash, Name: k.Name, CreatedAt: k.CreatedAt, Key: key})
+}
+
+func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request) {
+	s := current(r)
+	if err := h.cfg.Store.DeleteAPIKey(r.Context(), s.Team, r.PathValue("hash")); err != nil {
+		writeError(w, err)
+		return
+	}
+	h.cfg.Log.Info("api key revoked in the dashboard", "team", s.Team)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := errs.HTTPStatus(err)
+	writeJSON(w, status, map[string]any{"code": status, "message": err.Error()})
+}

@@ -1,0 +1,169 @@
+// The dashboard in a real browser (Debian's Chromium, driven by
+// playwright-core) against a real cove server, with a sandbox created
+// through the official E2B SDK. DASHBOARD_ARTIFACTS is where a failing
+// step's screenshot goes; DASHBOARD_SCREENSHOT, when set, is where the
+// sandbox's page is saved (the README's picture).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { Sandbox } from 'e2b';
+
+const base = process.env.E2B_API_URL;
+const key = process.env.E2B_API_KEY;
+let browser, page;
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  page.setDefaultTimeout(30_000);
+});
+
+after(async () => { await browser?.close(); });
+
+// step runs one part of the story; a failure leaves a screenshot.
+async function step(name, fn) {
+  try {
+    await fn();
+  } catch (err) {
+    const dir = process.env.DASHBOARD_ARTIFACTS;
+    if (dir && page) {
+      mkdirSync(dir, { recursive: true });
+      const file = join(dir, `dashboard-${name.replace(/\W+/g, '-')}.png`);
+      await page.screenshot({ path: file, fullPage: true }).catch(() => {});
+      err.message += ` (screenshot: ${file})`;
+    }
+    throw err;
+  }
+}
+
+async function apiStatus(apiKey) {
+  const r = await fetch(`${base}/v2/sandboxes`, { headers: { 'X-API-Key': apiKey } });
+  return r.status;
+}
+
+test('the dashboard, from login to kill', async () => {
+  await step('a wrong key is refused', async () => {
+    await page.goto(`${base}/dashboard`);
+    await page.fill('#api-key', 'e2b_' + '7'.repeat(40));
+    await page.click('#login');
+    await page.locator('#login-error').filter({ hasText: 'invalid API key' }).waitFor();
+    assert.deepEqual(await page.context().cookies(), []);
+  });
+
+  await step('the right key logs in', async () => {
+    await page.fill('#api-key', key);
+    await page.click('#login');
+    await page.locator('#sandboxes').waitFor();
+    const cookies = await page.context().cookies();
+    assert.equal(cookies.length, 1);
+    assert.equal(cookies[0].httpOnly, true);
+    assert.equal(cookies[0].sameSite, 'Strict');
+    assert.equal(cookies[0].path, '/dashboard/');
+    assert.ok(!cookies[0].value.includes(key), 'the key is not in the cookie');
+  });
+
+  const sbx = await Sandbox.create({ timeoutMs: 300_000, metadata: { owner: '<b>dash</b>' } });
+  const row = page.locator(`#sandboxes tbody tr[data-id="${sbx.sandboxId}"]`);
+  try {
+    await step('a sandbox made through the SDK appears', async () => {
+      await row.waitFor();
+      assert.match(await row.innerText(), /owner=<b>dash<\/b>/); // shown as text, not HTML
+      await page.fill('#f-metadata', 'owner=nobody');
+      await row.waitFor({ state: 'detached' });
+      await page.fill('#f-metadata', 'owner=<b>dash</b>');
+      await row.waitFor();
+    });
+
+    await step('its page', async () => {
+      await row.locator('a').click();
+      await page.locator('#sb-state', { hasText: 'running' }).waitFor();
+    });
+
+    await step('a terminal runs a command', async () => {
+      await page.click('#open-terminal');
+      await page.locator('.xterm-rows', { hasText: '$' }).waitFor(); // the prompt
+      await page.locator('.xterm-helper-textarea').focus();
+      await page.keyboard.type('echo dash-$((6*7))');
+      await page.keyboard.press('Enter');
+      await page.locator('.xterm-rows', { hasText: 'dash-42' }).waitFor();
+    });
+
+    await step('its chart fills and its logs show', async () => {
+      await page.waitForFunction(() => Number(document.querySelector('#cpu-chart').dataset.points || 0) >= 3);
+      await page.locator('#sb-logs', { hasText: 'process started' }).waitFor();
+      if (process.env.DASHBOARD_SCREENSHOT) await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT });
+    });
+
+    await step('kill from the page', async () => {
+      await page.click('#sb-actions button[data-act="kill"]');
+      await page.locator('#sandboxes').waitFor();
+      await row.waitFor({ state: 'detached' });
+      await assert.rejects(Sandbox.connect(sbx.sandboxId), /not found/i);
+    });
+  } finally {
+    await sbx.kill().catch(() => {});
+  }
+
+  await step('a key made on the page works until it is revoked there', async () => {
+    await page.goto(`${base}/dashboard/#/keys`);
+    await page.fill('#key-name', 'from the browser');
+    await page.click('#create-key');
+    const newKey = (await page.locator('#new-key-value').innerText()).trim();
+    assert.match(newKey, /^e2b_[0-9a-f]{40}$/);
+    await page.locator('#keys', { hasText: 'from the browser' }).waitFor();
+    assert.equal(await apiStatus(newKey), 200);
+    await page.locator('#keys tr', { hasText: 'from the browser' }).locator('button[data-revoke]').click();
+    await page.waitForFunction(() => !document.querySelector('#keys').textContent.includes('from the browser'));
+    assert.equal(await apiStatus(newKey), 401);
+  });
+
+  await step('nodes and templates', async () => {
+    await page.goto(`${base}/dashboard/#/nodes`);
+    await page.locator('#nodes', { hasText: 'namespaces' }).waitFor();
+    await page.goto(`${base}/dashboard/#/templates`);
+    await page.locator('#templates', { hasText: 'base' }).waitFor();
+  });
+
+  await step('log out', async () => {
+    await page.click('#logout');
+    await page.locator('#api-key').waitFor();
+    await page.goto(`${base}/dashboard/#/sandboxes`);
+    await page.locator('#api-key').waitFor();
+  });
+});
+
+// The goal's figure: the list renders 1000 sandboxes, measured in the
+// page (rendering only: the rows come from the test, not the API).
+test('the sandbox list renders 1000 sandboxes', async () => {
+  await page.goto(`${base}/dashboard`);
+  await page.fill('#api-key', key);
+  await page.click('#login');
+  await page.locator('#sandboxes').waitFor();
+  const ms = await page.evaluate(async () => {
+    const now = new Date();
+    const list = Array.from({ length: 1000 }, (_, i) => ({
+      sandboxID: `i${String(i).padStart(19, '0')}`, templateID: 'base', alias: 'base', isolation: 'namespaces', state: i % 7 ? 'running' : 'paused',
+      cpuCount: 2, memoryMB: 512, startedAt: now.toISOString(), endAt: new Date(+now + 300_000).toISOString(), metadata: { owner: `user-${i % 13}` },
+    }));
+    const times = [];
+    let rows = 0;
+    for (let r = 0; r < 5; r++) {
+      const t0 = performance.now();
+      window.coveRenderSandboxes(list);
+      rows = document.querySelectorAll('#sandboxes tbody tr').length;
+      document.body.getBoundingClientRect(); // layout
+      await new Promise((done) => requestAnimationFrame(() => setTimeout(done))); // painted
+      times.push(performance.now() - t0);
+    }
+    times.sort((a, b) => a - b);
+    return { ms: times[2], rows };
+  });
+  assert.equal(ms.rows, 1000);
+  console.log(`dashboard: 1000 sandboxes rendered in ${ms.ms.toFixed(1)} ms (median of 5)`);
+});
