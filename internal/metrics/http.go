@@ -16,7 +16,12 @@ type HTTP struct {
 	seconds       *prometheus.HistogramVec
 	proxyRequests *prometheus.CounterVec
 	proxyBytes    prometheus.Counter
+	processStart  prometheus.Histogram
 }
+
+// processStartPath is the agent's RPC that starts a process: its answer
+// streams, the process's start event first.
+const processStartPath = "/process.Process/Start"
 
 // NewHTTP makes the API server's metrics and registers them on reg.
 func NewHTTP(reg prometheus.Registerer) *HTTP {
@@ -29,8 +34,10 @@ func NewHTTP(reg prometheus.Registerer) *HTTP {
 			Help: "Requests to sandboxes' ports through the proxy, by status code (502: the port did not answer)."}, []string{"code"}),
 		proxyBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "cove_proxy_response_bytes_total",
 			Help: "Bytes of the sandboxes' answers through the proxy (an upgraded connection's stream aside)."}),
+		processStart: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cove_process_start_seconds",
+			Help: "Time from a process start request through the proxy to the agent's first answer (the process started in its sandbox).", Buckets: latencyBuckets}),
 	}
-	reg.MustRegister(h.requests, h.seconds, h.proxyRequests, h.proxyBytes)
+	reg.MustRegister(h.requests, h.seconds, h.proxyRequests, h.proxyBytes, h.processStart)
 	return h
 }
 
@@ -52,10 +59,14 @@ func (h *HTTP) API(next http.Handler) http.Handler {
 // Proxy counts the requests next (the sandbox proxy) answers.
 func (h *HTTP) Proxy(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		h.proxyRequests.WithLabelValues(strconv.Itoa(rec.code)).Inc()
 		h.proxyBytes.Add(float64(rec.bytes))
+		if r.URL.Path == processStartPath && rec.code == http.StatusOK && !rec.first.IsZero() {
+			h.processStart.Observe(rec.first.Sub(start).Seconds())
+		}
 	})
 }
 
@@ -66,6 +77,7 @@ type recorder struct {
 	code        int
 	bytes       int64
 	wroteHeader bool
+	first       time.Time // of the first bytes of the body
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -77,6 +89,9 @@ func (r *recorder) WriteHeader(code int) {
 
 func (r *recorder) Write(b []byte) (int, error) {
 	r.wroteHeader = true
+	if r.first.IsZero() && len(b) > 0 {
+		r.first = time.Now()
+	}
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
 	return n, err

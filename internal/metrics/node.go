@@ -25,7 +25,10 @@ type Node struct {
 	sandboxes, warm                 *prometheus.Desc
 	cpuCapacity, cpuCommitted       *prometheus.Desc
 	memoryCapacity, memoryCommitted *prometheus.Desc
+	diskCapacity, diskFree          *prometheus.Desc
+	diskCommitted                   *prometheus.Desc
 	networks                        *prometheus.Desc
+	builds                          *prometheus.HistogramVec
 }
 
 var _ node.Observer = (*Node)(nil)
@@ -36,8 +39,12 @@ type Source interface {
 	Load() node.Load
 }
 
-// latencyBuckets span a pause of a millisecond to a boot of seconds.
-var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15) // 1 ms … 16 s
+// latencyBuckets span a pause of a millisecond to a boot of seconds;
+// buildBuckets a cached build's second to a debootstrap's hour.
+var (
+	latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15) // 1 ms … 16 s
+	buildBuckets   = prometheus.ExponentialBuckets(0.25, 2, 15)  // 0.25 s … 68 min
+)
 
 // NewNode makes a node's metrics and registers them on reg; Watch names
 // the node they read at each scrape.
@@ -63,10 +70,16 @@ func NewNode(reg prometheus.Registerer) *Node {
 		memoryCapacity: prometheus.NewDesc("cove_node_memory_capacity_bytes",
 			"Memory the node may promise its sandboxes (its memory times the overcommit).", nil, nil),
 		memoryCommitted: prometheus.NewDesc("cove_node_memory_committed_bytes", "Memory its sandboxes' limits add up to.", nil, nil),
+		diskCapacity:    prometheus.NewDesc("cove_node_disk_capacity_bytes", "Size of the file system that holds the node's data.", nil, nil),
+		diskFree:        prometheus.NewDesc("cove_node_disk_free_bytes", "What is free of the file system that holds the node's data.", nil, nil),
+		diskCommitted: prometheus.NewDesc("cove_node_disk_committed_bytes",
+			"What its sandboxes' writable layers may grow to, added up (their disk limits).", nil, nil),
+		builds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_template_build_seconds",
+			Help: "Time a template build ran on the node, by how it ended (ready, error).", Buckets: buildBuckets}, []string{"status"}),
 		networks: prometheus.NewDesc("cove_networks", "Sandbox networks ready in the node's pool, or handed out to sandboxes (in_use); with node networking only.",
 			[]string{"state"}, nil),
 	}
-	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.warmMisses, n)
+	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.warmMisses, n.builds, n)
 	return n
 }
 
@@ -100,9 +113,18 @@ func (n *Node) Resumed(d time.Duration) { n.resume.Observe(d.Seconds()) }
 // WarmMissed implements node.Observer.
 func (n *Node) WarmMissed(templateID string) { n.warmMisses.WithLabelValues(templateID).Inc() }
 
+// Built records a template build's end (template.Builder's Observe); a
+// nil Node (metrics off) records nothing.
+func (n *Node) Built(status string, d time.Duration) {
+	if n != nil {
+		n.builds.WithLabelValues(status).Observe(d.Seconds())
+	}
+}
+
 // Describe implements prometheus.Collector (the gauges read at a scrape).
 func (n *Node) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted, n.networks} {
+	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted,
+		n.diskCapacity, n.diskFree, n.diskCommitted, n.networks} {
 		ch <- d
 	}
 }
@@ -131,6 +153,11 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(n.cpuCommitted, prometheus.GaugeValue, float64(l.CommittedCPUMillis))
 	ch <- prometheus.MustNewConstMetric(n.memoryCapacity, prometheus.GaugeValue, float64(l.MemoryMB)*(1<<20))
 	ch <- prometheus.MustNewConstMetric(n.memoryCommitted, prometheus.GaugeValue, float64(l.CommittedMemoryMB)*(1<<20))
+	ch <- prometheus.MustNewConstMetric(n.diskCommitted, prometheus.GaugeValue, float64(l.CommittedDiskBytes))
+	if l.DiskBytes > 0 {
+		ch <- prometheus.MustNewConstMetric(n.diskCapacity, prometheus.GaugeValue, float64(l.DiskBytes))
+		ch <- prometheus.MustNewConstMetric(n.diskFree, prometheus.GaugeValue, float64(l.DiskFreeBytes))
+	}
 	if l.Networking {
 		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksReady), "ready")
 		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksInUse), "in_use")

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 )
@@ -158,6 +160,10 @@ type Load struct {
 	// handed out (warm sandboxes' included).
 	Networking                   bool
 	NetworksReady, NetworksInUse int
+	// DiskBytes and DiskFreeBytes are the size of the file system that
+	// holds the node's directory and what is free of it (0: unknown);
+	// CommittedDiskBytes what its sandboxes' writable layers may grow to.
+	DiskBytes, DiskFreeBytes, CommittedDiskBytes int64
 }
 
 // Load reports the node's capacity and commitments (placement reads it).
@@ -171,11 +177,16 @@ func (m *Manager) Load() Load {
 		l.Networking = true
 		l.NetworksReady, l.NetworksInUse = lv.Levels()
 	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(m.cfg.Dir, &fs); err == nil {
+		l.DiskBytes, l.DiskFreeBytes = int64(fs.Blocks)*fs.Bsize, int64(fs.Bavail)*fs.Bsize
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, sb := range m.sandboxes {
 		l.CommittedCPUMillis += sb.limits.CPUMillis
 		l.CommittedMemoryMB += sb.limits.MemoryMB
+		l.CommittedDiskBytes += sb.limits.WritableBytes()
 		l.Sandboxes++
 	}
 	return l

@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/metrics"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
 	"github.com/covesandbox/cove/internal/objstore"
@@ -84,7 +85,8 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer nets.Close()
 	}
 	var vols *volume.Store
-	if mgr, vols, _, err = newNode(ctx, cfg, nodeCfg, driver, templates, log); err != nil {
+	var observed *metrics.Node
+	if mgr, vols, _, observed, err = newNode(ctx, cfg, nodeCfg, driver, templates, log); err != nil {
 		return err
 	}
 	defer mgr.Close()
@@ -95,7 +97,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api.ServeVolumes(vols, httpapi.NewVolumeFiles(vols.Locate, log))
 	if bucket != nil { // what it builds, the other nodes can fetch
 		builder := template.NewBuilder(templates, mgr, log)
-		builder.AllowLocalImages, builder.Debootstrap = cfg.LocalImages, cfg.Debootstrap
+		builder.AllowLocalImages, builder.Debootstrap, builder.Observe = cfg.LocalImages, cfg.Debootstrap, observed.Built
 		api.ServeBuilds(builder, st)
 	}
 	if _, _, err := mgr.Recover(ctx); err != nil {

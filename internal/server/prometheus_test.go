@@ -33,13 +33,15 @@ func TestPrometheusMetrics(t *testing.T) {
 		c.MetricsListen, c.PoolSize = addr, 0
 		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.251.0/24"), Table: fmt.Sprintf("cove-test-prom-%d", os.Getpid()), PoolSize: 1}
 	})
-	var ids []string
+	var ids, tokens []string
 	for range 3 {
 		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)
 		if code != 201 {
 			t.Fatalf("create: %d %s", code, raw)
 		}
 		ids = append(ids, m["sandboxID"].(string))
+		tok, _ := m["envdAccessToken"].(string)
+		tokens = append(tokens, tok)
 	}
 	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+ids[0], keyA, ""); code != 204 {
 		t.Fatalf("kill: %d %s", code, raw)
@@ -52,6 +54,16 @@ func TestPrometheusMetrics(t *testing.T) {
 	if code, _, raw := s.do(t, "POST", "/sandboxes/"+ids[2]+"/pause", keyA, `{}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, raw)
 	}
+
+	// A process started through the proxy; a template built.
+	if out, err := run(t.Context(), s.url, ids[1], tokens[1], "echo started"); err != nil || out != "started\n" {
+		t.Fatalf("a process: %q %v", out, err)
+	}
+	code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"prom-built"}`)
+	if code != 202 {
+		t.Fatalf("template: %d %s", code, raw)
+	}
+	buildTemplate(t, s, s, m["templateID"].(string), m["buildID"].(string), `{"fromTemplate":"base","steps":[{"type":"ENV","args":["BUILT","1"]}]}`)
 
 	// A request to the sandbox's agent through the proxy.
 	req, _ := http.NewRequest("GET", s.url+"/health", nil)
@@ -110,6 +122,9 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"cove_api_requests_total", map[string]string{"route": "DELETE /sandboxes/{id}", "code": "204"}, 1},
 		{"cove_api_request_seconds", map[string]string{"route": "POST /sandboxes/{id}/pause"}, 2},
 		{"cove_proxy_requests_total", map[string]string{"code": strconv.Itoa(proxied.StatusCode)}, 1},
+		{"cove_proxy_requests_total", map[string]string{"code": "200"}, 1}, // the process
+		{"cove_process_start_seconds", nil, 1},
+		{"cove_template_build_seconds", map[string]string{"status": "ready"}, 1},
 		{"cove_networks", map[string]string{"state": "in_use"}, 2}, // the killed one's was released
 	} {
 		if got := value(c.name, c.want); got != c.is {
@@ -119,6 +134,10 @@ func TestPrometheusMetrics(t *testing.T) {
 	committed, capacity := value("cove_node_memory_committed_bytes", nil), value("cove_node_memory_capacity_bytes", nil)
 	if committed <= 0 || committed > capacity {
 		t.Errorf("memory committed %v of %v", committed, capacity)
+	}
+	// Two sandboxes, each promised 384 MiB of writable layer.
+	if disk, size := value("cove_node_disk_committed_bytes", nil), value("cove_node_disk_capacity_bytes", nil); disk != 2*384<<20 || size <= 0 || value("cove_node_disk_free_bytes", nil) > size {
+		t.Errorf("disk committed %v of %v", disk, size)
 	}
 	if value("go_goroutines", nil) <= 0 {
 		t.Error("no Go runtime metrics")

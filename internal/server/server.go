@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer nets.Close()      // rules stay while sandboxes do; the next start rebuilds them
 	}
 	step("network")
-	mgr, vols, reg, err := newNode(ctx, cfg, nodeCfg, driver, templates, log)
+	mgr, vols, reg, observed, err := newNode(ctx, cfg, nodeCfg, driver, templates, log)
 	if err != nil {
 		return err
 	}
@@ -224,6 +224,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	builder := template.NewBuilder(templates, mgr, log)
 	builder.AllowLocalImages = cfg.LocalImages
 	builder.Debootstrap = cfg.Debootstrap
+	builder.Observe = observed.Built
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
 	tpls.MaxTeamStorageMB = cfg.Admission.Team.StorageMB
 	defer func() { // builds end (cancelled) before what they use closes
@@ -273,15 +274,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // newNode makes the node of a role that runs sandboxes (cove server,
 // cove node) over nodeCfg: with the host's volumes and, with
 // --metrics-listen, its metrics, served from reg (nil without).
-func newNode(ctx context.Context, cfg Config, nodeCfg node.Config, driver isolation.Driver, templates *template.Store, log *slog.Logger) (*node.Manager, *volume.Store, *prometheus.Registry, error) {
+func newNode(ctx context.Context, cfg Config, nodeCfg node.Config, driver isolation.Driver, templates *template.Store, log *slog.Logger) (*node.Manager, *volume.Store, *prometheus.Registry, *metrics.Node, error) {
 	vols, err := openVolumes(cfg, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	nodeCfg.Volumes = vols
 	reg, err := openMetrics(ctx, cfg, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	var observed *metrics.Node
 	if reg != nil {
@@ -290,12 +291,12 @@ func newNode(ctx context.Context, cfg Config, nodeCfg node.Config, driver isolat
 	}
 	mgr, err := node.New(nodeCfg, driver, templates, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if observed != nil {
 		observed.Watch(mgr)
 	}
-	return mgr, vols, reg, nil
+	return mgr, vols, reg, observed, nil
 }
 
 // openVolumes opens the host's volumes (each made VolumeSizeMB, 1 GiB by

@@ -99,6 +99,9 @@ type Builder struct {
 	ReadyTimeout time.Duration
 	// Debootstrap is the debootstrap program ("" = from PATH).
 	Debootstrap string
+	// Observe, when set, is told how each build ended (StatusReady,
+	// StatusError) and how long it ran.
+	Observe func(status string, d time.Duration)
 }
 
 // NewBuilder returns a builder over the store's layers.
@@ -146,6 +149,7 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	if err := b.store.SetBuild(templateID, *build); err != nil {
 		return err
 	}
+	began := time.Now()
 	img, err := b.build(ctx, *build, spec, logf)
 	if err == nil && b.store.remote != nil {
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: "pushing the layers to the object store"})
@@ -162,6 +166,9 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	} else {
 		build.Status, build.Image = StatusReady, img
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: "build ready", Final: true})
+	}
+	if b.Observe != nil {
+		b.Observe(build.Status, time.Since(began))
 	}
 	if serr := b.store.SetBuild(templateID, *build); serr != nil {
 		return serr

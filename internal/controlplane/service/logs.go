@@ -64,7 +64,10 @@ func (s *Service) Logs(ctx context.Context, team, id string, q store.LogQuery) (
 		raw, err := s.node.AgentLog(ctx, id)
 		switch {
 		case err == nil:
-			lines = append(lines, selectLines(parseAgentLog(id, team, raw), q)...)
+			// A warm sandbox's agent logged its warm-up before the sandbox
+			// was handed out: not the sandbox's user's.
+			agent := slices.DeleteFunc(parseAgentLog(id, team, raw), func(l store.SandboxLog) bool { return !l.Time.IsZero() && l.Time.Before(sb.StartedAt) })
+			lines = append(lines, selectLines(agent, q)...)
 		case errs.Is(err, errs.NotFound):
 		default:
 			s.log.Warn("read a sandbox's agent log", logx.SandboxID(id), logx.Err(err))
