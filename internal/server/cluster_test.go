@@ -167,6 +167,26 @@ func TestCluster(t *testing.T) {
 	if code, _, raw := apis[1].do(t, "DELETE", "/sandboxes/"+logged.id, keyA, ""); code != 204 {
 		t.Fatalf("kill: %d %s", code, raw)
 	}
+	// The dashboard of a replica: a session made on one serves on the
+	// other (the secret is the database's), and shows every node.
+	login, _ := http.NewRequest("POST", apis[0].url+"/dashboard/login", strings.NewReader(`{"apiKey":"`+keyA+`"}`))
+	resp, err := http.DefaultClient.Do(login)
+	if err != nil || resp.StatusCode != 200 || len(resp.Cookies()) != 1 {
+		t.Fatalf("dashboard login: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	nodesReq, _ := http.NewRequest("GET", apis[1].url+"/dashboard/api/nodes", nil)
+	nodesReq.AddCookie(resp.Cookies()[0])
+	if resp, err := http.DefaultClient.Do(nodesReq); err != nil || resp.StatusCode != 200 {
+		t.Errorf("the dashboard's nodes through the other replica: %v %v", resp, err)
+	} else {
+		var list []struct{ ID string }
+		_ = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if len(list) != len(nodes) {
+			t.Errorf("the dashboard shows %d nodes, want %d", len(list), len(nodes))
+		}
+	}
 
 	// A node restarted within its lease keeps its sandboxes.
 	kept, err := st.SandboxesOn(ctx, "n2")
