@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"maps"
 	"net/http"
 	"slices"
@@ -66,7 +67,7 @@ func logQuery(r *http.Request, cursorName string) (store.LogQuery, error) {
 		if err != nil || n < 0 {
 			return q, errs.New(errs.InvalidArgument, "limit must be a count: %q", s)
 		}
-		q.Limit = min(n, logsMaxLimit)
+		q.Limit = min(cmp.Or(n, logsDefaultLimit), logsMaxLimit) // 0: the default
 	}
 	return q, nil
 }

@@ -75,11 +75,11 @@ func (s *Service) Logs(ctx context.Context, team, id string, q store.LogQuery) (
 	}
 	if len(lines) == 0 && !live {
 		// Nothing selected: is there a log at all?
-		any, err := s.store.SandboxLogs(ctx, store.LogQuery{SandboxID: id, Team: team, Limit: 1})
+		some, err := s.store.SandboxLogs(ctx, store.LogQuery{SandboxID: id, Team: team, Limit: 1})
 		if err != nil {
 			return nil, err
 		}
-		if len(any) == 0 {
+		if len(some) == 0 {
 			return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
 		}
 	}
