@@ -25,7 +25,8 @@ fi
 command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
 # lxcfs: sandboxes' /proc/meminfo and friends tell their own limits.
 # chromium: the dashboard's browser tests drive Debian's, headless.
-for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium; do
+# qemu-system-x86_64: microVM guests (QEMU's microvm machine).
+for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done
@@ -49,6 +50,12 @@ if [ -n "$need" ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 fi
 go mod download
+# The microVM guests' kernel: Debian's cloud kernel, unpacked (not
+# installed) into /var/cache/cove-microvm.
+if [ ! -e /var/cache/cove-microvm/kernel/boot ]; then
+	if [ "$(id -u)" != 0 ]; then echo "deps: need root to unpack the guest kernel into /var/cache/cove-microvm" >&2; exit 1; fi
+	./scripts/guest-kernel.sh
+fi
 # SeaweedFS, the S3-compatible server the object store's tests start:
 # built once from the Go module proxy (its go.mod has replace directives,
 # so from inside its module, not with go install), kept by version.

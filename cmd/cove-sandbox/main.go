@@ -11,12 +11,17 @@ import (
 
 	"github.com/covesandbox/cove/internal/envd/codeinterp"
 	"github.com/covesandbox/cove/internal/envd/sudo"
+	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 
 	// Its init takes over when the process is a sandbox's init.
 	_ "github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
 func main() {
+	// In a microVM it is the initramfs's /init.
+	if guest.Is() {
+		os.Exit(guest.Main())
+	}
 	// In a sandbox it is also sudo (/.cove/bin/sudo links to it).
 	if sudo.IsSudo(os.Args[0]) {
 		os.Exit(sudo.Main(os.Args[1:]))

@@ -1,0 +1,48 @@
+package microvm
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Machine is what a guest gets.
+type Machine struct {
+	Kernel   Kernel
+	Initrd   string
+	MemoryMB int64
+	CPUs     int
+	// KVM runs the guest on the host's processors; without, QEMU emulates
+	// them (TCG): the same guest, many times slower.
+	KVM bool
+}
+
+// KVMAvailable reports whether this host can run guests under KVM.
+func KVMAvailable() bool {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// qemuArgs are qemu-system-x86_64's arguments for m on QEMU's microvm
+// machine: no firmware, no PCI, no default devices; the serial console on
+// standard output; a reboot or a kernel panic ends QEMU.
+func qemuArgs(m Machine) []string {
+	cmdline := []string{"console=ttyS0", "rdinit=/init", "panic=-1", "reboot=t", "quiet"}
+	accel := "kvm"
+	if !m.KVM {
+		// Emulated, the kernel's TSC calibration can hang ("Marking TSC
+		// unstable"): give it the frequency.
+		cmdline = append(cmdline, "tsc_early_khz=2000000", "no_timer_check")
+		accel = "tcg"
+	}
+	return []string{
+		"-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on", "-accel", accel,
+		"-m", strconv.FormatInt(m.MemoryMB, 10), "-smp", strconv.Itoa(m.CPUs),
+		"-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-no-reboot",
+		"-kernel", m.Kernel.Image, "-initrd", m.Initrd, "-append", strings.Join(cmdline, " "),
+	}
+}
