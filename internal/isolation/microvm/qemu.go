@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 )
 
 // Machine is what a guest gets.
@@ -15,6 +17,10 @@ type Machine struct {
 	// KVM runs the guest on the host's processors; without, QEMU emulates
 	// them (TCG): the same guest, many times slower.
 	KVM bool
+	// Disk is the root's image (read-only, shared by guests), Config the
+	// guest.Config file and Tap the tap device (in QEMU's network
+	// namespace) that is the guest's eth0; each may be empty.
+	Disk, Config, Tap string
 }
 
 // KVMAvailable reports whether this host can run guests under KVM.
@@ -39,10 +45,22 @@ func qemuArgs(m Machine) []string {
 		cmdline = append(cmdline, "tsc_early_khz=2000000", "no_timer_check")
 		accel = "tcg"
 	}
-	return []string{
+	args := []string{
 		"-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on", "-accel", accel,
 		"-m", strconv.FormatInt(m.MemoryMB, 10), "-smp", strconv.Itoa(m.CPUs),
 		"-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-no-reboot",
 		"-kernel", m.Kernel.Image, "-initrd", m.Initrd, "-append", strings.Join(cmdline, " "),
 	}
+	if m.Disk != "" {
+		args = append(args, "-drive", "file="+m.Disk+",if=none,id=root,format=raw,readonly=on",
+			"-device", "virtio-blk-device,drive=root")
+	}
+	if m.Config != "" {
+		args = append(args, "-fw_cfg", "name="+guest.ConfigName+",file="+m.Config)
+	}
+	if m.Tap != "" {
+		args = append(args, "-netdev", "tap,id=net0,ifname="+m.Tap+",script=no,downscript=no",
+			"-device", "virtio-net-device,netdev=net0")
+	}
+	return args
 }

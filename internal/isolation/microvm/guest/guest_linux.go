@@ -1,18 +1,44 @@
 // Package guest is Cove's init inside a microVM (the sandbox binary runs
 // it as the initramfs's /init): it mounts what a kernel's user space
-// needs, loads the modules the initramfs brings, reports the guest on the
-// console and, for now, powers the machine off. Starting the agent over
-// the template's root file system comes with the driver.
+// needs, loads the modules the initramfs brings and reports the guest on
+// the console. Given a Config (QEMU's fw_cfg file ConfigName), it then
+// makes the sandbox's root (the template's disk, read-only, under a
+// writable tmpfs), its network and host name, and becomes the agent;
+// without one it powers the machine off.
 package guest
 
 import (
 	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
+
+// Config is what the host gives a guest that runs a sandbox.
+type Config struct {
+	Hostname string `json:"hostname"`
+	// Address is eth0's address (CIDR), Gateway its default route.
+	Address string `json:"address"`
+	Gateway string `json:"gateway"`
+	// WritableMB sizes the tmpfs that takes the root's writes.
+	WritableMB int64 `json:"writableMB"`
+	// Agent is the agent's path in the root, AgentEnv its environment.
+	Agent    string   `json:"agent"`
+	AgentEnv []string `json:"agentEnv"`
+}
+
+// ConfigName is the fw_cfg file the host passes the Config in.
+const ConfigName = "opt/cove/config"
+
+// configPath is where the guest's kernel shows it (qemu_fw_cfg).
+const configPath = "/sys/firmware/qemu_fw_cfg/by_name/" + ConfigName + "/raw"
 
 // Is reports whether this process is a microVM's init.
 func Is() bool { return os.Getpid() == 1 && os.Args[0] == "/init" }
@@ -23,6 +49,16 @@ const Ready = "cove-guest: up"
 // Main runs the init; it does not return unless powering off fails.
 func Main() int {
 	err := start()
+	if err == nil {
+		var raw []byte
+		raw, err = os.ReadFile(configPath)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			err = nil // a probe: the report was all
+		case err == nil:
+			err = becomeSandbox(raw) // returns only on failure
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cove-guest: %v\n", err)
 	}
@@ -93,4 +129,129 @@ func loadModules(list string) (int, error) {
 		n++
 	}
 	return n, sc.Err()
+}
+
+// becomeSandbox makes the sandbox's root and network from the config and
+// executes the agent in its place.
+func becomeSandbox(raw []byte) error {
+	var cfg Config
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("the config: %w", err)
+	}
+	disk, err := waitFor("/dev/vda", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{"/lower", "/upper", "/newroot"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount(disk, "/lower", "ext4", unix.MS_RDONLY, ""); err != nil {
+		return fmt.Errorf("mount the template's disk: %w", err)
+	}
+	if err := unix.Mount("tmpfs", "/upper", "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", max(cfg.WritableMB, 16))); err != nil {
+		return fmt.Errorf("the writable layer: %w", err)
+	}
+	for _, d := range []string{"/upper/data", "/upper/work"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work"); err != nil {
+		return fmt.Errorf("the root: %w", err)
+	}
+	// The agent is this binary, bound read-only where the root expects it.
+	agent := "/newroot" + cfg.Agent
+	if err := os.MkdirAll(agent[:strings.LastIndexByte(agent, '/')], 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(agent, nil, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("/init", agent, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	if err := unix.Mount("", agent, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		return err
+	}
+	for _, d := range []string{"/dev", "/proc", "/sys"} {
+		if err := os.MkdirAll("/newroot"+d, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(d, "/newroot"+d, "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move %s: %w", d, err)
+		}
+	}
+	if err := network(cfg); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return err
+	}
+	// The root becomes /: the initramfs stays beneath, out of reach.
+	if err := unix.Chdir("/newroot"); err != nil {
+		return err
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("switch the root: %w", err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return err
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	return unix.Exec(cfg.Agent, []string{cfg.Agent}, cfg.AgentEnv)
+}
+
+// network brings up lo and eth0 with the config's address and route.
+func network(cfg Config) error {
+	lo, err := netlink.LinkByName("lo")
+	if err == nil {
+		err = netlink.LinkSetUp(lo)
+	}
+	if err != nil {
+		return fmt.Errorf("lo: %w", err)
+	}
+	if cfg.Address == "" {
+		return nil
+	}
+	addr, err := netlink.ParseAddr(cfg.Address)
+	if err != nil {
+		return err
+	}
+	var eth netlink.Link
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if eth, err = netlink.LinkByName("eth0"); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("eth0: %w", err)
+	}
+	if err := netlink.AddrAdd(eth, addr); err != nil {
+		return fmt.Errorf("eth0's address: %w", err)
+	}
+	if err := netlink.LinkSetUp(eth); err != nil {
+		return err
+	}
+	if cfg.Gateway != "" {
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: net.ParseIP(cfg.Gateway)}); err != nil {
+			return fmt.Errorf("the default route: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitFor waits until a device node appears (its driver probes it).
+func waitFor(path string, d time.Duration) (string, error) {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no %s after %v", path, d)
+		}
+	}
 }
