@@ -17,6 +17,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/agentclient"
 
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
@@ -25,9 +28,11 @@ import (
 )
 
 // TestGuestAgent boots a sandbox's guest: a root from an ext4 image
-// (read-only, with a tmpfs for writes), eth0 on a tap in a network
-// namespace of the test's own, and Cove's agent in it, which answers
-// through the tap.
+// (read-only, with a tmpfs for writes), the host's /usr shared read-only
+// over virtiofs (as the base template binds it), eth0 on a tap in a
+// network namespace of the test's own, and Cove's agent in it, which
+// answers through the tap and runs the host's programs on the guest's
+// kernel.
 func TestGuestAgent(t *testing.T) {
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -64,10 +69,35 @@ func TestGuestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{"tmp", "root", "home/user"} {
+	for _, d := range []string{"tmp", "root", "home/user", "usr"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"bin", "sbin", "lib", "lib64"} { // Debian's merged /usr
+		if err := os.Symlink("usr/"+l, filepath.Join(root, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The host's /usr, read-only, served by virtiofsd. The bind is
+	// read-only, and unmounted (detached) before anything removes dir.
+	usr := filepath.Join(dir, "usr")
+	if err := os.Mkdir(usr, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/usr", usr, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(usr, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", usr, err)
+		}
+	})
+	if err := unix.Mount("", usr, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -79,6 +109,7 @@ func TestGuestAgent(t *testing.T) {
 	settings, _ := json.Marshal(isolation.AgentSettings{DefaultUser: "user"})
 	cfg, _ := json.Marshal(guest.Config{
 		Hostname: "guest-test", Address: "169.254.100.2/30", Gateway: "169.254.100.1", WritableMB: 32, Agent: namespaces.AgentPath,
+		Shares: []guest.Share{{Tag: "usr", Target: "/usr"}},
 		AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"},
 	})
 	cfgFile := filepath.Join(dir, "config.json")
@@ -111,8 +142,31 @@ func TestGuestAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	sock := filepath.Join(dir, "usr.sock")
+	fsd := exec.CommandContext(ctx, "/usr/lib/qemu/virtiofsd", "--socket-path="+sock, "-o", "source="+usr, "-o", "cache=auto", "-o", "sandbox=namespace")
+	fsdOut := &strings.Builder{}
+	fsd.Stdout, fsd.Stderr = fsdOut, fsdOut
+	if err := fsd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		fsd.Process.Kill()
+		fsd.Wait()
+		if t.Failed() {
+			t.Logf("virtiofsd:\n%s", fsdOut)
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("virtiofsd made no socket: %s", fsdOut)
+		}
+	}
+
 	cmd := exec.CommandContext(ctx, qemu, qemuArgs(Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable(),
-		Disk: img, Config: cfgFile, Tap: "tap0"})...)
+		Disk: img, Config: cfgFile, Tap: "tap0", Shares: []Share{{Tag: "usr", Socket: sock}}})...)
 	console, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +232,21 @@ func TestGuestAgent(t *testing.T) {
 	_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
 	if resp.StatusCode != 200 || body.String() != "from the template\n" {
 		t.Errorf("a file of the template's disk: %d %q", resp.StatusCode, body.String())
+	}
+
+	// The host's programs, on the guest's kernel; writes go to the guest.
+	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) { return client.Transport.(*http.Transport).DialContext(ctx, "tcp", "") })
+	defer agent.Close()
+	res, err := agent.Run(ctx, "user", "uname -r; hostname; echo made > /tmp/new && cat /tmp/new; touch /usr/cove-guest-write 2>&1 || echo read-only", time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("a command in the guest: %v %+v %s", err, res, res.Stderr)
+	}
+	if want := k.Release + "\nguest-test\nmade\n"; !strings.HasPrefix(string(res.Stdout), want) || !strings.Contains(string(res.Stdout), "read-only") {
+		t.Errorf("the guest's command printed %q (%q), want %q and a refused write to /usr", res.Stdout, res.Stderr, want)
+	}
+	if _, err := os.Stat("/usr/cove-guest-write"); err == nil {
+		os.Remove("/usr/cove-guest-write")
+		t.Error("the guest wrote to the host's /usr")
 	}
 }
 

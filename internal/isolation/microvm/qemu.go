@@ -21,7 +21,14 @@ type Machine struct {
 	// guest.Config file and Tap the tap device (in QEMU's network
 	// namespace) that is the guest's eth0; each may be empty.
 	Disk, Config, Tap string
+	// Shares are virtiofs devices: a tag and the vhost-user socket of the
+	// virtiofsd that serves it. The guest's memory is then shared memory
+	// (memfd), which vhost-user needs.
+	Shares []Share
 }
+
+// Share is a virtiofs device of a guest.
+type Share struct{ Tag, Socket string }
 
 // KVMAvailable reports whether this host can run guests under KVM.
 func KVMAvailable() bool {
@@ -45,11 +52,25 @@ func qemuArgs(m Machine) []string {
 		cmdline = append(cmdline, "tsc_early_khz=2000000", "no_timer_check")
 		accel = "tcg"
 	}
+	machine := "microvm,x-option-roms=off,rtc=on,isa-serial=on"
+	var memory []string
+	if len(m.Shares) > 0 {
+		machine += ",memory-backend=mem"
+		memory = []string{"-object", "memory-backend-memfd,id=mem,share=on,size=" + strconv.FormatInt(m.MemoryMB, 10) + "M"}
+	}
 	args := []string{
-		"-M", "microvm,x-option-roms=off,rtc=on,isa-serial=on", "-accel", accel,
+		"-M", machine, "-accel", accel,
 		"-m", strconv.FormatInt(m.MemoryMB, 10), "-smp", strconv.Itoa(m.CPUs),
 		"-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-no-reboot",
+		// Modern virtio over MMIO (1.0): vhost-user (virtiofsd) refuses the
+		// legacy devices microvm makes by default.
+		"-global", "virtio-mmio.force-legacy=false",
 		"-kernel", m.Kernel.Image, "-initrd", m.Initrd, "-append", strings.Join(cmdline, " "),
+	}
+	args = append(args, memory...)
+	for i, sh := range m.Shares {
+		id := "fs" + strconv.Itoa(i)
+		args = append(args, "-chardev", "socket,id="+id+",path="+sh.Socket, "-device", "vhost-user-fs-device,chardev="+id+",tag="+sh.Tag)
 	}
 	if m.Disk != "" {
 		args = append(args, "-drive", "file="+m.Disk+",if=none,id=root,format=raw,readonly=on",

@@ -32,6 +32,15 @@ type Config struct {
 	// Agent is the agent's path in the root, AgentEnv its environment.
 	Agent    string   `json:"agent"`
 	AgentEnv []string `json:"agentEnv"`
+	// Shares are host directories shared read-only over virtiofs, each
+	// mounted at its target in the root (the base template's /usr …).
+	Shares []Share `json:"shares,omitempty"`
+}
+
+// Share is a virtiofs share: the device's tag, where the root shows it.
+type Share struct {
+	Tag    string `json:"tag"`
+	Target string `json:"target"`
 }
 
 // ConfigName is the fw_cfg file the host passes the Config in.
@@ -160,6 +169,15 @@ func becomeSandbox(raw []byte) error {
 	}
 	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work"); err != nil {
 		return fmt.Errorf("the root: %w", err)
+	}
+	for _, sh := range cfg.Shares {
+		dst := "/newroot" + sh.Target
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(sh.Tag, dst, "virtiofs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+			return fmt.Errorf("share %s at %s: %w", sh.Tag, sh.Target, err)
+		}
 	}
 	// The agent is this binary, bound read-only where the root expects it.
 	agent := "/newroot" + cfg.Agent
