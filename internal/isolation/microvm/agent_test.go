@@ -109,7 +109,7 @@ func TestGuestAgent(t *testing.T) {
 	settings, _ := json.Marshal(isolation.AgentSettings{DefaultUser: "user"})
 	cfg, _ := json.Marshal(guest.Config{
 		Hostname: "guest-test", Address: "169.254.100.2/30", Gateway: "169.254.100.1", WritableMB: 32, Agent: namespaces.AgentPath,
-		Shares: []guest.Share{{Tag: "usr", Target: "/usr"}},
+		Shares:   []guest.Share{{Tag: "usr", Target: "/usr"}},
 		AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"},
 	})
 	cfgFile := filepath.Join(dir, "config.json")
@@ -235,7 +235,9 @@ func TestGuestAgent(t *testing.T) {
 	}
 
 	// The host's programs, on the guest's kernel; writes go to the guest.
-	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) { return client.Transport.(*http.Transport).DialContext(ctx, "tcp", "") })
+	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) {
+		return client.Transport.(*http.Transport).DialContext(ctx, "tcp", "")
+	})
 	defer agent.Close()
 	res, err := agent.Run(ctx, "user", "uname -r; hostname; echo made > /tmp/new && cat /tmp/new; touch /usr/cove-guest-write 2>&1 || echo read-only", time.Minute)
 	if err != nil || res.ExitCode != 0 {
