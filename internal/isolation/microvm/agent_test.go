@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -15,14 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-
 	"github.com/covesandbox/cove/internal/agentclient"
 
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 )
@@ -82,23 +76,6 @@ func TestGuestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The host's /usr, read-only, served by virtiofsd. The bind is
-	// read-only, and unmounted (detached) before anything removes dir.
-	usr := filepath.Join(dir, "usr")
-	if err := os.Mkdir(usr, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("/usr", usr, "", unix.MS_BIND, ""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(usr, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", usr, err)
-		}
-	})
-	if err := unix.Mount("", usr, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	img := filepath.Join(dir, "root.ext4")
@@ -107,101 +84,41 @@ func TestGuestAgent(t *testing.T) {
 	}
 
 	settings, _ := json.Marshal(isolation.AgentSettings{DefaultUser: "user"})
-	cfg, _ := json.Marshal(guest.Config{
-		Hostname: "guest-test", Address: "169.254.100.2/30", Gateway: "169.254.100.1", WritableMB: 32, Agent: namespaces.AgentPath,
-		Shares:   []guest.Share{{Tag: "usr", Target: "/usr"}},
-		AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"},
-	})
-	cfgFile := filepath.Join(dir, "config.json")
-	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+	vmDir := filepath.Join(dir, "vm")
+	if err := os.Mkdir(vmDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-
-	// The guest's network: a tap in a namespace of its own.
-	ns, err := hostproc.NewNetNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	nsFile, host := os.NewFile(uintptr(ns), "netns"), hostNS(t)
-	err = hostproc.InNetNS(nsFile, host, func() error {
-		tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "tap0"}, Mode: netlink.TUNTAP_MODE_TAP, Flags: netlink.TUNTAP_DEFAULTS}
-		if err := netlink.LinkAdd(tap); err != nil {
-			return fmt.Errorf("tap: %w", err)
-		}
-		for _, fd := range tap.Fds {
-			fd.Close() // persistent: QEMU opens it by name
-		}
-		addr, _ := netlink.ParseAddr("169.254.100.1/30")
-		if err := netlink.AddrAdd(tap, addr); err != nil {
-			return err
-		}
-		return netlink.LinkSetUp(tap)
+	vm, err := Start(ctx, VMSpec{
+		Dir: vmDir, QEMU: qemu, Virtiofsd: "/usr/lib/qemu/virtiofsd",
+		Machine: Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable(), Disk: img},
+		Shares:  []HostShare{{Source: "/usr", Target: "/usr"}}, // read-only in the guest
+		Guest: guest.Config{Hostname: "guest-test", WritableMB: 32, Agent: namespaces.AgentPath,
+			AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	sock := filepath.Join(dir, "usr.sock")
-	fsd := exec.CommandContext(ctx, "/usr/lib/qemu/virtiofsd", "--socket-path="+sock, "-o", "source="+usr, "-o", "cache=auto", "-o", "sandbox=namespace")
-	fsdOut := &strings.Builder{}
-	fsd.Stdout, fsd.Stderr = fsdOut, fsdOut
-	if err := fsd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	defer func() {
-		fsd.Process.Kill()
-		fsd.Wait()
+		if err := vm.Stop(); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
-			t.Logf("virtiofsd:\n%s", fsdOut)
+			t.Logf("the guest's console:\n%s", vm.Console())
 		}
-	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("virtiofsd made no socket: %s", fsdOut)
-		}
-	}
-
-	cmd := exec.CommandContext(ctx, qemu, qemuArgs(Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable(),
-		Disk: img, Config: cfgFile, Tap: "tap0", Shares: []Share{{Tag: "usr", Socket: sock}}})...)
-	console, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := hostproc.InNetNS(nsFile, host, cmd.Start); err != nil { // QEMU in the namespace
-		t.Fatal(err)
-	}
-	var lines []string
-	done := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(console)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		close(done)
-	}()
-	defer func() {
-		cmd.Process.Kill()
-		<-done
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("the guest's console:\n%s", strings.Join(lines, "\n"))
+		if left, _ := os.ReadDir(vmDir); len(left) != 0 {
+			for _, e := range left {
+				if e.IsDir() { // a share's mount point: empty once unmounted
+					if err := os.Remove(filepath.Join(vmDir, e.Name())); err != nil {
+						t.Errorf("a share's mount point after Stop: %v", err)
+					}
+				}
+			}
 		}
 	}()
 
 	// The agent answers through the tap.
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var c net.Conn
-		err := hostproc.InNetNS(nsFile, host, func() (err error) {
-			var d net.Dialer
-			c, err = d.DialContext(ctx, "tcp", "169.254.100.2:49983")
-			return err
-		})
-		return c, err
+		return vm.Dial(ctx, 49983)
 	}}, Timeout: 5 * time.Second}
 	start := time.Now()
 	for {
@@ -213,7 +130,7 @@ func TestGuestAgent(t *testing.T) {
 			}
 		}
 		select {
-		case <-done:
+		case <-vm.Done():
 			t.Fatalf("the guest stopped before its agent answered: %v", err)
 		default:
 		}
@@ -252,15 +169,31 @@ func TestGuestAgent(t *testing.T) {
 	}
 }
 
-// hostNS opens the test's own network namespace from a thread that was
-// never moved (see hostproc.InNetNS).
-func hostNS(t *testing.T) *os.File {
-	t.Helper()
-	h, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
+// TestStartFails: a guest that cannot start leaves no mount, process or
+// namespace behind.
+func TestStartFails(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		spec VMSpec
+	}{
+		{"a share that does not exist", VMSpec{Virtiofsd: "/usr/lib/qemu/virtiofsd", QEMU: "/nonexistent/qemu",
+			Shares: []HostShare{{Source: "/usr", Target: "/usr"}, {Source: "/nonexistent", Target: "/x"}}}},
+		{"no QEMU", VMSpec{Virtiofsd: "/usr/lib/qemu/virtiofsd", QEMU: "/nonexistent/qemu", Shares: []HostShare{{Source: "/usr", Target: "/usr"}}}},
+	} {
+		tc.spec.Dir = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+		if err := os.Mkdir(tc.spec.Dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Start(t.Context(), tc.spec); err == nil {
+			t.Errorf("%s: started", tc.name)
+		}
+		mounts, _ := os.ReadFile("/proc/self/mountinfo")
+		if strings.Contains(string(mounts), tc.spec.Dir) {
+			t.Errorf("%s: a mount is left under %s", tc.name, tc.spec.Dir)
+		}
+		if out, _ := exec.Command("pgrep", "-f", tc.spec.Dir).Output(); len(out) > 0 {
+			t.Errorf("%s: processes are left: %s", tc.name, out)
+		}
 	}
-	f := os.NewFile(uintptr(h), "host-netns")
-	t.Cleanup(func() { f.Close() })
-	return f
 }
