@@ -43,7 +43,11 @@ type VMSpec struct {
 	// targets: each is bound read-only under Dir and served by a virtiofsd
 	// of its own.
 	Shares []HostShare
-	Guest  guest.Config // its Address, Gateway and Shares are set here
+	// Layers, when set, are the root's read-only layers (host
+	// directories, lowest first), shared like Shares; else the root is
+	// Machine.Disk.
+	Layers []string
+	Guest  guest.Config // its Address, Gateway, Shares and Layers are set here
 }
 
 // HostShare is a host directory shown read-only in the guest.
@@ -89,7 +93,16 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	m.Tap = tapName
 	g := s.Guest
 	g.Address, g.Gateway = guestAddr+"/30", hostAddr
-	g.Shares = nil
+	g.Shares, g.Layers = nil, nil
+	for i, layer := range s.Layers {
+		tag := "layer" + strconv.Itoa(i)
+		sock, err := v.share(ctx, tag, layer)
+		if err != nil {
+			return nil, err
+		}
+		m.Shares = append(m.Shares, Share{Tag: tag, Socket: sock})
+		g.Layers = append(g.Layers, tag)
+	}
 	for i, sh := range s.Shares {
 		tag := "share" + strconv.Itoa(i)
 		sock, err := v.share(ctx, tag, sh.Source)

@@ -35,6 +35,9 @@ type Config struct {
 	// Shares are host directories shared read-only over virtiofs, each
 	// mounted at its target in the root (the base template's /usr …).
 	Shares []Share `json:"shares,omitempty"`
+	// Layers, when set, are the tags of virtiofs shares that are the
+	// root's layers (lowest first); else the root is the disk /dev/vda.
+	Layers []string `json:"layers,omitempty"`
 }
 
 // Share is a virtiofs share: the device's tag, where the root shows it.
@@ -147,17 +150,14 @@ func becomeSandbox(raw []byte) error {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("the config: %w", err)
 	}
-	disk, err := waitFor("/dev/vda", 10*time.Second)
-	if err != nil {
-		return err
-	}
 	for _, d := range []string{"/lower", "/upper", "/newroot"} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if err := unix.Mount(disk, "/lower", "ext4", unix.MS_RDONLY, ""); err != nil {
-		return fmt.Errorf("mount the template's disk: %w", err)
+	lower, err := lowerDirs(cfg.Layers)
+	if err != nil {
+		return err
 	}
 	if err := unix.Mount("tmpfs", "/upper", "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", max(cfg.WritableMB, 16))); err != nil {
 		return fmt.Errorf("the writable layer: %w", err)
@@ -167,7 +167,7 @@ func becomeSandbox(raw []byte) error {
 			return err
 		}
 	}
-	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work"); err != nil {
+	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir="+lower+",upperdir=/upper/data,workdir=/upper/work"); err != nil {
 		return fmt.Errorf("the root: %w", err)
 	}
 	for _, sh := range cfg.Shares {
@@ -221,6 +221,34 @@ func becomeSandbox(raw []byte) error {
 		return err
 	}
 	return unix.Exec(cfg.Agent, []string{cfg.Agent}, cfg.AgentEnv)
+}
+
+// lowerDirs mounts the root's read-only layers and returns overlayfs's
+// lowerdir (the top layer first): the virtiofs shares tagged layers, or
+// the disk.
+func lowerDirs(layers []string) (string, error) {
+	if len(layers) == 0 {
+		disk, err := waitFor("/dev/vda", 10*time.Second)
+		if err != nil {
+			return "", err
+		}
+		if err := unix.Mount(disk, "/lower", "ext4", unix.MS_RDONLY, ""); err != nil {
+			return "", fmt.Errorf("mount the template's disk: %w", err)
+		}
+		return "/lower", nil
+	}
+	dirs := make([]string, len(layers))
+	for i, tag := range layers {
+		d := fmt.Sprintf("/lower/%d", i)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "", err
+		}
+		if err := unix.Mount(tag, d, "virtiofs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+			return "", fmt.Errorf("layer %d: %w", i, err)
+		}
+		dirs[len(layers)-1-i] = d
+	}
+	return strings.Join(dirs, ":"), nil
 }
 
 // network brings up lo and eth0 with the config's address and route.

@@ -1,0 +1,309 @@
+package microvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
+	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// DriverConfig configures the driver.
+type DriverConfig struct {
+	// Dir holds one directory per sandbox, and the guests' initramfs.
+	Dir string
+	// SandboxBinary is the guest's init and agent (cove-sandbox).
+	SandboxBinary string
+	QEMU          string // "" = qemu-system-x86_64 from PATH
+	Virtiofsd     string // "" = QEMU's, /usr/lib/qemu/virtiofsd
+	KernelDir     string // "" = DefaultKernelDir
+	Log           *slog.Logger
+}
+
+// Driver runs each sandbox in a microVM. It is not registered with the
+// node yet: the node's networking, cgroups, recovery after a restart and
+// pause come next (docs/ARCHITECTURE.md).
+type Driver struct {
+	cfg    DriverConfig
+	kernel Kernel
+	initrd string
+
+	mu  sync.Mutex
+	vms map[string]*sandboxVM
+}
+
+type sandboxVM struct {
+	vm        *VM
+	destroyed bool
+}
+
+var _ isolation.Driver = (*Driver)(nil)
+
+// NewDriver checks QEMU, virtiofsd and the guest kernel, and packs the
+// guests' initramfs.
+func NewDriver(cfg DriverConfig) (*Driver, error) {
+	if cfg.QEMU == "" {
+		p, err := exec.LookPath("qemu-system-x86_64")
+		if err != nil {
+			return nil, errs.New(errs.Unavailable, "microvm: no qemu-system-x86_64 (Debian's qemu-system-x86)")
+		}
+		cfg.QEMU = p
+	}
+	if cfg.Virtiofsd == "" {
+		cfg.Virtiofsd = "/usr/lib/qemu/virtiofsd"
+	}
+	if _, err := os.Stat(cfg.Virtiofsd); err != nil {
+		return nil, errs.New(errs.Unavailable, "microvm: no virtiofsd at %s", cfg.Virtiofsd)
+	}
+	k, err := FindKernel(cmpOr(cfg.KernelDir, DefaultKernelDir))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), vms: map[string]*sandboxVM{}}
+	tmp := d.initrd + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	err = WriteInitramfs(f, k, cfg.SandboxBinary)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, d.initrd)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("the guests' initramfs: %w", err)
+	}
+	return d, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Name implements isolation.Driver.
+func (d *Driver) Name() string { return "microvm" }
+
+// Capabilities implements isolation.Driver.
+func (d *Driver) Capabilities() isolation.Capabilities {
+	return isolation.Capabilities{ContainsProcesses: true}
+}
+
+func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
+
+// Create implements isolation.Driver: the sandbox's layers and binds are
+// shared read-only into a guest that overlays them under a tmpfs of the
+// disk limit; it returns once the guest's agent answers.
+func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
+	if err := isolation.ValidateID(id); err != nil {
+		return h, err
+	}
+	switch {
+	case spec.NetNS != nil:
+		return h, errs.New(errs.Unimplemented, "microvm: the node's sandbox networks are not wired to guests yet")
+	case spec.RootFS.Upper != "":
+		return h, errs.New(errs.Unimplemented, "microvm: template builds do not run in guests yet")
+	case len(spec.RootFS.Layers) == 0:
+		return h, errs.New(errs.InvalidArgument, "a sandbox needs at least one layer")
+	}
+	var shares []HostShare
+	for _, b := range spec.RootFS.Binds {
+		if b.Writable {
+			return h, errs.New(errs.Unimplemented, "microvm: volumes are not shared with guests yet")
+		}
+		shares = append(shares, HostShare{Source: b.Source, Target: b.Target})
+	}
+	d.mu.Lock()
+	if _, ok := d.vms[id]; ok {
+		d.mu.Unlock()
+		return h, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
+	}
+	d.vms[id] = &sandboxVM{} // reserved
+	d.mu.Unlock()
+	dir := d.dir(id)
+	defer func() {
+		if err != nil {
+			d.mu.Lock()
+			delete(d.vms, id)
+			d.mu.Unlock()
+		}
+	}()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return h, err
+	}
+	sandboxEnv, _ := json.Marshal(spec.Env)
+	settings, _ := json.Marshal(spec.Agent)
+	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
+	vm, err := Start(ctx, VMSpec{
+		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
+		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: max(spec.Limits.MemoryMB, 128), CPUs: cpus, KVM: KVMAvailable()},
+		Layers:  spec.RootFS.Layers, Shares: shares,
+		Guest: guest.Config{Hostname: id, WritableMB: spec.Limits.WritableBytes() >> 20, Agent: namespaces.AgentPath,
+			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"}},
+	})
+	if err == nil {
+		err = waitAgent(ctx, vm)
+		if err != nil {
+			err = fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
+			_ = vm.Stop()
+		}
+	}
+	if err != nil {
+		if rerr := fsutil.RemoveTree(dir); rerr != nil {
+			d.cfg.Log.Error("remove a failed guest's directory", logx.SandboxID(id), logx.Err(rerr))
+		}
+		return h, err
+	}
+	d.mu.Lock()
+	d.vms[id] = &sandboxVM{vm: vm}
+	d.mu.Unlock()
+	return isolation.Handle{ID: id, PID: vm.qemu.Process.Pid}, nil
+}
+
+// waitAgent waits until the guest's agent answers, the guest stops or
+// ctx ends.
+func waitAgent(ctx context.Context, vm *VM) error {
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return vm.Dial(ctx, 49983)
+	}}, Timeout: 2 * time.Second}
+	defer client.CloseIdleConnections()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/health", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errs.Mark(errs.Canceled, ctx.Err())
+		case <-vm.Done():
+			return errors.New("the guest stopped before its agent answered")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
+
+func (d *Driver) get(id string) *sandboxVM {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.vms[id]; s != nil && s.vm != nil {
+		return s
+	}
+	return nil
+}
+
+// Dial implements isolation.Driver.
+func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	s := d.get(id)
+	if s == nil {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	vm := s.vm
+	select {
+	case <-vm.Done():
+		return nil, errs.New(errs.NotFound, "sandbox %s has ended", id)
+	default:
+	}
+	return vm.Dial(ctx, port)
+}
+
+// Wait implements isolation.Driver: a guest that stopped on its own (its
+// agent, its PID 1, died: the kernel panics and QEMU exits) crashed.
+func (d *Driver) Wait(ctx context.Context, id string) (isolation.Exit, error) {
+	s := d.get(id)
+	if s == nil {
+		return isolation.Exit{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	select {
+	case <-ctx.Done():
+		return isolation.Exit{}, errs.Mark(errs.Canceled, ctx.Err())
+	case <-s.vm.Done():
+	}
+	d.mu.Lock()
+	destroyed := s.destroyed
+	d.mu.Unlock()
+	if destroyed {
+		return isolation.Exit{Reason: isolation.ExitDestroyed}, nil
+	}
+	return isolation.Exit{Reason: isolation.ExitCrashed, Detail: lastLines(s.vm.Console(), 3)}, nil
+}
+
+// Destroy implements isolation.Driver.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	if err := isolation.ValidateID(id); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	s := d.vms[id]
+	if s != nil {
+		s.destroyed = true
+	}
+	d.mu.Unlock()
+	if s != nil && s.vm != nil {
+		if err := s.vm.Stop(); err != nil {
+			return fmt.Errorf("stop sandbox %s: %w", id, err)
+		}
+	}
+	if err := fsutil.RemoveTree(d.dir(id)); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	if s != nil && s.vm != nil {
+		d.mu.Lock()
+		delete(d.vms, id)
+		d.mu.Unlock()
+	}
+	return nil
+}
+
+// Recover implements isolation.Driver: guests end with the node that
+// started them (for now), so there is nothing to adopt.
+func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
+	return errs.New(errs.NotFound, "sandbox %s: microVM guests do not outlive their node yet", h.ID)
+}
+
+// List implements isolation.Lister.
+func (d *Driver) List(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(d.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && isolation.ValidateID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,135 @@
+package microvm
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/template"
+)
+
+// TestDriver runs the base template (its layer and the host's /usr, both
+// read-only) in a guest through the driver: commands as root and as the
+// template's user, the sandbox's host name, the guest's own kernel; bad
+// input is refused without a trace; a destroyed guest leaves nothing.
+func TestDriver(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	dir := t.TempDir()
+	d, err := NewDriver(DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := isolation.Spec{
+		RootFS: tpl.RootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
+		Env: map[string]string{"E2B_SANDBOX": "true"}, Agent: isolation.AgentSettings{DefaultUser: "user", DefaultWorkdir: "/home/user"},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	leaks := func(id string) []string {
+		var left []string
+		if _, err := os.Stat(d.dir(id)); err == nil {
+			left = append(left, d.dir(id))
+		}
+		if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), d.dir(id)) {
+			left = append(left, "a mount under "+d.dir(id))
+		}
+		if out, _ := exec.Command("pgrep", "-f", d.dir(id)).Output(); len(out) > 0 {
+			left = append(left, "processes "+strings.TrimSpace(string(out)))
+		}
+		return left
+	}
+
+	// Bad input: refused, nothing left.
+	for _, tc := range []struct {
+		name string
+		edit func(*isolation.Spec)
+		kind errs.Kind
+	}{
+		{"a volume", func(s *isolation.Spec) {
+			s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: dir, Target: "/data", Writable: true})
+		}, errs.Unimplemented},
+		{"no layer", func(s *isolation.Spec) { s.RootFS.Layers = nil }, errs.InvalidArgument},
+	} {
+		bad := spec
+		bad.RootFS.Binds = append([]isolation.Bind(nil), spec.RootFS.Binds...)
+		tc.edit(&bad)
+		id := isolationtest.NewID()
+		if _, err := d.Create(ctx, id, bad); !errs.Is(err, tc.kind) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.kind)
+		}
+		if left := leaks(id); len(left) > 0 {
+			t.Errorf("%s: left %v", tc.name, left)
+		}
+	}
+	if _, err := d.Create(ctx, "../escape", spec); err == nil {
+		t.Error("an id with a path was accepted")
+	}
+
+	id := isolationtest.NewID()
+	start := time.Now()
+	if _, err := d.Create(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("create → agent ready in %v (KVM: %v)", time.Since(start).Round(time.Millisecond), KVMAvailable())
+	if _, err := d.Create(ctx, id, spec); !errs.Is(err, errs.AlreadyExists) {
+		t.Errorf("a second create of %s: %v", id, err)
+	}
+	waited := make(chan isolation.Exit, 1)
+	go func() {
+		exit, _ := d.Wait(context.Background(), id)
+		waited <- exit
+	}()
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+	res, err := c.Run(ctx, "root", "hostname; uname -r; id -u; echo $E2B_SANDBOX; python3 -c 'print(6*7)'", time.Minute)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("a command as root: %v %+v %s", err, res, res.Stderr)
+	}
+	if want := id + "\n" + d.kernel.Release + "\n0\ntrue\n42\n"; string(res.Stdout) != want {
+		t.Errorf("as root: %q, want %q", res.Stdout, want)
+	}
+	res, err = c.Run(ctx, "", "id -un; pwd; echo hi > note && cat note", time.Minute)
+	if err != nil || string(res.Stdout) != "user\n/home/user\nhi\n" {
+		t.Errorf("as the default user: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	c.Close()
+	if err := d.Destroy(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case exit := <-waited:
+		if exit.Reason != isolation.ExitDestroyed {
+			t.Errorf("Wait after Destroy: %+v", exit)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Wait did not return after Destroy")
+	}
+	if err := d.Destroy(ctx, id); err != nil {
+		t.Errorf("a second destroy: %v", err)
+	}
+	if _, err := d.Dial(ctx, id, 49983); !errs.Is(err, errs.NotFound) {
+		t.Errorf("dial of a destroyed guest: %v", err)
+	}
+	if left := leaks(id); len(left) > 0 {
+		t.Errorf("left after destroy: %v", left)
+	}
+	if ids, err := d.List(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("list after destroy: %v %v", ids, err)
+	}
+}
