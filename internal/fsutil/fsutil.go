@@ -65,11 +65,19 @@ func removeSameDevice(dir string, dev uint64) error {
 // HasMountUnder reports whether the host's mount table has a mount at or
 // below dir.
 func HasMountUnder(dir string) (bool, error) {
+	mps, err := MountsUnder(dir)
+	return len(mps) > 0, err
+}
+
+// MountsUnder returns the mount points at or below dir, in the mount
+// table's order (a mount before those on top of it).
+func MountsUnder(dir string) ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	dir = filepath.Clean(dir)
+	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 {
@@ -77,10 +85,10 @@ func HasMountUnder(dir string) (bool, error) {
 		}
 		mp := unescapeMount(f[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			return true, nil
+			out = append(out, mp)
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space …).

@@ -15,9 +15,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
@@ -178,10 +181,48 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		}
 		return h, err
 	}
+	// What a node that has lost the VM (a restart) must end of it.
+	if err := fsutil.WriteJSON(filepath.Join(dir, recordFile), vm.Processes()); err != nil {
+		_ = vm.Stop()
+		_ = fsutil.RemoveTree(dir)
+		return h, err
+	}
 	d.mu.Lock()
 	d.vms[id] = &sandboxVM{vm: vm}
 	d.mu.Unlock()
 	return isolation.Handle{ID: id, PID: vm.qemu.Process.Pid}, nil
+}
+
+// recordFile lists a sandbox's host processes, in its directory.
+const recordFile = "processes.json"
+
+// removeLeft ends what a VM this driver does not hold left: its recorded
+// processes, then its mounts (detached).
+func removeLeft(ctx context.Context, dir string) error {
+	var procs []isolation.Handle
+	if b, err := os.ReadFile(filepath.Join(dir, recordFile)); err == nil {
+		if err := json.Unmarshal(b, &procs); err != nil {
+			return fmt.Errorf("%s: %w", recordFile, err)
+		}
+	}
+	for _, p := range procs {
+		if err := hostproc.Kill(p); err != nil {
+			return err
+		}
+		if err := hostproc.WaitGone(ctx, p); err != nil {
+			return err
+		}
+	}
+	mps, err := fsutil.MountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for i := len(mps) - 1; i >= 0; i-- { // the topmost first
+		if err := unix.Unmount(mps[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", mps[i], err)
+		}
+	}
+	return nil
 }
 
 // waitAgent waits until the guest's agent answers, the guest stops or
@@ -274,6 +315,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if s != nil && s.vm != nil {
 		if err := s.vm.Stop(); err != nil {
 			return fmt.Errorf("stop sandbox %s: %w", id, err)
+		}
+	} else if s == nil {
+		if err := removeLeft(ctx, d.dir(id)); err != nil {
+			return fmt.Errorf("remove what sandbox %s left: %w", id, err)
 		}
 	}
 	if err := fsutil.RemoveTree(d.dir(id)); err != nil {

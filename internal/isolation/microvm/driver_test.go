@@ -132,4 +132,27 @@ func TestDriver(t *testing.T) {
 	if ids, err := d.List(ctx); err != nil || len(ids) != 0 {
 		t.Errorf("list after destroy: %v %v", ids, err)
 	}
+
+	// A node restarted: its new driver lists what the old one left, and
+	// a destroy ends the guest's processes and mounts.
+	lost := isolationtest.NewID()
+	if _, err := d.Create(ctx, lost, spec); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := NewDriver(d.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := restarted.List(ctx); err != nil || len(ids) != 1 || ids[0] != lost {
+		t.Errorf("the restarted driver lists %v %v", ids, err)
+	}
+	if err := restarted.Recover(ctx, isolation.Handle{ID: lost}); !errs.Is(err, errs.NotFound) {
+		t.Errorf("recover: %v", err)
+	}
+	if err := restarted.Destroy(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	if left := leaks(lost); len(left) > 0 {
+		t.Errorf("left after the restarted driver's destroy: %v", left)
+	}
 }

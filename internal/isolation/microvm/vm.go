@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 )
@@ -193,6 +194,20 @@ func (v *VM) Dial(ctx context.Context, port int) (net.Conn, error) {
 		return err
 	})
 	return c, err
+}
+
+// Processes are the host processes the VM runs (QEMU, the virtiofsds),
+// named for good (pid and start time).
+func (v *VM) Processes() []isolation.Handle {
+	var out []isolation.Handle
+	for _, c := range append([]*exec.Cmd{v.qemu}, v.fsds...) {
+		if c == nil || c.Process == nil {
+			continue
+		}
+		st, _ := hostproc.StartTime(c.Process.Pid)
+		out = append(out, isolation.Handle{PID: c.Process.Pid, StartTime: st})
+	}
+	return out
 }
 
 // Done is closed once QEMU has exited.
