@@ -124,6 +124,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := isolation.ValidateID(id); err != nil {
 		return h, err
 	}
+	if err := ctx.Err(); err != nil {
+		return h, errs.Mark(errs.Canceled, err)
+	}
 	switch {
 	case spec.NetNS != nil:
 		return h, errs.New(errs.Unimplemented, "microvm: the node's sandbox networks are not wired to guests yet")

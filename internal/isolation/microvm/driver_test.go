@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -80,6 +81,24 @@ func TestDriver(t *testing.T) {
 	}
 	if _, err := d.Create(ctx, "../escape", spec); err == nil {
 		t.Error("an id with a path was accepted")
+	}
+	// A create cancelled before, or while the guest boots.
+	for _, after := range []time.Duration{0, 50 * time.Millisecond, time.Second} {
+		cctx, ccancel := context.WithCancel(ctx)
+		if after == 0 {
+			ccancel()
+		} else {
+			time.AfterFunc(after, ccancel)
+		}
+		id := isolationtest.NewID()
+		_, err := d.Create(cctx, id, spec)
+		ccancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a create cancelled after %v: %v", after, err)
+		}
+		if left := leaks(id); len(left) > 0 {
+			t.Errorf("a create cancelled after %v left %v", after, left)
+		}
 	}
 
 	id := isolationtest.NewID()

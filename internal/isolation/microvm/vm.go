@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
@@ -179,7 +180,10 @@ func (v *VM) share(ctx context.Context, tag, source string) (string, error) {
 		if _, err := os.Stat(sock); err == nil {
 			return sock, nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if err := ctx.Err(); err != nil {
+			return "", errs.Mark(errs.Canceled, err)
+		}
+		if time.Now().After(deadline) {
 			return "", fmt.Errorf("virtiofsd made no socket for %s", source)
 		}
 	}
