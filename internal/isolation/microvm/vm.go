@@ -67,6 +67,11 @@ type VM struct {
 	console *tail
 	done    chan struct{}
 	stop    sync.Once
+	// nsMu keeps the namespace handles open while a Dial uses them; Stop
+	// closes them under it (a closed descriptor's number, reused, would
+	// send a thread into another namespace).
+	nsMu     sync.RWMutex
+	nsClosed bool
 }
 
 // Start boots a guest: its network namespace with the tap, the shares'
@@ -191,6 +196,11 @@ func (v *VM) share(ctx context.Context, tag, source string) (string, error) {
 
 // Dial connects to port on the guest, from the VM's namespace.
 func (v *VM) Dial(ctx context.Context, port int) (net.Conn, error) {
+	v.nsMu.RLock()
+	defer v.nsMu.RUnlock()
+	if v.nsClosed {
+		return nil, errs.New(errs.NotFound, "the guest has stopped")
+	}
 	var c net.Conn
 	err := hostproc.InNetNS(v.nsFile, v.host, func() (err error) {
 		var d net.Dialer
@@ -238,12 +248,15 @@ func (v *VM) Stop() error {
 				errsSeen = append(errsSeen, fmt.Errorf("unmount %s: %w", mnt, err))
 			}
 		}
+		v.nsMu.Lock()
+		v.nsClosed = true
 		if v.nsFile != nil {
 			v.nsFile.Close()
 		}
 		if v.host != nil {
 			v.host.Close()
 		}
+		v.nsMu.Unlock()
 	})
 	return errors.Join(errsSeen...)
 }
