@@ -77,6 +77,11 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	// QEMU's and virtiofsd's options are comma-separated: the paths in
+	// them (under Dir) may hold none.
+	if strings.ContainsAny(cfg.Dir, ",=") {
+		return nil, errs.New(errs.InvalidArgument, "microvm: the directory %q may hold no ',' or '='", cfg.Dir)
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -121,7 +126,7 @@ func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
 // shared read-only into a guest that overlays them under a tmpfs of the
 // disk limit; it returns once the guest's agent answers.
 func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
-	if err := isolation.ValidateID(id); err != nil {
+	if err := isolation.ValidateSpec(id, spec); err != nil {
 		return h, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -132,8 +137,6 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, errs.New(errs.Unimplemented, "microvm: the node's sandbox networks are not wired to guests yet")
 	case spec.RootFS.Upper != "":
 		return h, errs.New(errs.Unimplemented, "microvm: template builds do not run in guests yet")
-	case len(spec.RootFS.Layers) == 0:
-		return h, errs.New(errs.InvalidArgument, "a sandbox needs at least one layer")
 	}
 	var shares []HostShare
 	for _, b := range spec.RootFS.Binds {

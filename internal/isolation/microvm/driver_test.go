@@ -32,6 +32,9 @@ func TestDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := NewDriver(DriverConfig{Dir: filepath.Join(dir, "a,b"), SandboxBinary: d.cfg.SandboxBinary}); !errs.Is(err, errs.InvalidArgument) {
+		t.Errorf("a directory with a comma: %v", err)
+	}
 	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +70,12 @@ func TestDriver(t *testing.T) {
 			s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: dir, Target: "/data", Writable: true})
 		}, errs.Unimplemented},
 		{"no layer", func(s *isolation.Spec) { s.RootFS.Layers = nil }, errs.InvalidArgument},
+		{"a missing layer", func(s *isolation.Spec) { s.RootFS.Layers = []string{filepath.Join(dir, "nope")} }, errs.InvalidArgument},
+		{"a relative bind", func(s *isolation.Spec) {
+			s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: "usr", Target: "/x"})
+		}, errs.InvalidArgument},
+		{"no memory", func(s *isolation.Spec) { s.Limits.MemoryMB = 0 }, errs.InvalidArgument},
+		{"no CPU", func(s *isolation.Spec) { s.Limits.CPUMillis = 0 }, errs.InvalidArgument},
 	} {
 		bad := spec
 		bad.RootFS.Binds = append([]isolation.Bind(nil), spec.RootFS.Binds...)
