@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,26 +27,9 @@ import (
 // answers through the tap and runs the host's programs on the guest's
 // kernel.
 func TestGuestAgent(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("no qemu-system-x86_64: make test installs Debian's qemu-system-x86 (scripts/deps.sh)")
-	}
-	k, err := FindKernel(DefaultKernelDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	sandboxBinary := filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox")
 	dir := t.TempDir()
-	initrd := filepath.Join(dir, "initramfs.cpio")
-	f, err := os.Create(initrd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteInitramfs(f, k, sandboxBinary); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	kit := newGuestKit(t, dir)
+	k, qemu, initrd := kit.kernel, kit.qemu, kit.initrd
 
 	// A root of a few files.
 	root := filepath.Join(dir, "root")

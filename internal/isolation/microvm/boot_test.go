@@ -5,9 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,28 +20,8 @@ import (
 // brings, reports the guest, and powers the machine off. The guest runs
 // a kernel of its own (another release, another boot id).
 func TestBoot(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("no qemu-system-x86_64: make test installs Debian's qemu-system-x86 (scripts/deps.sh)")
-	}
-	k, err := FindKernel(DefaultKernelDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	sandboxBinary := filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox")
-	if _, err := os.Stat(sandboxBinary); err != nil {
-		t.Fatalf("no bin/cove-sandbox: make test builds it")
-	}
-	initrd := filepath.Join(t.TempDir(), "initramfs.cpio")
-	f, err := os.Create(initrd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteInitramfs(f, k, sandboxBinary); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	kit := newGuestKit(t, t.TempDir())
+	k, qemu, initrd := kit.kernel, kit.qemu, kit.initrd
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,7 +74,7 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if _, err := os.Stat(cfg.Virtiofsd); err != nil {
 		return nil, errs.New(errs.Unavailable, "microvm: no virtiofsd at %s", cfg.Virtiofsd)
 	}
-	k, err := FindKernel(cmpOr(cfg.KernelDir, DefaultKernelDir))
+	k, err := FindKernel(cmp.Or(cfg.KernelDir, DefaultKernelDir))
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +104,6 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 		return nil, fmt.Errorf("the guests' initramfs: %w", err)
 	}
 	return d, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Name implements isolation.Driver.
@@ -345,16 +339,4 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 }
 
 // List implements isolation.Lister.
-func (d *Driver) List(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(d.cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() && isolation.ValidateID(e.Name()) == nil {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
-}
+func (d *Driver) List(ctx context.Context) ([]string, error) { return hostproc.SandboxIDs(d.cfg.Dir) }
