@@ -169,28 +169,30 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"}},
 	})
 	if err == nil {
-		err = waitAgent(ctx, vm)
+		// Recorded at once: what a node that lost the VM (a restart, even
+		// during the boot) must end of it.
+		procs := vm.Processes()
+		err = fsutil.WriteJSON(filepath.Join(dir, recordFile), procs)
+		if err == nil {
+			if err = waitAgent(ctx, vm); err != nil {
+				err = fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
+			}
+		}
 		if err != nil {
-			err = fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
 			_ = vm.Stop()
 		}
+		h = isolation.Handle{ID: id, Driver: d.Name(), PID: procs[0].PID, StartTime: procs[0].StartTime, CreatedAt: time.Now().UTC()}
 	}
 	if err != nil {
 		if rerr := fsutil.RemoveTree(dir); rerr != nil {
 			d.cfg.Log.Error("remove a failed guest's directory", logx.SandboxID(id), logx.Err(rerr))
 		}
-		return h, err
-	}
-	// What a node that has lost the VM (a restart) must end of it.
-	if err := fsutil.WriteJSON(filepath.Join(dir, recordFile), vm.Processes()); err != nil {
-		_ = vm.Stop()
-		_ = fsutil.RemoveTree(dir)
-		return h, err
+		return isolation.Handle{}, err
 	}
 	d.mu.Lock()
 	d.vms[id] = &sandboxVM{vm: vm}
 	d.mu.Unlock()
-	return isolation.Handle{ID: id, PID: vm.qemu.Process.Pid}, nil
+	return h, nil
 }
 
 // recordFile lists a sandbox's host processes, in its directory.
