@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/covesandbox/cove/internal/objstore"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -16,8 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/covesandbox/cove/internal/isolation/microvm"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/server"
 )
 
@@ -61,8 +62,10 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.StringSliceVar(&r.netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
 	f.IntVar(&r.cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
 	f.StringVar(&r.cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
-	f.StringVar(&r.cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces or gvisor (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
+	f.StringVar(&r.cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces, gvisor or microvm (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
 	f.StringVar(&r.cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
+	f.StringVar(&r.cfg.QEMU, "qemu", os.Getenv("COVE_QEMU"), "qemu-system-x86_64 for the microvm driver (COVE_QEMU; default: from PATH)")
+	f.StringVar(&r.cfg.GuestKernel, "guest-kernel", os.Getenv("COVE_GUEST_KERNEL"), "directory of the microvm guests' kernel: vmlinuz-* and its lib/modules (COVE_GUEST_KERNEL; default: "+microvm.DefaultKernelDir+", which make deps fills)")
 	f.StringVar(&r.cfg.LXCFS, "lxcfs", envOr("COVE_LXCFS", "/var/lib/lxcfs"), "where lxcfs is mounted (or is started, when installed) so sandboxes' /proc/meminfo, cpuinfo, stat and uptime tell their own limits; off goes without (COVE_LXCFS)")
 	f.DurationVar(&r.cfg.PauseToDiskAfter, "pause-to-disk-after", 10*time.Minute, "how long a sandbox paused with its memory keeps it in RAM before it is written to disk (gVisor sandboxes; 0: never)")
 	f.Float64Var(&r.cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")

@@ -123,6 +123,8 @@ type Capabilities struct {
 	NeedsKVM       bool
 	UserNamespaces bool // sandboxes may ask for a user namespace
 	CgroupVersion  int  // 1 or 2
+	// Builds: the driver runs template builds' steps (Spec.RootFS.Upper).
+	Builds bool
 	// ContainsProcesses: a process that exhausts the sandbox's memory or
 	// pids is stopped alone (killed, or refused a fork) and the sandbox
 	// goes on, and signals from inside cannot end the agent. Without it

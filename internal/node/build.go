@@ -22,11 +22,20 @@ func (i Info) ForBuild() bool { return i.Metadata[BuildKey] != "" }
 // StartBuild starts a sandbox for a template build: the same isolation,
 // limits and network (with internet access) as any sandbox, over t, whose
 // RootFS.Upper keeps what the sandbox writes. The start command is the
-// builder's to run.
+// builder's to run. A template whose driver runs no builds (microvm) is
+// built on the node's default driver, else on namespaces: the layers are
+// the same files.
 func (m *Manager) StartBuild(ctx context.Context, t template.Template) (template.BuildSandbox, error) {
 	t.StartCmd, t.ReadyCmd = "", ""
+	iso := t.Isolation
+	if d, err := m.driverNamed(iso); err == nil && !d.Capabilities().Builds {
+		iso = "namespaces"
+		if m.driver.Capabilities().Builds {
+			iso = m.driver.Name()
+		}
+	}
 	info, err := m.Create(ctx, CreateRequest{
-		Resolved: &t, Timeout: min(buildTimeout, m.cfg.MaxTimeout),
+		Resolved: &t, Timeout: min(buildTimeout, m.cfg.MaxTimeout), Isolation: iso,
 		Metadata: map[string]string{BuildKey: t.ID},
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"fmt"
@@ -169,15 +170,16 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 }
 
 // Isolations names the drivers this node runs sandboxes with, the default
-// first.
+// first, the others by name.
 func (m *Manager) Isolations() []string {
-	out := []string{m.driver.Name()}
+	var more []string
 	for name := range m.drivers {
 		if name != m.driver.Name() {
-			out = append(out, name)
+			more = append(more, name)
 		}
 	}
-	return out
+	slices.Sort(more)
+	return append([]string{m.driver.Name()}, more...)
 }
 
 // driverNamed is the driver a create asks for ("" = the default), or an

@@ -47,6 +47,7 @@ func TestIsolationChoice(t *testing.T) {
 	}{
 		{`{"timeout":120}`, "namespaces", true},
 		{`{"timeout":120,"metadata":{"cove.isolation":"gvisor"}}`, "gvisor", false},
+		{`{"timeout":120,"metadata":{"cove.isolation":"microvm"}}`, "microvm", false},
 	} {
 		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, tc.body)
 		if code != 201 {
@@ -60,7 +61,7 @@ func TestIsolationChoice(t *testing.T) {
 		if md, _ := m["metadata"].(map[string]any); !strings.Contains(tc.body, "cove.isolation") && len(md) != 0 {
 			t.Errorf("metadata of a sandbox created without any: %v", md)
 		}
-		// gVisor's kernel reports a release of its own.
+		// gVisor's kernel, and the guest's, report a release of their own.
 		out, err := run(ctx, s.url, id, tok, "uname -r")
 		if err != nil || (strings.TrimSpace(out) == hostKernel) != tc.hostKernel {
 			t.Errorf("%s sandbox: kernel %q (%v); the host's is %q", tc.want, out, err, hostKernel)
@@ -73,7 +74,7 @@ func TestIsolationChoice(t *testing.T) {
 			t.Errorf("kill: %d %s", code, raw)
 		}
 	}
-	if code, _, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"metadata":{"cove.isolation":"firecracker"}}`); code != 400 || !strings.Contains(string(raw), "namespaces, gvisor") {
+	if code, _, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"metadata":{"cove.isolation":"firecracker"}}`); code != 400 || !strings.Contains(string(raw), "namespaces, gvisor, microvm") {
 		t.Errorf("an unknown isolation: %d %s", code, raw)
 	}
 

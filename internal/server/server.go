@@ -28,6 +28,7 @@ import (
 	"github.com/covesandbox/cove/internal/dashboard"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/gvisor"
+	"github.com/covesandbox/cove/internal/isolation/microvm"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/lxcfs"
@@ -97,11 +98,15 @@ type Config struct {
 	// Ready, when set, receives the listener's address once serving.
 	Ready func(addr net.Addr)
 	// DefaultIsolation is the driver of sandboxes that ask for none:
-	// "namespaces" (the default) or "gvisor".
+	// "namespaces" (the default), "gvisor" or "microvm".
 	DefaultIsolation string
 	// Runsc is gVisor's runsc ("" = PATH's); without one the gvisor driver
 	// is unavailable, with the reason given to whoever asks for it.
 	Runsc string
+	// QEMU is qemu-system-x86_64 ("" = PATH's) and GuestKernel the
+	// directory of the guests' kernel ("" = the one scripts/guest-kernel.sh
+	// unpacks) of the microvm driver; without either it is unavailable.
+	QEMU, GuestKernel string
 	// Database, when set, is a PostgreSQL connection string: the API's
 	// state (keys, the secret, sandbox records) lives there instead of
 	// SQLite in the data directory. A cluster's API replicas and nodes
@@ -431,8 +436,8 @@ func openNetworks(cfg Config, log *slog.Logger) (*network.Manager, error) {
 }
 
 // drivers makes the isolation drivers: namespaces always, gVisor when
-// runsc runs here (else the reason it does not), the configured default
-// first. close closes them all.
+// runsc runs here and microVMs when QEMU and a guest kernel are here (else
+// the reason they are not), the configured default first. close closes them all.
 func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolation.Driver, unavailable map[string]string, closeAll func(), err error) {
 	ns, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent, LXCFS: cfg.LXCFS,
 		SandboxBinary: cfg.SandboxBinary, UserNamespaces: !cfg.NoUserNamespaces}, log)
@@ -463,6 +468,14 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 		all = append(all, gv)
 		closers = append(closers, gv.Close)
 	}
+	vm, err := microvm.NewDriver(microvm.DriverConfig{Dir: filepath.Join(cfg.DataDir, "microvm"), SandboxBinary: agent,
+		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, Log: log})
+	if err != nil {
+		unavailable["microvm"] = err.Error()
+		log.Info("microVM isolation unavailable", logx.Err(err))
+	} else {
+		all = append(all, vm)
+	}
 	want := cfg.DefaultIsolation
 	if want == "" {
 		want = ns.Name()
@@ -476,7 +489,7 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 	if why, ok := unavailable[want]; ok {
 		return nil, nil, nil, nil, fmt.Errorf("default isolation %q: %s", want, why)
 	}
-	return nil, nil, nil, nil, fmt.Errorf("default isolation %q: want namespaces or gvisor", want)
+	return nil, nil, nil, nil, fmt.Errorf("default isolation %q: want namespaces, gvisor or microvm", want)
 }
 
 // setupKeys adds the configured keys; with none stored at all, it creates

@@ -210,9 +210,9 @@ func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int
 		return template.Record{}, nil, err
 	}
 	switch isolation {
-	case "", "namespaces", "gvisor":
+	case "", "namespaces", "gvisor", "microvm":
 	default:
-		return template.Record{}, nil, errs.New(errs.InvalidArgument, "isolation %q: want namespaces or gvisor", isolation)
+		return template.Record{}, nil, errs.New(errs.InvalidArgument, "isolation %q: want namespaces, gvisor or microvm", isolation)
 	}
 	if cpu == 0 {
 		cpu = 2

@@ -150,7 +150,7 @@ func (d *Driver) Name() string { return "gvisor" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{Pause: true, CgroupVersion: cgroups.Version()}
+	return isolation.Capabilities{Pause: true, Builds: true, CgroupVersion: cgroups.Version()}
 }
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }

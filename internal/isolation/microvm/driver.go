@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,8 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
@@ -39,13 +38,14 @@ type DriverConfig struct {
 	Log           *slog.Logger
 }
 
-// Driver runs each sandbox in a microVM. It is not registered with the
-// node yet: the node's networking, cgroups, recovery after a restart and
-// pause come next (docs/ARCHITECTURE.md).
+// Driver runs each sandbox in a microVM.
 type Driver struct {
 	cfg    DriverConfig
 	kernel Kernel
 	initrd string
+
+	packMu sync.Mutex
+	packed bool
 
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
@@ -58,8 +58,7 @@ type sandboxVM struct {
 
 var _ isolation.Driver = (*Driver)(nil)
 
-// NewDriver checks QEMU, virtiofsd and the guest kernel, and packs the
-// guests' initramfs.
+// NewDriver checks QEMU, virtiofsd and the guest kernel.
 func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if cfg.QEMU == "" {
 		p, err := exec.LookPath("qemu-system-x86_64")
@@ -86,13 +85,23 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), vms: map[string]*sandboxVM{}}
-	tmp := d.initrd + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return nil, err
+	return &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), vms: map[string]*sandboxVM{}}, nil
+}
+
+// packInitramfs packs the guests' initramfs once, at the first create (a
+// node that never starts a guest spends nothing on it).
+func (d *Driver) packInitramfs() error {
+	d.packMu.Lock()
+	defer d.packMu.Unlock()
+	if d.packed {
+		return nil
 	}
-	err = WriteInitramfs(f, k, cfg.SandboxBinary)
+	tmp := d.initrd + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = WriteInitramfs(f, d.kernel, d.cfg.SandboxBinary)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -101,9 +110,10 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return nil, fmt.Errorf("the guests' initramfs: %w", err)
+		return fmt.Errorf("the guests' initramfs: %w", err)
 	}
-	return d, nil
+	d.packed = true
+	return nil
 }
 
 // Name implements isolation.Driver.
@@ -126,11 +136,11 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := ctx.Err(); err != nil {
 		return h, errs.Mark(errs.Canceled, err)
 	}
-	switch {
-	case spec.NetNS != nil:
-		return h, errs.New(errs.Unimplemented, "microvm: the node's sandbox networks are not wired to guests yet")
-	case spec.RootFS.Upper != "":
+	if spec.RootFS.Upper != "" {
 		return h, errs.New(errs.Unimplemented, "microvm: template builds do not run in guests yet")
+	}
+	if err := d.packInitramfs(); err != nil {
+		return h, err
 	}
 	var shares []HostShare
 	for _, b := range spec.RootFS.Binds {
@@ -163,16 +173,16 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	vm, err := Start(ctx, VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
 		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: max(spec.Limits.MemoryMB, 128), CPUs: cpus, KVM: KVMAvailable()},
-		Layers:  spec.RootFS.Layers, Shares: shares,
-		Guest: guest.Config{Hostname: id, WritableMB: spec.Limits.WritableBytes() >> 20, Agent: namespaces.AgentPath,
+		Layers:  spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS,
+		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableMB: spec.Limits.WritableBytes() >> 20, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
 				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"}},
 	})
 	if err == nil {
 		// Recorded at once: what a node that lost the VM (a restart, even
-		// during the boot) must end of it.
-		procs := vm.Processes()
-		err = fsutil.WriteJSON(filepath.Join(dir, recordFile), procs)
+		// during the boot) must find or end of it.
+		rec := vm.Record()
+		err = fsutil.WriteJSON(filepath.Join(dir, recordFile), rec)
 		if err == nil {
 			if err = waitAgent(ctx, vm); err != nil {
 				err = fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
@@ -181,7 +191,8 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		if err != nil {
 			_ = vm.Stop()
 		}
-		h = isolation.Handle{ID: id, Driver: d.Name(), PID: procs[0].PID, StartTime: procs[0].StartTime, CreatedAt: time.Now().UTC()}
+		qemu := rec.Processes[0]
+		h = isolation.Handle{ID: id, Driver: d.Name(), PID: qemu.PID, StartTime: qemu.StartTime, CreatedAt: time.Now().UTC()}
 	}
 	if err != nil {
 		if rerr := fsutil.RemoveTree(dir); rerr != nil {
@@ -193,38 +204,6 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	d.vms[id] = &sandboxVM{vm: vm}
 	d.mu.Unlock()
 	return h, nil
-}
-
-// recordFile lists a sandbox's host processes, in its directory.
-const recordFile = "processes.json"
-
-// removeLeft ends what a VM this driver does not hold left: its recorded
-// processes, then its mounts (detached).
-func removeLeft(ctx context.Context, dir string) error {
-	var procs []isolation.Handle
-	if b, err := os.ReadFile(filepath.Join(dir, recordFile)); err == nil {
-		if err := json.Unmarshal(b, &procs); err != nil {
-			return fmt.Errorf("%s: %w", recordFile, err)
-		}
-	}
-	for _, p := range procs {
-		if err := hostproc.Kill(p); err != nil {
-			return err
-		}
-		if err := hostproc.WaitGone(ctx, p); err != nil {
-			return err
-		}
-	}
-	mps, err := fsutil.MountsUnder(dir)
-	if err != nil {
-		return err
-	}
-	for i := len(mps) - 1; i >= 0; i-- { // the topmost first
-		if err := unix.Unmount(mps[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmount %s: %w", mps[i], err)
-		}
-	}
-	return nil
 }
 
 // waitAgent waits until the guest's agent answers, the guest stops or
@@ -318,8 +297,14 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		if err := s.vm.Stop(); err != nil {
 			return fmt.Errorf("stop sandbox %s: %w", id, err)
 		}
-	} else if s == nil {
-		if err := removeLeft(ctx, d.dir(id)); err != nil {
+	} else if s == nil { // what a VM this driver does not hold left (a restart)
+		vm, err := Adopt(d.dir(id))
+		if err == nil {
+			err = vm.Stop()
+		} else if errors.Is(err, os.ErrNotExist) {
+			err = nil // no record: nothing ran
+		}
+		if err != nil {
 			return fmt.Errorf("remove what sandbox %s left: %w", id, err)
 		}
 	}
@@ -334,10 +319,56 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// Recover implements isolation.Driver: guests end with the node that
-// started them (for now), so there is nothing to adopt.
+// Recover implements isolation.Driver: a guest outlives its node, which
+// adopts it again after a restart (its processes, namespace and console).
 func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
-	return errs.New(errs.NotFound, "sandbox %s: microVM guests do not outlive their node yet", h.ID)
+	if err := isolation.ValidateID(h.ID); err != nil {
+		return err
+	}
+	vm, err := Adopt(d.dir(h.ID))
+	if errors.Is(err, os.ErrNotExist) {
+		return errs.New(errs.NotFound, "sandbox %s: no guest recorded", h.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("recover sandbox %s: %w", h.ID, err)
+	}
+	select {
+	case <-vm.Done():
+		vm.Stop()
+		return errs.New(errs.NotFound, "sandbox %s: its guest has stopped", h.ID)
+	default:
+	}
+	if q := vm.Record().Processes[0]; q.PID != h.PID || q.StartTime != h.StartTime {
+		vm.closeFiles()
+		return errs.New(errs.NotFound, "sandbox %s: its guest is not the one the handle names", h.ID)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.vms[h.ID]; ok {
+		vm.closeFiles()
+		return errs.New(errs.AlreadyExists, "sandbox %s is already held", h.ID)
+	}
+	d.vms[h.ID] = &sandboxVM{vm: vm}
+	return nil
+}
+
+// AgentLog implements isolation.AgentLogger: the agent's JSON lines from
+// the guest's console log (where the kernel and the init write too).
+func (d *Driver) AgentLog(_ context.Context, id string, max int64) ([]byte, error) {
+	if err := isolation.ValidateID(id); err != nil {
+		return nil, err
+	}
+	b, err := hostproc.LogTail(filepath.Join(d.dir(id), consoleLog), max)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for line := range bytes.Lines(b) {
+		if bytes.HasPrefix(line, []byte("{")) {
+			out = append(out, line...)
+		}
+	}
+	return out, nil
 }
 
 // List implements isolation.Lister.

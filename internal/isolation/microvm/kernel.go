@@ -1,10 +1,7 @@
-// Package microvm is the groundwork of the microVM isolation driver: each
-// sandbox in a virtual machine of its own under QEMU's microvm machine
-// (KVM where the host has /dev/kvm, QEMU's software emulation elsewhere),
-// with a guest kernel from Debian and Cove's sandbox binary as its init.
-// Today it finds the guest kernel, packs the initramfs (the init and the
-// kernel modules it loads) and boots it; the driver itself (root file
-// system, network, the agent) comes next.
+// Package microvm is the microVM isolation driver: each sandbox in a
+// virtual machine of its own under QEMU's microvm machine (KVM where the
+// host has /dev/kvm, QEMU's software emulation elsewhere), with a guest
+// kernel from Debian and Cove's sandbox binary as its init and agent.
 package microvm
 
 import (

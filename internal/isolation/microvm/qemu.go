@@ -21,6 +21,10 @@ type Machine struct {
 	// guest.Config file and Tap the tap device (in QEMU's network
 	// namespace) that is the guest's eth0; each may be empty.
 	Disk, Config, Tap string
+	// Console, when set, is the unix socket QEMU serves the serial
+	// console on; the guest runs once a client is attached. Else the
+	// console is QEMU's standard output.
+	Console string
 	// Shares are virtiofs devices: a tag and the vhost-user socket of the
 	// virtiofsd that serves it. The guest's memory is then shared memory
 	// (memfd), which vhost-user needs.
@@ -61,11 +65,16 @@ func qemuArgs(m Machine) []string {
 	args := []string{
 		"-M", machine, "-accel", accel,
 		"-m", strconv.FormatInt(m.MemoryMB, 10), "-smp", strconv.Itoa(m.CPUs),
-		"-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-no-reboot",
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		// Modern virtio over MMIO (1.0): vhost-user (virtiofsd) refuses the
 		// legacy devices microvm makes by default.
 		"-global", "virtio-mmio.force-legacy=false",
 		"-kernel", m.Kernel.Image, "-initrd", m.Initrd, "-append", strings.Join(cmdline, " "),
+	}
+	if m.Console != "" {
+		args = append(args, "-chardev", "socket,id=console,path="+m.Console+",server=on,wait=on", "-serial", "chardev:console")
+	} else {
+		args = append(args, "-serial", "stdio")
 	}
 	args = append(args, memory...)
 	for i, sh := range m.Shares {

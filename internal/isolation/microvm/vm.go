@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,9 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
+	"github.com/covesandbox/cove/internal/logx"
 )
 
 // Link-local addresses of a guest's private network: the host's end of
@@ -49,7 +52,11 @@ type VMSpec struct {
 	// directories, lowest first), shared like Shares; else the root is
 	// Machine.Disk.
 	Layers []string
-	Guest  guest.Config // its Address, Gateway, Shares and Layers are set here
+	// NetNS, when set, is a namespace of the node's network pool for the
+	// guest (routeGuest); nil gives it one of its own, with no way out.
+	// Start keeps a handle of its own to it.
+	NetNS *os.File
+	Guest guest.Config // its Address, Gateway, Shares and Layers are set here
 }
 
 // HostShare is a host directory shown read-only in the guest.
@@ -57,14 +64,16 @@ type HostShare struct{ Source, Target string }
 
 // VM is a running guest.
 type VM struct {
-	spec    VMSpec
-	ns      netns.NsHandle
-	nsFile  *os.File
-	host    *os.File
-	qemu    *exec.Cmd
-	fsds    []*exec.Cmd
+	dir     string
+	nsFile  *os.File // the guest's network namespace
+	host    *os.File // the node's
+	routed  bool     // the namespace is the pool's, routed for the guest
+	qemu    proc
+	fsds    []proc
 	mounts  []string
 	console *tail
+	conn    net.Conn // the serial console's socket
+	conLog  *os.File
 	done    chan struct{}
 	stop    sync.Once
 	// nsMu keeps the namespace handles open while a Dial uses them; Stop
@@ -74,11 +83,39 @@ type VM struct {
 	nsClosed bool
 }
 
-// Start boots a guest: its network namespace with the tap, the shares'
-// read-only binds and virtiofsd, and QEMU in the namespace. On failure
-// nothing is left (but Dir).
+// proc is a host process of a VM: started by this node (cmd), or adopted
+// from an earlier one.
+type proc struct {
+	h   isolation.Handle
+	cmd *exec.Cmd
+}
+
+// Record is what a node keeps of a VM in its directory (recordFile) to
+// find it again after a restart: its processes (QEMU first) and whether
+// its namespace is the pool's.
+type Record struct {
+	Processes []isolation.Handle `json:"processes"`
+	Routed    bool               `json:"routed,omitempty"`
+}
+
+// Files in a VM's directory.
+const (
+	recordFile    = "vm.json"
+	consoleSocket = "console.sock"
+	consoleLog    = "console.log" // the serial console, which the agent logs to
+)
+
+// consoleMax caps what a guest's console writes to its log on the host:
+// the guest's root may write there.
+const consoleMax = 8 << 20
+
+// Start boots a guest: its network (a namespace of its own, or the pool's
+// routed to it), the shares' read-only binds and virtiofsd, and QEMU in
+// the namespace. QEMU and the virtiofsds run in sessions of their own and
+// outlive the node (Adopt finds them again). On failure nothing is left
+// (but Dir).
 func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
-	v := &VM{spec: s, console: newTail(64 << 10), done: make(chan struct{})}
+	v := &VM{dir: s.Dir, console: newTail(64 << 10), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			v.Stop()
@@ -89,21 +126,35 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 		return nil, err
 	}
 	v.host = os.NewFile(uintptr(h), "host-netns")
-	if v.ns, err = hostproc.NewNetNS(); err != nil {
-		return nil, err
-	}
-	v.nsFile = os.NewFile(uintptr(v.ns), "vm-netns")
-	if err := hostproc.InNetNS(v.nsFile, v.host, makeTap); err != nil {
-		return nil, err
+	if s.NetNS != nil {
+		fd, err := unix.FcntlInt(s.NetNS.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		v.nsFile = os.NewFile(uintptr(fd), "vm-netns")
+		v.routed = true
+		if err := hostproc.InNetNS(v.nsFile, v.host, routeGuest); err != nil {
+			return nil, err
+		}
+	} else {
+		ns, err := hostproc.NewNetNS()
+		if err != nil {
+			return nil, err
+		}
+		v.nsFile = os.NewFile(uintptr(ns), "vm-netns")
+		if err := hostproc.InNetNS(v.nsFile, v.host, makeTap); err != nil {
+			return nil, err
+		}
 	}
 	m := s.Machine
 	m.Tap = tapName
+	m.Console = filepath.Join(s.Dir, consoleSocket)
 	g := s.Guest
 	g.Address, g.Gateway = guestAddr+"/30", hostAddr
 	g.Shares, g.Layers = nil, nil
 	for i, layer := range s.Layers {
 		tag := "layer" + strconv.Itoa(i)
-		sock, err := v.share(ctx, tag, layer)
+		sock, err := v.share(ctx, s.Virtiofsd, tag, layer)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +163,7 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	}
 	for i, sh := range s.Shares {
 		tag := "share" + strconv.Itoa(i)
-		sock, err := v.share(ctx, tag, sh.Source)
+		sock, err := v.share(ctx, s.Virtiofsd, tag, sh.Source)
 		if err != nil {
 			return nil, err
 		}
@@ -127,17 +178,129 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	if err := os.WriteFile(m.Config, cfg, 0o600); err != nil {
 		return nil, err
 	}
-	v.qemu = exec.Command(s.QEMU, qemuArgs(m)...)
-	v.qemu.Stdout, v.qemu.Stderr = v.console, v.console
-	v.qemu.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
-	if err := hostproc.InNetNS(v.nsFile, v.host, v.qemu.Start); err != nil { // QEMU in the namespace
+	qemu := exec.Command(s.QEMU, qemuArgs(m)...)
+	qemu.Stdout, qemu.Stderr = v.console, v.console
+	qemu.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if err := hostproc.InNetNS(v.nsFile, v.host, qemu.Start); err != nil { // QEMU in the namespace
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
+	v.qemu = started(qemu)
 	go func() {
-		_ = v.qemu.Wait()
+		_ = qemu.Wait()
 		close(v.done)
 	}()
+	// QEMU runs the guest once the console is attached.
+	if err := v.attachConsole(ctx); err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// started names a process this node started.
+func started(c *exec.Cmd) proc {
+	st, _ := hostproc.StartTime(c.Process.Pid)
+	return proc{h: isolation.Handle{PID: c.Process.Pid, StartTime: st}, cmd: c}
+}
+
+// Record is what to keep of the VM to find it again.
+func (v *VM) Record() Record {
+	r := Record{Processes: []isolation.Handle{v.qemu.h}, Routed: v.routed}
+	for _, p := range v.fsds {
+		r.Processes = append(r.Processes, p.h)
+	}
+	return r
+}
+
+// Adopt finds the VM an earlier node left in dir (its Record in
+// recordFile): its processes, its namespace and its console. A VM whose
+// QEMU has exited is adopted ended (Done is closed), so that Stop
+// removes what is left of it.
+func Adopt(dir string) (*VM, error) {
+	var r Record
+	b, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", recordFile, err)
+	}
+	if len(r.Processes) == 0 {
+		return nil, fmt.Errorf("%s names no process", recordFile)
+	}
+	v := &VM{dir: dir, routed: r.Routed, console: newTail(64 << 10), done: make(chan struct{})}
+	v.qemu = proc{h: r.Processes[0]}
+	for _, h := range r.Processes[1:] {
+		v.fsds = append(v.fsds, proc{h: h})
+	}
+	mps, err := fsutil.MountsUnder(dir)
+	if err != nil {
+		return nil, err
+	}
+	v.mounts = mps
+	h, err := netns.Get()
+	if err != nil {
+		return nil, err
+	}
+	v.host = os.NewFile(uintptr(h), "host-netns")
+	pidfd, err := unix.PidfdOpen(v.qemu.h.PID, 0)
+	if err == nil && hostproc.Alive(v.qemu.h) { // the pidfd pins it: its /proc is QEMU's
+		v.nsFile, err = os.Open(fmt.Sprintf("/proc/%d/ns/net", v.qemu.h.PID))
+		if err == nil {
+			err = v.attachConsole(context.Background())
+		}
+		if err != nil {
+			unix.Close(pidfd)
+			v.closeFiles()
+			return nil, err
+		}
+		go func() {
+			hostproc.WaitPidfd(pidfd)
+			unix.Close(pidfd)
+			close(v.done)
+		}()
+		return v, nil
+	}
+	if err == nil {
+		unix.Close(pidfd)
+	}
+	v.nsClosed = true // QEMU is gone, and its namespace with it
+	close(v.done)
+	return v, nil
+}
+
+// attachConsole connects to QEMU's serial console socket and copies what
+// the guest writes there into the console's tail and its log (capped).
+func (v *VM) attachConsole(ctx context.Context) error {
+	path := filepath.Join(v.dir, consoleSocket)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			v.conn = c
+			break
+		}
+		select {
+		case <-v.done:
+			return errors.New("qemu exited before its console was attached")
+		case <-ctx.Done():
+			return errs.Mark(errs.Canceled, ctx.Err())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the guest's console: %w", err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(v.dir, consoleLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	v.conLog = f
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	w := io.MultiWriter(v.console, logx.Capped(f, max(consoleMax-st.Size(), 0)))
+	go func() { _, _ = io.Copy(w, v.conn) }()
+	return nil
 }
 
 // makeTap makes the tap (in the VM's namespace, on the calling thread).
@@ -161,8 +324,8 @@ func makeTap() error {
 
 // share binds source read-only under the VM's directory and starts a
 // virtiofsd that serves it; it returns the virtiofsd's socket.
-func (v *VM) share(ctx context.Context, tag, source string) (string, error) {
-	mnt := filepath.Join(v.spec.Dir, tag)
+func (v *VM) share(ctx context.Context, virtiofsd, tag, source string) (string, error) {
+	mnt := filepath.Join(v.dir, tag)
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		return "", err
 	}
@@ -173,14 +336,14 @@ func (v *VM) share(ctx context.Context, tag, source string) (string, error) {
 	if err := unix.Mount("", mnt, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return "", fmt.Errorf("make %s read-only: %w", mnt, err)
 	}
-	sock := filepath.Join(v.spec.Dir, tag+".sock")
-	fsd := exec.Command(v.spec.Virtiofsd, "--socket-path="+sock, "-o", "source="+mnt, "-o", "cache=auto", "-o", "sandbox=namespace")
+	sock := filepath.Join(v.dir, tag+".sock")
+	fsd := exec.Command(virtiofsd, "--socket-path="+sock, "-o", "source="+mnt, "-o", "cache=auto", "-o", "sandbox=namespace")
 	fsd.Stdout, fsd.Stderr = v.console, v.console
-	fsd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	fsd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if err := fsd.Start(); err != nil {
 		return "", fmt.Errorf("start virtiofsd: %w", err)
 	}
-	v.fsds = append(v.fsds, fsd)
+	v.fsds = append(v.fsds, started(fsd))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			return sock, nil
@@ -210,20 +373,6 @@ func (v *VM) Dial(ctx context.Context, port int) (net.Conn, error) {
 	return c, err
 }
 
-// Processes are the host processes the VM runs (QEMU, the virtiofsds),
-// named for good (pid and start time).
-func (v *VM) Processes() []isolation.Handle {
-	var out []isolation.Handle
-	for _, c := range append([]*exec.Cmd{v.qemu}, v.fsds...) {
-		if c == nil || c.Process == nil {
-			continue
-		}
-		st, _ := hostproc.StartTime(c.Process.Pid)
-		out = append(out, isolation.Handle{PID: c.Process.Pid, StartTime: st})
-	}
-	return out
-}
-
 // Done is closed once QEMU has exited.
 func (v *VM) Done() <-chan struct{} { return v.done }
 
@@ -231,32 +380,74 @@ func (v *VM) Done() <-chan struct{} { return v.done }
 func (v *VM) Console() string { return v.console.String() }
 
 // Stop ends QEMU and the virtiofsds, removes the shares' binds and the
-// network namespace (its tap with it). It is safe to call twice.
+// guest's network: its own namespace (the tap goes with it), or what
+// routeGuest added to the pool's. It is safe to call twice.
 func (v *VM) Stop() error {
 	var errsSeen []error
 	v.stop.Do(func() {
-		if v.qemu != nil && v.qemu.Process != nil {
-			_ = v.qemu.Process.Kill()
-			<-v.done
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if v.qemu.h.PID > 0 {
+			if err := v.qemu.kill(ctx, v.done); err != nil {
+				errsSeen = append(errsSeen, err)
+			}
 		}
-		for _, fsd := range v.fsds {
-			_ = fsd.Process.Kill()
-			_ = fsd.Wait()
+		for _, p := range v.fsds {
+			if err := p.kill(ctx, nil); err != nil {
+				errsSeen = append(errsSeen, err)
+			}
 		}
-		for _, mnt := range v.mounts {
-			if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-				errsSeen = append(errsSeen, fmt.Errorf("unmount %s: %w", mnt, err))
+		for i := len(v.mounts) - 1; i >= 0; i-- { // the topmost first
+			if err := unix.Unmount(v.mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				errsSeen = append(errsSeen, fmt.Errorf("unmount %s: %w", v.mounts[i], err))
 			}
 		}
 		v.nsMu.Lock()
+		defer v.nsMu.Unlock()
+		if v.routed && !v.nsClosed && v.nsFile != nil { // the pool gives the namespace to the next sandbox
+			if err := hostproc.InNetNS(v.nsFile, v.host, unrouteGuest); err != nil {
+				errsSeen = append(errsSeen, err)
+			}
+		}
 		v.nsClosed = true
-		if v.nsFile != nil {
-			v.nsFile.Close()
-		}
-		if v.host != nil {
-			v.host.Close()
-		}
-		v.nsMu.Unlock()
+		v.closeFiles()
 	})
 	return errors.Join(errsSeen...)
+}
+
+// closeFiles closes the VM's handles: namespaces, console.
+func (v *VM) closeFiles() {
+	for _, f := range []*os.File{v.nsFile, v.host, v.conLog} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if v.conn != nil {
+		v.conn.Close()
+	}
+}
+
+// kill ends the process and waits until it is gone: exited, when done is
+// given, which closes then.
+func (p proc) kill(ctx context.Context, done <-chan struct{}) error {
+	if p.cmd != nil {
+		_ = p.cmd.Process.Kill()
+		if done == nil {
+			_ = p.cmd.Wait()
+		}
+	} else if err := hostproc.Kill(p.h); err != nil {
+		return err
+	}
+	if done != nil {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("qemu %d did not exit: %w", p.h.PID, ctx.Err())
+		}
+	}
+	if p.cmd == nil {
+		return hostproc.WaitGone(ctx, p.h)
+	}
+	return nil
 }

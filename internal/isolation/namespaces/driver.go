@@ -143,7 +143,7 @@ func (d *Driver) Name() string { return "namespaces" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{Pause: true, UserNamespaces: true, CgroupVersion: cgroups.Version(), ContainsProcesses: true}
+	return isolation.Capabilities{Pause: true, Builds: true, UserNamespaces: true, CgroupVersion: cgroups.Version(), ContainsProcesses: true}
 }
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
 // Config is what the host gives a guest that runs a sandbox.
@@ -27,6 +29,8 @@ type Config struct {
 	// Address is eth0's address (CIDR), Gateway its default route.
 	Address string `json:"address"`
 	Gateway string `json:"gateway"`
+	// DNS are the resolvers of the root's /etc/resolv.conf.
+	DNS []string `json:"dns,omitempty"`
 	// WritableMB sizes the tmpfs that takes the root's writes.
 	WritableMB int64 `json:"writableMB"`
 	// Agent is the agent's path in the root, AgentEnv its environment.
@@ -169,6 +173,11 @@ func becomeSandbox(raw []byte) error {
 	}
 	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir="+lower+",upperdir=/upper/data,workdir=/upper/work"); err != nil {
 		return fmt.Errorf("the root: %w", err)
+	}
+	// The guest's own files, in its own tmpfs: a link in the template's
+	// /etc can only lead elsewhere in the guest.
+	if err := isolation.WriteIdentity("/newroot", cfg.Hostname, cfg.DNS); err != nil {
+		return err
 	}
 	for _, sh := range cfg.Shares {
 		dst := "/newroot" + sh.Target
