@@ -22,6 +22,9 @@ func main() {
 	if guest.Is() {
 		os.Exit(guest.Main())
 	}
+	if guest.IsAgent() {
+		os.Exit(guest.AgentMain())
+	}
 	// In a sandbox it is also sudo (/.cove/bin/sudo links to it).
 	if sudo.IsSudo(os.Args[0]) {
 		os.Exit(sudo.Main(os.Args[1:]))

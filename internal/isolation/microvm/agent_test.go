@@ -74,8 +74,8 @@ func TestGuestAgent(t *testing.T) {
 		Dir: vmDir, QEMU: qemu, Virtiofsd: "/usr/lib/qemu/virtiofsd",
 		Machine: Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable(), Disk: img},
 		Shares:  []HostShare{{Source: "/usr", Target: "/usr"}}, // read-only in the guest
-		Guest: guest.Config{Hostname: "guest-test", WritableMB: 32, Agent: namespaces.AgentPath,
-			AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"}},
+		Guest: guest.Config{Hostname: "guest-test", WritableMB: 32, MemoryMB: 128, PIDs: 256, Agent: namespaces.AgentPath,
+			AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings)}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -124,6 +124,11 @@ func (d *Driver) Capabilities() isolation.Capabilities {
 	return isolation.Capabilities{ContainsProcesses: true}
 }
 
+// guestOverheadMB is the guest's memory beyond its sandbox's limit: the
+// kernel, the initramfs and the init. Untouched pages cost the host
+// nothing.
+const guestOverheadMB = 96
+
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
 
 // Create implements isolation.Driver: the sandbox's layers and binds are
@@ -144,10 +149,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	}
 	var shares []HostShare
 	for _, b := range spec.RootFS.Binds {
-		if b.Writable {
-			return h, errs.New(errs.Unimplemented, "microvm: volumes are not shared with guests yet")
-		}
-		shares = append(shares, HostShare{Source: b.Source, Target: b.Target})
+		shares = append(shares, HostShare{Source: b.Source, Target: b.Target, Writable: b.Writable})
 	}
 	d.mu.Lock()
 	if _, ok := d.vms[id]; ok {
@@ -172,11 +174,12 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
 	vm, err := Start(ctx, VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
-		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: max(spec.Limits.MemoryMB, 128), CPUs: cpus, KVM: KVMAvailable()},
+		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: KVMAvailable()},
 		Layers:  spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS,
-		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableMB: spec.Limits.WritableBytes() >> 20, Agent: namespaces.AgentPath,
+		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableMB: spec.Limits.WritableBytes() >> 20,
+			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings), namespaces.EnvNoFDs + "=1"}},
+				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings)}},
 	})
 	if err == nil {
 		// Recorded at once: what a node that lost the VM (a restart, even

@@ -66,9 +66,7 @@ func TestDriver(t *testing.T) {
 		edit func(*isolation.Spec)
 		kind errs.Kind
 	}{
-		{"a volume", func(s *isolation.Spec) {
-			s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: dir, Target: "/data", Writable: true})
-		}, errs.Unimplemented},
+		{"a build's writable layer", func(s *isolation.Spec) { s.RootFS.Upper = dir }, errs.Unimplemented},
 		{"no layer", func(s *isolation.Spec) { s.RootFS.Layers = nil }, errs.InvalidArgument},
 		{"a missing layer", func(s *isolation.Spec) { s.RootFS.Layers = []string{filepath.Join(dir, "nope")} }, errs.InvalidArgument},
 		{"a relative bind", func(s *isolation.Spec) {
@@ -183,4 +181,43 @@ func TestDriver(t *testing.T) {
 	if left := leaks(lost); len(left) > 0 {
 		t.Errorf("left after the restarted driver's destroy: %v", left)
 	}
+}
+
+// TestConformance runs the drivers' conformance suite on guests.
+func TestConformance(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	dir := t.TempDir()
+	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
+		Log: slog.New(slog.DiscardHandler)}
+	isolationtest.Run(t, isolationtest.Config{
+		New: func(t *testing.T) isolation.Driver {
+			d, err := NewDriver(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Spec: func(*testing.T) isolation.Spec {
+			return isolation.Spec{RootFS: tpl.RootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
+				Agent: isolation.AgentSettings{DefaultUser: "user", DefaultWorkdir: "/home/user"}}
+		},
+		Leaks: func(t *testing.T, id string) []string {
+			var left []string
+			d := filepath.Join(cfg.Dir, id)
+			if _, err := os.Stat(d); err == nil {
+				left = append(left, d)
+			}
+			if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), d) {
+				left = append(left, "a mount under "+d)
+			}
+			if out, _ := exec.Command("pgrep", "-f", d).Output(); len(out) > 0 {
+				left = append(left, "processes "+strings.TrimSpace(string(out)))
+			}
+			return left
+		},
+	})
 }

@@ -59,8 +59,12 @@ type VMSpec struct {
 	Guest guest.Config // its Address, Gateway, Shares and Layers are set here
 }
 
-// HostShare is a host directory shown read-only in the guest.
-type HostShare struct{ Source, Target string }
+// HostShare is a host directory shown in the guest: read-only, or
+// Writable (a volume; nosuid and nodev either way).
+type HostShare struct {
+	Source, Target string
+	Writable       bool
+}
 
 // VM is a running guest.
 type VM struct {
@@ -154,7 +158,7 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	g.Shares, g.Layers = nil, nil
 	for i, layer := range s.Layers {
 		tag := "layer" + strconv.Itoa(i)
-		sock, err := v.share(ctx, s.Virtiofsd, tag, layer)
+		sock, err := v.share(ctx, s.Virtiofsd, tag, layer, false)
 		if err != nil {
 			return nil, err
 		}
@@ -163,12 +167,12 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	}
 	for i, sh := range s.Shares {
 		tag := "share" + strconv.Itoa(i)
-		sock, err := v.share(ctx, s.Virtiofsd, tag, sh.Source)
+		sock, err := v.share(ctx, s.Virtiofsd, tag, sh.Source, sh.Writable)
 		if err != nil {
 			return nil, err
 		}
 		m.Shares = append(m.Shares, Share{Tag: tag, Socket: sock})
-		g.Shares = append(g.Shares, guest.Share{Tag: tag, Target: sh.Target})
+		g.Shares = append(g.Shares, guest.Share{Tag: tag, Target: sh.Target, Writable: sh.Writable})
 	}
 	cfg, err := json.Marshal(g)
 	if err != nil {
@@ -324,7 +328,7 @@ func makeTap() error {
 
 // share binds source read-only under the VM's directory and starts a
 // virtiofsd that serves it; it returns the virtiofsd's socket.
-func (v *VM) share(ctx context.Context, virtiofsd, tag, source string) (string, error) {
+func (v *VM) share(ctx context.Context, virtiofsd, tag, source string, writable bool) (string, error) {
 	mnt := filepath.Join(v.dir, tag)
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		return "", err
@@ -333,8 +337,12 @@ func (v *VM) share(ctx context.Context, virtiofsd, tag, source string) (string, 
 		return "", fmt.Errorf("bind %s: %w", source, err)
 	}
 	v.mounts = append(v.mounts, mnt)
-	if err := unix.Mount("", mnt, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return "", fmt.Errorf("make %s read-only: %w", mnt, err)
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if !writable {
+		flags |= unix.MS_RDONLY
+	}
+	if err := unix.Mount("", mnt, "", flags, ""); err != nil {
+		return "", fmt.Errorf("restrict %s: %w", mnt, err)
 	}
 	sock := filepath.Join(v.dir, tag+".sock")
 	fsd := exec.Command(virtiofsd, "--socket-path="+sock, "-o", "source="+mnt, "-o", "cache=auto", "-o", "sandbox=namespace")
@@ -398,7 +406,8 @@ func (v *VM) Stop() error {
 			}
 		}
 		for i := len(v.mounts) - 1; i >= 0; i-- { // the topmost first
-			if err := unix.Unmount(v.mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			err := unix.Unmount(v.mounts[i], unix.MNT_DETACH)
+			if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) { // not (or no longer) a mount
 				errsSeen = append(errsSeen, fmt.Errorf("unmount %s: %w", v.mounts[i], err))
 			}
 		}

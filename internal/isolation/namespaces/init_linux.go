@@ -129,7 +129,8 @@ func sandboxInit() error {
 		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 		os.Setenv("HOME", "/root")
 		forks := make(chan spawnRequest)
-		go func() { os.Exit(runAgent(cfg.Env, cfg.Agent, spawnOn(forks))) }()
+		ready, oom := agentFDs()
+		go func() { os.Exit(runAgent(cfg.Env, cfg.Agent, ready, oom, spawnOn(forks))) }()
 		for req := range forks { // this thread forks every process of the sandbox
 			pid, err := req.fork()
 			req.done <- spawnResult{pid, err}
@@ -165,20 +166,27 @@ func execveat(fd int, argv, envv []string) error {
 
 // agentMain is the agent as the sandbox's PID 1, exec'd by sandboxInit.
 func agentMain() int {
-	var (
-		fixed    map[string]string
-		settings isolation.AgentSettings
-	)
+	fixed, settings, err := agentEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ready, oom := agentFDs()
+	return runAgent(fixed, settings, ready, oom, nil)
+}
+
+// agentEnv takes the agent's start-up settings out of the environment
+// (EnvSandboxEnv, EnvAgentSettings).
+func agentEnv() (fixed map[string]string, settings isolation.AgentSettings, err error) {
 	for name, v := range map[string]any{EnvSandboxEnv: &fixed, EnvAgentSettings: &settings} {
 		if s := os.Getenv(name); s != "" {
 			if err := json.Unmarshal([]byte(s), v); err != nil {
-				fmt.Fprintf(os.Stderr, "bad %s: %v\n", name, err)
-				return 1
+				return nil, settings, fmt.Errorf("bad %s: %w", name, err)
 			}
 		}
 		os.Unsetenv(name)
 	}
-	return runAgent(fixed, settings, nil)
+	return fixed, settings, nil
 }
 
 // agentFDs are the readiness pipe and OOM counter an agent started by the
@@ -226,14 +234,13 @@ func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error
 // agentLogMax bounds what an agent writes to its log on the host.
 const agentLogMax = 8 << 20
 
-// runAgent serves the agent until it fails. spawn, when set, runs the
-// agent's forks.
-func runAgent(fixed map[string]string, a isolation.AgentSettings, spawn func(func() (int, error)) (int, error)) int {
+// runAgent serves the agent until it fails, with its readiness pipe and
+// OOM counter (0: none). spawn, when set, runs the agent's forks.
+func runAgent(fixed map[string]string, a isolation.AgentSettings, ready, oom int, spawn func(func() (int, error)) (int, error)) int {
 	// Its stderr is a file on the host (agent.log), and code in the
 	// sandbox can make it log (a failed download, say): capped. Its JSON
 	// lines are the agent's part of the sandbox's logs.
 	log := slog.New(slog.NewJSONHandler(logx.Capped(os.Stderr, agentLogMax), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ready, oom := agentFDs()
 	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, Initial: settings.Update{
 		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,
 	}}

@@ -2,9 +2,11 @@
 // it as the initramfs's /init): it mounts what a kernel's user space
 // needs, loads the modules the initramfs brings and reports the guest on
 // the console. Given a Config (QEMU's fw_cfg file ConfigName), it then
-// makes the sandbox's root (the template's disk, read-only, under a
-// writable tmpfs), its network and host name, and becomes the agent;
-// without one it powers the machine off.
+// makes the sandbox's root (the template's layers or disk, read-only,
+// under a writable tmpfs), its network, host name and cgroup, and starts
+// the agent in a pid namespace of its own, locked down as a namespaces
+// sandbox's (AgentMain); when the agent ends, or without a config, it
+// powers the machine off.
 package guest
 
 import (
@@ -14,6 +16,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
 // Config is what the host gives a guest that runs a sandbox.
@@ -33,10 +38,16 @@ type Config struct {
 	DNS []string `json:"dns,omitempty"`
 	// WritableMB sizes the tmpfs that takes the root's writes.
 	WritableMB int64 `json:"writableMB"`
-	// Agent is the agent's path in the root, AgentEnv its environment.
+	// MemoryMB and PIDs limit the sandbox's processes (a cgroup in the
+	// guest); the machine has more memory, for the kernel and the init.
+	MemoryMB int64 `json:"memoryMB"`
+	PIDs     int64 `json:"pids"`
+	// Agent is the agent's path in the root (this binary), AgentEnv its
+	// environment.
 	Agent    string   `json:"agent"`
 	AgentEnv []string `json:"agentEnv"`
-	// Shares are host directories shared read-only over virtiofs, each
+	// Shares are host directories shared over virtiofs (read-only but
+	// volumes), each
 	// mounted at its target in the root (the base template's /usr …).
 	Shares []Share `json:"shares,omitempty"`
 	// Layers, when set, are the tags of virtiofs shares that are the
@@ -44,10 +55,12 @@ type Config struct {
 	Layers []string `json:"layers,omitempty"`
 }
 
-// Share is a virtiofs share: the device's tag, where the root shows it.
+// Share is a virtiofs share: the device's tag, where the root shows it,
+// and whether it is writable (a volume).
 type Share struct {
-	Tag    string `json:"tag"`
-	Target string `json:"target"`
+	Tag      string `json:"tag"`
+	Target   string `json:"target"`
+	Writable bool   `json:"writable,omitempty"`
 }
 
 // ConfigName is the fw_cfg file the host passes the Config in.
@@ -58,6 +71,29 @@ const configPath = "/sys/firmware/qemu_fw_cfg/by_name/" + ConfigName + "/raw"
 
 // Is reports whether this process is a microVM's init.
 func Is() bool { return os.Getpid() == 1 && os.Args[0] == "/init" }
+
+// agentArg0 names the agent the init starts.
+const agentArg0 = "cove-guest-agent"
+
+// IsAgent reports whether this process is the agent a guest's init
+// started: PID 1 of the sandbox's own pid namespace.
+func IsAgent() bool { return os.Getpid() == 1 && os.Args[0] == agentArg0 }
+
+// AgentMain runs the agent: the sandbox's /proc, then the agent locked
+// down as a namespaces sandbox's is. The init passes the sandbox cgroup's
+// OOM counter as descriptor 3.
+func AgentMain() int {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		fmt.Fprintf(os.Stderr, "cove-guest agent: %v\n", err)
+		return 1
+	}
+	if err := namespaces.MountSandboxProc("/"); err != nil {
+		fmt.Fprintf(os.Stderr, "cove-guest agent: /proc: %v\n", err)
+		return 1
+	}
+	unix.CloseOnExec(3)
+	return namespaces.ServeLockedDown(3)
+}
 
 // Ready is what the init prints on the console once the guest is up.
 const Ready = "cove-guest: up"
@@ -184,7 +220,11 @@ func becomeSandbox(raw []byte) error {
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return err
 		}
-		if err := unix.Mount(sh.Tag, dst, "virtiofs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+		flags := uintptr(unix.MS_NODEV | unix.MS_NOSUID)
+		if !sh.Writable {
+			flags |= unix.MS_RDONLY
+		}
+		if err := unix.Mount(sh.Tag, dst, "virtiofs", flags, ""); err != nil {
 			return fmt.Errorf("share %s at %s: %w", sh.Tag, sh.Target, err)
 		}
 	}
@@ -202,13 +242,16 @@ func becomeSandbox(raw []byte) error {
 	if err := unix.Mount("", agent, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		return err
 	}
-	for _, d := range []string{"/dev", "/proc", "/sys"} {
-		if err := os.MkdirAll("/newroot"+d, 0o755); err != nil {
-			return err
-		}
-		if err := unix.Mount(d, "/newroot"+d, "", unix.MS_MOVE, ""); err != nil {
-			return fmt.Errorf("move %s: %w", d, err)
-		}
+	// The sandbox's /dev is a container's (no disk, no console), its
+	// /proc its own pid namespace's; it has no /sys.
+	if err := os.MkdirAll("/newroot/dev", 0o755); err != nil {
+		return err
+	}
+	if err := namespaces.MountSandboxDev("/newroot", min(64<<20, cfg.MemoryMB<<19)); err != nil {
+		return fmt.Errorf("/dev: %w", err)
+	}
+	if err := os.MkdirAll("/newroot/proc", 0o555); err != nil {
+		return err
 	}
 	if err := network(cfg); err != nil {
 		return err
@@ -216,20 +259,57 @@ func becomeSandbox(raw []byte) error {
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return err
 	}
-	// The root becomes /: the initramfs stays beneath, out of reach.
-	if err := unix.Chdir("/newroot"); err != nil {
+	group, oom, err := sandboxCgroup(cfg.MemoryMB, cfg.PIDs)
+	if err != nil {
+		return fmt.Errorf("the sandbox's cgroup: %w", err)
+	}
+	// An allocation is refused by the cgroup's limit (an OOM kill the
+	// agent reports), as on a host, not up front by the machine's size.
+	if err := os.WriteFile("/proc/sys/vm/overcommit_memory", []byte("1"), 0); err != nil {
 		return err
 	}
-	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
-		return fmt.Errorf("switch the root: %w", err)
+	cmd := &exec.Cmd{
+		Path: cfg.Agent, Args: []string{agentArg0}, Env: cfg.AgentEnv, Dir: "/",
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: []*os.File{oom},
+		SysProcAttr: &unix.SysProcAttr{Chroot: "/newroot", Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS,
+			UseCgroupFD: true, CgroupFD: int(group.Fd())},
 	}
-	if err := unix.Chroot("."); err != nil {
-		return err
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the agent: %w", err)
 	}
-	if err := unix.Chdir("/"); err != nil {
-		return err
+	group.Close()
+	oom.Close()
+	// The machine lives as long as its agent.
+	return fmt.Errorf("the agent ended: %v", cmd.Wait())
+}
+
+// sandboxCgroup makes the cgroup of the sandbox's processes with its
+// limits, and returns it and its OOM counter (memory.events).
+func sandboxCgroup(memoryMB, pids int64) (group, oom *os.File, err error) {
+	const root = "/sys/fs/cgroup"
+	if err := unix.Mount("cgroup2", root, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, nil, err
 	}
-	return unix.Exec(cfg.Agent, []string{cfg.Agent}, cfg.AgentEnv)
+	if err := os.WriteFile(root+"/cgroup.subtree_control", []byte("+memory +pids"), 0); err != nil {
+		return nil, nil, err
+	}
+	dir := root + "/sandbox"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	for file, v := range map[string]int64{"memory.max": memoryMB << 20, "pids.max": pids} {
+		if err := os.WriteFile(dir+"/"+file, []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	if group, err = os.Open(dir); err != nil {
+		return nil, nil, err
+	}
+	if oom, err = os.Open(dir + "/memory.events"); err != nil {
+		group.Close()
+		return nil, nil, err
+	}
+	return group, oom, nil
 }
 
 // lowerDirs mounts the root's read-only layers and returns overlayfs's
