@@ -47,8 +47,8 @@ type Config struct {
 	Agent    string   `json:"agent"`
 	AgentEnv []string `json:"agentEnv"`
 	// Shares are host directories shared over virtiofs (read-only but
-	// volumes), each
-	// mounted at its target in the root (the base template's /usr …).
+	// volumes), each mounted at its target in the root (the base
+	// template's /usr …).
 	Shares []Share `json:"shares,omitempty"`
 	// Layers, when set, are the tags of virtiofs shares that are the
 	// root's layers (lowest first); else the root is the disk /dev/vda.
