@@ -469,7 +469,7 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 		closers = append(closers, gv.Close)
 	}
 	vm, err := microvm.NewDriver(microvm.DriverConfig{Dir: filepath.Join(cfg.DataDir, "microvm"), SandboxBinary: agent,
-		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, Log: log})
+		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, CgroupParent: cfg.CgroupParent, Log: log})
 	if err != nil {
 		unavailable["microvm"] = err.Error()
 		log.Info("microVM isolation unavailable", logx.Err(err))

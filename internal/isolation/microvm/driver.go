@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -35,7 +36,10 @@ type DriverConfig struct {
 	QEMU          string // "" = qemu-system-x86_64 from PATH
 	Virtiofsd     string // "" = QEMU's, /usr/lib/qemu/virtiofsd
 	KernelDir     string // "" = DefaultKernelDir
-	Log           *slog.Logger
+	// CgroupParent holds each guest's cgroup (QEMU and its virtiofsds),
+	// relative to the node's own ("" = "cove").
+	CgroupParent string
+	Log          *slog.Logger
 }
 
 // Driver runs each sandbox in a microVM.
@@ -53,6 +57,8 @@ type Driver struct {
 
 type sandboxVM struct {
 	vm        *VM
+	cg        *cgroups.Group
+	limits    isolation.Limits
 	destroyed bool
 }
 
@@ -124,12 +130,25 @@ func (d *Driver) Capabilities() isolation.Capabilities {
 	return isolation.Capabilities{ContainsProcesses: true}
 }
 
+// vmmOverheadMB is QEMU's and the virtiofsds' memory beyond the guest's,
+// and vmmPIDs their threads at most.
+func vmmOverheadMB(kvm bool) int64 {
+	if kvm {
+		return 64
+	}
+	return 64 + tcgCacheMB
+}
+
+const vmmPIDs = 512
+
 // guestOverheadMB is the guest's memory beyond its sandbox's limit: the
 // kernel, the initramfs and the init. Untouched pages cost the host
 // nothing.
 const guestOverheadMB = 96
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
+
+func (d *Driver) cgroupName(id string) string { return cmp.Or(d.cfg.CgroupParent, "cove") + "/" + id }
 
 // Create implements isolation.Driver: the sandbox's layers and binds are
 // shared read-only into a guest that overlays them under a tmpfs of the
@@ -169,13 +188,31 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return h, err
 	}
+	// The host's share of the guest: its memory (the limit, the guest's
+	// kernel and init), QEMU's own and the virtiofsds', their threads.
+	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
+		CPUMillis:   spec.Limits.CPUMillis,
+		MemoryBytes: (spec.Limits.MemoryMB + guestOverheadMB + vmmOverheadMB(KVMAvailable())) << 20,
+		PIDs:        vmmPIDs, IOWeight: 100,
+	})
+	if err != nil {
+		fsutil.RemoveTree(dir)
+		return h, err
+	}
+	defer func() {
+		if err != nil {
+			if derr := cg.Destroy(context.Background()); derr != nil {
+				d.cfg.Log.Error("remove a failed guest's cgroup", logx.SandboxID(id), logx.Err(derr))
+			}
+		}
+	}()
 	sandboxEnv, _ := json.Marshal(spec.Env)
 	settings, _ := json.Marshal(spec.Agent)
 	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
 	vm, err := Start(ctx, VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
 		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: KVMAvailable()},
-		Layers:  spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS,
+		Layers:  spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
 		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableMB: spec.Limits.WritableBytes() >> 20,
 			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
@@ -185,6 +222,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		// Recorded at once: what a node that lost the VM (a restart, even
 		// during the boot) must find or end of it.
 		rec := vm.Record()
+		rec.Cgroup, rec.Limits = cg.Name(), spec.Limits
 		err = fsutil.WriteJSON(filepath.Join(dir, recordFile), rec)
 		if err == nil {
 			if err = waitAgent(ctx, vm); err != nil {
@@ -204,7 +242,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return isolation.Handle{}, err
 	}
 	d.mu.Lock()
-	d.vms[id] = &sandboxVM{vm: vm}
+	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: spec.Limits}
 	d.mu.Unlock()
 	return h, nil
 }
@@ -282,6 +320,9 @@ func (d *Driver) Wait(ctx context.Context, id string) (isolation.Exit, error) {
 	if destroyed {
 		return isolation.Exit{Reason: isolation.ExitDestroyed}, nil
 	}
+	if n, err := s.cg.OOMKills(); err == nil && n > 0 { // the host killed QEMU for memory
+		return isolation.Exit{Reason: isolation.ExitOOM, Detail: "the guest's memory outgrew its cgroup"}, nil
+	}
 	return isolation.Exit{Reason: isolation.ExitCrashed, Detail: lastLines(s.vm.Console(), 3)}, nil
 }
 
@@ -301,7 +342,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 			return fmt.Errorf("stop sandbox %s: %w", id, err)
 		}
 	} else if s == nil { // what a VM this driver does not hold left (a restart)
-		vm, err := Adopt(d.dir(id))
+		vm, _, err := Adopt(d.dir(id))
 		if err == nil {
 			err = vm.Stop()
 		} else if errors.Is(err, os.ErrNotExist) {
@@ -309,6 +350,11 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("remove what sandbox %s left: %w", id, err)
+		}
+	}
+	if cg, err := cgroups.Load(d.cgroupName(id)); err == nil {
+		if err := cg.Destroy(ctx); err != nil {
+			return fmt.Errorf("remove sandbox %s: %w", id, err)
 		}
 	}
 	if err := fsutil.RemoveTree(d.dir(id)); err != nil {
@@ -328,7 +374,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 	if err := isolation.ValidateID(h.ID); err != nil {
 		return err
 	}
-	vm, err := Adopt(d.dir(h.ID))
+	vm, rec, err := Adopt(d.dir(h.ID))
 	if errors.Is(err, os.ErrNotExist) {
 		return errs.New(errs.NotFound, "sandbox %s: no guest recorded", h.ID)
 	}
@@ -341,9 +387,14 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 		return errs.New(errs.NotFound, "sandbox %s: its guest has stopped", h.ID)
 	default:
 	}
-	if q := vm.Record().Processes[0]; q.PID != h.PID || q.StartTime != h.StartTime {
+	if q := rec.Processes[0]; q.PID != h.PID || q.StartTime != h.StartTime {
 		vm.closeFiles()
 		return errs.New(errs.NotFound, "sandbox %s: its guest is not the one the handle names", h.ID)
+	}
+	cg, err := cgroups.Load(rec.Cgroup)
+	if err != nil {
+		vm.closeFiles()
+		return fmt.Errorf("recover sandbox %s: %w", h.ID, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -351,8 +402,23 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 		vm.closeFiles()
 		return errs.New(errs.AlreadyExists, "sandbox %s is already held", h.ID)
 	}
-	d.vms[h.ID] = &sandboxVM{vm: vm}
+	d.vms[h.ID] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits}
 	return nil
+}
+
+// Stats implements isolation.Stater: the host's view (the guest's memory
+// as QEMU touched it, QEMU's CPU time). The writable layer is in the
+// guest's memory: no disk use is told.
+func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) {
+	s := d.get(id)
+	if s == nil {
+		return isolation.Stats{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	st, err := hostproc.Stats(s.cg, s.limits, "")
+	if err != nil {
+		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
+	}
+	return st, nil
 }
 
 // AgentLog implements isolation.AgentLogger: the agent's JSON lines from

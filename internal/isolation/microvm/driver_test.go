@@ -5,11 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +25,7 @@ func TestDriver(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := t.TempDir()
 	d, err := NewDriver(DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
-		Log: slog.New(slog.DiscardHandler)})
+		CgroupParent: testCgroupParent, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,19 +43,6 @@ func TestDriver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	leaks := func(id string) []string {
-		var left []string
-		if _, err := os.Stat(d.dir(id)); err == nil {
-			left = append(left, d.dir(id))
-		}
-		if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), d.dir(id)) {
-			left = append(left, "a mount under "+d.dir(id))
-		}
-		if out, _ := exec.Command("pgrep", "-f", d.dir(id)).Output(); len(out) > 0 {
-			left = append(left, "processes "+strings.TrimSpace(string(out)))
-		}
-		return left
-	}
 
 	// Bad input: refused, nothing left.
 	for _, tc := range []struct {
@@ -82,7 +66,7 @@ func TestDriver(t *testing.T) {
 		if _, err := d.Create(ctx, id, bad); !errs.Is(err, tc.kind) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.kind)
 		}
-		if left := leaks(id); len(left) > 0 {
+		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
 			t.Errorf("%s: left %v", tc.name, left)
 		}
 	}
@@ -103,7 +87,7 @@ func TestDriver(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("a create cancelled after %v: %v", after, err)
 		}
-		if left := leaks(id); len(left) > 0 {
+		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
 			t.Errorf("a create cancelled after %v left %v", after, left)
 		}
 	}
@@ -152,15 +136,16 @@ func TestDriver(t *testing.T) {
 	if _, err := d.Dial(ctx, id, 49983); !errs.Is(err, errs.NotFound) {
 		t.Errorf("dial of a destroyed guest: %v", err)
 	}
-	if left := leaks(id); len(left) > 0 {
+	if left := leaks(d.cfg.Dir, id); len(left) > 0 {
 		t.Errorf("left after destroy: %v", left)
 	}
 	if ids, err := d.List(ctx); err != nil || len(ids) != 0 {
 		t.Errorf("list after destroy: %v %v", ids, err)
 	}
 
-	// A node restarted: its new driver lists what the old one left, and
-	// a destroy ends the guest's processes and mounts.
+	// A node restarted: its new driver lists what the old one left, does
+	// not adopt it for a handle that names another process, and a destroy
+	// ends the guest's processes, mounts and cgroup.
 	lost := isolationtest.NewID()
 	if _, err := d.Create(ctx, lost, spec); err != nil {
 		t.Fatal(err)
@@ -172,13 +157,13 @@ func TestDriver(t *testing.T) {
 	if ids, err := restarted.List(ctx); err != nil || len(ids) != 1 || ids[0] != lost {
 		t.Errorf("the restarted driver lists %v %v", ids, err)
 	}
-	if err := restarted.Recover(ctx, isolation.Handle{ID: lost}); !errs.Is(err, errs.NotFound) {
-		t.Errorf("recover: %v", err)
+	if err := restarted.Recover(ctx, isolation.Handle{ID: lost, PID: 1}); !errs.Is(err, errs.NotFound) {
+		t.Errorf("recover with a handle naming another process: %v", err)
 	}
 	if err := restarted.Destroy(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	if left := leaks(lost); len(left) > 0 {
+	if left := leaks(d.cfg.Dir, lost); len(left) > 0 {
 		t.Errorf("left after the restarted driver's destroy: %v", left)
 	}
 }
@@ -192,7 +177,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
-		Log: slog.New(slog.DiscardHandler)}
+		CgroupParent: testCgroupParent, Log: slog.New(slog.DiscardHandler)}
 	isolationtest.Run(t, isolationtest.Config{
 		New: func(t *testing.T) isolation.Driver {
 			d, err := NewDriver(cfg)
@@ -205,19 +190,6 @@ func TestConformance(t *testing.T) {
 			return isolation.Spec{RootFS: tpl.RootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
 				Agent: isolation.AgentSettings{DefaultUser: "user", DefaultWorkdir: "/home/user"}}
 		},
-		Leaks: func(t *testing.T, id string) []string {
-			var left []string
-			d := filepath.Join(cfg.Dir, id)
-			if _, err := os.Stat(d); err == nil {
-				left = append(left, d)
-			}
-			if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), d) {
-				left = append(left, "a mount under "+d)
-			}
-			if out, _ := exec.Command("pgrep", "-f", d).Output(); len(out) > 0 {
-				left = append(left, "processes "+strings.TrimSpace(string(out)))
-			}
-			return left
-		},
+		Leaks: func(t *testing.T, id string) []string { return leaks(cfg.Dir, id) },
 	})
 }

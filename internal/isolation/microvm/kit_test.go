@@ -5,7 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/covesandbox/cove/internal/cgroups"
 )
 
 // guestKit is what booting a guest needs: QEMU, the guest kernel, the
@@ -40,4 +44,33 @@ func newGuestKit(t *testing.T, dir string) guestKit {
 		t.Fatal(err)
 	}
 	return guestKit{qemu: qemu, sandboxBinary: bin, initrd: initrd, kernel: k}
+}
+
+// testCgroupParent holds the tests' guests' cgroups.
+var testCgroupParent = "cove-vmtest-" + strconv.Itoa(os.Getpid())
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cgroups.RemoveEmpty(testCgroupParent)
+	os.Exit(code)
+}
+
+// leaks lists what sandbox id of a driver over dir left: its directory,
+// mounts under it, processes naming it, its cgroup.
+func leaks(dir, id string) []string {
+	var left []string
+	d := filepath.Join(dir, id)
+	if _, err := os.Stat(d); err == nil {
+		left = append(left, d)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), d) {
+		left = append(left, "a mount under "+d)
+	}
+	if out, _ := exec.Command("pgrep", "-f", d).Output(); len(out) > 0 {
+		left = append(left, "processes "+strings.TrimSpace(string(out)))
+	}
+	if _, err := cgroups.Load(testCgroupParent + "/" + id); err == nil {
+		left = append(left, "its cgroup")
+	}
+	return left
 }

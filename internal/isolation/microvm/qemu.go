@@ -44,6 +44,9 @@ func KVMAvailable() bool {
 	return true
 }
 
+// tcgCacheMB is the size of QEMU's cache of translated code under TCG.
+const tcgCacheMB = 128
+
 // qemuArgs are qemu-system-x86_64's arguments for m on QEMU's microvm
 // machine: no firmware, no PCI, no default devices; the serial console on
 // standard output; a reboot or a kernel panic ends QEMU.
@@ -54,7 +57,9 @@ func qemuArgs(m Machine) []string {
 		// Emulated, the kernel's TSC calibration can hang ("Marking TSC
 		// unstable"): give it the frequency.
 		cmdline = append(cmdline, "tsc_early_khz=2000000", "no_timer_check")
-		accel = "tcg"
+		// The translated code's cache, which counts against the VM's
+		// cgroup: QEMU's default is 1 GiB.
+		accel = "tcg,tb-size=" + strconv.Itoa(tcgCacheMB)
 	}
 	machine := "microvm,x-option-roms=off,rtc=on,isa-serial=on"
 	var memory []string

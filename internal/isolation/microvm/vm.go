@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -56,7 +58,10 @@ type VMSpec struct {
 	// guest (routeGuest); nil gives it one of its own, with no way out.
 	// Start keeps a handle of its own to it.
 	NetNS *os.File
-	Guest guest.Config // its Address, Gateway, Shares and Layers are set here
+	// Cgroup, when set, takes QEMU and the virtiofsds (before the guest
+	// runs).
+	Cgroup *cgroups.Group
+	Guest  guest.Config // its Address, Gateway, Shares and Layers are set here
 }
 
 // HostShare is a host directory shown in the guest: read-only, or
@@ -100,6 +105,9 @@ type proc struct {
 type Record struct {
 	Processes []isolation.Handle `json:"processes"`
 	Routed    bool               `json:"routed,omitempty"`
+	// The driver's: the VM's cgroup and its sandbox's limits.
+	Cgroup string           `json:"cgroup,omitempty"`
+	Limits isolation.Limits `json:"limits"`
 }
 
 // Files in a VM's directory.
@@ -158,7 +166,7 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	g.Shares, g.Layers = nil, nil
 	for i, layer := range s.Layers {
 		tag := "layer" + strconv.Itoa(i)
-		sock, err := v.share(ctx, s.Virtiofsd, tag, layer, false)
+		sock, err := v.share(ctx, s.Virtiofsd, s.Cgroup, tag, layer, false)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +175,7 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	}
 	for i, sh := range s.Shares {
 		tag := "share" + strconv.Itoa(i)
-		sock, err := v.share(ctx, s.Virtiofsd, tag, sh.Source, sh.Writable)
+		sock, err := v.share(ctx, s.Virtiofsd, s.Cgroup, tag, sh.Source, sh.Writable)
 		if err != nil {
 			return nil, err
 		}
@@ -193,6 +201,9 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 		_ = qemu.Wait()
 		close(v.done)
 	}()
+	if err := join(s.Cgroup, qemu.Process.Pid); err != nil { // QEMU waits for its console: the guest has not run
+		return nil, err
+	}
 	// QEMU runs the guest once the console is attached.
 	if err := v.attachConsole(ctx); err != nil {
 		return nil, err
@@ -204,6 +215,28 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 func started(c *exec.Cmd) proc {
 	st, _ := hostproc.StartTime(c.Process.Pid)
 	return proc{h: isolation.Handle{PID: c.Process.Pid, StartTime: st}, cmd: c}
+}
+
+// join moves pid and its descendants into cg (nil: none). A process on
+// cgroup v1 joins alone, so each is moved.
+func join(cg *cgroups.Group, pid int) error {
+	if cg == nil {
+		return nil
+	}
+	if err := cg.Add(pid); err != nil {
+		return err
+	}
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, f := range strings.Fields(string(kids)) {
+		kid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if err := join(cg, kid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Record is what to keep of the VM to find it again.
@@ -219,17 +252,17 @@ func (v *VM) Record() Record {
 // recordFile): its processes, its namespace and its console. A VM whose
 // QEMU has exited is adopted ended (Done is closed), so that Stop
 // removes what is left of it.
-func Adopt(dir string) (*VM, error) {
+func Adopt(dir string) (*VM, Record, error) {
 	var r Record
 	b, err := os.ReadFile(filepath.Join(dir, recordFile))
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", recordFile, err)
+		return nil, r, fmt.Errorf("%s: %w", recordFile, err)
 	}
 	if len(r.Processes) == 0 {
-		return nil, fmt.Errorf("%s names no process", recordFile)
+		return nil, r, fmt.Errorf("%s names no process", recordFile)
 	}
 	v := &VM{dir: dir, routed: r.Routed, console: newTail(64 << 10), done: make(chan struct{})}
 	v.qemu = proc{h: r.Processes[0]}
@@ -238,12 +271,12 @@ func Adopt(dir string) (*VM, error) {
 	}
 	mps, err := fsutil.MountsUnder(dir)
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	v.mounts = mps
 	h, err := netns.Get()
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	v.host = os.NewFile(uintptr(h), "host-netns")
 	pidfd, err := unix.PidfdOpen(v.qemu.h.PID, 0)
@@ -255,21 +288,21 @@ func Adopt(dir string) (*VM, error) {
 		if err != nil {
 			unix.Close(pidfd)
 			v.closeFiles()
-			return nil, err
+			return nil, r, err
 		}
 		go func() {
 			hostproc.WaitPidfd(pidfd)
 			unix.Close(pidfd)
 			close(v.done)
 		}()
-		return v, nil
+		return v, r, nil
 	}
 	if err == nil {
 		unix.Close(pidfd)
 	}
 	v.nsClosed = true // QEMU is gone, and its namespace with it
 	close(v.done)
-	return v, nil
+	return v, r, nil
 }
 
 // attachConsole connects to QEMU's serial console socket and copies what
@@ -328,7 +361,7 @@ func makeTap() error {
 
 // share binds source read-only under the VM's directory and starts a
 // virtiofsd that serves it; it returns the virtiofsd's socket.
-func (v *VM) share(ctx context.Context, virtiofsd, tag, source string, writable bool) (string, error) {
+func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag, source string, writable bool) (string, error) {
 	mnt := filepath.Join(v.dir, tag)
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		return "", err
@@ -353,8 +386,8 @@ func (v *VM) share(ctx context.Context, virtiofsd, tag, source string, writable 
 	}
 	v.fsds = append(v.fsds, started(fsd))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
-			return sock, nil
+		if _, err := os.Stat(sock); err == nil { // it has forked its server: both join
+			return sock, join(cg, fsd.Process.Pid)
 		}
 		if err := ctx.Err(); err != nil {
 			return "", errs.Mark(errs.Canceled, err)
