@@ -43,7 +43,6 @@ func TestDriver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-
 	// Bad input: refused, nothing left.
 	for _, tc := range []struct {
 		name string
