@@ -21,10 +21,10 @@ import (
 // across a server restart (frozen, not running, listed as paused) and a
 // connect to the new server resumes it where it was (201), on each driver.
 func TestPauseSurvivesRestart(t *testing.T) {
-	for _, isolation := range []string{"namespaces", "gvisor"} {
+	for _, isolation := range []string{"namespaces", "gvisor", "microvm"} {
 		t.Run(isolation, func(t *testing.T) {
 			runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
-			if isolation == "gvisor" && (runsc == "" || agent == "") {
+			if isolation != "namespaces" && (runsc == "" || agent == "") {
 				t.Skip("bin/runsc or bin/cove-sandbox is missing: make test builds them")
 			}
 			dataDir := t.TempDir()

@@ -127,7 +127,7 @@ func (d *Driver) Name() string { return "microvm" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{ContainsProcesses: true}
+	return isolation.Capabilities{Pause: true, ContainsProcesses: true, CgroupVersion: cgroups.Version()}
 }
 
 // vmmOverheadMB is QEMU's and the virtiofsds' memory beyond the guest's,

@@ -25,6 +25,8 @@ type Machine struct {
 	// console on; the guest runs once a client is attached. Else the
 	// console is QEMU's standard output.
 	Console string
+	// QMP, when set, is the unix socket QEMU's monitor listens on.
+	QMP string
 	// Shares are virtiofs devices: a tag and the vhost-user socket of the
 	// virtiofsd that serves it. The guest's memory is then shared memory
 	// (memfd), which vhost-user needs.
@@ -80,6 +82,9 @@ func qemuArgs(m Machine) []string {
 		args = append(args, "-chardev", "socket,id=console,path="+m.Console+",server=on,wait=on", "-serial", "chardev:console")
 	} else {
 		args = append(args, "-serial", "stdio")
+	}
+	if m.QMP != "" {
+		args = append(args, "-qmp", "unix:"+m.QMP+",server=on,wait=off")
 	}
 	args = append(args, memory...)
 	for i, sh := range m.Shares {

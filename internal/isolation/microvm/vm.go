@@ -161,6 +161,7 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	m := s.Machine
 	m.Tap = tapName
 	m.Console = filepath.Join(s.Dir, consoleSocket)
+	m.QMP = filepath.Join(s.Dir, qmpSocket)
 	g := s.Guest
 	g.Address, g.Gateway = guestAddr+"/30", hostAddr
 	g.Shares, g.Layers = nil, nil
