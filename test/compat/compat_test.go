@@ -41,7 +41,7 @@ func npmInstall(t *testing.T) {
 // test runner, against a server whose sandboxes (template builds included)
 // run on each isolation driver.
 func TestOfficialJSSDK(t *testing.T) {
-	for _, isolation := range []string{"namespaces", "gvisor"} {
+	for _, isolation := range []string{"namespaces", "gvisor", "microvm"} {
 		t.Run(isolation, func(t *testing.T) { officialJSSDK(t, isolation) })
 	}
 }

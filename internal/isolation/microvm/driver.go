@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
@@ -146,6 +148,9 @@ const vmmPIDs = 512
 // nothing.
 const guestOverheadMB = 96
 
+// writableImage is a guest's writable disk in its directory.
+const writableImage = "writable.ext4"
+
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
 
 func (d *Driver) cgroupName(id string) string { return cmp.Or(d.cfg.CgroupParent, "cove") + "/" + id }
@@ -188,6 +193,13 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return h, err
 	}
+	defer func() {
+		if err != nil { // after the cgroup (deferred below)
+			if rerr := fsutil.RemoveTree(dir); rerr != nil {
+				d.cfg.Log.Error("remove a failed guest's directory", logx.SandboxID(id), logx.Err(rerr))
+			}
+		}
+	}()
 	// The host's share of the guest: its memory (the limit, the guest's
 	// kernel and init), QEMU's own and the virtiofsds', their threads.
 	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
@@ -196,7 +208,6 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		PIDs:        vmmPIDs, IOWeight: 100,
 	})
 	if err != nil {
-		fsutil.RemoveTree(dir)
 		return h, err
 	}
 	defer func() {
@@ -206,14 +217,19 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 			}
 		}
 	}()
+	writable := filepath.Join(dir, writableImage)
+	if err = MakeWritableImage(ctx, writable, spec.Limits.WritableBytes()); err != nil {
+		return h, err
+	}
 	sandboxEnv, _ := json.Marshal(spec.Env)
 	settings, _ := json.Marshal(spec.Agent)
 	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
 	vm, err := Start(ctx, VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
-		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: KVMAvailable()},
+		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: KVMAvailable(),
+			Writable: writable},
 		Layers:  spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
-		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableMB: spec.Limits.WritableBytes() >> 20,
+		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
 			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
 				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings)}},
@@ -236,9 +252,6 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		h = isolation.Handle{ID: id, Driver: d.Name(), PID: qemu.PID, StartTime: qemu.StartTime, CreatedAt: time.Now().UTC()}
 	}
 	if err != nil {
-		if rerr := fsutil.RemoveTree(dir); rerr != nil {
-			d.cfg.Log.Error("remove a failed guest's directory", logx.SandboxID(id), logx.Err(rerr))
-		}
 		return isolation.Handle{}, err
 	}
 	d.mu.Lock()
@@ -251,7 +264,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 // ctx ends.
 func waitAgent(ctx context.Context, vm *VM) error {
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return vm.Dial(ctx, 49983)
+		return vm.Dial(ctx, agentPort)
 	}}, Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
 	for {
@@ -407,8 +420,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 }
 
 // Stats implements isolation.Stater: the host's view (the guest's memory
-// as QEMU touched it, QEMU's CPU time). The writable layer is in the
-// guest's memory: no disk use is told.
+// as QEMU touched it, QEMU's CPU time, the writable disk's blocks).
 func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) {
 	s := d.get(id)
 	if s == nil {
@@ -417,6 +429,10 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	st, err := hostproc.Stats(s.cg, s.limits, "")
 	if err != nil {
 		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
+	}
+	var img unix.Stat_t // the writable disk's blocks the guest wrote
+	if err := unix.Stat(filepath.Join(d.dir(id), writableImage), &img); err == nil {
+		st.DiskUsed = uint64(img.Blocks) * 512
 	}
 	return st, nil
 }

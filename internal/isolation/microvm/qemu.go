@@ -21,6 +21,9 @@ type Machine struct {
 	// guest.Config file and Tap the tap device (in QEMU's network
 	// namespace) that is the guest's eth0; each may be empty.
 	Disk, Config, Tap string
+	// Writable, when set, is the guest's writable disk (its root's
+	// writes): a raw image the guest formats and the host never mounts.
+	Writable string
 	// Console, when set, is the unix socket QEMU serves the serial
 	// console on; the guest runs once a client is attached. Else the
 	// console is QEMU's standard output.
@@ -93,7 +96,11 @@ func qemuArgs(m Machine) []string {
 	}
 	if m.Disk != "" {
 		args = append(args, "-drive", "file="+m.Disk+",if=none,id=root,format=raw,readonly=on",
-			"-device", "virtio-blk-device,drive=root")
+			"-device", "virtio-blk-device,drive=root,serial="+guest.RootSerial)
+	}
+	if m.Writable != "" { // deletes in the guest free the host's blocks
+		args = append(args, "-drive", "file="+m.Writable+",if=none,id=rw,format=raw,discard=unmap",
+			"-device", "virtio-blk-device,drive=rw,serial="+guest.WritableSerial)
 	}
 	if m.Config != "" {
 		args = append(args, "-fw_cfg", "name="+guest.ConfigName+",file="+m.Config)

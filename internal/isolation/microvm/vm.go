@@ -399,8 +399,43 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 	}
 }
 
-// Dial connects to port on the guest, from the VM's namespace.
+// agentPort is the agent's, which listens on the guest's address.
+const agentPort = 49983
+
+// Dial connects to port on the guest's loopback (the agent's port on its
+// address), from the VM's namespace, through the init's forwarder
+// (guest.ForwardPort). Nothing listening there is errs.Unavailable.
 func (v *VM) Dial(ctx context.Context, port int) (net.Conn, error) {
+	if port == agentPort {
+		return v.dial(ctx, port)
+	}
+	if port <= 0 || port > 65535 {
+		return nil, errs.New(errs.InvalidArgument, "port %d", port)
+	}
+	c, err := v.dial(ctx, guest.ForwardPort)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	var answer [1]byte
+	if _, err = c.Write([]byte{byte(port >> 8), byte(port)}); err == nil {
+		_, err = io.ReadFull(c, answer[:])
+	}
+	c.SetDeadline(time.Time{})
+	switch {
+	case err != nil:
+		c.Close()
+		return nil, fmt.Errorf("the guest's forwarder: %w", err)
+	case answer[0] != guest.ForwardOK:
+		c.Close()
+		return nil, errs.New(errs.Unavailable, "nothing listens on port %d in the guest", port)
+	}
+	return c, nil
+}
+
+func (v *VM) dial(ctx context.Context, port int) (net.Conn, error) {
 	v.nsMu.RLock()
 	defer v.nsMu.RUnlock()
 	if v.nsClosed {

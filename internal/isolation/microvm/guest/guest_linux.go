@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +37,11 @@ type Config struct {
 	Gateway string `json:"gateway"`
 	// DNS are the resolvers of the root's /etc/resolv.conf.
 	DNS []string `json:"dns,omitempty"`
-	// WritableMB sizes the tmpfs that takes the root's writes.
-	WritableMB int64 `json:"writableMB"`
+	// WritableMB sizes the tmpfs that takes the root's writes, unless
+	// WritableDisk: the disk WritableSerial, an ext4 file system (user
+	// extended attributes, which a 6.1 kernel's tmpfs lacks).
+	WritableMB   int64 `json:"writableMB"`
+	WritableDisk bool  `json:"writableDisk,omitempty"`
 	// MemoryMB and PIDs limit the sandbox's processes (a cgroup in the
 	// guest); the machine has more memory, for the kernel and the init.
 	MemoryMB int64 `json:"memoryMB"`
@@ -62,6 +66,12 @@ type Share struct {
 	Target   string `json:"target"`
 	Writable bool   `json:"writable,omitempty"`
 }
+
+// Serial numbers of the guest's disks.
+const (
+	RootSerial     = "cove-root"
+	WritableSerial = "cove-writable"
+)
 
 // ConfigName is the fw_cfg file the host passes the Config in.
 const ConfigName = "opt/cove/config"
@@ -199,7 +209,15 @@ func becomeSandbox(raw []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", "/upper", "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", max(cfg.WritableMB, 16))); err != nil {
+	if cfg.WritableDisk {
+		disk, err := diskWithSerial(WritableSerial)
+		if err == nil {
+			err = unix.Mount(disk, "/upper", "ext4", unix.MS_NOSUID|unix.MS_NODEV, "discard")
+		}
+		if err != nil {
+			return fmt.Errorf("the writable disk: %w", err)
+		}
+	} else if err := unix.Mount("tmpfs", "/upper", "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", max(cfg.WritableMB, 16))); err != nil {
 		return fmt.Errorf("the writable layer: %w", err)
 	}
 	for _, d := range []string{"/upper/data", "/upper/work"} {
@@ -279,6 +297,15 @@ func becomeSandbox(raw []byte) error {
 	}
 	group.Close()
 	oom.Close()
+	if cfg.Address != "" {
+		ip, _, err := net.ParseCIDR(cfg.Address)
+		if err != nil {
+			return err
+		}
+		if err := serveForwards(ip.String()); err != nil {
+			return fmt.Errorf("the loopback forwarder: %w", err)
+		}
+	}
 	// The machine lives as long as its agent.
 	return fmt.Errorf("the agent ended: %v", cmd.Wait())
 }
@@ -317,7 +344,7 @@ func sandboxCgroup(memoryMB, pids int64) (group, oom *os.File, err error) {
 // the disk.
 func lowerDirs(layers []string) (string, error) {
 	if len(layers) == 0 {
-		disk, err := waitFor("/dev/vda", 10*time.Second)
+		disk, err := diskWithSerial(RootSerial)
 		if err != nil {
 			return "", err
 		}
@@ -379,14 +406,21 @@ func network(cfg Config) error {
 	return nil
 }
 
-// waitFor waits until a device node appears (its driver probes it).
-func waitFor(path string, d time.Duration) (string, error) {
-	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return path, nil
+// diskWithSerial waits until the disk with this serial number appears
+// (its driver probes it) and returns its device node.
+func diskWithSerial(serial string) (string, error) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		disks, _ := filepath.Glob("/sys/block/vd*")
+		for _, d := range disks {
+			if b, err := os.ReadFile(d + "/serial"); err == nil && strings.TrimSpace(string(b)) == serial {
+				dev := "/dev/" + filepath.Base(d)
+				if _, err := os.Stat(dev); err == nil {
+					return dev, nil
+				}
+			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no %s after %v", path, d)
+			return "", fmt.Errorf("no disk %s after 10s", serial)
 		}
 	}
 }
