@@ -228,7 +228,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
 		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: KVMAvailable(),
 			Writable: writable},
-		Layers:  spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
+		Layers: spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
 		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
 			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
