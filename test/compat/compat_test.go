@@ -57,6 +57,9 @@ func officialJSSDK(t *testing.T, isolation string) {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
 	}()
+	if isolation == "microvm" { // emulated guests (no KVM here) take longer
+		slowFiles(t)
+	}
 	runNodeTests(t, srv.Addr, "sdk.test.mjs", "template.test.mjs")
 }
 
@@ -85,11 +88,21 @@ func runNodeTests(t *testing.T, addr string, files ...string) {
 	runNode(t, []string{"E2B_API_URL=http://" + addr, "E2B_SANDBOX_URL=http://" + addr, "E2B_API_KEY=" + apiKey}, files...)
 }
 
+// fileTimeout is how long node's test runner gives each file, raised for
+// a test by slowFiles.
+var fileTimeout = 2 * time.Minute
+
+// slowFiles gives each file of t's runs five minutes.
+func slowFiles(t *testing.T) {
+	fileTimeout = 5 * time.Minute
+	t.Cleanup(func() { fileTimeout = 2 * time.Minute })
+}
+
 // runNode runs node's test runner on files with env (and no other E2B_
 // variable).
 func runNode(t *testing.T, env []string, files ...string) {
 	t.Helper()
-	args := []string{"--test", "--test-concurrency=1", "--test-timeout=120000"}
+	args := []string{"--test", "--test-concurrency=1", "--test-timeout=" + strconv.FormatInt(fileTimeout.Milliseconds(), 10)}
 	if only := os.Getenv("COMPAT_ONLY"); only != "" { // a developer's filter: test names matching it
 		args = append(args, "--test-name-pattern="+only)
 	}

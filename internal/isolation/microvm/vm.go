@@ -441,6 +441,17 @@ func (v *VM) dial(ctx context.Context, port int) (net.Conn, error) {
 	if v.nsClosed {
 		return nil, errs.New(errs.NotFound, "the guest has stopped")
 	}
+	// A stopped guest answers nothing, not even a refusal: its end ends
+	// the dial.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-v.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var c net.Conn
 	err := hostproc.InNetNS(v.nsFile, v.host, func() (err error) {
 		var d net.Dialer

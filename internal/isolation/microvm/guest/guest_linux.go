@@ -212,7 +212,7 @@ func becomeSandbox(raw []byte) error {
 	if cfg.WritableDisk {
 		disk, err := diskWithSerial(WritableSerial)
 		if err == nil {
-			err = unix.Mount(disk, "/upper", "ext4", unix.MS_NOSUID|unix.MS_NODEV, "discard")
+			err = unix.Mount(disk, "/upper", "ext4", unix.MS_NOSUID|unix.MS_NODEV, "discard,minixdf") // df: the disk limit
 		}
 		if err != nil {
 			return fmt.Errorf("the writable disk: %w", err)
