@@ -14,8 +14,9 @@ burst=127.0.0.1:$((${BENCH_PORT:-3999} - 2))
 gvisor=127.0.0.1:$((${BENCH_PORT:-3999} - 3))
 plain=127.0.0.1:$((${BENCH_PORT:-3999} - 4))
 disk=127.0.0.1:$((${BENCH_PORT:-3999} - 5))
-s1= s2= s3= s4= s5= s6=
-trap 'kill $s1 $s2 $s3 $s4 $s5 $s6 2>/dev/null || true; wait $s1 $s2 $s3 $s4 $s5 $s6 2>/dev/null || true; rm -f "$out"' EXIT
+microvm=127.0.0.1:$((${BENCH_PORT:-3999} - 6))
+s1= s2= s3= s4= s5= s6= s7=
+trap 'kill $s1 $s2 $s3 $s4 $s5 $s6 $s7 2>/dev/null || true; wait $s1 $s2 $s3 $s4 $s5 $s6 $s7 2>/dev/null || true; rm -f "$out"' EXIT
 
 # The peers: Debian's runc, crun and bubblewrap.
 for p in runc crun bwrap; do
@@ -54,14 +55,19 @@ s5=$!
 ./bin/cove server --listen "$disk" --data-dir "$data/disk" --api-key "$key" --cgroup-parent cove-bench-disk --memory-overcommit 64 \
 	--network=false --pool-size 0 --default-isolation gvisor --pause-to-disk-after 100ms >"$data/disk.log" 2>&1 &
 s6=$!
-for a in "$cold" "$pooled" "$burst" "$gvisor" "$plain" "$disk"; do
+# Sandboxes in microVMs (QEMU; KVM where /dev/kvm opens, else emulated),
+# none warm, without a network of their own.
+./bin/cove server --listen "$microvm" --data-dir "$data/microvm" --api-key "$key" --cgroup-parent cove-bench-microvm --memory-overcommit 64 \
+	--network=false --pool-size 0 --default-isolation microvm >"$data/microvm.log" 2>&1 &
+s7=$!
+for a in "$cold" "$pooled" "$burst" "$gvisor" "$plain" "$disk" "$microvm"; do
 	for _ in $(seq 100); do
 		curl -fsS "http://$a/health" >/dev/null 2>&1 && break
 		sleep 0.1
 	done
 done
 sleep 5 # the pools fill
-go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -gvisor-disk "http://$disk" -key "$key" -n "${TTI_N:-50}" \
+go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -gvisor-disk "http://$disk" -microvm "http://$microvm" -key "$key" -n "${TTI_N:-50}" \
 	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
 (cd bench/js && [ -d node_modules/@e2b/code-interpreter ] || npm ci --no-audit --no-fund >/dev/null)
 export E2B_API_KEY="$key"
@@ -73,9 +79,9 @@ export E2B_API_KEY="$key"
 (cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node code.mjs pooled "${CODE_N:-20}") | tee -a "$out"
 /usr/bin/python3 bench/code/jupyter_rtt.py 2>/dev/null | tee -a "$out"
 
-kill $s1 $s2 $s3 $s4 $s5 $s6
-wait $s1 $s2 $s3 $s4 $s5 $s6 || true
-if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" "$data/plain/sandboxes" "$data/disk/gvisor" -mindepth 1 -maxdepth 1 ! -name .runsc 2>/dev/null)" ]; then
+kill $s1 $s2 $s3 $s4 $s5 $s6 $s7
+wait $s1 $s2 $s3 $s4 $s5 $s6 $s7 || true
+if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" "$data/plain/sandboxes" "$data/disk/gvisor" "$data/microvm/microvm" -mindepth 1 -maxdepth 1 ! -name .runsc ! -name initramfs.cpio 2>/dev/null)" ]; then
 	echo "bench: sandboxes left after the servers stopped" >&2
 	exit 1
 fi

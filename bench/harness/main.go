@@ -16,6 +16,9 @@
 //     E2E/go-sdk/gvisor, ExecRTT/gvisor, ForkExec200/{namespaces,gvisor}
 //     (200 fork+exec of /bin/true in a shell, the syscall-heavy figure) and
 //     IdleMemoryGvisor/N;
+//   - with -microvm (sandboxes in microVMs, none warm): the same figures
+//     of microVMs and, one after the other, of -cold's and -gvisor's
+//     sandboxes (/<driver>-beside-vm), and IdleMemoryBesideVM/<driver>/5;
 //   - Persist/{namespaces,gvisor}/…: pause and resume with and without
 //     memory, snapshot, create from a snapshot, fork of 10 (-cold and
 //     -gvisor servers).
@@ -47,10 +50,11 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
-	only := flag.String("only", "", "run only this figure: sustained, gvisor, persistence, cluster")
+	only := flag.String("only", "", "run only this figure: sustained, gvisor, microvm, persistence, cluster")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
 	diskURL := flag.String("gvisor-disk", "", "API URL of a gVisor server that writes paused sandboxes to disk at once")
+	microvmURL := flag.String("microvm", "", "API URL of a server whose sandboxes run in microVMs, none warm")
 	clusterURL := flag.String("cluster", "", "API URL of a cluster's API replica (cove api), measured beside -cold")
 	flag.Parse()
 	ctx := context.Background()
@@ -82,9 +86,26 @@ func main() {
 			return
 		}
 	}
-	if *gvisorURL != "" {
+	if *gvisorURL != "" && (*only == "" || *only == "gvisor") {
 		gvisorFigures(ctx, p, client(*gvisorURL), *n)
 		if *only == "gvisor" {
+			return
+		}
+	}
+	if *microvmURL != "" && (*only == "" || *only == "microvm") {
+		// Beside its peers measured the same way, one after the other; few
+		// guests, which boot under emulation without KVM.
+		vmN := min(*n, 10)
+		peers := map[string]string{"namespaces": *cold, "gvisor": *gvisorURL, "microvm": *microvmURL}
+		for _, driver := range []string{"namespaces", "gvisor", "microvm"} {
+			if peers[driver] == "" {
+				continue
+			}
+			c := client(peers[driver])
+			driverFigures(ctx, c, driver+"-beside-vm", vmN)
+			idleMemory(ctx, c, "IdleMemoryBesideVM/"+driver, 5)
+		}
+		if *only == "microvm" {
 			return
 		}
 	}
@@ -331,8 +352,17 @@ func usernsFigures(ctx context.Context, userns, plain *cove.Client, n int, d tim
 // cold create → first output, the exec round trip, a syscall-heavy loop in
 // both, and idle memory.
 func gvisorFigures(ctx context.Context, ns, gv *cove.Client, n int) {
-	firstOutput(ctx, gv, "E2E/go-sdk/gvisor", n)
-	s := create(ctx, gv)
+	driverFigures(ctx, gv, "gvisor", n)
+	forkExec(ctx, ns, "namespaces")
+	idleMemory(ctx, gv, "IdleMemoryGvisor", 20)
+}
+
+// driverFigures measures the sandboxes of a server on another driver: a
+// cold create → first output, the exec round trip and a syscall-heavy
+// loop (E2E/go-sdk/<driver>, ExecRTT/<driver>, ForkExec200/<driver>).
+func driverFigures(ctx context.Context, c *cove.Client, driver string, n int) {
+	firstOutput(ctx, c, "E2E/go-sdk/"+driver, n)
+	s := create(ctx, c)
 	var xs []time.Duration
 	for range n {
 		time.Sleep(pace)
@@ -340,20 +370,22 @@ func gvisorFigures(ctx context.Context, ns, gv *cove.Client, n int) {
 		run(ctx, s, "true")
 		xs = append(xs, time.Since(t))
 	}
-	report("ExecRTT/gvisor", xs, "")
+	report("ExecRTT/"+driver, xs, "")
 	check(kill(ctx, s))
-	for name, c := range map[string]*cove.Client{"namespaces": ns, "gvisor": gv} {
-		s := create(ctx, c)
-		var xs []time.Duration
-		for range 5 {
-			t := time.Now()
-			run(ctx, s, "for i in $(seq 200); do /bin/true; done")
-			xs = append(xs, time.Since(t))
-		}
-		report("ForkExec200/"+name, xs, "")
-		check(kill(ctx, s))
+	forkExec(ctx, c, driver)
+}
+
+// forkExec times 200 fork+execs of /bin/true in a shell (ForkExec200/name).
+func forkExec(ctx context.Context, c *cove.Client, name string) {
+	s := create(ctx, c)
+	var xs []time.Duration
+	for range 5 {
+		t := time.Now()
+		run(ctx, s, "for i in $(seq 200); do /bin/true; done")
+		xs = append(xs, time.Since(t))
 	}
-	idleMemory(ctx, gv, "IdleMemoryGvisor", 20)
+	report("ForkExec200/"+name, xs, "")
+	check(kill(ctx, s))
 }
 
 // cpuBusy is the time all of the host's cores spent not idle (user, nice,
