@@ -2,7 +2,8 @@
 # Installs what building and testing Cove needs on a fresh Debian/Ubuntu
 # machine, and nothing when it is already there. "tools" adds the code
 # generators; "run" installs only what cove server itself uses from
-# Debian (debootstrap, which builds the built-in debian templates; lxcfs).
+# Debian (debootstrap, which builds the built-in debian templates; lxcfs;
+# QEMU and the cloud kernel, which microVM sandboxes run on).
 set -eu
 cd "$(dirname "$0")/.."
 need=""
@@ -10,6 +11,7 @@ if [ "${1:-}" = run ]; then
 	for pkg in debootstrap lxcfs; do
 		command -v "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 	done
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
 	# What E2B's base template has: the base template is the host's /usr.
 	for pair in python3:python3 node:nodejs npm:npm git:git curl:curl tput:ncurses-bin gcc:build-essential make:build-essential; do
 		cmd=${pair%%:*} pkg=${pair#*:}
@@ -17,9 +19,13 @@ if [ "${1:-}" = run ]; then
 	done
 	# *.localhost (the SDK's getHost URLs) resolving to loopback.
 	getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
-	[ -z "$need" ] && exit 0
-	if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs:$need" >&2; exit 1; fi
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
+	if [ -n "$need" ]; then
+		if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs:$need" >&2; exit 1; fi
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
+	fi
+	if [ ! -e /var/cache/cove-microvm/kernel/boot ] && [ "$(id -u)" = 0 ]; then
+		./scripts/guest-kernel.sh
+	fi
 	exit 0
 fi
 command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }

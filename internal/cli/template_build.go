@@ -106,6 +106,6 @@ cached by its inputs: an unchanged rebuild takes a moment.`,
 	f.StringArrayVar(&tags, "tag", nil, "a tag for the build (repeatable; default: default)")
 	f.StringVar(&readyCmd, "ready-cmd", "", "a command that exits 0 once the start command (CMD) is ready")
 	f.BoolVar(&force, "force", false, "rebuild every step, cached or not")
-	f.StringVar(&isolation, "isolation", "", "the driver its sandboxes run on when they ask for none: namespaces or gvisor (default: the server's)")
+	f.StringVar(&isolation, "isolation", "", "the driver its sandboxes run on when they ask for none: namespaces, gvisor or microvm (default: the server's)")
 	return cmd
 }

@@ -42,7 +42,7 @@ type Info struct {
 	// count by it.
 	Team string `json:"team,omitempty"`
 	// Isolation names the driver that runs the sandbox ("namespaces",
-	// "gvisor").
+	// "gvisor", "microvm").
 	Isolation string            `json:"isolation,omitempty"`
 	State     State             `json:"state"`
 	Handle    isolation.Handle  `json:"handle"`

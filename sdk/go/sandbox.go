@@ -38,7 +38,7 @@ type SandboxInfo struct {
 	DiskSizeMB int               `json:"diskSizeMB"`
 	Metadata   map[string]string `json:"metadata"`
 	// Isolation is the driver the sandbox runs on ("namespaces",
-	// "gvisor"): Cove's own field.
+	// "gvisor", "microvm"): Cove's own field.
 	Isolation string `json:"isolation,omitempty"`
 }
 

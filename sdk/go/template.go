@@ -39,7 +39,7 @@ type TemplateBuild struct {
 	ReadyCmd     string // the sandbox is ready once this exits 0
 	Force        bool   // rebuild every step, cached or not
 	// Isolation is the driver the template's sandboxes run on when they
-	// ask for none: "namespaces" or "gvisor" ("" = the server's default).
+	// ask for none: "namespaces", "gvisor" or "microvm" ("" = the server's default).
 	Isolation string
 }
 

@@ -99,7 +99,7 @@ func ValidateCreate(req CreateRequest, maxTimeout time.Duration) (Egress, error)
 }
 
 // IsolationKey is the metadata key that chooses a sandbox's isolation
-// driver ("namespaces", "gvisor"), which the official SDKs send unchanged.
+// driver ("namespaces", "gvisor", "microvm"), which the official SDKs send unchanged.
 // The driver a sandbox runs on is reported beside its metadata (the
 // response's "isolation"), never added to it: the metadata is what the
 // user gave.

@@ -39,7 +39,7 @@ type Sandbox struct {
 	EnvdVersion         string
 	// PublicTraffic false: the sandbox's ports need the traffic token.
 	PublicTraffic bool
-	// Isolation is the driver the sandbox runs on ("namespaces", "gvisor").
+	// Isolation is the driver the sandbox runs on ("namespaces", "gvisor", "microvm").
 	Isolation string
 	// Node runs the sandbox ("" on a server that is its own node).
 	Node string
