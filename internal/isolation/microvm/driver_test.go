@@ -118,9 +118,20 @@ func TestDriver(t *testing.T) {
 		t.Errorf("as the default user: %v %q %q", err, res.Stdout, res.Stderr)
 	}
 	c.Close()
+	// A connection open into the guest ends with it (a gone guest sends
+	// no FIN): the stream of a command in a killed sandbox ends.
+	held, err := d.Dial(ctx, id, 49983)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Destroy(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	held.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := held.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a connection into the destroyed guest: %v, want it closed", err)
+	}
+	held.Close()
 	select {
 	case exit := <-waited:
 		if exit.Reason != isolation.ExitDestroyed {

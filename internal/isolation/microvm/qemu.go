@@ -76,6 +76,10 @@ func qemuArgs(m Machine) []string {
 		"-M", machine, "-accel", accel,
 		"-m", strconv.FormatInt(m.MemoryMB, 10), "-smp", strconv.Itoa(m.CPUs),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+		// QEMU's own seccomp filter: a guest that takes its device
+		// emulation over cannot gain privileges, spawn programs or change
+		// its resources and scheduling.
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		// Modern virtio over MMIO (1.0): vhost-user (virtiofsd) refuses the
 		// legacy devices microvm makes by default.
 		"-global", "virtio-mmio.force-legacy=false",

@@ -90,6 +90,53 @@ type VM struct {
 	// send a thread into another namespace).
 	nsMu     sync.RWMutex
 	nsClosed bool
+	// conns are the connections dialed into the guest, closed when it
+	// stops: a guest that is gone sends no FIN or RST to end them.
+	connMu    sync.Mutex
+	conns     map[*guestConn]struct{}
+	connsDone bool
+	watch     sync.Once
+}
+
+// guestConn is a connection into the guest, forgotten when closed.
+type guestConn struct {
+	net.Conn
+	v *VM
+}
+
+func (c *guestConn) Close() error {
+	c.v.connMu.Lock()
+	delete(c.v.conns, c)
+	c.v.connMu.Unlock()
+	return c.Conn.Close()
+}
+
+// track keeps c until it is closed or the guest stops.
+func (v *VM) track(c net.Conn) (net.Conn, error) {
+	v.watch.Do(func() {
+		go func() {
+			<-v.done
+			v.connMu.Lock()
+			v.connsDone = true
+			for c := range v.conns {
+				c.Conn.Close()
+			}
+			v.conns = nil
+			v.connMu.Unlock()
+		}()
+	})
+	v.connMu.Lock()
+	defer v.connMu.Unlock()
+	if v.connsDone {
+		c.Close()
+		return nil, errs.New(errs.NotFound, "the guest has stopped")
+	}
+	if v.conns == nil {
+		v.conns = map[*guestConn]struct{}{}
+	}
+	gc := &guestConn{Conn: c, v: v}
+	v.conns[gc] = struct{}{}
+	return gc, nil
 }
 
 // proc is a host process of a VM: started by this node (cmd), or adopted
@@ -458,7 +505,10 @@ func (v *VM) dial(ctx context.Context, port int) (net.Conn, error) {
 		c, err = d.DialContext(ctx, "tcp", net.JoinHostPort(guestAddr, strconv.Itoa(port)))
 		return err
 	})
-	return c, err
+	if err != nil {
+		return nil, err
+	}
+	return v.track(c)
 }
 
 // Done is closed once QEMU has exited.

@@ -281,9 +281,7 @@ func becomeSandbox(raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("the sandbox's cgroup: %w", err)
 	}
-	// An allocation is refused by the cgroup's limit (an OOM kill the
-	// agent reports), as on a host, not up front by the machine's size.
-	if err := os.WriteFile("/proc/sys/vm/overcommit_memory", []byte("1"), 0); err != nil {
+	if err := kernelSettings(); err != nil {
 		return err
 	}
 	cmd := &exec.Cmd{
@@ -308,6 +306,25 @@ func becomeSandbox(raw []byte) error {
 	}
 	// The machine lives as long as its agent.
 	return fmt.Errorf("the agent ended: %v", cmd.Wait())
+}
+
+// kernelSettings are the guest kernel's settings for a sandbox: what a
+// host sets for its containers, and an allocation refused by the
+// cgroup's limit (an OOM kill the agent reports), as on a host, not up
+// front by the machine's size.
+func kernelSettings() error {
+	for _, kv := range [][2]string{
+		{"vm/overcommit_memory", "1"},
+		{"kernel/kptr_restrict", "2"},
+		{"kernel/dmesg_restrict", "1"},
+		{"kernel/perf_event_paranoid", "3"},
+		{"kernel/unprivileged_bpf_disabled", "1"},
+	} {
+		if err := os.WriteFile("/proc/sys/"+kv[0], []byte(kv[1]), 0); err != nil {
+			return fmt.Errorf("%s: %w", kv[0], err)
+		}
+	}
+	return nil
 }
 
 // sandboxCgroup makes the cgroup of the sandbox's processes with its
@@ -367,7 +384,8 @@ func lowerDirs(layers []string) (string, error) {
 	return strings.Join(dirs, ":"), nil
 }
 
-// network brings up lo and eth0 with the config's address and route.
+// network brings up lo and eth0 with the config's address and route;
+// IPv4 only, as a sandbox's link on a host is.
 func network(cfg Config) error {
 	lo, err := netlink.LinkByName("lo")
 	if err == nil {
@@ -391,6 +409,12 @@ func network(cfg Config) error {
 	}
 	if err != nil {
 		return fmt.Errorf("eth0: %w", err)
+	}
+	// No IPv6 on it (no link-local address); lo keeps ::1.
+	for _, conf := range []string{"default", "eth0"} {
+		if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+conf+"/disable_ipv6", []byte("1"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("IPv6 off: %w", err)
+		}
 	}
 	if err := netlink.AddrAdd(eth, addr); err != nil {
 		return fmt.Errorf("eth0's address: %w", err)
