@@ -139,7 +139,7 @@ func Leftovers(dir string) []string {
 		}
 		out = append(out, "node/"+e.Name())
 		id := strings.TrimSuffix(e.Name(), ".json")
-		for _, d := range []string{"sandboxes", "gvisor"} {
+		for _, d := range []string{"sandboxes", "gvisor", "microvm"} {
 			if _, err := os.Stat(filepath.Join(dir, d, id)); err == nil {
 				out = append(out, d+"/"+id)
 			}
@@ -149,13 +149,14 @@ func Leftovers(dir string) []string {
 }
 
 // allOf lists every record and driver directory under dir (runsc's own
-// state directory aside: it outlives the sandboxes).
+// state directory and the guests' initramfs aside: they outlive the
+// sandboxes).
 func allOf(dir string) []string {
 	var out []string
-	for _, d := range []string{"node", "node/saved", "node/images", "sandboxes", "gvisor"} {
+	for _, d := range []string{"node", "node/saved", "node/images", "sandboxes", "gvisor", "microvm"} {
 		entries, _ := os.ReadDir(filepath.Join(dir, d))
 		for _, e := range entries {
-			if e.Name() != ".runsc" && !(d == "node" && (e.Name() == "saved" || e.Name() == "images")) {
+			if e.Name() != ".runsc" && e.Name() != "initramfs.cpio" && !(d == "node" && (e.Name() == "saved" || e.Name() == "images")) {
 				out = append(out, d+"/"+e.Name())
 			}
 		}

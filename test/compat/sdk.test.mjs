@@ -8,15 +8,14 @@ import os from 'node:os'
 import { Sandbox, Volume, CommandExitError, AuthenticationError, TimeoutError, NotFoundError } from 'e2b'
 
 let sbx
-let isolation // the server's default driver, as the API tells a sandbox's
-
-const rawInfo = async (id) =>
-  (await fetch(`${process.env.E2B_API_URL}/sandboxes/${id}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
 
 before(async () => {
   sbx = await Sandbox.create({ metadata: { suite: 'compat', run: process.env.COMPAT_RUN } })
-  isolation = (await rawInfo(sbx.sandboxId)).isolation
 })
+
+// The driver a sandbox runs on: Cove's own field of its details.
+const isolationOf = async (s) =>
+  (await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()).isolation
 
 // A microVM cannot save a sandbox's files yet (snapshots, fork, pause
 // without memory): the call is refused with 501 and the sandbox goes on.
@@ -179,7 +178,7 @@ test('a program inside sees its limits: free, /proc/meminfo, df / and the API ag
     `free -m | awk '/^Mem:/ {print $2}'; df -m / | awk 'NR==2 {print $2}'; node -e 'console.log(require("os").totalmem() >> 20)'; python3 -c 'import os; print(os.cpu_count())'; cut -d. -f1 /proc/uptime`
   )
   const [free, df, node, cpus, uptime] = r.stdout.trim().split('\n').map(Number)
-  if (isolation === 'microvm') {
+  if (await isolationOf(sbx) === 'microvm') {
     // A guest's kernel tells its machine's memory: the limit (its cgroup's,
     // which its processes get) plus the guest's own 96 MiB, less the
     // kernel's share.
@@ -350,7 +349,7 @@ test('pause and connect: processes go on where they were, a server still serves'
 
 test('lifecycle: paused at its timeout, resumed by traffic (autoResume) or by connect', async () => {
   // An emulated guest (no KVM) starts Python's server in seconds, not ms.
-  const timeoutMs = isolation === 'microvm' ? 15000 : 3000
+  const timeoutMs = (await isolationOf(sbx)) === 'microvm' ? 15000 : 3000
   const auto = await Sandbox.create({ timeoutMs, lifecycle: { onTimeout: 'pause', autoResume: true } })
   const manual = await Sandbox.create({ timeoutMs, lifecycle: { onTimeout: 'pause' } })
   try {
@@ -379,7 +378,7 @@ test('lifecycle: paused at its timeout, resumed by traffic (autoResume) or by co
 test('pause without memory: files kept, processes gone, the same token; reboot and keepMemory: false at the timeout', async () => {
   const s = await Sandbox.create({ metadata: { cold: process.env.COMPAT_RUN } })
   try {
-    if (isolation === 'microvm') return await refusedOnMicroVM(s, () => s.pause({ keepMemory: false }))
+    if (await isolationOf(s) === 'microvm') return await refusedOnMicroVM(s, () => s.pause({ keepMemory: false }))
     await s.commands.run('mkdir -p /srv/app && echo kept > /srv/app/state', { user: 'root' })
     await s.commands.run('sleep 1000', { background: true })
     assert.equal(await s.pause({ keepMemory: false }), true)

@@ -378,7 +378,7 @@ except OSError as err:
 // outside, that each was contained and that the host and a neighbour
 // sandbox were unaffected.
 func TestHostile(t *testing.T) {
-	for _, driver := range []string{"namespaces", "gvisor"} {
+	for _, driver := range []string{"namespaces", "gvisor", "microvm"} {
 		t.Run(driver, func(t *testing.T) { hostileOn(t, driver) })
 	}
 }
@@ -442,7 +442,7 @@ func hostileOn(t *testing.T, driver string) {
 	e.neighbour = nb
 	mustRun(t, ctx, nb, "user", "echo neighbour-data > /tmp/neighbour-secret; (setsid sleep 86400 >/dev/null 2>&1 &); "+
 		"(setsid python3 -m http.server 8000 -d /tmp >/dev/null 2>&1 &); true")
-	e.nbIP = strings.TrimSpace(mustRun(t, ctx, nb, "user", "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1").out)
+	e.nbIP = strings.TrimSpace(mustRun(t, ctx, nb, "user", "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1 | head -1").out) // a guest's first: the sandbox's
 	e.gateway = strings.TrimSpace(mustRun(t, ctx, nb, "user", "ip route | awk '/default/ {print $3}'").out)
 	if e.nbIP == "" || e.gateway == "" {
 		t.Fatalf("neighbour address %q, gateway %q", e.nbIP, e.gateway)

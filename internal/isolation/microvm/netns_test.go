@@ -25,9 +25,9 @@ import (
 
 // TestPoolNetwork gives a guest a namespace wired as the node's pool wires
 // one (eth0 with the sandbox's address, a route through the host's end of
-// a veth): the guest reaches the host's end, its connections arrive from
-// the sandbox's address, nothing reaches the guest from outside, and
-// after the destroy the namespace is as the pool made it.
+// a veth): the guest carries the sandbox's address, reaches the host's
+// end from it, nothing reaches the guest from outside, and after the
+// destroy the namespace is as the pool made it.
 func TestPoolNetwork(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := t.TempDir()
@@ -73,8 +73,12 @@ func TestPoolNetwork(t *testing.T) {
 			conn.Close()
 		}
 	}()
+	res, err := c.Run(ctx, "root", "hostname -I", time.Minute)
+	if err != nil || !strings.Contains(string(res.Stdout), addr.String()) {
+		t.Errorf("the guest's addresses: %v %q, want the sandbox's %s", err, res.Stdout, addr)
+	}
 	connect := "python3 -c 'import socket; socket.create_connection((\"" + gw.String() + "\", " + strconv.Itoa(port) + "), 5).close(); print(\"connected\")'"
-	res, err := c.Run(ctx, "root", connect, time.Minute)
+	res, err = c.Run(ctx, "root", connect, time.Minute)
 	if err != nil || !strings.Contains(string(res.Stdout), "connected") {
 		t.Fatalf("%s: %v %q %q", connect, err, res.Stdout, res.Stderr)
 	}
@@ -86,8 +90,7 @@ func TestPoolNetwork(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the host's end saw no connection")
 	}
-	// From outside, the sandbox's address is the namespace's, not the
-	// guest's: the agent's port is closed there.
+	// From outside, only replies reach the guest: not its agent's port.
 	if conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr.String(), "49983"), 2*time.Second); err == nil {
 		conn.Close()
 		t.Error("the agent's port answers at the sandbox's address from the host")
@@ -126,6 +129,19 @@ func TestPoolNetwork(t *testing.T) {
 		addrs, _ := netlink.AddrList(eth, netlink.FAMILY_V4)
 		if len(addrs) != 1 || !addrs[0].IP.Equal(addr) {
 			t.Errorf("eth0's addresses after the guest: %v", addrs)
+		}
+		routes, _ := netlink.RouteList(nil, netlink.FAMILY_V4)
+		var gws []string
+		for _, r := range routes {
+			if r.Gw != nil {
+				gws = append(gws, r.Gw.String())
+			}
+		}
+		if len(routes) != 2 || len(gws) != 1 || gws[0] != gw.String() { // the /30's and the default
+			t.Errorf("routes after the guest: %v", routes)
+		}
+		if b, _ := os.ReadFile("/proc/sys/net/ipv4/conf/eth0/proxy_arp"); strings.TrimSpace(string(b)) != "0" {
+			t.Errorf("proxy ARP left on: %q", b)
 		}
 		return err
 	})

@@ -76,7 +76,7 @@ type VM struct {
 	dir     string
 	nsFile  *os.File // the guest's network namespace
 	host    *os.File // the node's
-	routed  bool     // the namespace is the pool's, routed for the guest
+	pool    *PoolAddress // the namespace is the pool's: the sandbox's address, routed to the guest
 	qemu    proc
 	fsds    []proc
 	mounts  []string
@@ -147,11 +147,11 @@ type proc struct {
 }
 
 // Record is what a node keeps of a VM in its directory (recordFile) to
-// find it again after a restart: its processes (QEMU first) and whether
-// its namespace is the pool's.
+// find it again after a restart: its processes (QEMU first) and, when its
+// namespace is the pool's, the sandbox's address there.
 type Record struct {
 	Processes []isolation.Handle `json:"processes"`
-	Routed    bool               `json:"routed,omitempty"`
+	Pool      *PoolAddress       `json:"pool,omitempty"`
 	// The driver's: the VM's cgroup and its sandbox's limits.
 	Cgroup string           `json:"cgroup,omitempty"`
 	Limits isolation.Limits `json:"limits"`
@@ -191,8 +191,12 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 			return nil, err
 		}
 		v.nsFile = os.NewFile(uintptr(fd), "vm-netns")
-		v.routed = true
-		if err := hostproc.InNetNS(v.nsFile, v.host, routeGuest); err != nil {
+		var pa PoolAddress
+		if err := hostproc.InNetNS(v.nsFile, v.host, func() (err error) { pa, err = readPoolAddress(); return err }); err != nil {
+			return nil, err
+		}
+		v.pool = &pa // from here Stop puts the namespace back
+		if err := hostproc.InNetNS(v.nsFile, v.host, func() error { return routeGuest(pa) }); err != nil {
 			return nil, err
 		}
 	} else {
@@ -210,7 +214,10 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	m.Console = filepath.Join(s.Dir, consoleSocket)
 	m.QMP = filepath.Join(s.Dir, qmpSocket)
 	g := s.Guest
-	g.Address, g.Gateway = guestAddr+"/30", hostAddr
+	g.Address, g.Gateway, g.LinkLocal = guestAddr+"/30", hostAddr, ""
+	if v.pool != nil { // the sandbox's address, and the node's pair for its dials
+		g.Address, g.Gateway, g.LinkLocal = v.pool.Addr.String(), v.pool.Gateway.String(), guestAddr+"/30"
+	}
 	g.Shares, g.Layers = nil, nil
 	for i, layer := range s.Layers {
 		tag := "layer" + strconv.Itoa(i)
@@ -289,7 +296,7 @@ func join(cg *cgroups.Group, pid int) error {
 
 // Record is what to keep of the VM to find it again.
 func (v *VM) Record() Record {
-	r := Record{Processes: []isolation.Handle{v.qemu.h}, Routed: v.routed}
+	r := Record{Processes: []isolation.Handle{v.qemu.h}, Pool: v.pool}
 	for _, p := range v.fsds {
 		r.Processes = append(r.Processes, p.h)
 	}
@@ -312,7 +319,7 @@ func Adopt(dir string) (*VM, Record, error) {
 	if len(r.Processes) == 0 {
 		return nil, r, fmt.Errorf("%s names no process", recordFile)
 	}
-	v := &VM{dir: dir, routed: r.Routed, console: newTail(64 << 10), done: make(chan struct{})}
+	v := &VM{dir: dir, pool: r.Pool, console: newTail(64 << 10), done: make(chan struct{})}
 	v.qemu = proc{h: r.Processes[0]}
 	for _, h := range r.Processes[1:] {
 		v.fsds = append(v.fsds, proc{h: h})
@@ -543,8 +550,8 @@ func (v *VM) Stop() error {
 		}
 		v.nsMu.Lock()
 		defer v.nsMu.Unlock()
-		if v.routed && !v.nsClosed && v.nsFile != nil { // the pool gives the namespace to the next sandbox
-			if err := hostproc.InNetNS(v.nsFile, v.host, unrouteGuest); err != nil {
+		if v.pool != nil && !v.nsClosed && v.nsFile != nil { // the pool gives the namespace to the next sandbox
+			if err := hostproc.InNetNS(v.nsFile, v.host, func() error { return unrouteGuest(*v.pool) }); err != nil {
 				errsSeen = append(errsSeen, err)
 			}
 		}

@@ -11,6 +11,7 @@ package guest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +34,11 @@ import (
 type Config struct {
 	Hostname string `json:"hostname"`
 	// Address is eth0's address (CIDR), Gateway its default route.
-	Address string `json:"address"`
-	Gateway string `json:"gateway"`
+	// LinkLocal, when set, is a second address (CIDR) on eth0 for the
+	// node's dials; else they come to Address.
+	Address   string `json:"address"`
+	Gateway   string `json:"gateway"`
+	LinkLocal string `json:"linkLocal,omitempty"`
 	// DNS are the resolvers of the root's /etc/resolv.conf.
 	DNS []string `json:"dns,omitempty"`
 	// WritableMB sizes the tmpfs that takes the root's writes, unless
@@ -295,8 +299,8 @@ func becomeSandbox(raw []byte) error {
 	}
 	group.Close()
 	oom.Close()
-	if cfg.Address != "" {
-		ip, _, err := net.ParseCIDR(cfg.Address)
+	if dials := cmp.Or(cfg.LinkLocal, cfg.Address); dials != "" {
+		ip, _, err := net.ParseCIDR(dials)
 		if err != nil {
 			return err
 		}
@@ -397,9 +401,16 @@ func network(cfg Config) error {
 	if cfg.Address == "" {
 		return nil
 	}
-	addr, err := netlink.ParseAddr(cfg.Address)
-	if err != nil {
-		return err
+	var addrs []*netlink.Addr
+	for _, a := range []string{cfg.Address, cfg.LinkLocal} {
+		if a == "" {
+			continue
+		}
+		addr, err := netlink.ParseAddr(a)
+		if err != nil {
+			return err
+		}
+		addrs = append(addrs, addr)
 	}
 	var eth netlink.Link
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -416,8 +427,10 @@ func network(cfg Config) error {
 			return fmt.Errorf("IPv6 off: %w", err)
 		}
 	}
-	if err := netlink.AddrAdd(eth, addr); err != nil {
-		return fmt.Errorf("eth0's address: %w", err)
+	for _, addr := range addrs {
+		if err := netlink.AddrAdd(eth, addr); err != nil {
+			return fmt.Errorf("eth0's address %s: %w", addr, err)
+		}
 	}
 	if err := netlink.LinkSetUp(eth); err != nil {
 		return err
