@@ -74,8 +74,8 @@ type HostShare struct {
 // VM is a running guest.
 type VM struct {
 	dir     string
-	nsFile  *os.File // the guest's network namespace
-	host    *os.File // the node's
+	nsFile  *os.File     // the guest's network namespace
+	host    *os.File     // the node's
 	pool    *PoolAddress // the namespace is the pool's: the sandbox's address, routed to the guest
 	qemu    proc
 	fsds    []proc
