@@ -39,9 +39,9 @@ func npmInstall(t *testing.T) {
 
 // TestOfficialJSSDK runs sdk.test.mjs and template.test.mjs with node's
 // test runner, against a server whose sandboxes (template builds included)
-// run on each isolation driver.
+// run on namespaces and on gVisor (TestOfficialJSSDKMicroVM: in guests).
 func TestOfficialJSSDK(t *testing.T) {
-	for _, isolation := range []string{"namespaces", "gvisor", "microvm"} {
+	for _, isolation := range []string{"namespaces", "gvisor"} {
 		t.Run(isolation, func(t *testing.T) { officialJSSDK(t, isolation) })
 	}
 }
@@ -302,3 +302,8 @@ func TestClusterNodeKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestOfficialJSSDKMicroVM runs the suite of TestOfficialJSSDK on guests.
+// It comes after the cluster's suite, which flaked (a command's stream
+// "terminated") when it ran right after this one; the cause is not known.
+func TestOfficialJSSDKMicroVM(t *testing.T) { officialJSSDK(t, "microvm") }
