@@ -156,11 +156,16 @@ func ReadRecord(dir string) (Record, error) {
 // Dial connects to 127.0.0.1:port in the network namespace ns, from a
 // thread that returns to host afterwards.
 func Dial(ctx context.Context, ns, host *os.File, port int) (net.Conn, error) {
+	return DialAddr(ctx, ns, host, "127.0.0.1", port)
+}
+
+// DialAddr connects to addr:port in the network namespace ns, as Dial.
+func DialAddr(ctx context.Context, ns, host *os.File, addr string, port int) (net.Conn, error) {
 	var c net.Conn
 	err := InNetNS(ns, host, func() error {
 		var dialer net.Dialer
 		var err error
-		c, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		c, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
 		return err
 	})
 	return c, err

@@ -49,6 +49,7 @@ type Driver struct {
 	cfg    DriverConfig
 	kernel Kernel
 	initrd string
+	kvm    bool // guests run under KVM (/dev/kvm opened at the start)
 
 	packMu sync.Mutex
 	packed bool
@@ -93,7 +94,7 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), vms: map[string]*sandboxVM{}}, nil
+	return &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}}, nil
 }
 
 // packInitramfs packs the guests' initramfs once, at the first create (a
@@ -156,7 +157,7 @@ func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
 func (d *Driver) cgroupName(id string) string { return cmp.Or(d.cfg.CgroupParent, "cove") + "/" + id }
 
 // Create implements isolation.Driver: the sandbox's layers and binds are
-// shared read-only into a guest that overlays them under a tmpfs of the
+// shared into a guest that overlays the layers under an ext4 disk of the
 // disk limit; it returns once the guest's agent answers.
 func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
 	if err := isolation.ValidateSpec(id, spec); err != nil {
@@ -204,7 +205,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	// kernel and init), QEMU's own and the virtiofsds', their threads.
 	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
 		CPUMillis:   spec.Limits.CPUMillis,
-		MemoryBytes: (spec.Limits.MemoryMB + guestOverheadMB + vmmOverheadMB(KVMAvailable())) << 20,
+		MemoryBytes: (spec.Limits.MemoryMB + guestOverheadMB + vmmOverheadMB(d.kvm)) << 20,
 		PIDs:        vmmPIDs, IOWeight: 100,
 	})
 	if err != nil {
@@ -226,7 +227,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
 	vm, err := Start(ctx, VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
-		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: KVMAvailable(),
+		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: d.kvm,
 			Writable: writable},
 		Layers: spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
 		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
@@ -316,7 +317,7 @@ func (d *Driver) Dial(ctx context.Context, id string, port int) (net.Conn, error
 }
 
 // Wait implements isolation.Driver: a guest that stopped on its own (its
-// agent, its PID 1, died: the kernel panics and QEMU exits) crashed.
+// agent ended: the init powers the machine off and QEMU exits) crashed.
 func (d *Driver) Wait(ctx context.Context, id string) (isolation.Exit, error) {
 	s := d.get(id)
 	if s == nil {

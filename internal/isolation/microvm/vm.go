@@ -506,12 +506,7 @@ func (v *VM) dial(ctx context.Context, port int) (net.Conn, error) {
 		case <-ctx.Done():
 		}
 	}()
-	var c net.Conn
-	err := hostproc.InNetNS(v.nsFile, v.host, func() (err error) {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", net.JoinHostPort(guestAddr, strconv.Itoa(port)))
-		return err
-	})
+	c, err := hostproc.DialAddr(ctx, v.nsFile, v.host, guestAddr, port)
 	if err != nil {
 		return nil, err
 	}

@@ -197,8 +197,8 @@ func loadModules(list string) (int, error) {
 	return n, sc.Err()
 }
 
-// becomeSandbox makes the sandbox's root and network from the config and
-// executes the agent in its place.
+// becomeSandbox makes the sandbox's root, network and cgroup from the
+// config, starts the agent and returns when it ends.
 func becomeSandbox(raw []byte) error {
 	var cfg Config
 	if err := json.Unmarshal(raw, &cfg); err != nil {
@@ -232,8 +232,8 @@ func becomeSandbox(raw []byte) error {
 	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir="+lower+",upperdir=/upper/data,workdir=/upper/work"); err != nil {
 		return fmt.Errorf("the root: %w", err)
 	}
-	// The guest's own files, in its own tmpfs: a link in the template's
-	// /etc can only lead elsewhere in the guest.
+	// The guest's own files, in its own writable layer: a link in the
+	// template's /etc can only lead elsewhere in the guest.
 	if err := isolation.WriteIdentity("/newroot", cfg.Hostname, cfg.DNS); err != nil {
 		return err
 	}
