@@ -13,6 +13,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/layertar"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -169,7 +170,7 @@ func (b *Builder) copyLayer(ctx context.Context, st state, step Step) (string, e
 	if err != nil {
 		return "", err
 	}
-	err = untar(archive, ctxDir, untarOptions{})
+	err = layertar.Unpack(archive, ctxDir, layertar.UnpackOptions{})
 	archive.Close()
 	if err != nil {
 		return "", errs.New(errs.InvalidArgument, "files of COPY %s: %v", src, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/layertar"
 )
 
 // Local image sources: an OCI layout directory or a `docker save` tarball
@@ -164,7 +165,7 @@ func (l Layers) importLayer(layer v1.Layer, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := untar(rc, stage, untarOptions{Overlay: true}); err != nil {
+	if err := layertar.Unpack(rc, stage, layertar.UnpackOptions{Overlay: true}); err != nil {
 		removeStage(stage)
 		return err
 	}

@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/layertar"
 )
 
 // Layers is the node's content-addressed layer directory: every layer is a
@@ -120,7 +120,7 @@ func (l Layers) locate(layers []string, rel string) (string, fs.FileInfo, bool) 
 	for i := len(layers) - 1; i >= 0; i-- {
 		fi, opaque, err := statInLayer(l.Path(layers[i]), rel)
 		switch {
-		case err == nil && isWhiteout(fi):
+		case err == nil && layertar.IsWhiteout(fi):
 			return "", nil, false
 		case err == nil:
 			return layers[i], fi, true
@@ -196,18 +196,6 @@ func isOpaque(root *os.Root, dir string) bool {
 	buf := make([]byte, 1)
 	n, err := unix.Fgetxattr(int(f.Fd()), "trusted.overlay.opaque", buf)
 	return err == nil && n == 1 && buf[0] == 'y'
-}
-
-// isWhiteout reports an overlayfs whiteout: a 0/0 character device.
-func isWhiteout(st fs.FileInfo) bool {
-	return st.Mode()&fs.ModeCharDevice != 0 && st.Mode()&fs.ModeDevice != 0 && rdev(st) == 0
-}
-
-func rdev(st fs.FileInfo) uint64 {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return s.Rdev
-	}
-	return 1
 }
 
 // removeStage drops a stage that failed half-way.

@@ -1,26 +1,21 @@
 package template
 
 import (
-	"archive/tar"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/layertar"
 	"github.com/covesandbox/cove/internal/objstore"
 )
 
@@ -73,7 +68,7 @@ func (s *Store) pushDir(ctx context.Context, dir string) (string, error) {
 	defer f.Close()
 	h := sha256.New()
 	zw, _ := gzip.NewWriterLevel(io.MultiWriter(f, h), gzip.BestSpeed)
-	if err := packLayer(zw, dir); err != nil {
+	if err := layertar.Pack(zw, dir, layertar.PackOptions{}); err != nil {
 		return "", fmt.Errorf("pack %s: %w", filepath.Base(dir), err)
 	}
 	if err := zw.Close(); err != nil {
@@ -216,11 +211,11 @@ func (s *Store) fetchBlob(ctx context.Context, digest, stage string) error {
 		return err
 	}
 	defer body.Close()
-	// Unpacked before it is checked, but confined to the stage (untar
+	// Unpacked before it is checked, but confined to the stage (Unpack
 	// resolves every path inside it), and dropped unless it matches.
 	h := sha256.New()
 	tee := io.TeeReader(body, h)
-	uerr := untar(tee, stage, untarOptions{Overlay: true, Exact: true})
+	uerr := layertar.Unpack(tee, stage, layertar.UnpackOptions{Overlay: true, Exact: true})
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return fmt.Errorf("fetch %s: %w", digest, err)
 	}
@@ -265,111 +260,4 @@ func (s *Store) fetchImage(ctx context.Context, img *ProcessImage) error {
 		return err
 	}
 	return nil
-}
-
-// packLayer writes the layer in dir as a tar stream that untar (with
-// Overlay and Exact) turns back into the same tree: every entry with its
-// owner, mode and time, whiteouts and opaque directories in the OCI form,
-// hard links once.
-func packLayer(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	links := map[[2]uint64]string{} // device and inode → first name
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		sys, _ := st.Sys().(*syscall.Stat_t)
-		if sys == nil {
-			return fmt.Errorf("%s: no owner", rel)
-		}
-		hdr := &tar.Header{Name: rel, Mode: int64(unixMode(st)), Uid: int(sys.Uid), Gid: int(sys.Gid),
-			ModTime: st.ModTime(), Format: tar.FormatPAX}
-		switch {
-		case st.IsDir():
-			hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
-			// Its opaque markers as they are: the trusted one hides the
-			// lower layers from the host's overlays, the user one from a
-			// user namespace's.
-			for _, x := range opaqueXattrs {
-				if isMarked(p, x) {
-					if hdr.PAXRecords == nil {
-						hdr.PAXRecords = map[string]string{}
-					}
-					hdr.PAXRecords[paxXattr+x] = "y"
-				}
-			}
-		case st.Mode()&fs.ModeSymlink != 0:
-			if hdr.Linkname, err = os.Readlink(p); err != nil {
-				return err
-			}
-			hdr.Typeflag = tar.TypeSymlink
-		case isWhiteout(st):
-			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(path.Dir(rel), whiteoutPrefix+path.Base(rel))
-		case st.Mode().IsRegular():
-			id := [2]uint64{sys.Dev, sys.Ino}
-			if first, ok := links[id]; ok && sys.Nlink > 1 {
-				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
-			} else {
-				links[id] = rel
-				hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
-			}
-		default:
-			return fmt.Errorf("%s: a %s cannot be shared", rel, st.Mode().Type())
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyN(tw, f, hdr.Size)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", rel, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-// unixMode is a file's permission and set-id bits as tar keeps them.
-func unixMode(st fs.FileInfo) uint32 {
-	m := uint32(st.Mode().Perm())
-	for _, b := range []struct {
-		mode fs.FileMode
-		bit  uint32
-	}{{fs.ModeSetuid, 0o4000}, {fs.ModeSetgid, 0o2000}, {fs.ModeSticky, 0o1000}} {
-		if st.Mode()&b.mode != 0 {
-			m |= b.bit
-		}
-	}
-	return m
-}
-
-// opaqueXattrs are the attributes that mark an overlay directory opaque:
-// the host's form and a user namespace's (userxattr).
-var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
-
-// paxXattr prefixes an extended attribute's PAX record.
-const paxXattr = "SCHILY.xattr."
-
-// isMarked reports whether p carries the opaque marker x.
-func isMarked(p, x string) bool {
-	buf := make([]byte, 1)
-	n, err := unix.Lgetxattr(p, x, buf)
-	return err == nil && n == 1 && buf[0] == 'y'
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/layertar"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/testutil"
@@ -82,7 +83,7 @@ func TestLayerThroughTheObjectStore(t *testing.T) {
 	if "sha256-"+got != name {
 		t.Errorf("the fetched layer hashes to %s, its name is %s", got, name)
 	}
-	if !isMarked(b.layers.Path(name)+"/etc/opaque", "trusted.overlay.opaque") {
+	if !layertar.IsMarked(b.layers.Path(name)+"/etc/opaque", "trusted.overlay.opaque") {
 		t.Error("etc/opaque lost its opaque marker")
 	}
 	var st1, st2 syscall.Stat_t

@@ -1,4 +1,8 @@
-package template
+// Package layertar packs a layer — a directory of files, overlayfs
+// whiteouts and opaque directories — as a tar stream, and unpacks such
+// streams (a layer's, an OCI image layer's, a build context's) without
+// letting any entry reach outside the directory it unpacks into.
+package layertar
 
 import (
 	"archive/tar"
@@ -21,8 +25,8 @@ const (
 	whiteoutOpaque = ".wh..wh..opq"
 )
 
-// untarOptions tune untar.
-type untarOptions struct {
+// UnpackOptions tune Unpack.
+type UnpackOptions struct {
 	// Overlay turns OCI whiteouts into overlayfs ones (a 0/0 character
 	// device, the trusted.overlay.opaque attribute), as an image layer
 	// needs; without it they are refused.
@@ -32,12 +36,12 @@ type untarOptions struct {
 	Exact bool
 }
 
-// untar unpacks a tar stream (gzip-compressed or not) into dir, which must
+// Unpack unpacks a tar stream (gzip-compressed or not) into dir, which must
 // exist. Every path stays inside dir: names are cleaned of "..", and all
 // file system work goes through an os.Root, so a symlink in the archive
 // cannot lead a later entry outside. Devices, fifos and sockets are left
 // out (a sandbox's /dev is its own); owners and modes are kept.
-func untar(r io.Reader, dir string, opts untarOptions) error {
+func Unpack(r io.Reader, dir string, opts UnpackOptions) error {
 	br := bufio.NewReader(r)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -76,7 +80,7 @@ func cleanName(name string) string {
 	return strings.TrimPrefix(path.Clean("/"+name), "/")
 }
 
-func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, opts untarOptions) error {
+func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, opts UnpackOptions) error {
 	if name == "" {
 		if hdr.Typeflag != tar.TypeDir {
 			return nil
