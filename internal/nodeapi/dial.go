@@ -11,11 +11,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/pipe"
 )
 
 // dialProtocol is the Upgrade token of the byte stream to a sandbox port.
@@ -68,28 +68,7 @@ func (s *Server) serveDial(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	splice(client, upstream)
-}
-
-// splice copies both ways until both directions end, passing each
-// direction's end on (a half-close where the connection has one).
-func splice(a, b net.Conn) {
-	var wg sync.WaitGroup
-	one := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			_ = dst.Close()
-		}
-	}
-	wg.Add(2)
-	go one(a, b)
-	go one(b, a)
-	wg.Wait()
-	a.Close()
-	b.Close()
+	pipe.Splice(client, upstream)
 }
 
 // httpError answers a plain HTTP request with err's status and kind.

@@ -2,11 +2,11 @@ package guest
 
 import (
 	"encoding/binary"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/covesandbox/cove/internal/pipe"
 )
 
 // ForwardPort is where a guest's init takes connections for the guest's
@@ -42,7 +42,7 @@ func serveForwards(addr string) error {
 }
 
 func forward(c net.Conn) {
-	defer c.Close()
+	defer c.Close() // again after the splice: harmless
 	var port uint16
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if err := binary.Read(c, binary.BigEndian, &port); err != nil {
@@ -54,20 +54,9 @@ func forward(c net.Conn) {
 		c.Write([]byte{ForwardRefused})
 		return
 	}
-	defer to.Close()
 	if _, err := c.Write([]byte{ForwardOK}); err != nil {
+		to.Close()
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	for _, p := range [][2]net.Conn{{to, c}, {c, to}} {
-		go func() {
-			defer wg.Done()
-			io.Copy(p[0], p[1])
-			if tc, ok := p[0].(*net.TCPConn); ok {
-				tc.CloseWrite()
-			}
-		}()
-	}
-	wg.Wait()
+	pipe.Splice(c, to)
 }
