@@ -287,6 +287,10 @@ func (l Limits) WritableBytes() int64 {
 	return max(min(l.DiskMB<<20, mem-max(64<<20, mem/4)), MinDiskMB<<20)
 }
 
+// ShmBytes is the size of a sandbox's /dev/shm: half its memory, at most
+// 64 MiB (Docker's default).
+func (l Limits) ShmBytes() int64 { return min(64<<20, l.MemoryMB<<19) }
+
 // TmpfsLimits are the mount options that cap a tmpfs at bytes, and its
 // inodes at one per 16 KiB (ext4's default ratio, at least 4096): without
 // that cap a sandbox could make millions of empty files, each one kernel

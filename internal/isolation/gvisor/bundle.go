@@ -38,7 +38,7 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath, oomFile string, spec isolatio
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777",
-			"size=" + strconv.FormatInt(min(64<<20, spec.Limits.MemoryMB<<19), 10)}},
+			"size=" + strconv.FormatInt(spec.Limits.ShmBytes(), 10)}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		// The writable layer's /tmp, bound by mountRoot (see bindTmp).
 		{Destination: "/tmp", Type: "bind", Source: filepath.Join(filepath.Dir(rootfs), "tmp"), Options: []string{"bind", "rw", "nosuid", "nodev"}},

@@ -198,11 +198,9 @@ func ifIs(key expr.MetaKey, name string) []expr.Any {
 	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b}}
 }
 
-// sourceIs matches an IPv4 source address.
+// sourceIs matches a source address (the table is IPv4's alone).
 func sourceIs(ip net.IP) []expr.Any {
 	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ip},
 	}

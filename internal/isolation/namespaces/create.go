@@ -250,7 +250,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 	}
 	cfg := initConfig{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,
-		DiskBytes: spec.Limits.WritableBytes(), ShmBytes: min(64<<20, spec.Limits.MemoryMB<<19),
+		DiskBytes: spec.Limits.WritableBytes(), ShmBytes: spec.Limits.ShmBytes(),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
 		OwnNet: spec.NetNS == nil, DNS: spec.DNS, Agent: spec.Agent, LXCFS: d.cfg.LXCFS,
 	}
