@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -116,6 +118,16 @@ func TestDriver(t *testing.T) {
 	res, err = c.Run(ctx, "", "id -un; pwd; echo hi > note && cat note", time.Minute)
 	if err != nil || string(res.Stdout) != "user\n/home/user\nhi\n" {
 		t.Errorf("as the default user: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	// The init's export of the writable layer is the node's alone: a
+	// sandbox that dials it, as root, gets nothing and is not frozen; the
+	// node's dials to the sandbox's loopback do not reach it.
+	res, err = c.Run(ctx, "root", "timeout 10 cat < /dev/tcp/"+guestAddr+"/"+strconv.Itoa(guest.ExportPort)+" | wc -c; echo alive", time.Minute)
+	if err != nil || string(res.Stdout) != "0\nalive\n" {
+		t.Errorf("the sandbox dialled the export: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	if _, err := d.Dial(ctx, id, guest.ExportPort); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("the export through the loopback forwarder: %v", err)
 	}
 	c.Close()
 	// A connection open into the guest ends with it (a gone guest sends

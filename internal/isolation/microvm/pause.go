@@ -17,15 +17,38 @@ const qmpSocket = "qmp.sock"
 
 // Pause implements isolation.Pauser: QEMU stops the guest's processors
 // (its memory stays as it is).
-func (d *Driver) Pause(ctx context.Context, id string) error { return d.monitor(ctx, id, "stop") }
+func (d *Driver) Pause(ctx context.Context, id string) error {
+	_, err := d.monitor(ctx, id, "stop")
+	return err
+}
 
 // Resume implements isolation.Pauser.
-func (d *Driver) Resume(ctx context.Context, id string) error { return d.monitor(ctx, id, "cont") }
+func (d *Driver) Resume(ctx context.Context, id string) error {
+	_, err := d.monitor(ctx, id, "cont")
+	return err
+}
 
-// monitor runs a QMP command on sandbox id's QEMU.
-func (d *Driver) monitor(ctx context.Context, id, command string) error {
+// running asks sandbox id's QEMU whether the guest runs (not stopped).
+func (d *Driver) running(ctx context.Context, id string) (bool, error) {
+	raw, err := d.monitor(ctx, id, "query-status")
+	if err != nil {
+		return false, err
+	}
+	var status struct {
+		Return struct {
+			Running bool `json:"running"`
+		} `json:"return"`
+	}
+	if err := json.Unmarshal(raw, &status); err != nil {
+		return false, fmt.Errorf("sandbox %s: query-status: %w", id, err)
+	}
+	return status.Return.Running, nil
+}
+
+// monitor runs a QMP command on sandbox id's QEMU and returns its answer.
+func (d *Driver) monitor(ctx context.Context, id, command string) ([]byte, error) {
 	if d.get(id) == nil {
-		return errs.New(errs.NotFound, "sandbox %s not found", id)
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -33,15 +56,16 @@ func (d *Driver) monitor(ctx context.Context, id, command string) error {
 	}
 	m, err := qmp.NewSocketMonitor("unix", filepath.Join(d.dir(id), qmpSocket), timeout)
 	if err != nil {
-		return fmt.Errorf("sandbox %s's monitor: %w", id, err)
+		return nil, fmt.Errorf("sandbox %s's monitor: %w", id, err)
 	}
 	if err := m.Connect(); err != nil {
-		return fmt.Errorf("sandbox %s's monitor: %w", id, err)
+		return nil, fmt.Errorf("sandbox %s's monitor: %w", id, err)
 	}
 	defer m.Disconnect()
 	cmd, _ := json.Marshal(qmp.Command{Execute: command})
-	if _, err := m.Run(cmd); err != nil {
-		return fmt.Errorf("sandbox %s: %s: %w", id, command, err)
+	raw, err := m.Run(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %s: %w", id, command, err)
 	}
-	return nil
+	return raw, nil
 }

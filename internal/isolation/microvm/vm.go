@@ -33,8 +33,8 @@ import (
 // own, so every VM uses the same pair).
 const (
 	tapName   = "tap0"
-	hostAddr  = "169.254.100.1"
-	guestAddr = "169.254.100.2"
+	hostAddr  = guest.NodeAddr
+	guestAddr = guest.GuestAddr
 )
 
 // VMSpec is a guest to boot.
@@ -433,7 +433,10 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 		return "", fmt.Errorf("restrict %s: %w", mnt, err)
 	}
 	sock := filepath.Join(v.dir, tag+".sock")
-	fsd := exec.Command(virtiofsd, "--socket-path="+sock, "-o", "source="+mnt, "-o", "cache=auto", "-o", "sandbox=namespace")
+	fsd := exec.Command(virtiofsd, "--socket-path="+sock, "-o", "source="+mnt, "-o", "cache=auto", "-o", "sandbox=namespace",
+		// Extended attributes: the guest's overlay reads the layers'
+		// opaque markers (user.*; trusted.* stays the host's).
+		"-o", "xattr")
 	fsd.Stdout, fsd.Stderr = v.console, v.console
 	fsd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if err := fsd.Start(); err != nil {

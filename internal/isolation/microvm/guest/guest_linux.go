@@ -229,7 +229,11 @@ func becomeSandbox(raw []byte) error {
 			return err
 		}
 	}
-	if err := unix.Mount("overlay", "/newroot", "overlay", 0, "lowerdir="+lower+",upperdir=/upper/data,workdir=/upper/work"); err != nil {
+	// userxattr: the layers' opaque markers the overlay reads over
+	// virtiofs are their user.* ones (the host keeps trusted.* from the
+	// guest), and so are those it writes in the upper (ExportPort).
+	opts := "userxattr," + isolation.SelfContainedUpper + ",lowerdir=" + lower + ",upperdir=/upper/data,workdir=/upper/work"
+	if err := unix.Mount("overlay", "/newroot", "overlay", 0, opts); err != nil {
 		return fmt.Errorf("the root: %w", err)
 	}
 	// The guest's own files, in its own writable layer: a link in the
@@ -269,7 +273,7 @@ func becomeSandbox(raw []byte) error {
 	if err := os.MkdirAll("/newroot/dev", 0o755); err != nil {
 		return err
 	}
-	if err := namespaces.MountSandboxDev("/newroot", min(64<<20, cfg.MemoryMB<<19)); err != nil {
+	if err := namespaces.MountSandboxDev("/newroot", isolation.Limits{MemoryMB: cfg.MemoryMB}.ShmBytes()); err != nil {
 		return fmt.Errorf("/dev: %w", err)
 	}
 	if err := os.MkdirAll("/newroot/proc", 0o555); err != nil {
@@ -307,6 +311,9 @@ func becomeSandbox(raw []byte) error {
 		if err := serveForwards(ip.String()); err != nil {
 			return fmt.Errorf("the loopback forwarder: %w", err)
 		}
+		if err := serveExports(ip.String(), "/upper/data", sandboxGroup); err != nil {
+			return fmt.Errorf("the layer's export: %w", err)
+		}
 	}
 	// The machine lives as long as its agent.
 	return fmt.Errorf("the agent ended: %v", cmd.Wait())
@@ -331,17 +338,20 @@ func kernelSettings() error {
 	return nil
 }
 
+// sandboxGroup is the cgroup of the sandbox's processes.
+const sandboxGroup = "/sys/fs/cgroup/sandbox"
+
 // sandboxCgroup makes the cgroup of the sandbox's processes with its
 // limits, and returns it and its OOM counter (memory.events).
 func sandboxCgroup(memoryMB, pids int64) (group, oom *os.File, err error) {
-	const root = "/sys/fs/cgroup"
+	root := filepath.Dir(sandboxGroup)
 	if err := unix.Mount("cgroup2", root, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, nil, err
 	}
 	if err := os.WriteFile(root+"/cgroup.subtree_control", []byte("+memory +pids"), 0); err != nil {
 		return nil, nil, err
 	}
-	dir := root + "/sandbox"
+	dir := sandboxGroup
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,141 @@
+package guest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ExportPort is where a guest's init hands the node the sandbox's
+// writable layer. On a connection from the node's address (NodeAddr), it
+// freezes the sandbox's cgroup, writes the layer (layertar's form) in
+// export frames and keeps the sandbox frozen until the node closes the
+// connection: the node stops the machine first when it is to stay paused.
+const ExportPort = 49981
+
+// The link-local pair on the tap between the node and a guest: the node's
+// dials come from NodeAddr to GuestAddr.
+const (
+	NodeAddr  = "169.254.100.1"
+	GuestAddr = "169.254.100.2"
+)
+
+// Export frames: chunks of the archive, each a 4-byte big-endian length
+// and its bytes; a zero length ends them, followed by a 4-byte length and
+// the guest's error (none: the archive is whole).
+const maxFrame = 1 << 20
+
+// frameWriter writes each Write as one frame.
+type frameWriter struct{ w io.Writer }
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		n := min(len(p), maxFrame)
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], uint32(n))
+		if _, err := f.w.Write(hdr[:]); err != nil {
+			return 0, err
+		}
+		if _, err := f.w.Write(p[:n]); err != nil {
+			return 0, err
+		}
+		p = p[n:]
+	}
+	return total, nil
+}
+
+// end ends the frames with the outcome.
+func (f frameWriter) end(failure error) error {
+	msg := ""
+	if failure != nil {
+		msg = failure.Error()
+	}
+	buf := make([]byte, 8+len(msg))
+	binary.BigEndian.PutUint32(buf[4:], uint32(len(msg)))
+	copy(buf[8:], msg)
+	_, err := f.w.Write(buf)
+	return err
+}
+
+// ExportReader reads the archive out of a guest's export frames. It ends
+// with io.EOF only when the guest says the archive is whole; the guest's
+// error, a cut stream or more than max bytes of archive are errors.
+type ExportReader struct {
+	r    *bufio.Reader
+	left int   // of the current frame
+	read int64 // of the archive
+	max  int64
+	err  error // sticky: the end, or what went wrong
+}
+
+// NewExportReader reads frames from r, at most max bytes of archive.
+func NewExportReader(r io.Reader, max int64) *ExportReader {
+	return &ExportReader{r: bufio.NewReader(r), max: max}
+}
+
+func (e *ExportReader) Read(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	for e.left == 0 {
+		n, err := e.length()
+		if err != nil {
+			e.err = err
+			return 0, err
+		}
+		if n == 0 {
+			e.err = e.outcome()
+			return 0, e.err
+		}
+		if n > maxFrame {
+			e.err = fmt.Errorf("the guest's export: a frame of %d bytes", n)
+			return 0, e.err
+		}
+		e.left = n
+	}
+	n, err := e.r.Read(p[:min(len(p), e.left)])
+	e.left -= n
+	e.read += int64(n)
+	if e.read > e.max {
+		e.err = fmt.Errorf("the sandbox's files come to more than %d bytes as an archive (sparse files count whole)", e.max)
+		return n, e.err
+	}
+	if err != nil {
+		e.err = cut(err)
+	}
+	return n, e.err
+}
+
+func (e *ExportReader) length() (int, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(e.r, hdr[:]); err != nil {
+		return 0, cut(err)
+	}
+	return int(binary.BigEndian.Uint32(hdr[:])), nil
+}
+
+func (e *ExportReader) outcome() error {
+	n, err := e.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return io.EOF
+	}
+	msg := make([]byte, min(n, 4096))
+	if _, err := io.ReadFull(e.r, msg); err != nil {
+		return cut(err)
+	}
+	return fmt.Errorf("the guest: %s", msg)
+}
+
+// cut is a stream that ended before its last frame.
+func cut(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("the guest's export: %w", err)
+}
