@@ -3,10 +3,8 @@ package microvm
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
-	"github.com/covesandbox/cove/internal/template"
 )
 
 // TestDriver runs the base template (its layer and the host's /usr, both
@@ -24,22 +21,17 @@ import (
 // template's user, the sandbox's host name, the guest's own kernel; bad
 // input is refused without a trace; a destroyed guest leaves nothing.
 func TestDriver(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	dir := t.TempDir()
-	d, err := NewDriver(DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
-		CgroupParent: testCgroupParent, Log: slog.New(slog.DiscardHandler)})
+	cfg, rootFS := testDriver(t)
+	dir := filepath.Dir(cfg.Dir)
+	d, err := NewDriver(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := NewDriver(DriverConfig{Dir: filepath.Join(dir, "a,b"), SandboxBinary: d.cfg.SandboxBinary}); !errs.Is(err, errs.InvalidArgument) {
 		t.Errorf("a directory with a comma: %v", err)
 	}
-	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := isolation.Spec{
-		RootFS: tpl.RootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
+		RootFS: rootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
 		Env: map[string]string{"E2B_SANDBOX": "true"}, Agent: isolation.AgentSettings{DefaultUser: "user", DefaultWorkdir: "/home/user"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -192,14 +184,7 @@ func TestDriver(t *testing.T) {
 
 // TestConformance runs the drivers' conformance suite on guests.
 func TestConformance(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	dir := t.TempDir()
-	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
-		CgroupParent: testCgroupParent, Log: slog.New(slog.DiscardHandler)}
+	cfg, rootFS := testDriver(t)
 	isolationtest.Run(t, isolationtest.Config{
 		New: func(t *testing.T) isolation.Driver {
 			d, err := NewDriver(cfg)
@@ -209,7 +194,7 @@ func TestConformance(t *testing.T) {
 			return d
 		},
 		Spec: func(*testing.T) isolation.Spec {
-			return isolation.Spec{RootFS: tpl.RootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
+			return isolation.Spec{RootFS: rootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256},
 				Agent: isolation.AgentSettings{DefaultUser: "user", DefaultWorkdir: "/home/user"}}
 		},
 		Leaks: func(t *testing.T, id string) []string { return leaks(cfg.Dir, id) },

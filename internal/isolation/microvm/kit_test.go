@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // guestKit is what booting a guest needs: QEMU, the guest kernel, the
@@ -29,8 +32,7 @@ func newGuestKit(t *testing.T, dir string) guestKit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox")
+	bin := sandboxBinary()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("no bin/cove-sandbox: make test builds it")
 	}
@@ -44,6 +46,25 @@ func newGuestKit(t *testing.T, dir string) guestKit {
 		t.Fatal(err)
 	}
 	return guestKit{qemu: qemu, sandboxBinary: bin, initrd: initrd, kernel: k}
+}
+
+// sandboxBinary is bin/cove-sandbox, which make test builds.
+func sandboxBinary() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox")
+}
+
+// testDriver is a driver's config under a test's own directory (its
+// "microvm"), and the base template's root made there.
+func testDriver(t *testing.T) (DriverConfig, isolation.RootFS) {
+	t.Helper()
+	dir := t.TempDir()
+	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: sandboxBinary(), CgroupParent: testCgroupParent,
+		Log: slog.New(slog.DiscardHandler)}, tpl.RootFS
 }
 
 // testCgroupParent holds the tests' guests' cgroups.

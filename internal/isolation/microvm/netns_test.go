@@ -2,11 +2,8 @@ package microvm
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,7 +17,6 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
-	"github.com/covesandbox/cove/internal/template"
 )
 
 // TestPoolNetwork gives a guest a namespace wired as the node's pool wires
@@ -29,14 +25,8 @@ import (
 // end from it, nothing reaches the guest from outside, and after the
 // destroy the namespace is as the pool made it.
 func TestPoolNetwork(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	dir := t.TempDir()
-	d, err := NewDriver(DriverConfig{Dir: filepath.Join(dir, "microvm"), SandboxBinary: filepath.Join(filepath.Dir(file), "../../../bin/cove-sandbox"),
-		CgroupParent: testCgroupParent, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tpl, err := template.EnsureBase(filepath.Join(dir, "templates"))
+	cfg, rootFS := testDriver(t)
+	d, err := NewDriver(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +44,7 @@ func TestPoolNetwork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	id := isolationtest.NewID()
-	spec := isolation.Spec{RootFS: tpl.RootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256}, NetNS: ns}
+	spec := isolation.Spec{RootFS: rootFS, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 64, PIDs: 256}, NetNS: ns}
 	if _, err := d.Create(ctx, id, spec); err != nil {
 		t.Fatal(err)
 	}

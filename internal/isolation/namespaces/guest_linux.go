@@ -37,12 +37,7 @@ func ServeLockedDown(oom int) int {
 		fmt.Fprintf(os.Stderr, "cove agent: lock down: %v\n", err)
 		return 1
 	}
-	forks := make(chan spawnRequest)
-	go func() { os.Exit(runAgent(fixed, a, 0, oom, spawnOn(forks))) }()
-	for req := range forks {
-		pid, err := req.fork()
-		req.done <- spawnResult{pid, err}
-	}
+	runAgentHere(fixed, a, 0, oom)
 	return 1
 }
 

@@ -128,13 +128,8 @@ func sandboxInit() error {
 		os.Clearenv()
 		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 		os.Setenv("HOME", "/root")
-		forks := make(chan spawnRequest)
 		ready, oom := agentFDs()
-		go func() { os.Exit(runAgent(cfg.Env, cfg.Agent, ready, oom, spawnOn(forks))) }()
-		for req := range forks { // this thread forks every process of the sandbox
-			pid, err := req.fork()
-			req.done <- spawnResult{pid, err}
-		}
+		runAgentHere(cfg.Env, cfg.Agent, ready, oom)
 	}
 	env, _ := json.Marshal(cfg.Env)
 	agent, _ := json.Marshal(cfg.Agent)
@@ -233,6 +228,18 @@ func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error
 
 // agentLogMax bounds what an agent writes to its log on the host.
 const agentLogMax = 8 << 20
+
+// runAgentHere runs the agent, which exits the process when it ends, and
+// makes the calling (locked) thread fork every process of the sandbox:
+// the thread whose capabilities and filter they inherit.
+func runAgentHere(env map[string]string, a isolation.AgentSettings, ready, oom int) {
+	forks := make(chan spawnRequest)
+	go func() { os.Exit(runAgent(env, a, ready, oom, spawnOn(forks))) }()
+	for req := range forks {
+		pid, err := req.fork()
+		req.done <- spawnResult{pid, err}
+	}
+}
 
 // runAgent serves the agent until it fails, with its readiness pipe and
 // OOM counter (0: none). spawn, when set, runs the agent's forks.
