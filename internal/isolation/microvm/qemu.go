@@ -106,6 +106,10 @@ func qemuArgs(m Machine) []string {
 		args = append(args, "-drive", "file="+m.Writable+",if=none,id=rw,format=raw,discard=unmap",
 			"-device", "virtio-blk-device,drive=rw,serial="+guest.WritableSerial)
 	}
+	// The guest hands the pages it frees back (free page reporting):
+	// the host's memory follows what the guest uses, not what it once
+	// touched.
+	args = append(args, "-device", "virtio-balloon-device,free-page-reporting=on")
 	if m.Config != "" {
 		args = append(args, "-fw_cfg", "name="+guest.ConfigName+",file="+m.Config)
 	}
