@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/errs"
@@ -94,6 +98,40 @@ func TestDriver(t *testing.T) {
 	if _, err := d.Create(ctx, id, spec); !errs.Is(err, errs.AlreadyExists) {
 		t.Errorf("a second create of %s: %v", id, err)
 	}
+	// QEMU runs as a uid of its own, without capabilities, chrooted into
+	// an empty directory, and holds its uid's lock.
+	qemuPID := d.get(id).vm.qemu.h.PID
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(qemuPID) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid uint32
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			n, _ := strconv.ParseUint(f[1], 10, 32)
+			uid = uint32(n)
+			if f[1] != f[2] || f[1] != f[3] || f[1] != f[4] {
+				t.Errorf("QEMU's uids: %v", f[1:])
+			}
+		}
+		if strings.HasPrefix(line, "CapPrm:") && strings.Fields(line)[1] != "0000000000000000" {
+			t.Errorf("QEMU keeps capabilities: %s", line)
+		}
+	}
+	if uid < vmmUserBase || uid >= vmmUserBase+vmmUsers {
+		t.Errorf("QEMU runs as uid %d, want one of %d..", uid, vmmUserBase)
+	}
+	if root, err := os.Readlink("/proc/" + strconv.Itoa(qemuPID) + "/root"); err != nil || root != filepath.Join(d.dir(id), "jail") {
+		t.Errorf("QEMU's root: %q %v", root, err)
+	}
+	if lock, err := os.Open(filepath.Join(VMMUserDir, strconv.FormatUint(uint64(uid), 10))); err != nil {
+		t.Error(err)
+	} else {
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+			t.Errorf("uid %d's lock while its QEMU runs: %v", uid, err)
+		}
+		lock.Close()
+	}
 	waited := make(chan isolation.Exit, 1)
 	go func() {
 		exit, _ := d.Wait(context.Background(), id)
@@ -132,7 +170,7 @@ func TestDriver(t *testing.T) {
 		}
 	}
 	t.Logf("host memory after a 160 MiB burst: %d MiB, then %d MiB", peak>>20, usage()>>20)
-		// The init's export of the writable layer is the node's alone: a
+	// The init's export of the writable layer is the node's alone: a
 	// sandbox that dials it, as root, gets nothing and is not frozen; the
 	// node's dials to the sandbox's loopback do not reach it.
 	res, err = c.Run(ctx, "root", "timeout 10 cat < /dev/tcp/"+guestAddr+"/"+strconv.Itoa(guest.ExportPort)+" | wc -c; echo alive", time.Minute)

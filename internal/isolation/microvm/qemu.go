@@ -30,6 +30,10 @@ type Machine struct {
 	Console string
 	// QMP, when set, is the unix socket QEMU's monitor listens on.
 	QMP string
+	// User, when set, is the host uid and gid QEMU drops to once it has
+	// opened what it needs, chrooted into Jail, an empty directory.
+	User uint32
+	Jail string
 	// Shares are virtiofs devices: a tag and the vhost-user socket of the
 	// virtiofsd that serves it. The guest's memory is then shared memory
 	// (memfd), which vhost-user needs.
@@ -72,6 +76,12 @@ func qemuArgs(m Machine) []string {
 		machine += ",memory-backend=mem"
 		memory = []string{"-object", "memory-backend-memfd,id=mem,share=on,size=" + strconv.FormatInt(m.MemoryMB, 10) + "M"}
 	}
+	// Without set*id calls QEMU could not drop to User; past the drop it
+	// has no capabilities and no_new_privs: no way back up.
+	elevate := "deny"
+	if m.User != 0 {
+		elevate = "allow"
+	}
 	args := []string{
 		"-M", machine, "-accel", accel,
 		"-m", strconv.FormatInt(m.MemoryMB, 10), "-smp", strconv.Itoa(m.CPUs),
@@ -79,11 +89,15 @@ func qemuArgs(m Machine) []string {
 		// QEMU's own seccomp filter: a guest that takes its device
 		// emulation over cannot gain privileges, spawn programs or change
 		// its resources and scheduling.
-		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=" + elevate + ",spawn=deny,resourcecontrol=deny",
 		// Modern virtio over MMIO (1.0): vhost-user (virtiofsd) refuses the
 		// legacy devices microvm makes by default.
 		"-global", "virtio-mmio.force-legacy=false",
 		"-kernel", m.Kernel.Image, "-initrd", m.Initrd, "-append", strings.Join(cmdline, " "),
+	}
+	if m.User != 0 {
+		id := strconv.FormatUint(uint64(m.User), 10)
+		args = append(args, "-runas", id+":"+id, "-chroot", m.Jail)
 	}
 	if m.Console != "" {
 		args = append(args, "-chardev", "socket,id=console,path="+m.Console+",server=on,wait=on", "-serial", "chardev:console")

@@ -245,8 +245,18 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	if err := os.WriteFile(m.Config, cfg, 0o600); err != nil {
 		return nil, err
 	}
+	uid, lock, err := takeVMMUser(VMMUserDir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close() // QEMU holds the uid with its own copy
+	m.User, m.Jail = uid, filepath.Join(s.Dir, "jail")
+	if err := os.Mkdir(m.Jail, 0o500); err != nil {
+		return nil, err
+	}
 	qemu := exec.Command(s.QEMU, qemuArgs(m)...)
 	qemu.Stdout, qemu.Stderr = v.console, v.console
+	qemu.ExtraFiles = []*os.File{lock}
 	qemu.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if err := hostproc.InNetNS(v.nsFile, v.host, qemu.Start); err != nil { // QEMU in the namespace
 		return nil, fmt.Errorf("start qemu: %w", err)
