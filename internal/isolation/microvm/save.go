@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -40,6 +41,9 @@ func (d *Driver) SaveLayer(ctx context.Context, id, dst string) error {
 	c, err := s.vm.dial(ctx, guest.ExportPort)
 	if err == nil {
 		defer c.Close() // after the stop below: the init thaws the sandbox then
+		// A guest that stalls holds up only its own copy (and the node's
+		// lock on its sandbox) for so long.
+		c.SetReadDeadline(time.Now().Add(exportTimeout))
 		stop := context.AfterFunc(ctx, func() { c.Close() })
 		err = receiveLayer(c, dst, 2*(s.limits.DiskMB<<20)+64<<20)
 		stop()
@@ -57,6 +61,9 @@ func (d *Driver) SaveLayer(ctx context.Context, id, dst string) error {
 	}
 	return nil
 }
+
+// exportTimeout bounds a guest's export of its writable layer.
+const exportTimeout = 10 * time.Minute
 
 // receiveLayer unpacks a guest's export from r into dst (created here),
 // taking at most max bytes of archive.
