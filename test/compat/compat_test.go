@@ -149,10 +149,19 @@ func TestMain(m *testing.M) {
 func TestOfficialJSSDKCluster(t *testing.T) {
 	var next atomic.Uint32
 	var targets []*url.URL
-	balancer := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		r.SetURL(targets[next.Add(1)%uint32(len(targets))])
 		r.Out.Host = r.In.Host // the sandbox proxy routes by it
-	}})
+	}}
+	balancer := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A replica answers the agent's streaming RPCs before it has read
+		// their request bodies: without full duplex the server drops the
+		// body at the first flush, the transport fails writing it and
+		// closes the replica's connection mid-stream (the SDK saw
+		// "terminated"), as internal/proxy says of its own.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		proxy.ServeHTTP(w, r)
+	}))
 	// The replicas' sandbox domain is the balancer's, as it would be
 	// behind a real one.
 	t.Setenv("COVE_DOMAIN", "localhost:"+strconv.Itoa(balancer.Listener.Addr().(*net.TCPAddr).Port))
@@ -304,6 +313,4 @@ func TestClusterNodeKilled(t *testing.T) {
 }
 
 // TestOfficialJSSDKMicroVM runs the suite of TestOfficialJSSDK on guests.
-// It comes after the cluster's suite, which flaked (a command's stream
-// "terminated") when it ran right after this one; the cause is not known.
 func TestOfficialJSSDKMicroVM(t *testing.T) { officialJSSDK(t, "microvm") }
