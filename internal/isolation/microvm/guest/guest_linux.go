@@ -3,10 +3,11 @@
 // needs, loads the modules the initramfs brings and reports the guest on
 // the console. Given a Config (QEMU's fw_cfg file ConfigName), it then
 // makes the sandbox's root (the template's layers or disk, read-only,
-// under a writable tmpfs), its network, host name and cgroup, and starts
-// the agent in a pid namespace of its own, locked down as a namespaces
-// sandbox's (AgentMain); when the agent ends, or without a config, it
-// powers the machine off.
+// under a writable disk or tmpfs), its network, host name and cgroup,
+// starts the agent in a pid namespace of its own, locked down as a
+// namespaces sandbox's (AgentMain), and serves the node the guest's
+// loopback (ForwardPort) and copies of the writable layer (ExportPort);
+// when the agent ends, or without a config, it powers the machine off.
 package guest
 
 import (
