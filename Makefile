@@ -50,7 +50,7 @@ test: deps build runsc check-dashboard
 	$(GO) test -race -count=1 -p 1 -timeout 10m ./internal/isolation/...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/internal/isolation$$' -e /internal/isolation/ -e /test/security)
 	# The hostile suite measures a neighbour under attack: alone too.
-	$(GO) test -race -count=1 -timeout 30m ./test/security/
+	$(GO) test -race -count=1 -timeout 20m ./test/security/
 	cd sdk/go && $(GO) test -race -count=1 -timeout 10m ./...
 
 # dashboard copies the dashboard's browser packages, pinned by
