@@ -3,7 +3,7 @@
 # machine, and nothing when it is already there. "tools" adds the code
 # generators; "run" installs only what cove server itself uses from
 # Debian (debootstrap, which builds the built-in debian templates; lxcfs;
-# QEMU and the cloud kernel, which microVM sandboxes run on).
+# QEMU, erofs-utils and the cloud kernel, which microVM sandboxes run on).
 set -eu
 cd "$(dirname "$0")/.."
 need=""
@@ -12,6 +12,7 @@ if [ "${1:-}" = run ]; then
 		command -v "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 	done
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
+	command -v mkfs.erofs >/dev/null 2>&1 || need="$need erofs-utils"
 	# What E2B's base template has: the base template is the host's /usr.
 	for pair in python3:python3 node:nodejs npm:npm git:git curl:curl tput:ncurses-bin gcc:build-essential make:build-essential; do
 		cmd=${pair%%:*} pkg=${pair#*:}
@@ -31,8 +32,9 @@ fi
 command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
 # lxcfs: sandboxes' /proc/meminfo and friends tell their own limits.
 # chromium: the dashboard's browser tests drive Debian's, headless.
-# qemu-system-x86_64: microVM guests (QEMU's microvm machine).
-for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86; do
+# qemu-system-x86_64: microVM guests (QEMU's microvm machine); mkfs.erofs
+# makes their read-only images of template layers.
+for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86 mkfs.erofs:erofs-utils; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done

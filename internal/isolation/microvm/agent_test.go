@@ -60,8 +60,8 @@ func TestGuestAgent(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	img := filepath.Join(dir, "root.ext4")
-	if err := MakeRootImage(ctx, root, img); err != nil {
+	img := filepath.Join(dir, "root.erofs")
+	if err := MakeLayerImage(ctx, root, img); err != nil {
 		t.Fatal(err)
 	}
 
@@ -72,7 +72,8 @@ func TestGuestAgent(t *testing.T) {
 	}
 	vm, err := Start(ctx, VMSpec{
 		Dir: vmDir, QEMU: qemu, Virtiofsd: "/usr/lib/qemu/virtiofsd",
-		Machine: Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable(), Disk: img},
+		Machine: Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable()},
+		Layers:  []string{img},
 		Shares:  []HostShare{{Source: "/usr", Target: "/usr"}}, // read-only in the guest
 		Guest: guest.Config{Hostname: "guest-test", WritableMB: 32, MemoryMB: 128, PIDs: 256, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings)}},

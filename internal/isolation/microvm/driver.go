@@ -54,6 +54,8 @@ type Driver struct {
 	packMu sync.Mutex
 	packed bool
 
+	imageMu sync.Mutex // makeImage
+
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
 }
@@ -82,6 +84,9 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if _, err := os.Stat(cfg.Virtiofsd); err != nil {
 		return nil, errs.New(errs.Unavailable, "microvm: no virtiofsd at %s", cfg.Virtiofsd)
 	}
+	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
+		return nil, errs.New(errs.Unavailable, "microvm: no mkfs.erofs (Debian's erofs-utils), which makes the guests' layer images")
+	}
 	k, err := FindKernel(cmp.Or(cfg.KernelDir, DefaultKernelDir))
 	if err != nil {
 		return nil, err
@@ -94,7 +99,11 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}}, nil
+	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}}
+	if err := d.pruneImages(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // packInitramfs packs the guests' initramfs once, at the first create (a
@@ -156,9 +165,10 @@ func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }
 
 func (d *Driver) cgroupName(id string) string { return cmp.Or(d.cfg.CgroupParent, "cove") + "/" + id }
 
-// Create implements isolation.Driver: the sandbox's layers and binds are
-// shared into a guest that overlays the layers under an ext4 disk of the
-// disk limit; it returns once the guest's agent answers.
+// Create implements isolation.Driver: the guest overlays the images of
+// the sandbox's layers (read-only disks, made at the first guest of each
+// layer) under an ext4 disk of the disk limit, and sees its binds as
+// virtiofs shares; it returns once the guest's agent answers.
 func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
 	if err := isolation.ValidateSpec(id, spec); err != nil {
 		return h, err
@@ -170,6 +180,10 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, errs.New(errs.Unimplemented, "microvm: template builds do not run in guests yet")
 	}
 	if err := d.packInitramfs(); err != nil {
+		return h, err
+	}
+	images, err := d.layerImages(ctx, spec.RootFS.Layers)
+	if err != nil {
 		return h, err
 	}
 	var shares []HostShare
@@ -229,7 +243,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
 		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: d.kvm,
 			Writable: writable},
-		Layers: spec.RootFS.Layers, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
+		Layers: images, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
 		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
 			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",

@@ -53,6 +53,11 @@ func TestDriver(t *testing.T) {
 		{"a relative bind", func(s *isolation.Spec) {
 			s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: "usr", Target: "/x"})
 		}, errs.InvalidArgument},
+		{"more layers than a guest takes", func(s *isolation.Spec) {
+			for len(s.RootFS.Layers) <= virtioTransports {
+				s.RootFS.Layers = append(s.RootFS.Layers, s.RootFS.Layers[0])
+			}
+		}, errs.InvalidArgument},
 		{"no memory", func(s *isolation.Spec) { s.Limits.MemoryMB = 0 }, errs.InvalidArgument},
 		{"no CPU", func(s *isolation.Spec) { s.Limits.CPUMillis = 0 }, errs.InvalidArgument},
 	} {
@@ -97,6 +102,15 @@ func TestDriver(t *testing.T) {
 	t.Logf("create → agent ready in %v (KVM: %v)", time.Since(start).Round(time.Millisecond), KVMAvailable())
 	if _, err := d.Create(ctx, id, spec); !errs.Is(err, errs.AlreadyExists) {
 		t.Errorf("a second create of %s: %v", id, err)
+	}
+	// The layers are erofs disks (one image per layer, kept for the next
+	// guest); only the binds are shares, each served by a virtiofsd.
+	images, _ := filepath.Glob(filepath.Join(d.cfg.Dir, imagesDir, "*.erofs"))
+	if len(images) != len(spec.RootFS.Layers) {
+		t.Errorf("layer images %v for layers %v", images, spec.RootFS.Layers)
+	}
+	if n := len(d.get(id).vm.fsds); n != len(spec.RootFS.Binds) {
+		t.Errorf("%d virtiofsds for %d binds", n, len(spec.RootFS.Binds))
 	}
 	// QEMU runs as a uid of its own, without capabilities, chrooted into
 	// an empty directory, and holds its uid's lock.

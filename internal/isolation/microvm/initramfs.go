@@ -20,7 +20,7 @@ const (
 // guestModules are the kernel modules the guest init loads (with what
 // they need): Debian's cloud kernel builds the virtio transport of QEMU's
 // microvm machine, its disks and network, and overlayfs as modules.
-var guestModules = []string{"virtio_mmio", "virtio_blk", "virtio_net", "overlay", "qemu_fw_cfg", "virtiofs", "virtio_balloon"}
+var guestModules = []string{"virtio_mmio", "virtio_blk", "virtio_net", "overlay", "erofs", "qemu_fw_cfg", "virtiofs", "virtio_balloon"}
 
 // WriteInitramfs writes the guest's initramfs (a newc cpio archive) to w:
 // the sandbox binary as /init and the modules it loads, from the kernel's.

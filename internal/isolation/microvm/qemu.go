@@ -17,10 +17,12 @@ type Machine struct {
 	// KVM runs the guest on the host's processors; without, QEMU emulates
 	// them (TCG): the same guest, many times slower.
 	KVM bool
-	// Disk is the root's image (read-only, shared by guests), Config the
-	// guest.Config file and Tap the tap device (in QEMU's network
-	// namespace) that is the guest's eth0; each may be empty.
-	Disk, Config, Tap string
+	// Layers are the images of the root's layers (read-only, shared by
+	// guests; lowest first), the disks guest.LayerSerial(i).
+	Layers []string
+	// Config is the guest.Config file and Tap the tap device (in QEMU's
+	// network namespace) that is the guest's eth0; each may be empty.
+	Config, Tap string
 	// Writable, when set, is the guest's writable disk (its root's
 	// writes): a raw image the guest formats and the host never mounts.
 	Writable string
@@ -112,9 +114,10 @@ func qemuArgs(m Machine) []string {
 		id := "fs" + strconv.Itoa(i)
 		args = append(args, "-chardev", "socket,id="+id+",path="+sh.Socket, "-device", "vhost-user-fs-device,chardev="+id+",tag="+sh.Tag)
 	}
-	if m.Disk != "" {
-		args = append(args, "-drive", "file="+m.Disk+",if=none,id=root,format=raw,readonly=on",
-			"-device", "virtio-blk-device,drive=root,serial="+guest.RootSerial)
+	for i, img := range m.Layers {
+		id := "layer" + strconv.Itoa(i)
+		args = append(args, "-drive", "file="+img+",if=none,id="+id+",format=raw,readonly=on",
+			"-device", "virtio-blk-device,drive="+id+",serial="+guest.LayerSerial(i))
 	}
 	if m.Writable != "" { // deletes in the guest free the host's blocks
 		args = append(args, "-drive", "file="+m.Writable+",if=none,id=rw,format=raw,discard=unmap",

@@ -2,38 +2,113 @@ package microvm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/covesandbox/cove/internal/errs"
 )
 
-// MakeRootImage writes an ext4 image of the tree at dir to img (mke2fs
-// copies it; nothing is mounted on the host), sized for the tree with
-// room to spare.
-func MakeRootImage(ctx context.Context, dir, img string) error {
-	var size int64
-	files := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+// MakeLayerImage writes a read-only erofs image of the layer at dir to img:
+// its files, owners, modes, times and extended attributes (the overlay's
+// opaque markers) and its whiteouts (character devices 0:0), as the
+// guest's overlay reads them. mkfs.erofs copies the tree; nothing is
+// mounted on the host.
+func MakeLayerImage(ctx context.Context, dir, img string) error {
+	out, err := exec.CommandContext(ctx, "mkfs.erofs", "--quiet", "--preserve-mtime", img, dir).CombinedOutput()
+	if err != nil {
+		os.Remove(img)
+		return fmt.Errorf("mkfs.erofs of %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return os.Chmod(img, 0o600)
+}
+
+// imagesDir holds the images of template layers in the driver's
+// directory: one per layer, made at the first guest that needs it. No
+// sandbox id has a '_'.
+const imagesDir = "_images"
+
+// layerImages returns the images of layers (the same order), making those
+// not made yet. A layer's directory is named by its content (the template
+// store's), so its image is named by the directory's path.
+func (d *Driver) layerImages(ctx context.Context, layers []string) ([]string, error) {
+	var imgs []string
+	for _, layer := range layers {
+		sum := sha256.Sum256([]byte(layer))
+		img := filepath.Join(d.cfg.Dir, imagesDir, hex.EncodeToString(sum[:16])+".erofs")
+		if _, err := os.Stat(img); err != nil {
+			if err := d.makeImage(ctx, layer, img); err != nil {
+				return nil, err
+			}
 		}
-		files++
-		if info, err := d.Info(); err == nil && info.Mode().IsRegular() {
-			size += (info.Size() + 4095) &^ 4095
-		}
+		imgs = append(imgs, img)
+	}
+	return imgs, nil
+}
+
+// makeImage makes img from layer, once however many creates ask at the
+// same time; the image appears whole or not at all. Its layer's path is
+// kept beside it (img + ".layer"), for pruneImages.
+func (d *Driver) makeImage(ctx context.Context, layer, img string) error {
+	d.imageMu.Lock()
+	defer d.imageMu.Unlock()
+	if _, err := os.Stat(img); err == nil {
 		return nil
-	})
+	}
+	if err := os.MkdirAll(filepath.Dir(img), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(img+".layer", []byte(layer), 0o600); err != nil {
+		return err
+	}
+	tmp := img + ".tmp"
+	if err := MakeLayerImage(ctx, layer, tmp); err != nil {
+		if ctx.Err() != nil {
+			return errs.Mark(errs.Canceled, ctx.Err())
+		}
+		return err
+	}
+	return os.Rename(tmp, img)
+}
+
+// pruneImages removes the images whose layer is gone (the template store
+// deleted it), and what an interrupted make left. A guest that still runs
+// on one keeps its open file.
+func (d *Driver) pruneImages() error {
+	dir := filepath.Join(d.cfg.Dir, imagesDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	mb := max(16, (size*5/4+int64(files)*256)>>20+8)
-	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-d", dir, "-L", "cove-root",
-		"-N", fmt.Sprint(files+1024), img, fmt.Sprintf("%dM", mb)).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("mkfs.ext4 of %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+	for _, e := range entries {
+		name := filepath.Join(dir, e.Name())
+		switch {
+		case strings.HasSuffix(name, ".tmp"):
+			os.Remove(name)
+		case strings.HasSuffix(name, ".erofs"):
+			layer, err := os.ReadFile(name + ".layer")
+			if err == nil {
+				if _, err = os.Stat(string(layer)); err == nil {
+					continue
+				}
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				os.Remove(name)
+				os.Remove(name + ".layer")
+			}
+		case strings.HasSuffix(name, ".layer"):
+			if _, err := os.Stat(strings.TrimSuffix(name, ".layer")); errors.Is(err, os.ErrNotExist) {
+				os.Remove(name) // its image was never made
+			}
+		}
 	}
 	return nil
 }

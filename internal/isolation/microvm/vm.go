@@ -50,9 +50,8 @@ type VMSpec struct {
 	// targets: each is bound read-only under Dir and served by a virtiofsd
 	// of its own.
 	Shares []HostShare
-	// Layers, when set, are the root's read-only layers (host
-	// directories, lowest first), shared like Shares; else the root is
-	// Machine.Disk.
+	// Layers are the images of the root's read-only layers (erofs,
+	// lowest first: MakeLayerImage).
 	Layers []string
 	// NetNS, when set, is a namespace of the node's network pool for the
 	// guest (routeGuest); nil gives it one of its own, with no way out.
@@ -168,12 +167,22 @@ const (
 // the guest's root may write there.
 const consoleMax = 8 << 20
 
+// virtioTransports are the virtio devices QEMU's microvm machine takes.
+const virtioTransports = 24
+
+// fixedDevices are a guest's devices but its layers and shares: the
+// writable disk, the balloon and the network.
+const fixedDevices = 3
+
 // Start boots a guest: its network (a namespace of its own, or the pool's
 // routed to it), the shares' read-only binds and virtiofsd, and QEMU in
 // the namespace. QEMU and the virtiofsds run in sessions of their own and
 // outlive the node (Adopt finds them again). On failure nothing is left
 // (but Dir).
 func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
+	if n := len(s.Layers) + len(s.Shares); n+fixedDevices > virtioTransports {
+		return nil, errs.New(errs.InvalidArgument, "a guest takes at most %d layers and shared directories, not %d", virtioTransports-fixedDevices, n)
+	}
 	v := &VM{dir: s.Dir, console: newTail(64 << 10), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -219,14 +228,9 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 		g.Address, g.Gateway, g.LinkLocal = v.pool.Addr.String(), v.pool.Gateway.String(), guestAddr+"/30"
 	}
 	g.Shares, g.Layers = nil, nil
-	for i, layer := range s.Layers {
-		tag := "layer" + strconv.Itoa(i)
-		sock, err := v.share(ctx, s.Virtiofsd, s.Cgroup, tag, layer, false)
-		if err != nil {
-			return nil, err
-		}
-		m.Shares = append(m.Shares, Share{Tag: tag, Socket: sock})
-		g.Layers = append(g.Layers, tag)
+	m.Layers = s.Layers
+	for i := range s.Layers {
+		g.Layers = append(g.Layers, guest.LayerSerial(i))
 	}
 	for i, sh := range s.Shares {
 		tag := "share" + strconv.Itoa(i)

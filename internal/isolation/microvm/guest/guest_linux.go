@@ -59,9 +59,9 @@ type Config struct {
 	// volumes), each mounted at its target in the root (the base
 	// template's /usr …).
 	Shares []Share `json:"shares,omitempty"`
-	// Layers, when set, are the tags of virtiofs shares that are the
-	// root's layers (lowest first); else the root is the disk /dev/vda.
-	Layers []string `json:"layers,omitempty"`
+	// Layers are the serial numbers of the disks that are the root's
+	// read-only layers (erofs images, lowest first).
+	Layers []string `json:"layers"`
 }
 
 // Share is a virtiofs share: the device's tag, where the root shows it,
@@ -72,11 +72,11 @@ type Share struct {
 	Writable bool   `json:"writable,omitempty"`
 }
 
-// Serial numbers of the guest's disks.
-const (
-	RootSerial     = "cove-root"
-	WritableSerial = "cove-writable"
-)
+// WritableSerial is the serial number of the guest's writable disk.
+const WritableSerial = "cove-writable"
+
+// LayerSerial is the serial number of the disk of the root's layer i.
+func LayerSerial(i int) string { return "cove-layer" + strconv.Itoa(i) }
 
 // ConfigName is the fw_cfg file the host passes the Config in.
 const ConfigName = "opt/cove/config"
@@ -371,27 +371,24 @@ func sandboxCgroup(memoryMB, pids int64) (group, oom *os.File, err error) {
 	return group, oom, nil
 }
 
-// lowerDirs mounts the root's read-only layers and returns overlayfs's
-// lowerdir (the top layer first): the virtiofs shares tagged layers, or
-// the disk.
+// lowerDirs mounts the root's read-only layers, the erofs disks with
+// these serial numbers, and returns overlayfs's lowerdir (the top layer
+// first).
 func lowerDirs(layers []string) (string, error) {
 	if len(layers) == 0 {
-		disk, err := diskWithSerial(RootSerial)
+		return "", errors.New("the root has no layer")
+	}
+	dirs := make([]string, len(layers))
+	for i, serial := range layers {
+		disk, err := diskWithSerial(serial)
 		if err != nil {
 			return "", err
 		}
-		if err := unix.Mount(disk, "/lower", "ext4", unix.MS_RDONLY, ""); err != nil {
-			return "", fmt.Errorf("mount the template's disk: %w", err)
-		}
-		return "/lower", nil
-	}
-	dirs := make([]string, len(layers))
-	for i, tag := range layers {
 		d := fmt.Sprintf("/lower/%d", i)
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return "", err
 		}
-		if err := unix.Mount(tag, d, "virtiofs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+		if err := unix.Mount(disk, d, "erofs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
 			return "", fmt.Errorf("layer %d: %w", i, err)
 		}
 		dirs[len(layers)-1-i] = d
