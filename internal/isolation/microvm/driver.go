@@ -258,6 +258,8 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		if err == nil {
 			if err = waitAgent(ctx, vm); err != nil {
 				err = fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
+			} else {
+				err = vm.SetClock(ctx)
 			}
 		}
 		if err != nil {

@@ -163,6 +163,26 @@ func TestDriver(t *testing.T) {
 	if err != nil || string(res.Stdout) != "user\n/home/user\nhi\n" {
 		t.Errorf("as the default user: %v %q %q", err, res.Stdout, res.Stderr)
 	}
+	// The guest's clock is the host's, also after the machine stood still
+	// for a while (its clock with it).
+	if err := d.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := d.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	res, err = c.Run(ctx, "root", "date +%s.%N", time.Minute)
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secs, err := strconv.ParseFloat(strings.TrimSpace(string(res.Stdout)), 64); err != nil {
+		t.Errorf("the guest's date: %q", res.Stdout)
+	} else if clock := time.Unix(0, int64(secs*1e9)); clock.Before(before.Add(-time.Second)) || clock.After(after.Add(time.Second)) {
+		t.Errorf("the guest's clock after a pause of 3 s: %v, the host's %v…%v", clock, before, after)
+	}
 	// Memory the guest frees goes back to the host (free page reporting):
 	// after a burst of 160 MiB, the guest's host memory falls again.
 	usage := func() int64 {
@@ -187,11 +207,11 @@ func TestDriver(t *testing.T) {
 	// The init's export of the writable layer is the node's alone: a
 	// sandbox that dials it, as root, gets nothing and is not frozen; the
 	// node's dials to the sandbox's loopback do not reach it.
-	res, err = c.Run(ctx, "root", "timeout 10 cat < /dev/tcp/"+guestAddr+"/"+strconv.Itoa(guest.ExportPort)+" | wc -c; echo alive", time.Minute)
+	res, err = c.Run(ctx, "root", "timeout 10 cat < /dev/tcp/"+guestAddr+"/"+strconv.Itoa(guest.ControlPort)+" | wc -c; echo alive", time.Minute)
 	if err != nil || string(res.Stdout) != "0\nalive\n" {
 		t.Errorf("the sandbox dialled the export: %v %q %q", err, res.Stdout, res.Stderr)
 	}
-	if _, err := d.Dial(ctx, id, guest.ExportPort); !errs.Is(err, errs.Unavailable) {
+	if _, err := d.Dial(ctx, id, guest.ControlPort); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("the export through the loopback forwarder: %v", err)
 	}
 	c.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/digitalocean/go-qemu/qmp"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/logx"
 )
 
 // qmpSocket is QEMU's monitor (QMP) in a VM's directory.
@@ -22,10 +23,17 @@ func (d *Driver) Pause(ctx context.Context, id string) error {
 	return err
 }
 
-// Resume implements isolation.Pauser.
+// Resume implements isolation.Pauser. The guest's clock stood still
+// while it was stopped: the init sets it again.
 func (d *Driver) Resume(ctx context.Context, id string) error {
-	_, err := d.monitor(ctx, id, "cont")
-	return err
+	if _, err := d.monitor(ctx, id, "cont"); err != nil {
+		return err
+	}
+	if err := d.get(id).vm.SetClock(ctx); err != nil {
+		// It runs, its clock behind: no reason to keep it stopped.
+		d.cfg.Log.Error("set a resumed guest's clock", logx.SandboxID(id), logx.Err(err))
+	}
+	return nil
 }
 
 // running asks sandbox id's QEMU whether the guest runs (not stopped).

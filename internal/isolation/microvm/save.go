@@ -20,7 +20,7 @@ var _ isolation.LayerSaver = (*Driver)(nil)
 // guest's disk, which the host never mounts (its file system is the
 // guest's to shape): the guest's init packs the overlay's upper directory
 // while the sandbox's processes are frozen in the guest
-// (guest.ExportPort), and the node unpacks the archive as it does an
+// (guest.ControlPort), and the node unpacks the archive as it does an
 // image's layer, every path resolved inside dst. A paused guest runs for
 // the copy, its sandbox frozen, and is stopped again before the init
 // thaws the sandbox.
@@ -38,9 +38,12 @@ func (d *Driver) SaveLayer(ctx context.Context, id, dst string) error {
 			return err
 		}
 	}
-	c, err := s.vm.dial(ctx, guest.ExportPort)
+	c, err := s.vm.dial(ctx, guest.ControlPort)
 	if err == nil {
 		defer c.Close() // after the stop below: the init thaws the sandbox then
+		_, err = c.Write([]byte{guest.RequestExport})
+	}
+	if err == nil {
 		// A guest that stalls holds up only its own copy (and the node's
 		// lock on its sandbox) for so long.
 		c.SetReadDeadline(time.Now().Add(exportTimeout))

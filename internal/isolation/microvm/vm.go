@@ -470,6 +470,22 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 	}
 }
 
+// SetClock sets the guest's clock to the host's, through its init
+// (guest.ControlPort): a guest's clock starts from the RTC's second and
+// stands still while the machine is stopped.
+func (v *VM) SetClock(ctx context.Context) error {
+	c, err := v.dial(ctx, guest.ControlPort)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := guest.SetClock(c, time.Now()); err != nil {
+		return fmt.Errorf("the guest's clock: %w", err)
+	}
+	return nil
+}
+
 // agentPort is the agent's, which listens on the guest's address.
 const agentPort = 49983
 

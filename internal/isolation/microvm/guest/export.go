@@ -8,23 +8,9 @@ import (
 	"io"
 )
 
-// ExportPort is where a guest's init hands the node the sandbox's
-// writable layer. On a connection from the node's address (NodeAddr), it
-// freezes the sandbox's cgroup, writes the layer (layertar's form) in
-// export frames and keeps the sandbox frozen until the node closes the
-// connection: the node stops the machine first when it is to stay paused.
-const ExportPort = 49981
-
-// The link-local pair on the tap between the node and a guest: the node's
-// dials come from NodeAddr to GuestAddr.
-const (
-	NodeAddr  = "169.254.100.1"
-	GuestAddr = "169.254.100.2"
-)
-
 // Export frames: chunks of the archive, each a 4-byte big-endian length
-// and its bytes; a zero length ends them, followed by a 4-byte length and
-// the guest's error (none: the archive is whole).
+// and its bytes; a zero length ends them, followed by an outcome: a
+// 4-byte length and the guest's error (none: the archive is whole).
 const maxFrame = 1 << 20
 
 // frameWriter writes each Write as one frame.
@@ -49,15 +35,11 @@ func (f frameWriter) Write(p []byte) (int, error) {
 
 // end ends the frames with the outcome.
 func (f frameWriter) end(failure error) error {
-	msg := ""
-	if failure != nil {
-		msg = failure.Error()
+	var zero [4]byte
+	if _, err := f.w.Write(zero[:]); err != nil {
+		return err
 	}
-	buf := make([]byte, 8+len(msg))
-	binary.BigEndian.PutUint32(buf[4:], uint32(len(msg)))
-	copy(buf[8:], msg)
-	_, err := f.w.Write(buf)
-	return err
+	return writeOutcome(f.w, failure)
 }
 
 // ExportReader reads the archive out of a guest's export frames. It ends
@@ -118,18 +100,10 @@ func (e *ExportReader) length() (int, error) {
 }
 
 func (e *ExportReader) outcome() error {
-	n, err := e.length()
-	if err != nil {
+	if err := readOutcome(e.r); err != nil {
 		return err
 	}
-	if n == 0 {
-		return io.EOF
-	}
-	msg := make([]byte, min(n, 4096))
-	if _, err := io.ReadFull(e.r, msg); err != nil {
-		return cut(err)
-	}
-	return fmt.Errorf("the guest: %s", msg)
+	return io.EOF
 }
 
 // cut is a stream that ended before its last frame.

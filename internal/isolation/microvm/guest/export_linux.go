@@ -6,44 +6,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/layertar"
 )
-
-// serveExports serves ExportPort on addr: the writable layer upper (the
-// overlay's upper directory) of the sandbox in cgroup, frozen for the
-// copy. One export runs at a time.
-func serveExports(addr, upper, cgroup string) error {
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(ExportPort)))
-	if err != nil {
-		return err
-	}
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// Only the node: its address is on the tap's far end, which
-			// a sandbox (no CAP_NET_ADMIN or CAP_NET_RAW) cannot take.
-			if a, ok := c.RemoteAddr().(*net.TCPAddr); !ok || a.IP.String() != NodeAddr {
-				c.Close()
-				continue
-			}
-			go func() {
-				mu.Lock()
-				defer mu.Unlock()
-				export(c, upper, cgroup)
-			}()
-		}
-	}()
-	return nil
-}
 
 // export writes the layer to c while the sandbox is frozen, and thaws it
 // once the node has closed c.

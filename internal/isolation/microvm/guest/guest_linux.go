@@ -2,12 +2,13 @@
 // it as the initramfs's /init): it mounts what a kernel's user space
 // needs, loads the modules the initramfs brings and reports the guest on
 // the console. Given a Config (QEMU's fw_cfg file ConfigName), it then
-// makes the sandbox's root (the template's layers or disk, read-only,
-// under a writable disk or tmpfs), its network, host name and cgroup,
-// starts the agent in a pid namespace of its own, locked down as a
-// namespaces sandbox's (AgentMain), and serves the node the guest's
-// loopback (ForwardPort) and copies of the writable layer (ExportPort);
-// when the agent ends, or without a config, it powers the machine off.
+// makes the sandbox's root (the template's layers, erofs disks, under a
+// writable disk or tmpfs), its network, host name and cgroup, starts the
+// agent in a pid namespace of its own, locked down as a namespaces
+// sandbox's (AgentMain), and serves the node the guest's loopback
+// (ForwardPort) and, on ControlPort, copies of the writable layer and the
+// clock; when the agent ends, or without a config, it powers the machine
+// off.
 package guest
 
 import (
@@ -230,9 +231,9 @@ func becomeSandbox(raw []byte) error {
 			return err
 		}
 	}
-	// userxattr: the layers' opaque markers the overlay reads over
-	// virtiofs are their user.* ones (the host keeps trusted.* from the
-	// guest), and so are those it writes in the upper (ExportPort).
+	// userxattr: the layers' opaque markers the overlay reads are their
+	// user.* ones (the host keeps trusted.* from the guest), and so are
+	// those it writes in the upper (ControlPort's export).
 	opts := "userxattr," + isolation.SelfContainedUpper + ",lowerdir=" + lower + ",upperdir=/upper/data,workdir=/upper/work"
 	if err := unix.Mount("overlay", "/newroot", "overlay", 0, opts); err != nil {
 		return fmt.Errorf("the root: %w", err)
@@ -312,8 +313,8 @@ func becomeSandbox(raw []byte) error {
 		if err := serveForwards(ip.String()); err != nil {
 			return fmt.Errorf("the loopback forwarder: %w", err)
 		}
-		if err := serveExports(ip.String(), "/upper/data", sandboxGroup); err != nil {
-			return fmt.Errorf("the layer's export: %w", err)
+		if err := serveControl(ip.String(), "/upper/data", sandboxGroup); err != nil {
+			return fmt.Errorf("the node's control port: %w", err)
 		}
 	}
 	// The machine lives as long as its agent.

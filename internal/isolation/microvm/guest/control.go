@@ -1,0 +1,77 @@
+package guest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ControlPort is where a guest's init takes the node's requests, on
+// connections from the node's address (NodeAddr) alone; each starts with
+// one byte that names it:
+//
+//   - RequestExport: the init freezes the sandbox's cgroup, writes its
+//     writable layer (layertar's form) in export frames and keeps the
+//     sandbox frozen until the node closes the connection (the node stops
+//     the machine first when it is to stay paused).
+//   - RequestClock, then the time as 8 bytes (big-endian nanoseconds
+//     since 1970): the init sets the guest's clock, which stood still
+//     while the machine was stopped, and answers with an outcome.
+const ControlPort = 49981
+
+// The requests on ControlPort.
+const (
+	RequestExport byte = 'E'
+	RequestClock  byte = 'C'
+)
+
+// The link-local pair on the tap between the node and a guest: the node's
+// dials come from NodeAddr to GuestAddr.
+const (
+	NodeAddr  = "169.254.100.1"
+	GuestAddr = "169.254.100.2"
+)
+
+// writeOutcome writes a request's outcome: a 4-byte length and the
+// error's text (none: it went well).
+func writeOutcome(w io.Writer, failure error) error {
+	msg := ""
+	if failure != nil {
+		msg = failure.Error()
+	}
+	buf := make([]byte, 4+len(msg))
+	binary.BigEndian.PutUint32(buf, uint32(len(msg)))
+	copy(buf[4:], msg)
+	_, err := w.Write(buf)
+	return err
+}
+
+// readOutcome reads a request's outcome: nil when it went well.
+func readOutcome(r io.Reader) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return cut(err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n == 0 {
+		return nil
+	}
+	msg := make([]byte, min(n, 4096))
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return cut(err)
+	}
+	return fmt.Errorf("the guest: %s", msg)
+}
+
+// SetClock asks the guest's init on c (a connection to ControlPort) to
+// set the guest's clock to now, and waits for its answer.
+func SetClock(c io.ReadWriter, now time.Time) error {
+	req := make([]byte, 9)
+	req[0] = RequestClock
+	binary.BigEndian.PutUint64(req[1:], uint64(now.UnixNano()))
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	return readOutcome(c)
+}
