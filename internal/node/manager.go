@@ -95,7 +95,8 @@ type Config struct {
 	Admission Admission
 	// SpillAfter, when above 0, is how long a sandbox stays paused with
 	// its memory in RAM before the node writes it to disk (drivers with
-	// isolation.Checkpointer: gVisor).
+	// isolation.Checkpointer: gVisor, and microVM guests that share no
+	// host directory).
 	SpillAfter time.Duration
 	// OnWarm, when set, is told whether the last warm sandbox of a build
 	// failed to start (its error) or started (nil, after failures).

@@ -37,7 +37,11 @@ func (m *Manager) scheduleSpill(sb *sandbox) {
 	sb.spill = time.AfterFunc(m.cfg.SpillAfter, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if err := m.Spill(ctx, id); err != nil && !errs.Is(err, errs.Conflict) {
+		switch err := m.Spill(ctx, id); {
+		case err == nil, errs.Is(err, errs.Conflict):
+		case errs.Is(err, errs.Unimplemented): // this sandbox, on a driver that saves others
+			m.log.Info("a paused sandbox's memory stays in memory", logx.SandboxID(id), logx.Err(err))
+		default:
 			m.log.Error("write a paused sandbox's memory to disk; it stays in memory", logx.SandboxID(id), logx.Err(err))
 		}
 	})

@@ -20,7 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
-// TestGuestAgent boots a sandbox's guest: a root from an ext4 image
+// TestGuestAgent boots a sandbox's guest: a root from an erofs image
 // (read-only, with a tmpfs for writes), the host's /usr shared read-only
 // over virtiofs (as the base template binds it), eth0 on a tap in a
 // network namespace of the test's own, and Cove's agent in it, which

@@ -58,6 +58,9 @@ type Driver struct {
 
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
+	// held are the pool's network namespaces of checkpointed guests,
+	// kept for their Restore.
+	held map[string]*os.File
 }
 
 type sandboxVM struct {
@@ -65,6 +68,8 @@ type sandboxVM struct {
 	cg        *cgroups.Group
 	limits    isolation.Limits
 	destroyed bool
+	// checkpointed: Checkpoint saved and stopped it.
+	checkpointed bool
 }
 
 var _ isolation.Driver = (*Driver)(nil)
@@ -99,7 +104,7 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}}
+	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}, held: map[string]*os.File{}}
 	if err := d.pruneImages(); err != nil {
 		return nil, err
 	}
@@ -239,7 +244,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	sandboxEnv, _ := json.Marshal(spec.Env)
 	settings, _ := json.Marshal(spec.Agent)
 	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
-	vm, err := Start(ctx, VMSpec{
+	vs := VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
 		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: d.kvm,
 			Writable: writable},
@@ -248,12 +253,14 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
 			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
 				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings)}},
-	})
+	}
+	vm, err := Start(ctx, vs)
 	if err == nil {
 		// Recorded at once: what a node that lost the VM (a restart, even
 		// during the boot) must find or end of it.
 		rec := vm.Record()
 		rec.Cgroup, rec.Limits = cg.Name(), spec.Limits
+		rec.Machine, rec.Layers, rec.Guest = vs.Machine, vs.Layers, vs.Guest
 		err = fsutil.WriteJSON(filepath.Join(dir, recordFile), rec)
 		if err == nil {
 			if err = waitAgent(ctx, vm); err != nil {
@@ -345,10 +352,13 @@ func (d *Driver) Wait(ctx context.Context, id string) (isolation.Exit, error) {
 	case <-s.vm.Done():
 	}
 	d.mu.Lock()
-	destroyed := s.destroyed
+	destroyed, checkpointed := s.destroyed, s.checkpointed
 	d.mu.Unlock()
-	if destroyed {
+	switch {
+	case destroyed:
 		return isolation.Exit{Reason: isolation.ExitDestroyed}, nil
+	case checkpointed:
+		return isolation.Exit{Reason: isolation.ExitCheckpointed}, nil
 	}
 	if n, err := s.cg.OOMKills(); err == nil && n > 0 { // the host killed QEMU for memory
 		return isolation.Exit{Reason: isolation.ExitOOM, Detail: "the guest's memory outgrew its cgroup"}, nil
@@ -365,6 +375,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	s := d.vms[id]
 	if s != nil {
 		s.destroyed = true
+	}
+	if ns := d.held[id]; ns != nil {
+		ns.Close()
+		delete(d.held, id)
 	}
 	d.mu.Unlock()
 	if s != nil && s.vm != nil {

@@ -36,6 +36,16 @@ type Machine struct {
 	// opened what it needs, chrooted into Jail, an empty directory.
 	User uint32
 	Jail string
+	// Incoming, when set, is where QEMU reads a saved machine from
+	// (QEMU's -incoming, "fd:N"): it runs that instead of booting, and
+	// leaves it stopped.
+	Incoming string `json:",omitempty"`
+	// diskFDs, set by Start, are the descriptors QEMU inherits for each
+	// disk image (read-only, and read-write for the writable disk), as
+	// fd sets: QEMU opens a disk again with other flags (a save makes its
+	// disks read-only, a restore writable), which in its empty root it can
+	// only do from them.
+	diskFDs map[string][]int
 	// Shares are virtiofs devices: a tag and the vhost-user socket of the
 	// virtiofsd that serves it. The guest's memory is then shared memory
 	// (memfd), which vhost-user needs.
@@ -106,6 +116,9 @@ func qemuArgs(m Machine) []string {
 	} else {
 		args = append(args, "-serial", "stdio")
 	}
+	if m.Incoming != "" {
+		args = append(args, "-incoming", m.Incoming, "-S")
+	}
 	if m.QMP != "" {
 		args = append(args, "-qmp", "unix:"+m.QMP+",server=on,wait=off")
 	}
@@ -114,13 +127,26 @@ func qemuArgs(m Machine) []string {
 		id := "fs" + strconv.Itoa(i)
 		args = append(args, "-chardev", "socket,id="+id+",path="+sh.Socket, "-device", "vhost-user-fs-device,chardev="+id+",tag="+sh.Tag)
 	}
+	sets := 0
+	file := func(img string) string { // the image's path, or its fd set
+		fds := m.diskFDs[img]
+		if len(fds) == 0 {
+			return img
+		}
+		sets++
+		set := strconv.Itoa(sets)
+		for _, fd := range fds {
+			args = append(args, "-add-fd", "fd="+strconv.Itoa(fd)+",set="+set)
+		}
+		return "/dev/fdset/" + set
+	}
 	for i, img := range m.Layers {
 		id := "layer" + strconv.Itoa(i)
-		args = append(args, "-drive", "file="+img+",if=none,id="+id+",format=raw,readonly=on",
+		args = append(args, "-drive", "file="+file(img)+",if=none,id="+id+",format=raw,readonly=on",
 			"-device", "virtio-blk-device,drive="+id+",serial="+guest.LayerSerial(i))
 	}
 	if m.Writable != "" { // deletes in the guest free the host's blocks
-		args = append(args, "-drive", "file="+m.Writable+",if=none,id=rw,format=raw,discard=unmap",
+		args = append(args, "-drive", "file="+file(m.Writable)+",if=none,id=rw,format=raw,discard=unmap",
 			"-device", "virtio-blk-device,drive=rw,serial="+guest.WritableSerial)
 	}
 	// The guest hands the pages it frees back (free page reporting):

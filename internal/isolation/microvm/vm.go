@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,10 @@ type VMSpec struct {
 	// runs).
 	Cgroup *cgroups.Group
 	Guest  guest.Config // its Address, Gateway, Shares and Layers are set here
+	// Incoming, when set, is a machine's saved state (QEMU's migration
+	// stream) to run instead of booting: the guest is left stopped
+	// (Checkpoint, Restore).
+	Incoming *os.File
 }
 
 // HostShare is a host directory shown in the guest: read-only, or
@@ -151,9 +156,13 @@ type proc struct {
 type Record struct {
 	Processes []isolation.Handle `json:"processes"`
 	Pool      *PoolAddress       `json:"pool,omitempty"`
-	// The driver's: the VM's cgroup and its sandbox's limits.
-	Cgroup string           `json:"cgroup,omitempty"`
-	Limits isolation.Limits `json:"limits"`
+	// The driver's: the VM's cgroup and its sandbox's limits, and its
+	// machine, layers and guest's config (what a Restore boots again).
+	Cgroup  string           `json:"cgroup,omitempty"`
+	Limits  isolation.Limits `json:"limits"`
+	Machine Machine          `json:"machine"`
+	Layers  []string         `json:"layers,omitempty"`
+	Guest   guest.Config     `json:"guest"`
 }
 
 // Files in a VM's directory.
@@ -258,9 +267,45 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	if err := os.Mkdir(m.Jail, 0o500); err != nil {
 		return nil, err
 	}
+	// QEMU inherits its uid's lock, its disks' descriptors and the saved
+	// machine: fd 3 onwards.
+	files := []*os.File{lock}
+	inherit := func(f *os.File) int {
+		files = append(files, f)
+		return 3 + len(files) - 1
+	}
+	var disks []*os.File // QEMU has its own copies
+	defer func() {
+		for _, f := range disks {
+			f.Close()
+		}
+	}()
+	m.diskFDs = map[string][]int{}
+	for _, img := range append(slices.Clip(m.Layers), m.Writable) {
+		if img == "" {
+			continue
+		}
+		ro, err := os.Open(img)
+		if err != nil {
+			return nil, err
+		}
+		disks = append(disks, ro)
+		m.diskFDs[img] = []int{inherit(ro)}
+		if img == m.Writable {
+			rw, err := os.OpenFile(img, os.O_RDWR, 0)
+			if err != nil {
+				return nil, err
+			}
+			disks = append(disks, rw)
+			m.diskFDs[img] = append(m.diskFDs[img], inherit(rw))
+		}
+	}
+	if s.Incoming != nil {
+		m.Incoming = "fd:" + strconv.Itoa(inherit(s.Incoming))
+	}
 	qemu := exec.Command(s.QEMU, qemuArgs(m)...)
 	qemu.Stdout, qemu.Stderr = v.console, v.console
-	qemu.ExtraFiles = []*os.File{lock}
+	qemu.ExtraFiles = files
 	qemu.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if err := hostproc.InNetNS(v.nsFile, v.host, qemu.Start); err != nil { // QEMU in the namespace
 		return nil, fmt.Errorf("start qemu: %w", err)
@@ -474,14 +519,28 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 // (guest.ControlPort): a guest's clock starts from the RTC's second and
 // stands still while the machine is stopped.
 func (v *VM) SetClock(ctx context.Context) error {
+	return v.control(ctx, "the guest's clock", func(c net.Conn) error { return guest.SetClock(c, time.Now()) })
+}
+
+// SetAddress moves the guest to the pool's address pa (restored into
+// another namespace of the pool), through its init.
+func (v *VM) SetAddress(ctx context.Context, pa PoolAddress) error {
+	return v.control(ctx, "the guest's address", func(c net.Conn) error {
+		return guest.SetAddress(c, guest.Address{Address: pa.Addr.String(), Gateway: pa.Gateway.String()})
+	})
+}
+
+// control makes a request of the guest's init (guest.ControlPort), for
+// 10 s at most.
+func (v *VM) control(ctx context.Context, what string, request func(net.Conn) error) error {
 	c, err := v.dial(ctx, guest.ControlPort)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := guest.SetClock(c, time.Now()); err != nil {
-		return fmt.Errorf("the guest's clock: %w", err)
+	if err := request(c); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -18,13 +19,24 @@ import (
 //   - RequestClock, then the time as 8 bytes (big-endian nanoseconds
 //     since 1970): the init sets the guest's clock, which stood still
 //     while the machine was stopped, and answers with an outcome.
+//   - RequestAddress, then a 4-byte length and an Address in JSON: the
+//     init moves eth0 to the sandbox's new address and gateway (a guest
+//     restored into another network namespace of the pool), and answers
+//     with an outcome.
 const ControlPort = 49981
 
 // The requests on ControlPort.
 const (
-	RequestExport byte = 'E'
-	RequestClock  byte = 'C'
+	RequestExport  byte = 'E'
+	RequestClock   byte = 'C'
+	RequestAddress byte = 'A'
 )
+
+// Address is the sandbox's address (with its prefix) and gateway.
+type Address struct {
+	Address string `json:"address"`
+	Gateway string `json:"gateway"`
+}
 
 // The link-local pair on the tap between the node and a guest: the node's
 // dials come from NodeAddr to GuestAddr.
@@ -71,6 +83,22 @@ func SetClock(c io.ReadWriter, now time.Time) error {
 	req[0] = RequestClock
 	binary.BigEndian.PutUint64(req[1:], uint64(now.UnixNano()))
 	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	return readOutcome(c)
+}
+
+// SetAddress asks the guest's init on c (a connection to ControlPort) to
+// move the sandbox to a, and waits for its answer.
+func SetAddress(c io.ReadWriter, a Address) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	req := make([]byte, 5, 5+len(body))
+	req[0] = RequestAddress
+	binary.BigEndian.PutUint32(req[1:], uint32(len(body)))
+	if _, err := c.Write(append(req, body...)); err != nil {
 		return err
 	}
 	return readOutcome(c)

@@ -2,6 +2,8 @@ package guest
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,18 +11,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // serveControl serves ControlPort on addr for the node: exports of the
 // writable layer upper (the overlay's upper directory) of the sandbox in
-// cgroup, frozen for the copy, one at a time; and the clock.
-func serveControl(addr, upper, cgroup string) error {
+// cgroup, frozen for the copy, one at a time; the clock; the address of
+// eth0, which is now cur.
+func serveControl(addr, upper, cgroup string, cur Address) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(ControlPort)))
 	if err != nil {
 		return err
 	}
-	var exports sync.Mutex
+	var exports, addressing sync.Mutex
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -48,6 +52,10 @@ func serveControl(addr, upper, cgroup string) error {
 					export(c, upper, cgroup)
 				case RequestClock:
 					writeOutcome(c, setClock(c))
+				case RequestAddress:
+					addressing.Lock()
+					defer addressing.Unlock()
+					writeOutcome(c, setAddress(c, &cur))
 				default:
 					writeOutcome(c, fmt.Errorf("no request %q", req[0]))
 				}
@@ -70,3 +78,50 @@ func setClock(c io.Reader) error {
 	return nil
 }
 
+
+// setAddress moves eth0 from the address *cur to the one that follows on
+// c, and the default route to its gateway.
+func setAddress(c io.Reader, cur *Address) error {
+	var n [4]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return err
+	}
+	if binary.BigEndian.Uint32(n[:]) > 4096 {
+		return errors.New("an address of more than 4 KiB")
+	}
+	body := make([]byte, binary.BigEndian.Uint32(n[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		return err
+	}
+	var next Address
+	if err := json.Unmarshal(body, &next); err != nil {
+		return err
+	}
+	addr, err := netlink.ParseAddr(next.Address)
+	if err != nil {
+		return err
+	}
+	gw := net.ParseIP(next.Gateway)
+	if gw == nil {
+		return fmt.Errorf("gateway %q", next.Gateway)
+	}
+	eth, err := netlink.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	// The link-local address (a guest without the pool's) stays: the
+	// node dials it.
+	if old, err := netlink.ParseAddr(cur.Address); err == nil && !old.Equal(*addr) && old.IP.String() != GuestAddr {
+		if err := netlink.AddrDel(eth, old); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			return fmt.Errorf("remove %s: %w", old, err)
+		}
+	}
+	if err := netlink.AddrReplace(eth, addr); err != nil {
+		return fmt.Errorf("eth0's address %s: %w", addr, err)
+	}
+	if err := netlink.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw}); err != nil {
+		return fmt.Errorf("the default route: %w", err)
+	}
+	*cur = next
+	return nil
+}

@@ -1,0 +1,275 @@
+package microvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/digitalocean/go-qemu/qmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+)
+
+var _ isolation.Checkpointer = (*Driver)(nil)
+
+// memoryImage is the machine's saved state in a checkpoint's directory:
+// QEMU's migration stream (its memory and devices).
+const memoryImage = "machine"
+
+// Checkpoint implements isolation.Checkpointer: QEMU writes the stopped
+// machine (its memory and devices' state) to dir, and the guest ends. Its
+// writable disk, record and cgroup stay for Restore, and so does the
+// pool's namespace it ran in while the node holds it. A guest that shares
+// host directories (the base template's binds, volumes) cannot be saved:
+// QEMU refuses to migrate a machine with virtiofs devices.
+func (d *Driver) Checkpoint(ctx context.Context, id, dir string) error {
+	s := d.get(id)
+	if s == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if len(s.vm.fsds) > 0 {
+		return errs.New(errs.Unimplemented, "microvm: sandbox %s shares host directories with its guest (a template's binds, volumes), which QEMU cannot save", id)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	img, err := os.OpenFile(filepath.Join(dir, memoryImage), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	m, err := connectMonitor(ctx, d.dir(id))
+	if err != nil {
+		return fmt.Errorf("sandbox %s's monitor: %w", id, err)
+	}
+	defer m.Disconnect()
+	raw, err := runQMP(m, "query-status", nil, nil)
+	if err != nil {
+		return err
+	}
+	before, err := parseStatus(raw)
+	if err != nil {
+		return err
+	}
+	if err := saveMachine(ctx, m, img); err != nil {
+		if before.Running {
+			if _, cerr := runQMP(m, "cont", nil, nil); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+		return fmt.Errorf("checkpoint sandbox %s: %w; QEMU's output ends: %s", id, err, lastLines(s.vm.Console(), 3))
+	}
+	if err := img.Sync(); err != nil {
+		return err
+	}
+	// Saved: the guest ends here. The pool's namespace is held for the
+	// restore (the VM's own goes with it).
+	var held *os.File
+	if s.vm.pool != nil {
+		fd, err := unix.FcntlInt(s.vm.nsFile.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		held = os.NewFile(uintptr(fd), "held-netns")
+	}
+	d.mu.Lock()
+	s.checkpointed = true
+	if held != nil {
+		d.held[id] = held
+	}
+	d.mu.Unlock()
+	return s.vm.Stop()
+}
+
+// saveMachine stops the machine and has QEMU write it to img, then waits
+// until it has.
+func saveMachine(ctx context.Context, m *qmp.SocketMonitor, img *os.File) error {
+	if _, err := runQMP(m, "stop", nil, nil); err != nil {
+		return err
+	}
+	// QEMU's default bandwidth of a migration is 32 MiB/s: a file takes
+	// what the disk gives.
+	if _, err := runQMP(m, "migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil); err != nil {
+		return err
+	}
+	if _, err := runQMP(m, "getfd", map[string]any{"fdname": "checkpoint"}, img); err != nil {
+		return err
+	}
+	if _, err := runQMP(m, "migrate", map[string]any{"uri": "fd:checkpoint"}, nil); err != nil {
+		return err
+	}
+	for {
+		raw, err := runQMP(m, "query-migrate", nil, nil)
+		if err != nil {
+			return err
+		}
+		var st struct {
+			Return struct {
+				Status    string `json:"status"`
+				ErrorDesc string `json:"error-desc"`
+			} `json:"return"`
+		}
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return fmt.Errorf("query-migrate: %w", err)
+		}
+		switch st.Return.Status {
+		case "completed":
+			return nil
+		case "failed", "cancelled":
+			return fmt.Errorf("QEMU's save of the machine %s: %s", st.Return.Status, st.Return.ErrorDesc)
+		}
+		select {
+		case <-ctx.Done():
+			_, _ = runQMP(m, "migrate_cancel", nil, nil)
+			return errs.Mark(errs.Canceled, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Restore implements isolation.Checkpointer: a new QEMU runs the machine
+// saved in dir, on the same disks, in netns (else the namespace held
+// since the checkpoint, else one of its own with no way out). A guest
+// that comes back at another of the pool's addresses moves to it; its
+// clock is set to the host's.
+func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h isolation.Handle, err error) {
+	if err := isolation.ValidateID(id); err != nil {
+		return h, err
+	}
+	d.mu.Lock()
+	if s := d.vms[id]; s != nil && !s.checkpointed {
+		d.mu.Unlock()
+		return h, errs.New(errs.Conflict, "sandbox %s runs", id)
+	}
+	held := d.held[id]
+	d.mu.Unlock()
+	if netns == nil {
+		netns = held
+	}
+	vmDir := d.dir(id)
+	var rec Record
+	if b, err := os.ReadFile(filepath.Join(vmDir, recordFile)); err != nil {
+		return h, errs.New(errs.NotFound, "sandbox %s: %v", id, err)
+	} else if err := json.Unmarshal(b, &rec); err != nil {
+		return h, fmt.Errorf("sandbox %s: %s: %w", id, recordFile, err)
+	}
+	img, err := os.Open(filepath.Join(dir, memoryImage))
+	if err != nil {
+		return h, err
+	}
+	defer img.Close()
+	cg, err := cgroups.Load(rec.Cgroup)
+	if err != nil {
+		return h, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	// What the last QEMU left: its sockets and jail are made anew.
+	for _, name := range []string{consoleSocket, qmpSocket, "jail"} {
+		if err := os.Remove(filepath.Join(vmDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return h, err
+		}
+	}
+	vm, err := Start(ctx, VMSpec{
+		Dir: vmDir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd, Machine: rec.Machine,
+		Layers: rec.Layers, NetNS: netns, Cgroup: cg, Guest: rec.Guest, Incoming: img,
+	})
+	if err != nil {
+		return h, fmt.Errorf("restore sandbox %s: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			vm.Stop()
+		}
+	}()
+	next := vm.Record()
+	next.Cgroup, next.Limits, next.Machine, next.Layers, next.Guest = rec.Cgroup, rec.Limits, rec.Machine, rec.Layers, rec.Guest
+	if err := fsutil.WriteJSON(filepath.Join(vmDir, recordFile), next); err != nil {
+		return h, err
+	}
+	if err := waitIncoming(ctx, vmDir, vm); err != nil {
+		return h, fmt.Errorf("restore sandbox %s: %w; the guest's console ends: %s", id, err, lastLines(vm.Console(), 5))
+	}
+	m, err := connectMonitor(ctx, vmDir)
+	if err != nil {
+		return h, err
+	}
+	_, err = runQMP(m, "cont", nil, nil)
+	m.Disconnect()
+	if err != nil {
+		return h, err
+	}
+	if vm.pool != nil && (rec.Pool == nil || rec.Pool.Addr != vm.pool.Addr || rec.Pool.Gateway != vm.pool.Gateway) {
+		if err := vm.SetAddress(ctx, *vm.pool); err != nil {
+			return h, err
+		}
+	}
+	if err := vm.SetClock(ctx); err != nil {
+		return h, err
+	}
+	if err := waitAgent(ctx, vm); err != nil {
+		return h, err
+	}
+	d.mu.Lock()
+	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits}
+	if held != nil {
+		held.Close() // the guest holds its namespace
+		delete(d.held, id)
+	}
+	d.mu.Unlock()
+	q := next.Processes[0]
+	return isolation.Handle{ID: id, Driver: d.Name(), PID: q.PID, StartTime: q.StartTime, CreatedAt: time.Now().UTC()}, nil
+}
+
+// waitIncoming waits until QEMU has read the saved machine (it is then
+// stopped), or ended, or ctx ends.
+func waitIncoming(ctx context.Context, dir string, vm *VM) error {
+	var m *qmp.SocketMonitor
+	for deadline := time.Now().Add(10 * time.Second); ; { // QEMU makes its monitor's socket after the console's
+		var err error
+		if m, err = connectMonitor(ctx, dir); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errs.Mark(errs.Canceled, ctx.Err())
+		case <-vm.Done():
+			return errors.New("QEMU ended before its monitor answered")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	defer m.Disconnect()
+	for {
+		raw, err := runQMP(m, "query-status", nil, nil)
+		if err != nil {
+			return err
+		}
+		st, err := parseStatus(raw)
+		if err != nil {
+			return err
+		}
+		switch st.Status {
+		case "inmigrate":
+		case "paused", "prelaunch":
+			return nil
+		default:
+			return fmt.Errorf("QEMU's state after reading the saved machine: %s", st.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return errs.Mark(errs.Canceled, ctx.Err())
+		case <-vm.Done():
+			return errors.New("QEMU ended while reading the saved machine")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

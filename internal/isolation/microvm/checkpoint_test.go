@@ -1,0 +1,253 @@
+package microvm
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+)
+
+// TestCheckpointRestore saves a running guest whole and brings it back: a
+// process goes on where it was (the same loop, its count from memory),
+// the sandbox's files are there, its end in between is reported as a
+// checkpoint, its clock is the host's again, and nothing is left after
+// Destroy. The guest's root is an image template's: no bind.
+func TestCheckpointRestore(t *testing.T) {
+	cfg, _ := testDriver(t)
+	d, err := NewDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	id := isolationtest.NewID()
+	spec := isolation.Spec{
+		RootFS: isolation.RootFS{Layers: []string{programsLayer(t, "bash", "cat", "sleep", "date")}},
+		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
+	}
+	if _, err := d.Create(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Destroy(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
+			t.Errorf("left: %v", left)
+		}
+		if len(d.held) != 0 {
+			t.Errorf("namespaces held after Destroy: %v", d.held)
+		}
+	}()
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+	defer c.Close()
+	var started agentclient.Result
+	loop := `x=$$-$RANDOM; i=0; while :; do i=$((i+1)); echo "$x $i" > /tmp/state; sleep 0.1; done`
+	if err := c.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-c", "echo kept > /tmp/file; " + loop}, User: "root", Background: true}, nil, &started); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (string, int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			res, err := c.Run(ctx, "root", "cat /tmp/state", time.Minute)
+			if f := strings.Fields(string(res.Stdout)); err == nil && len(f) == 2 {
+				n, _ := strconv.Atoi(f[1])
+				return f[0], n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
+			}
+		}
+	}
+	x, before := state()
+	image := t.TempDir()
+	start := time.Now()
+	if err := d.Checkpoint(ctx, id, image); err != nil {
+		t.Fatal(err)
+	}
+	var saved unix.Stat_t
+	if err := unix.Stat(filepath.Join(image, memoryImage), &saved); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checkpoint in %v: %d MiB (%d MiB on disk)", time.Since(start).Round(time.Millisecond), saved.Size>>20, saved.Blocks*512>>20)
+	if exit, err := d.Wait(ctx, id); err != nil || exit.Reason != isolation.ExitCheckpointed {
+		t.Errorf("end at the checkpoint: %+v %v", exit, err)
+	}
+	if out, _ := exec.Command("pgrep", "-f", d.dir(id)).Output(); len(out) > 0 {
+		t.Errorf("QEMU runs after the checkpoint: %s", out)
+	}
+	time.Sleep(4 * time.Second) // the guest's clock stands still meanwhile
+	start = time.Now()
+	if _, err := d.Restore(ctx, id, image, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restore in %v", time.Since(start).Round(time.Millisecond))
+	// The same loop goes on: its mark, and a count past the one before.
+	y, after := state()
+	if y != x || after < before {
+		t.Errorf("the loop before the checkpoint: %s %d; after the restore: %s %d", x, before, y, after)
+	}
+	res, err := c.Run(ctx, "root", "cat /tmp/file; date +%s", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, clock, _ := strings.Cut(string(res.Stdout), "\n")
+	if file != "kept" {
+		t.Errorf("a file after the restore: %q", file)
+	}
+	if secs, err := strconv.ParseInt(strings.TrimSpace(clock), 10, 64); err != nil || time.Since(time.Unix(secs, 0)).Abs() > 2*time.Second {
+		t.Errorf("the guest's clock after the restore: %q, the host's %v", clock, time.Now())
+	}
+}
+
+// TestRestoreInAnotherNamespace restores a guest saved in one of the
+// pool's namespaces into another (a node that restarted meanwhile has
+// new ones): the guest moves to the new sandbox address, and its
+// connections out come from it.
+func TestRestoreInAnotherNamespace(t *testing.T) {
+	cfg, _ := testDriver(t)
+	d, err := NewDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octet := byte(100 + os.Getpid()%100)
+	gw1, addr1 := net.IPv4(10, 252, octet, 1), net.IPv4(10, 252, octet, 2)
+	gw2, addr2 := net.IPv4(10, 253, octet, 1), net.IPv4(10, 253, octet, 2)
+	tag := strconv.Itoa(os.Getpid() % 100000)
+	ns1 := poolNamespace(t, "cvma"+tag, gw1, addr1)
+	ns2 := poolNamespace(t, "cvmb"+tag, gw2, addr2)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	id := isolationtest.NewID()
+	spec := isolation.Spec{
+		RootFS: isolation.RootFS{Layers: []string{programsLayer(t, "bash")}},
+		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64}, NetNS: ns1,
+	}
+	if _, err := d.Create(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Destroy(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
+			t.Errorf("left: %v", left)
+		}
+	}()
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+	defer c.Close()
+	// from dials the host's end of the namespace from the guest and
+	// returns the address the connection came from.
+	from := func(gw net.IP) string {
+		t.Helper()
+		ln, err := net.Listen("tcp", net.JoinHostPort(gw.String(), "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		peer := make(chan string, 1)
+		go func() {
+			if conn, err := ln.Accept(); err == nil {
+				peer <- conn.RemoteAddr().(*net.TCPAddr).IP.String()
+				conn.Close()
+			}
+		}()
+		dial := "exec 3<>/dev/tcp/" + gw.String() + "/" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + " && echo connected"
+		if res, err := c.Run(ctx, "root", dial, time.Minute); err != nil || !strings.Contains(string(res.Stdout), "connected") {
+			t.Fatalf("%s: %v %q %q", dial, err, res.Stdout, res.Stderr)
+		}
+		select {
+		case p := <-peer:
+			return p
+		case <-time.After(10 * time.Second):
+			t.Fatal("the host's end saw no connection")
+			return ""
+		}
+	}
+	if got := from(gw1); got != addr1.String() {
+		t.Errorf("before the checkpoint, the guest's connection came from %s, want %s", got, addr1)
+	}
+	image := t.TempDir()
+	if err := d.Checkpoint(ctx, id, image); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Restore(ctx, id, image, ns2); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.held) != 0 {
+		t.Errorf("the first namespace is still held: %v", d.held)
+	}
+	if got := from(gw2); got != addr2.String() {
+		t.Errorf("after the restore, the guest's connection came from %s, want %s", got, addr2)
+	}
+}
+
+// programsLayer makes a template layer of the host's programs (from
+// /usr/bin) and the libraries they link, with the accounts the agent
+// needs: a root of its own, no bind.
+func programsLayer(t *testing.T, programs ...string) string {
+	t.Helper()
+	layer := t.TempDir()
+	copyFile := func(src, dst string, mode os.FileMode) {
+		b, err := os.ReadFile(src)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(dst), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(dst, b, mode)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range programs {
+		bin := filepath.Join("/usr/bin", p)
+		copyFile(bin, filepath.Join(layer, bin), 0o755)
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", bin, err)
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				copyFile(f, filepath.Join(layer, f), 0o755)
+			}
+		}
+	}
+	for name, data := range map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\n",
+		"etc/group":  "root:x:0:\nuser:x:1000:\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(layer, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(layer, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{"tmp", "root", "home/user", "proc", "dev"} {
+		if err := os.MkdirAll(filepath.Join(layer, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(layer, "tmp"), os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(layer, "home/user"), 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/bin", filepath.Join(layer, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	return layer
+}
