@@ -78,7 +78,6 @@ func setClock(c io.Reader) error {
 	return nil
 }
 
-
 // setAddress moves eth0 from the address *cur to the one that follows on
 // c, and the default route to its gateway.
 func setAddress(c io.Reader, cur *Address) error {
