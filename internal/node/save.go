@@ -34,8 +34,9 @@ func (c Copy) Release() { c.release() }
 
 // SaveLayer copies what a sandbox wrote over its template — its writable
 // layer — into the template store and, with memory, its processes into an
-// image (isolation.Cloner; a driver without it, or a sandbox whose
-// processes are on disk or ended by a pause, gives none). A running
+// image (isolation.Cloner; a driver without it, a sandbox it cannot
+// copy (Unimplemented), or one whose processes are on disk or ended by a
+// pause, gives none). A running
 // sandbox is frozen for the copy and runs on after it; a paused one stays
 // paused (one paused without its memory has its layer saved already).
 func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, error) {
@@ -69,6 +70,10 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 		// Frozen still, so that its processes match its files.
 		c.Image, err = m.image(ctx, sb)
 		m.thaw(ctx, sb)
+		if errs.Is(err, errs.Unimplemented) { // this sandbox, on a driver that copies others: its files only
+			m.log.Info("a sandbox's processes are not copied", logx.SandboxID(id), logx.Err(err))
+			return c, nil
+		}
 		if err != nil {
 			release()
 			return Copy{}, err

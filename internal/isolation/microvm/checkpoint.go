@@ -155,11 +155,12 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 		netns = held
 	}
 	vmDir := d.dir(id)
-	var rec Record
-	if b, err := os.ReadFile(filepath.Join(vmDir, recordFile)); err != nil {
+	rec, err := readRecordFile(filepath.Join(vmDir, recordFile))
+	if errors.Is(err, os.ErrNotExist) {
 		return h, errs.New(errs.NotFound, "sandbox %s: %v", id, err)
-	} else if err := json.Unmarshal(b, &rec); err != nil {
-		return h, fmt.Errorf("sandbox %s: %s: %w", id, recordFile, err)
+	}
+	if err != nil {
+		return h, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	img, err := os.Open(filepath.Join(dir, memoryImage))
 	if err != nil {
@@ -193,28 +194,8 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 	if err := fsutil.WriteJSON(filepath.Join(vmDir, recordFile), next); err != nil {
 		return h, err
 	}
-	if err := waitIncoming(ctx, vmDir, vm); err != nil {
-		return h, fmt.Errorf("restore sandbox %s: %w; the guest's console ends: %s", id, err, lastLines(vm.Console(), 5))
-	}
-	m, err := connectMonitor(ctx, vmDir)
-	if err != nil {
-		return h, err
-	}
-	_, err = runQMP(m, "cont", nil, nil)
-	m.Disconnect()
-	if err != nil {
-		return h, err
-	}
-	if vm.pool != nil && (rec.Pool == nil || rec.Pool.Addr != vm.pool.Addr || rec.Pool.Gateway != vm.pool.Gateway) {
-		if err := vm.SetAddress(ctx, *vm.pool); err != nil {
-			return h, err
-		}
-	}
-	if err := vm.SetClock(ctx); err != nil {
-		return h, err
-	}
-	if err := waitAgent(ctx, vm); err != nil {
-		return h, err
+	if err := d.wake(ctx, vm, rec.Pool, ""); err != nil {
+		return h, fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
 	d.mu.Lock()
 	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits}
@@ -225,6 +206,39 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 	d.mu.Unlock()
 	q := next.Processes[0]
 	return isolation.Handle{ID: id, Driver: d.Name(), PID: q.PID, StartTime: q.StartTime, CreatedAt: time.Now().UTC()}, nil
+}
+
+// wake runs a machine a new QEMU reads back (Restore, Clone) once it has
+// read it: the guest goes on, moves to its namespace's address when it
+// had another (was), takes hostname when given and the host's clock; it
+// returns once the guest's agent answers.
+func (d *Driver) wake(ctx context.Context, vm *VM, was *PoolAddress, hostname string) error {
+	if err := waitIncoming(ctx, vm.dir, vm); err != nil {
+		return fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
+	}
+	m, err := connectMonitor(ctx, vm.dir)
+	if err != nil {
+		return err
+	}
+	_, err = runQMP(m, "cont", nil, nil)
+	m.Disconnect()
+	if err != nil {
+		return err
+	}
+	if vm.pool != nil && (was == nil || *was != *vm.pool) {
+		if err := vm.SetAddress(ctx, *vm.pool); err != nil {
+			return err
+		}
+	}
+	if hostname != "" {
+		if err := vm.SetHostname(ctx, hostname); err != nil {
+			return err
+		}
+	}
+	if err := vm.SetClock(ctx); err != nil {
+		return err
+	}
+	return waitAgent(ctx, vm)
 }
 
 // waitIncoming waits until QEMU has read the saved machine (it is then

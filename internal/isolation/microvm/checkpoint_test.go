@@ -193,6 +193,94 @@ func TestRestoreInAnotherNamespace(t *testing.T) {
 	}
 }
 
+// TestClone copies a running guest whole into a new sandbox: the copy's
+// process goes on from the source's count, under the copy's host name,
+// its files its own from then on; the source goes on unchanged.
+func TestClone(t *testing.T) {
+	cfg, _ := testDriver(t)
+	d, err := NewDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	spec := isolation.Spec{
+		RootFS: isolation.RootFS{Layers: []string{programsLayer(t, "bash", "cat", "sleep")}},
+		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
+	}
+	src, dst := isolationtest.NewID(), isolationtest.NewID()
+	if _, err := d.Create(ctx, src, spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{src, dst} {
+		defer func() {
+			if err := d.Destroy(context.Background(), id); err != nil {
+				t.Error(err)
+			}
+			if left := leaks(d.cfg.Dir, id); len(left) > 0 {
+				t.Errorf("%s left: %v", id, left)
+			}
+		}()
+	}
+	agent := func(id string) *agentclient.Client {
+		c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cs, cd := agent(src), agent(dst)
+	var started agentclient.Result
+	loop := `x=$$-$RANDOM; i=0; while :; do i=$((i+1)); echo "$x $i" > /tmp/state; sleep 0.1; done`
+	if err := cs.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-c", "echo from-source > /tmp/file; " + loop}, User: "root", Background: true}, nil, &started); err != nil {
+		t.Fatal(err)
+	}
+	state := func(c *agentclient.Client) (string, int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			res, err := c.Run(ctx, "root", "cat /tmp/state", time.Minute)
+			if f := strings.Fields(string(res.Stdout)); err == nil && len(f) == 2 {
+				n, _ := strconv.Atoi(f[1])
+				return f[0], n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
+			}
+		}
+	}
+	x, before := state(cs)
+	// The node pauses a sandbox around its copy.
+	if err := d.Pause(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	image := t.TempDir()
+	if err := d.Image(ctx, src, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Resume(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Clone(ctx, dst, spec, image); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		agent *agentclient.Client
+	}{{src, cs}, {dst, cd}} {
+		if y, n := state(c.agent); y != x || n < before {
+			t.Errorf("%s's loop: %s %d, the source's before the copy: %s %d", c.name, y, n, x, before)
+		}
+		res, err := c.agent.Run(ctx, "root", "echo $HOSTNAME; cat /tmp/file", time.Minute)
+		if want := c.name + "\nfrom-source\n"; err != nil || string(res.Stdout) != want {
+			t.Errorf("%s: %q %v, want %q", c.name, res.Stdout, err, want)
+		}
+	}
+	if res, err := cd.Run(ctx, "root", "echo from-copy > /tmp/file", time.Minute); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a write in the copy: %v %+v", err, res)
+	}
+	if res, err := cs.Run(ctx, "root", "cat /tmp/file", time.Minute); err != nil || string(res.Stdout) != "from-source\n" {
+		t.Errorf("the source's file after the copy wrote its own: %q %v", res.Stdout, err)
+	}
+}
+
 // programsLayer makes a template layer of the host's programs (from
 // /usr/bin) and the libraries they link, with the accounts the agent
 // needs: a root of its own, no bind.

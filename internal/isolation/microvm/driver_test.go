@@ -168,6 +168,9 @@ func TestDriver(t *testing.T) {
 	if err := d.Checkpoint(ctx, id, filepath.Join(dir, "checkpoint")); !errs.Is(err, errs.Unimplemented) {
 		t.Errorf("a checkpoint of a guest with shares: %v", err)
 	}
+	if err := d.Image(ctx, id, filepath.Join(dir, "image")); !errs.Is(err, errs.Unimplemented) {
+		t.Errorf("a copy of a guest with shares: %v", err)
+	}
 	// The guest's clock is the host's, also after the machine stood still
 	// for a while (its clock with it).
 	if err := d.Pause(ctx, id); err != nil {

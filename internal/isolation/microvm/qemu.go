@@ -44,7 +44,10 @@ type Machine struct {
 	// disk image (read-only, and read-write for the writable disk), as
 	// fd sets: QEMU opens a disk again with other flags (a save makes its
 	// disks read-only, a restore writable), which in its empty root it can
-	// only do from them.
+	// only do from them. QEMU's own image locks are off then: a set's
+	// descriptors share their locks with each copy QEMU takes of them, so
+	// the read-only one would keep the writable one from its lock; the node
+	// gives each writable disk to one QEMU.
 	diskFDs map[string][]int
 	// Shares are virtiofs devices: a tag and the vhost-user socket of the
 	// virtiofsd that serves it. The guest's memory is then shared memory
@@ -138,7 +141,7 @@ func qemuArgs(m Machine) []string {
 		for _, fd := range fds {
 			args = append(args, "-add-fd", "fd="+strconv.Itoa(fd)+",set="+set)
 		}
-		return "/dev/fdset/" + set
+		return "/dev/fdset/" + set + ",file.locking=off"
 	}
 	for i, img := range m.Layers {
 		id := "layer" + strconv.Itoa(i)

@@ -73,11 +73,16 @@ func (d *Driver) makeImage(ctx context.Context, layer, img string) error {
 		}
 		return err
 	}
-	return os.Rename(tmp, img)
+	if err := os.Rename(tmp, img); err != nil {
+		return err
+	}
+	// A new layer: the store may have removed others since.
+	return d.pruneImages()
 }
 
 // pruneImages removes the images whose layer is gone (the template store
-// deleted it), and what an interrupted make left. A guest that still runs
+// deleted it), and what an interrupted make left: at the driver's start
+// and after each new image (imageMu held then). A guest that still runs
 // on one keeps its open file.
 func (d *Driver) pruneImages() error {
 	dir := filepath.Join(d.cfg.Dir, imagesDir)

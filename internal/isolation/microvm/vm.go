@@ -530,6 +530,11 @@ func (v *VM) SetAddress(ctx context.Context, pa PoolAddress) error {
 	})
 }
 
+// SetHostname names the guest (a copy of another), through its init.
+func (v *VM) SetHostname(ctx context.Context, name string) error {
+	return v.control(ctx, "the guest's host name", func(c net.Conn) error { return guest.SetHostname(c, name) })
+}
+
 // control makes a request of the guest's init (guest.ControlPort), for
 // 10 s at most.
 func (v *VM) control(ctx context.Context, what string, request func(net.Conn) error) error {

@@ -23,13 +23,17 @@ import (
 //     init moves eth0 to the sandbox's new address and gateway (a guest
 //     restored into another network namespace of the pool), and answers
 //     with an outcome.
+//   - RequestHostname, then a 1-byte length and the name: the init sets
+//     the guest's host name and the root's /etc/hostname and /etc/hosts
+//     (a copy of another sandbox's guest), and answers with an outcome.
 const ControlPort = 49981
 
 // The requests on ControlPort.
 const (
 	RequestExport  byte = 'E'
 	RequestClock   byte = 'C'
-	RequestAddress byte = 'A'
+	RequestAddress  byte = 'A'
+	RequestHostname byte = 'H'
 )
 
 // Address is the sandbox's address (with its prefix) and gateway.
@@ -99,6 +103,18 @@ func SetAddress(c io.ReadWriter, a Address) error {
 	req[0] = RequestAddress
 	binary.BigEndian.PutUint32(req[1:], uint32(len(body)))
 	if _, err := c.Write(append(req, body...)); err != nil {
+		return err
+	}
+	return readOutcome(c)
+}
+
+// SetHostname asks the guest's init on c (a connection to ControlPort) to
+// name the guest, and waits for its answer.
+func SetHostname(c io.ReadWriter, name string) error {
+	if len(name) == 0 || len(name) > 64 {
+		return fmt.Errorf("host name %q", name)
+	}
+	if _, err := c.Write(append([]byte{RequestHostname, byte(len(name))}, name...)); err != nil {
 		return err
 	}
 	return readOutcome(c)

@@ -13,13 +13,16 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
 // serveControl serves ControlPort on addr for the node: exports of the
 // writable layer upper (the overlay's upper directory) of the sandbox in
 // cgroup, frozen for the copy, one at a time; the clock; the address of
-// eth0, which is now cur.
-func serveControl(addr, upper, cgroup string, cur Address) error {
+// eth0, which is now cur; the host name, also in the files of the root
+// (with its resolvers, dns).
+func serveControl(addr, upper, cgroup string, cur Address, root string, dns []string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(ControlPort)))
 	if err != nil {
 		return err
@@ -52,6 +55,8 @@ func serveControl(addr, upper, cgroup string, cur Address) error {
 					export(c, upper, cgroup)
 				case RequestClock:
 					writeOutcome(c, setClock(c))
+				case RequestHostname:
+					writeOutcome(c, setHostname(c, root, dns))
 				case RequestAddress:
 					addressing.Lock()
 					defer addressing.Unlock()
@@ -123,4 +128,24 @@ func setAddress(c io.Reader, cur *Address) error {
 	}
 	*cur = next
 	return nil
+}
+
+// setHostname names the guest as what follows on c, and writes the name
+// into the root's files.
+func setHostname(c io.Reader, root string, dns []string) error {
+	var n [1]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return err
+	}
+	name := make([]byte, n[0])
+	if _, err := io.ReadFull(c, name); err != nil {
+		return err
+	}
+	if err := isolation.ValidateID(string(name)); err != nil {
+		return err
+	}
+	if err := unix.Sethostname(name); err != nil {
+		return err
+	}
+	return isolation.WriteIdentity(root, string(name), dns)
 }

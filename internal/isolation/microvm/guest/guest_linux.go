@@ -313,7 +313,7 @@ func becomeSandbox(raw []byte) error {
 		if err := serveForwards(ip.String()); err != nil {
 			return fmt.Errorf("the loopback forwarder: %w", err)
 		}
-		if err := serveControl(ip.String(), "/upper/data", sandboxGroup, Address{Address: cfg.Address, Gateway: cfg.Gateway}); err != nil {
+		if err := serveControl(ip.String(), "/upper/data", sandboxGroup, Address{Address: cfg.Address, Gateway: cfg.Gateway}, "/newroot", cfg.DNS); err != nil {
 			return fmt.Errorf("the node's control port: %w", err)
 		}
 	}

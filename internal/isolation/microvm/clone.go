@@ -1,0 +1,237 @@
+package microvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+var _ isolation.Cloner = (*Driver)(nil)
+
+// Files of an image (Image) beside its memoryImage: the source's record
+// and a copy of its writable disk, which its kernel has mounted.
+const (
+	sourceRecord = "source.json"
+	writableCopy = "writable.ext4"
+)
+
+// Image implements isolation.Cloner: QEMU writes the stopped machine to
+// dir and the node copies its writable disk beside it (the guest's kernel
+// has that file system mounted: the copy must be the disk, block for
+// block, not its files); then the guest goes on as it was (paused stays
+// paused). A guest with shares cannot be copied (Unimplemented).
+func (d *Driver) Image(ctx context.Context, id, dir string) error {
+	s := d.get(id)
+	if s == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if len(s.vm.fsds) > 0 {
+		return errs.New(errs.Unimplemented, "microvm: sandbox %s shares host directories with its guest (a template's binds, volumes), which QEMU cannot copy", id)
+	}
+	rec, err := readRecordFile(filepath.Join(d.dir(id), recordFile))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	img, err := os.OpenFile(filepath.Join(dir, memoryImage), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	m, err := connectMonitor(ctx, d.dir(id))
+	if err != nil {
+		return fmt.Errorf("sandbox %s's monitor: %w", id, err)
+	}
+	defer m.Disconnect()
+	raw, err := runQMP(m, "query-status", nil, nil)
+	if err != nil {
+		return err
+	}
+	before, err := parseStatus(raw)
+	if err != nil {
+		return err
+	}
+	err = saveMachine(ctx, m, img)
+	if err == nil {
+		err = img.Sync()
+	}
+	if err == nil { // stopped: its disk is as its memory has it
+		err = copySparse(filepath.Join(d.dir(id), writableImage), filepath.Join(dir, writableCopy))
+	}
+	if err == nil {
+		err = fsutil.WriteJSON(filepath.Join(dir, sourceRecord), rec)
+	}
+	if before.Running {
+		if _, cerr := runQMP(m, "cont", nil, nil); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("copy sandbox %s's guest: %w", id, err)
+	}
+	return nil
+}
+
+// Clone implements isolation.Cloner: a new QEMU runs the machine image
+// holds, on its source's layers and a copy of its writable disk (spec's
+// root shows those files; the guest's kernel needs the disk itself), in
+// spec's network namespace. It keeps its source's machine (memory, vCPUs)
+// and takes spec's host limits, its own address, host name and clock.
+func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, image string) (h isolation.Handle, err error) {
+	if err := isolation.ValidateID(id); err != nil {
+		return h, err
+	}
+	src, err := readRecordFile(filepath.Join(image, sourceRecord))
+	if err != nil {
+		return h, errs.New(errs.InvalidArgument, "a copy of a guest: %v", err)
+	}
+	if err := d.packInitramfs(); err != nil {
+		return h, err
+	}
+	mem, err := os.Open(filepath.Join(image, memoryImage))
+	if err != nil {
+		return h, err
+	}
+	defer mem.Close()
+	d.mu.Lock()
+	if _, ok := d.vms[id]; ok {
+		d.mu.Unlock()
+		return h, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
+	}
+	d.vms[id] = &sandboxVM{} // reserved
+	d.mu.Unlock()
+	dir := d.dir(id)
+	defer func() {
+		if err != nil {
+			d.mu.Lock()
+			delete(d.vms, id)
+			d.mu.Unlock()
+		}
+	}()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return h, err
+	}
+	defer func() {
+		if err != nil {
+			if rerr := fsutil.RemoveTree(dir); rerr != nil {
+				d.cfg.Log.Error("remove a failed clone's directory", logx.SandboxID(id), logx.Err(rerr))
+			}
+		}
+	}()
+	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
+		CPUMillis:   spec.Limits.CPUMillis,
+		MemoryBytes: (src.Machine.MemoryMB + vmmOverheadMB(d.kvm)) << 20,
+		PIDs:        vmmPIDs, IOWeight: 100,
+	})
+	if err != nil {
+		return h, err
+	}
+	defer func() {
+		if err != nil {
+			if derr := cg.Destroy(context.Background()); derr != nil {
+				d.cfg.Log.Error("remove a failed clone's cgroup", logx.SandboxID(id), logx.Err(derr))
+			}
+		}
+	}()
+	machine := src.Machine
+	machine.Writable = filepath.Join(dir, writableImage)
+	if err := copySparse(filepath.Join(image, writableCopy), machine.Writable); err != nil {
+		return h, err
+	}
+	g := src.Guest
+	g.Hostname = id
+	vm, err := Start(ctx, VMSpec{
+		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd, Machine: machine,
+		Layers: src.Layers, NetNS: spec.NetNS, Cgroup: cg, Guest: g, Incoming: mem,
+	})
+	if err != nil {
+		return h, fmt.Errorf("clone sandbox %s: %w", id, err)
+	}
+	rec := vm.Record()
+	rec.Cgroup, rec.Limits, rec.Machine, rec.Layers, rec.Guest = cg.Name(), src.Limits, machine, src.Layers, g
+	err = fsutil.WriteJSON(filepath.Join(dir, recordFile), rec)
+	if err == nil {
+		err = d.wake(ctx, vm, src.Pool, id)
+	}
+	if err != nil {
+		vm.Stop()
+		return h, fmt.Errorf("clone sandbox %s: %w", id, err)
+	}
+	d.mu.Lock()
+	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: src.Limits}
+	d.mu.Unlock()
+	q := rec.Processes[0]
+	return isolation.Handle{ID: id, Driver: d.Name(), PID: q.PID, StartTime: q.StartTime, CreatedAt: time.Now().UTC()}, nil
+}
+
+// readRecordFile reads a Record.
+func readRecordFile(path string) (Record, error) {
+	var rec Record
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return rec, nil
+}
+
+// copySparse copies the disk image src to dst (new), a clone of its
+// blocks where the file system shares them, else only its data: holes
+// stay holes.
+func copySparse(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
+		return nil
+	}
+	if err := out.Truncate(st.Size()); err != nil {
+		return err
+	}
+	for off := int64(0); off < st.Size(); {
+		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) { // holes to the end
+			break
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.NewOffsetWriter(out, data), io.NewSectionReader(in, data, hole-data)); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return out.Sync()
+}
