@@ -16,6 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 // TestCheckpointRestore saves a running guest whole and brings it back: a
@@ -33,7 +34,7 @@ func TestCheckpointRestore(t *testing.T) {
 	defer cancel()
 	id := isolationtest.NewID()
 	spec := isolation.Spec{
-		RootFS: isolation.RootFS{Layers: []string{programsLayer(t, "bash", "cat", "sleep", "date")}},
+		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash", "cat", "sleep", "date")}},
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
 	}
 	if _, err := d.Create(ctx, id, spec); err != nil {
@@ -131,7 +132,7 @@ func TestRestoreInAnotherNamespace(t *testing.T) {
 	defer cancel()
 	id := isolationtest.NewID()
 	spec := isolation.Spec{
-		RootFS: isolation.RootFS{Layers: []string{programsLayer(t, "bash")}},
+		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash")}},
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64}, NetNS: ns1,
 	}
 	if _, err := d.Create(ctx, id, spec); err != nil {
@@ -205,7 +206,7 @@ func TestClone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	spec := isolation.Spec{
-		RootFS: isolation.RootFS{Layers: []string{programsLayer(t, "bash", "cat", "sleep")}},
+		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash", "cat", "sleep")}},
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
 	}
 	src, dst := isolationtest.NewID(), isolationtest.NewID()
@@ -279,63 +280,4 @@ func TestClone(t *testing.T) {
 	if res, err := cs.Run(ctx, "root", "cat /tmp/file", time.Minute); err != nil || string(res.Stdout) != "from-source\n" {
 		t.Errorf("the source's file after the copy wrote its own: %q %v", res.Stdout, err)
 	}
-}
-
-// programsLayer makes a template layer of the host's programs (from
-// /usr/bin) and the libraries they link, with the accounts the agent
-// needs: a root of its own, no bind.
-func programsLayer(t *testing.T, programs ...string) string {
-	t.Helper()
-	layer := t.TempDir()
-	copyFile := func(src, dst string, mode os.FileMode) {
-		b, err := os.ReadFile(src)
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(dst), 0o755)
-		}
-		if err == nil {
-			err = os.WriteFile(dst, b, mode)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range programs {
-		bin := filepath.Join("/usr/bin", p)
-		copyFile(bin, filepath.Join(layer, bin), 0o755)
-		out, err := exec.Command("ldd", bin).Output()
-		if err != nil {
-			t.Fatalf("ldd %s: %v", bin, err)
-		}
-		for _, f := range strings.Fields(string(out)) {
-			if strings.HasPrefix(f, "/") {
-				copyFile(f, filepath.Join(layer, f), 0o755)
-			}
-		}
-	}
-	for name, data := range map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\n",
-		"etc/group":  "root:x:0:\nuser:x:1000:\n",
-	} {
-		if err := os.MkdirAll(filepath.Join(layer, "etc"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(layer, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, dir := range []string{"tmp", "root", "home/user", "proc", "dev"} {
-		if err := os.MkdirAll(filepath.Join(layer, dir), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(filepath.Join(layer, "tmp"), os.ModeSticky|0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(filepath.Join(layer, "home/user"), 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("usr/bin", filepath.Join(layer, "bin")); err != nil {
-		t.Fatal(err)
-	}
-	return layer
 }

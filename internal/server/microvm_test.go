@@ -1,0 +1,128 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/covesandbox/cove/internal/layertar"
+	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// TestMicroVMWithMemory: a microVM sandbox of an image template (no host
+// directory shared into the guest) keeps its processes through a fork
+// (the child's counter goes on counting) and through a pause that the
+// node writes to disk (QEMU ends; after the connect the counter goes on
+// from where it was).
+func TestMicroVMWithMemory(t *testing.T) {
+	agent := repoBin("cove-sandbox")
+	if agent == "" {
+		t.Skip("bin/cove-sandbox is missing: make test builds it")
+	}
+	s := startWith(t, func(c *server.Config) {
+		c.SandboxBinary, c.LocalImages, c.PauseToDiskAfter = agent, true, 50*time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"vm-image","isolation":"microvm"}`)
+	if code != 202 && code != 201 {
+		t.Fatalf("new template: %d %s", code, raw)
+	}
+	buildTemplate(t, s, s, m["templateID"].(string), m["buildID"].(string), `{"fromImage":"oci:`+programsImage(t)+`"}`)
+	code, m, raw = s.do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"vm-image","timeout":120}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if out, err := run(ctx, s.url, id, tok, counterLoop); err != nil {
+		t.Fatalf("%q %v", out, err)
+	}
+	// counting: the counter of a sandbox's loop moves on from at least
+	// from (its process runs, with its memory).
+	counting := func(id, tok string, from int) {
+		t.Helper()
+		a := readCount(t, ctx, s, id, tok)
+		b := readCount(t, ctx, s, id, tok)
+		if a < from || b <= a {
+			t.Errorf("sandbox %s's counter: %d then %d, want from %d on, moving", id, a, b, from)
+		}
+	}
+	before := readCount(t, ctx, s, id, tok)
+
+	code, _, raw = s.do(t, "POST", "/sandboxes/"+id+"/fork", keyA, `{"count":1,"timeout":60}`)
+	var kids []struct {
+		Sandbox struct {
+			SandboxID       string `json:"sandboxID"`
+			EnvdAccessToken string `json:"envdAccessToken"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(raw, &kids); code != 201 || err != nil || len(kids) != 1 {
+		t.Fatalf("fork: %d %s", code, raw)
+	}
+	counting(kids[0].Sandbox.SandboxID, kids[0].Sandbox.EnvdAccessToken, before)
+	if out, err := run(ctx, s.url, kids[0].Sandbox.SandboxID, kids[0].Sandbox.EnvdAccessToken, "cat /etc/hostname"); err != nil || out != kids[0].Sandbox.SandboxID+"\n" {
+		t.Errorf("the child's host name: %q %v", out, err)
+	}
+	counting(id, tok, before)
+
+	before = readCount(t, ctx, s, id, tok)
+	if code, _, raw := s.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		rec, _ := os.ReadFile(filepath.Join(s.dataDir, "node", id+".json"))
+		if strings.Contains(string(rec), `"spilled"`) && strings.Contains(string(rec), `"sha256"`) { // the manifest: done
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the paused guest was not written to disk")
+		}
+	}
+	if out, _ := exec.Command("pgrep", "-f", filepath.Join(s.dataDir, "microvm", id)).Output(); len(out) > 0 {
+		t.Errorf("QEMU runs for the guest on disk: %s", out)
+	}
+	if code, _, raw := s.do(t, "POST", "/v2/sandboxes/"+id+"/connect", keyA, `{"timeout":60}`); code != 201 {
+		t.Fatalf("connect: %d %s", code, raw)
+	}
+	counting(id, tok, before)
+}
+
+// programsImage writes an OCI layout of one image whose one layer is a
+// root of a few of the host's programs (testutil.ProgramsRoot).
+func programsImage(t *testing.T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := layertar.Pack(&buf, testutil.ProgramsRoot(t, "bash", "dash", "cat", "sleep", "mv"), layertar.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	if err == nil {
+		err = p.AppendImage(img)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
