@@ -30,8 +30,8 @@ const ControlPort = 49981
 
 // The requests on ControlPort.
 const (
-	RequestExport  byte = 'E'
-	RequestClock   byte = 'C'
+	RequestExport   byte = 'E'
+	RequestClock    byte = 'C'
 	RequestAddress  byte = 'A'
 	RequestHostname byte = 'H'
 )
