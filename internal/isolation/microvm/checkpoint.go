@@ -162,6 +162,9 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 	if err != nil {
 		return h, fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	if err := d.packInitramfs(); err != nil { // a node that restarted has not yet
+		return h, err
+	}
 	img, err := os.Open(filepath.Join(dir, memoryImage))
 	if err != nil {
 		return h, err

@@ -39,7 +39,7 @@ type Machine struct {
 	// Incoming, when set, is where QEMU reads a saved machine from
 	// (QEMU's -incoming, "fd:N"): it runs that instead of booting, and
 	// leaves it stopped.
-	Incoming string `json:",omitempty"`
+	Incoming string
 	// diskFDs, set by Start, are the descriptors QEMU inherits for each
 	// disk image (read-only, and read-write for the writable disk), as
 	// fd sets: QEMU opens a disk again with other flags (a save makes its
