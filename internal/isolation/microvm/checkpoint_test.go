@@ -253,15 +253,19 @@ func TestClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	image := t.TempDir()
+	start := time.Now()
 	if err := d.Image(ctx, src, image); err != nil {
 		t.Fatal(err)
 	}
+	imaged := time.Since(start)
 	if err := d.Resume(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	start = time.Now()
 	if _, err := d.Clone(ctx, dst, spec, image); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("image in %v, clone in %v", imaged.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	for _, c := range []struct {
 		name  string
 		agent *agentclient.Client
