@@ -212,9 +212,10 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 }
 
 // wake runs a machine a new QEMU reads back (Restore, Clone) once it has
-// read it: the guest goes on, moves to its namespace's address when it
-// had another (was), takes hostname when given and the host's clock; it
-// returns once the guest's agent answers.
+// read it: the guest goes on, its sandbox thawed (a machine saved while
+// the init exported its files had it frozen), moves to its namespace's
+// address when it had another (was), takes hostname when given and the
+// host's clock; it returns once the guest's agent answers.
 func (d *Driver) wake(ctx context.Context, vm *VM, was *PoolAddress, hostname string) error {
 	if err := waitIncoming(ctx, vm.dir, vm); err != nil {
 		return fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
@@ -226,6 +227,9 @@ func (d *Driver) wake(ctx context.Context, vm *VM, was *PoolAddress, hostname st
 	_, err = runQMP(m, "cont", nil, nil)
 	m.Disconnect()
 	if err != nil {
+		return err
+	}
+	if err := vm.Thaw(ctx); err != nil { // saved during an export of its files
 		return err
 	}
 	if vm.pool != nil && (was == nil || *was != *vm.pool) {

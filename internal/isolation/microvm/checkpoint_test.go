@@ -194,9 +194,10 @@ func TestRestoreInAnotherNamespace(t *testing.T) {
 	}
 }
 
-// TestClone copies a running guest whole into a new sandbox: the copy's
-// process goes on from the source's count, under the copy's host name,
-// its files its own from then on; the source goes on unchanged.
+// TestClone copies a running guest whole into a new sandbox, as the node
+// forks one (its files, then its machine): the copy's process goes on
+// from the source's count, under the copy's host name, its files its own
+// from then on; the source goes on unchanged.
 func TestClone(t *testing.T) {
 	cfg, _ := testDriver(t)
 	d, err := NewDriver(cfg)
@@ -206,7 +207,7 @@ func TestClone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	spec := isolation.Spec{
-		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash", "cat", "sleep")}},
+		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash", "cat", "sleep", "sync")}},
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
 	}
 	src, dst := isolationtest.NewID(), isolationtest.NewID()
@@ -248,8 +249,13 @@ func TestClone(t *testing.T) {
 		}
 	}
 	x, before := state(cs)
-	// The node pauses a sandbox around its copy.
+	// The node pauses a sandbox around its copy, and copies its files
+	// first: the machine is saved while the guest's init waits for the end
+	// of that export, with the sandbox frozen.
 	if err := d.Pause(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SaveLayer(ctx, src, filepath.Join(t.TempDir(), "layer")); err != nil {
 		t.Fatal(err)
 	}
 	image := t.TempDir()
@@ -283,5 +289,30 @@ func TestClone(t *testing.T) {
 	}
 	if res, err := cs.Run(ctx, "root", "cat /tmp/file", time.Minute); err != nil || string(res.Stdout) != "from-source\n" {
 		t.Errorf("the source's file after the copy wrote its own: %q %v", res.Stdout, err)
+	}
+	// Both write to their disks on: written back, read again.
+	for _, c := range []*agentclient.Client{cs, cd} {
+		res, err := c.Run(ctx, "root", "echo written > /tmp/later && sync && cat /tmp/later", time.Minute)
+		if err != nil || res.ExitCode != 0 || string(res.Stdout) != "written\n" {
+			t.Errorf("a write after the copy: %v %+v %q", err, res, res.Stderr)
+		}
+	}
+	// Both loops go on (a loaded host gives emulated guests little time).
+	for _, c := range []*agentclient.Client{cs, cd} {
+		_, n := state(c)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if _, m := state(c); m > n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("a loop stands still after the copy at %d", n)
+				break
+			}
+		}
+	}
+	for _, id := range []string{src, dst} {
+		if con := d.get(id).vm.Console(); strings.Contains(con, "I/O error") || strings.Contains(con, "EXT4-fs error") {
+			t.Errorf("%s's disk failed: %s", id, lastLines(con, 10))
+		}
 	}
 }

@@ -530,6 +530,12 @@ func (v *VM) SetAddress(ctx context.Context, pa PoolAddress) error {
 	})
 }
 
+// Thaw ends an export the guest's init still waits on and thaws its
+// sandbox (a copy of a machine saved during one), through its init.
+func (v *VM) Thaw(ctx context.Context) error {
+	return v.control(ctx, "the guest's sandbox thawed", func(c net.Conn) error { return guest.Thaw(c) })
+}
+
 // SetHostname names the guest (a copy of another), through its init.
 func (v *VM) SetHostname(ctx context.Context, name string) error {
 	return v.control(ctx, "the guest's host name", func(c net.Conn) error { return guest.SetHostname(c, name) })

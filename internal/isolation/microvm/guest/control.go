@@ -23,6 +23,11 @@ import (
 //     init moves eth0 to the sandbox's new address and gateway (a guest
 //     restored into another network namespace of the pool), and answers
 //     with an outcome.
+//   - RequestThaw: the init ends an export that waits for the node's
+//     close and thaws the sandbox, and answers with an outcome. A copy of
+//     a machine saved during an export (a fork's Image follows the copy of
+//     the files) waits for a close that cannot come: its connection was
+//     the source's.
 //   - RequestHostname, then a 1-byte length and the name: the init sets
 //     the guest's host name and the root's /etc/hostname and /etc/hosts
 //     (a copy of another sandbox's guest), and answers with an outcome.
@@ -34,6 +39,7 @@ const (
 	RequestClock    byte = 'C'
 	RequestAddress  byte = 'A'
 	RequestHostname byte = 'H'
+	RequestThaw     byte = 'T'
 )
 
 // Address is the sandbox's address (with its prefix) and gateway.
@@ -78,6 +84,15 @@ func readOutcome(r io.Reader) error {
 		return cut(err)
 	}
 	return fmt.Errorf("the guest: %s", msg)
+}
+
+// Thaw asks the guest's init on c (a connection to ControlPort) to end a
+// pending export and thaw the sandbox, and waits for its answer.
+func Thaw(c io.ReadWriter) error {
+	if _, err := c.Write([]byte{RequestThaw}); err != nil {
+		return err
+	}
+	return readOutcome(c)
 }
 
 // SetClock asks the guest's init on c (a connection to ControlPort) to

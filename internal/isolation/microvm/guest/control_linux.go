@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -23,11 +24,18 @@ import (
 // eth0, which is now cur; the host name, also in the files of the root
 // (with its resolvers, dns).
 func serveControl(addr, upper, cgroup string, cur Address, root string, dns []string) error {
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(ControlPort)))
+	// No keepalive: a connection the node left open is closed by a
+	// request (RequestThaw), not by a probe's reset some time later.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(addr, strconv.Itoa(ControlPort)))
 	if err != nil {
 		return err
 	}
 	var exports, addressing sync.Mutex
+	var pending struct { // the export that waits for the node's close
+		sync.Mutex
+		c net.Conn
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -52,7 +60,20 @@ func serveControl(addr, upper, cgroup string, cur Address, root string, dns []st
 				case RequestExport:
 					exports.Lock()
 					defer exports.Unlock()
+					pending.Lock()
+					pending.c = c
+					pending.Unlock()
 					export(c, upper, cgroup)
+					pending.Lock()
+					pending.c = nil
+					pending.Unlock()
+				case RequestThaw:
+					pending.Lock()
+					if pending.c != nil {
+						pending.c.Close() // its export thaws the sandbox too
+					}
+					pending.Unlock()
+					writeOutcome(c, freeze(cgroup, false))
 				case RequestClock:
 					writeOutcome(c, setClock(c))
 				case RequestHostname:
