@@ -187,13 +187,13 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := d.packInitramfs(); err != nil {
 		return h, err
 	}
-	images, err := d.layerImages(ctx, spec.RootFS.Layers)
-	if err != nil {
-		return h, err
-	}
 	var shares []HostShare
 	for _, b := range spec.RootFS.Binds {
 		shares = append(shares, HostShare{Source: b.Source, Target: b.Target, Writable: b.Writable})
+	}
+	images, err := d.layerImages(ctx, spec.RootFS.Layers, virtioTransports-fixedDevices-len(shares))
+	if err != nil {
+		return h, err
 	}
 	d.mu.Lock()
 	if _, ok := d.vms[id]; ok {

@@ -53,9 +53,9 @@ func TestDriver(t *testing.T) {
 		{"a relative bind", func(s *isolation.Spec) {
 			s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: "usr", Target: "/x"})
 		}, errs.InvalidArgument},
-		{"more layers than a guest takes", func(s *isolation.Spec) {
-			for len(s.RootFS.Layers) <= virtioTransports {
-				s.RootFS.Layers = append(s.RootFS.Layers, s.RootFS.Layers[0])
+		{"more shares than a guest takes", func(s *isolation.Spec) {
+			for len(s.RootFS.Binds) <= virtioTransports {
+				s.RootFS.Binds = append(s.RootFS.Binds, isolation.Bind{Source: "/usr", Target: "/usr"})
 			}
 		}, errs.InvalidArgument},
 		{"no memory", func(s *isolation.Spec) { s.Limits.MemoryMB = 0 }, errs.InvalidArgument},

@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
 )
@@ -33,16 +36,29 @@ func MakeLayerImage(ctx context.Context, dir, img string) error {
 // sandbox id has a '_'.
 const imagesDir = "_images"
 
-// layerImages returns the images of layers (the same order), making those
-// not made yet. A layer's directory is named by its content (the template
-// store's), so its image is named by the directory's path.
-func (d *Driver) layerImages(ctx context.Context, layers []string) ([]string, error) {
+// layerImages returns the images of layers (lowest first), making those
+// not made yet: one per layer, but for a root of more than max layers,
+// whose lowest ones share one image (their merged tree), so that the
+// guest takes max disks. A layer's directory is named by its content
+// (the template store's), so an image is named by its layers' paths.
+func (d *Driver) layerImages(ctx context.Context, layers []string, max int) ([]string, error) {
+	if max < 1 {
+		return nil, errs.New(errs.InvalidArgument, "a guest has no disk left for its layers")
+	}
+	groups := [][]string{}
+	if n := len(layers) - max + 1; n > 1 {
+		groups = append(groups, layers[:n])
+		layers = layers[n:]
+	}
+	for _, l := range layers {
+		groups = append(groups, []string{l})
+	}
 	var imgs []string
-	for _, layer := range layers {
-		sum := sha256.Sum256([]byte(layer))
+	for _, g := range groups {
+		sum := sha256.Sum256([]byte(strings.Join(g, "\n")))
 		img := filepath.Join(d.cfg.Dir, imagesDir, hex.EncodeToString(sum[:16])+".erofs")
 		if _, err := os.Stat(img); err != nil {
-			if err := d.makeImage(ctx, layer, img); err != nil {
+			if err := d.makeImage(ctx, g, img); err != nil {
 				return nil, err
 			}
 		}
@@ -51,10 +67,11 @@ func (d *Driver) layerImages(ctx context.Context, layers []string) ([]string, er
 	return imgs, nil
 }
 
-// makeImage makes img from layer, once however many creates ask at the
-// same time; the image appears whole or not at all. Its layer's path is
-// kept beside it (img + ".layer"), for pruneImages.
-func (d *Driver) makeImage(ctx context.Context, layer, img string) error {
+// makeImage makes img from layers (one, or the lowest of a root, merged),
+// once however many creates ask at the same time; the image appears whole
+// or not at all. Its layers' paths are kept beside it (img + ".layer",
+// one a line), for pruneImages.
+func (d *Driver) makeImage(ctx context.Context, layers []string, img string) error {
 	d.imageMu.Lock()
 	defer d.imageMu.Unlock()
 	if _, err := os.Stat(img); err == nil {
@@ -63,11 +80,12 @@ func (d *Driver) makeImage(ctx context.Context, layer, img string) error {
 	if err := os.MkdirAll(filepath.Dir(img), 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(img+".layer", []byte(layer), 0o600); err != nil {
+	if err := os.WriteFile(img+".layer", []byte(strings.Join(layers, "\n")), 0o600); err != nil {
 		return err
 	}
 	tmp := img + ".tmp"
-	if err := MakeLayerImage(ctx, layer, tmp); err != nil {
+	err := d.makeMerged(layers, func(tree string) error { return MakeLayerImage(ctx, tree, tmp) })
+	if err != nil {
 		if ctx.Err() != nil {
 			return errs.Mark(errs.Canceled, ctx.Err())
 		}
@@ -80,10 +98,40 @@ func (d *Driver) makeImage(ctx context.Context, layer, img string) error {
 	return d.pruneImages()
 }
 
-// pruneImages removes the images whose layer is gone (the template store
-// deleted it), and what an interrupted make left: at the driver's start
-// and after each new image (imageMu held then). A guest that still runs
-// on one keeps its open file.
+// makeMerged calls build with the tree of layers: the layer itself, or
+// their read-only overlay (the host's own, as the namespaces driver
+// mounts a root; the top layer last in layers), mounted for the call only.
+func (d *Driver) makeMerged(layers []string, build func(tree string) error) error {
+	if len(layers) == 1 {
+		return build(layers[0])
+	}
+	mnt, err := os.MkdirTemp(filepath.Join(d.cfg.Dir, imagesDir), "merge-*.mnt")
+	if err != nil {
+		return err
+	}
+	lower := slices.Clone(layers)
+	slices.Reverse(lower) // overlayfs takes the top first
+	if err := unix.Mount("overlay", mnt, "overlay", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, "lowerdir="+strings.Join(lower, ":")); err != nil {
+		os.Remove(mnt)
+		return fmt.Errorf("merge %d layers: %w", len(layers), err)
+	}
+	err = build(mnt)
+	return errors.Join(err, unmountDir(mnt))
+}
+
+// unmountDir unmounts the mount at dir and removes the directory, which
+// it then finds empty (os.Remove removes no tree).
+func unmountDir(dir string) error {
+	if err := unix.Unmount(dir, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return os.Remove(dir)
+}
+
+// pruneImages removes the images one of whose layers is gone (the
+// template store deleted it), and what an interrupted make left: at the
+// driver's start and after each new image (imageMu held then). A guest
+// that still runs on one keeps its open file.
 func (d *Driver) pruneImages() error {
 	dir := filepath.Join(d.cfg.Dir, imagesDir)
 	entries, err := os.ReadDir(dir)
@@ -98,14 +146,12 @@ func (d *Driver) pruneImages() error {
 		switch {
 		case strings.HasSuffix(name, ".tmp"):
 			os.Remove(name)
-		case strings.HasSuffix(name, ".erofs"):
-			layer, err := os.ReadFile(name + ".layer")
-			if err == nil {
-				if _, err = os.Stat(string(layer)); err == nil {
-					continue
-				}
+		case strings.HasSuffix(name, ".mnt"): // a merge a crash cut short
+			if err := unmountDir(name); err != nil {
+				return err
 			}
-			if errors.Is(err, os.ErrNotExist) {
+		case strings.HasSuffix(name, ".erofs"):
+			if !layersThere(name + ".layer") {
 				os.Remove(name)
 				os.Remove(name + ".layer")
 			}
@@ -116,6 +162,21 @@ func (d *Driver) pruneImages() error {
 		}
 	}
 	return nil
+}
+
+// layersThere reads the layers an image was made of and reports whether
+// each is still there (a missing list: none is).
+func layersThere(list string) bool {
+	b, err := os.ReadFile(list)
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if _, err := os.Stat(l); errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // MakeWritableImage writes an empty ext4 image of size bytes to img, a

@@ -1,10 +1,22 @@
 package microvm
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 // TestPruneImages: a driver's start removes the layer images whose layer
@@ -36,5 +48,66 @@ func TestPruneImages(t *testing.T) {
 	}
 	if want := []string{"kept.erofs", "kept.erofs.layer"}; !slices.Equal(left, want) {
 		t.Errorf("left %v, want %v", left, want)
+	}
+}
+
+// TestManyLayers boots a root of more layers than a guest takes disks:
+// its lowest layers share one image, their merged tree, and the guest
+// sees every layer's files, a file a layer deleted (a whiteout) gone,
+// whether the deletion is in the merged image or above it; the merge
+// leaves no mount behind.
+func TestManyLayers(t *testing.T) {
+	cfg, _ := testDriver(t)
+	d, err := NewDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := []string{testutil.ProgramsRoot(t, "bash", "ls")}
+	var want []string
+	n := virtioTransports - fixedDevices + 3
+	for i := 1; i < n; i++ {
+		l := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(l, "layers"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("f%02d", i)
+		if err := os.WriteFile(filepath.Join(l, "layers", name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+		// Layers 4 (merged) and n-2 (its own disk) delete their
+		// predecessor's file.
+		if i == 4 || i == n-2 {
+			gone := fmt.Sprintf("f%02d", i-1)
+			if err := unix.Mknod(filepath.Join(l, "layers", gone), unix.S_IFCHR|0o000, 0); err != nil {
+				t.Fatal(err)
+			}
+			want = slices.DeleteFunc(want, func(s string) bool { return s == gone })
+		}
+		layers = append(layers, l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id := isolationtest.NewID()
+	spec := isolation.Spec{RootFS: isolation.RootFS{Layers: layers}, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64}}
+	if _, err := d.Create(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Destroy(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+	}()
+	if rec, err := readRecordFile(filepath.Join(d.dir(id), recordFile)); err != nil || len(rec.Layers) != virtioTransports-fixedDevices {
+		t.Errorf("%d layers on %d disks (%v), want %d", len(layers), len(rec.Layers), err, virtioTransports-fixedDevices)
+	}
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+	defer c.Close()
+	res, err := c.Run(ctx, "root", "ls /layers", time.Minute)
+	if got := strings.Fields(string(res.Stdout)); err != nil || !slices.Equal(got, want) {
+		t.Errorf("the layers' files: %v %q %q, want %v", err, res.Stdout, res.Stderr, want)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), filepath.Join(cfg.Dir, imagesDir)) {
+		t.Error("a merge's mount is left")
 	}
 }
