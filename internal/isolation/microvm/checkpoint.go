@@ -31,44 +31,9 @@ const memoryImage = "machine"
 // host directories (the base template's binds, volumes) cannot be saved:
 // QEMU refuses to migrate a machine with virtiofs devices.
 func (d *Driver) Checkpoint(ctx context.Context, id, dir string) error {
-	s := d.get(id)
-	if s == nil {
-		return errs.New(errs.NotFound, "sandbox %s not found", id)
-	}
-	if len(s.vm.fsds) > 0 {
-		return errs.New(errs.Unimplemented, "microvm: sandbox %s shares host directories with its guest (a template's binds, volumes), which QEMU cannot save", id)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	img, err := os.OpenFile(filepath.Join(dir, memoryImage), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	s, err := d.saveGuest(ctx, id, dir, false, nil)
 	if err != nil {
-		return err
-	}
-	defer img.Close()
-	m, err := connectMonitor(ctx, d.dir(id))
-	if err != nil {
-		return fmt.Errorf("sandbox %s's monitor: %w", id, err)
-	}
-	defer m.Disconnect()
-	raw, err := runQMP(m, "query-status", nil, nil)
-	if err != nil {
-		return err
-	}
-	before, err := parseStatus(raw)
-	if err != nil {
-		return err
-	}
-	if err := saveMachine(ctx, m, img); err != nil {
-		if before.Running {
-			if _, cerr := runQMP(m, "cont", nil, nil); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
-		return fmt.Errorf("checkpoint sandbox %s: %w; QEMU's output ends: %s", id, err, lastLines(s.vm.Console(), 3))
-	}
-	if err := img.Sync(); err != nil {
-		return err
+		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
 	// Saved: the guest ends here. The pool's namespace is held for the
 	// restore (the VM's own goes with it).
@@ -87,6 +52,60 @@ func (d *Driver) Checkpoint(ctx context.Context, id, dir string) error {
 	}
 	d.mu.Unlock()
 	return s.vm.Stop()
+}
+
+// saveGuest has QEMU write sandbox id's machine, stopped, to dir
+// (memoryImage), then calls then (unless nil) while it is still stopped.
+// A guest that ran runs again when either fails, and after then when
+// goOn. A guest that shares host directories cannot be saved
+// (Unimplemented).
+func (d *Driver) saveGuest(ctx context.Context, id, dir string, goOn bool, then func() error) (*sandboxVM, error) {
+	s := d.get(id)
+	if s == nil {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if len(s.vm.fsds) > 0 {
+		return nil, errs.New(errs.Unimplemented, "microvm: sandbox %s shares host directories with its guest (a template's binds, volumes), which QEMU cannot save", id)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	img, err := os.OpenFile(filepath.Join(dir, memoryImage), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer img.Close()
+	m, err := connectMonitor(ctx, d.dir(id))
+	if err != nil {
+		return nil, fmt.Errorf("the monitor: %w", err)
+	}
+	defer m.Disconnect()
+	raw, err := runQMP(m, "query-status", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	before, err := parseStatus(raw)
+	if err != nil {
+		return nil, err
+	}
+	err = saveMachine(ctx, m, img)
+	if err != nil {
+		err = fmt.Errorf("%w; QEMU's output ends: %s", err, lastLines(s.vm.Console(), 3))
+	} else {
+		err = img.Sync()
+	}
+	if err == nil && then != nil {
+		err = then()
+	}
+	if before.Running && (err != nil || goOn) {
+		if _, cerr := runQMP(m, "cont", nil, nil); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // saveMachine stops the machine and has QEMU write it to img, then waits

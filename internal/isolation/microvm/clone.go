@@ -12,11 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/logx"
 )
 
 var _ isolation.Cloner = (*Driver)(nil)
@@ -34,53 +32,17 @@ const (
 // block, not its files); then the guest goes on as it was (paused stays
 // paused). A guest with shares cannot be copied (Unimplemented).
 func (d *Driver) Image(ctx context.Context, id, dir string) error {
-	s := d.get(id)
-	if s == nil {
-		return errs.New(errs.NotFound, "sandbox %s not found", id)
-	}
-	if len(s.vm.fsds) > 0 {
-		return errs.New(errs.Unimplemented, "microvm: sandbox %s shares host directories with its guest (a template's binds, volumes), which QEMU cannot copy", id)
-	}
-	rec, err := readRecordFile(filepath.Join(d.dir(id), recordFile))
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	img, err := os.OpenFile(filepath.Join(dir, memoryImage), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer img.Close()
-	m, err := connectMonitor(ctx, d.dir(id))
-	if err != nil {
-		return fmt.Errorf("sandbox %s's monitor: %w", id, err)
-	}
-	defer m.Disconnect()
-	raw, err := runQMP(m, "query-status", nil, nil)
-	if err != nil {
-		return err
-	}
-	before, err := parseStatus(raw)
-	if err != nil {
-		return err
-	}
-	err = saveMachine(ctx, m, img)
-	if err == nil {
-		err = img.Sync()
-	}
-	if err == nil { // stopped: its disk is as its memory has it
-		err = copySparse(filepath.Join(d.dir(id), writableImage), filepath.Join(dir, writableCopy))
-	}
-	if err == nil {
-		err = fsutil.WriteJSON(filepath.Join(dir, sourceRecord), rec)
-	}
-	if before.Running {
-		if _, cerr := runQMP(m, "cont", nil, nil); cerr != nil {
-			err = errors.Join(err, cerr)
+	_, err := d.saveGuest(ctx, id, dir, true, func() error {
+		rec, err := readRecordFile(filepath.Join(d.dir(id), recordFile))
+		if err != nil {
+			return err
 		}
-	}
+		// Stopped: its disk is as its memory has it.
+		if err := copySparse(filepath.Join(d.dir(id), writableImage), filepath.Join(dir, writableCopy)); err != nil {
+			return err
+		}
+		return fsutil.WriteJSON(filepath.Join(dir, sourceRecord), rec)
+	})
 	if err != nil {
 		return fmt.Errorf("copy sandbox %s's guest: %w", id, err)
 	}
@@ -108,44 +70,13 @@ func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, imag
 		return h, err
 	}
 	defer mem.Close()
-	d.mu.Lock()
-	if _, ok := d.vms[id]; ok {
-		d.mu.Unlock()
-		return h, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
-	}
-	d.vms[id] = &sandboxVM{} // reserved
-	d.mu.Unlock()
-	dir := d.dir(id)
-	defer func() {
-		if err != nil {
-			d.mu.Lock()
-			delete(d.vms, id)
-			d.mu.Unlock()
-		}
-	}()
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return h, err
-	}
-	defer func() {
-		if err != nil {
-			if rerr := fsutil.RemoveTree(dir); rerr != nil {
-				d.cfg.Log.Error("remove a failed clone's directory", logx.SandboxID(id), logx.Err(rerr))
-			}
-		}
-	}()
-	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
-		CPUMillis:   spec.Limits.CPUMillis,
-		MemoryBytes: (src.Machine.MemoryMB + vmmOverheadMB(d.kvm)) << 20,
-		PIDs:        vmmPIDs, IOWeight: 100,
-	})
+	dir, cg, undo, err := d.prepare(id, spec.Limits.CPUMillis, src.Machine.MemoryMB)
 	if err != nil {
 		return h, err
 	}
 	defer func() {
 		if err != nil {
-			if derr := cg.Destroy(context.Background()); derr != nil {
-				d.cfg.Log.Error("remove a failed clone's cgroup", logx.SandboxID(id), logx.Err(derr))
-			}
+			undo()
 		}
 	}()
 	machine := src.Machine

@@ -195,46 +195,15 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err != nil {
 		return h, err
 	}
-	d.mu.Lock()
-	if _, ok := d.vms[id]; ok {
-		d.mu.Unlock()
-		return h, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
-	}
-	d.vms[id] = &sandboxVM{} // reserved
-	d.mu.Unlock()
-	dir := d.dir(id)
-	defer func() {
-		if err != nil {
-			d.mu.Lock()
-			delete(d.vms, id)
-			d.mu.Unlock()
-		}
-	}()
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return h, err
-	}
-	defer func() {
-		if err != nil { // after the cgroup (deferred below)
-			if rerr := fsutil.RemoveTree(dir); rerr != nil {
-				d.cfg.Log.Error("remove a failed guest's directory", logx.SandboxID(id), logx.Err(rerr))
-			}
-		}
-	}()
 	// The host's share of the guest: its memory (the limit, the guest's
 	// kernel and init), QEMU's own and the virtiofsds', their threads.
-	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
-		CPUMillis:   spec.Limits.CPUMillis,
-		MemoryBytes: (spec.Limits.MemoryMB + guestOverheadMB + vmmOverheadMB(d.kvm)) << 20,
-		PIDs:        vmmPIDs, IOWeight: 100,
-	})
+	dir, cg, undo, err := d.prepare(id, spec.Limits.CPUMillis, spec.Limits.MemoryMB+guestOverheadMB)
 	if err != nil {
 		return h, err
 	}
 	defer func() {
 		if err != nil {
-			if derr := cg.Destroy(context.Background()); derr != nil {
-				d.cfg.Log.Error("remove a failed guest's cgroup", logx.SandboxID(id), logx.Err(derr))
-			}
+			undo()
 		}
 	}()
 	writable := filepath.Join(dir, writableImage)
@@ -282,6 +251,48 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: spec.Limits}
 	d.mu.Unlock()
 	return h, nil
+}
+
+// prepare reserves sandbox id and makes its directory and its cgroup, of
+// cpuMillis and a machine of machineMB plus QEMU's own memory; undo
+// removes them all.
+func (d *Driver) prepare(id string, cpuMillis, machineMB int64) (dir string, cg *cgroups.Group, undo func(), err error) {
+	d.mu.Lock()
+	if _, ok := d.vms[id]; ok {
+		d.mu.Unlock()
+		return "", nil, nil, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
+	}
+	d.vms[id] = &sandboxVM{} // reserved
+	d.mu.Unlock()
+	unreserve := func() {
+		d.mu.Lock()
+		delete(d.vms, id)
+		d.mu.Unlock()
+	}
+	dir = d.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		unreserve()
+		return "", nil, nil, err
+	}
+	removeDir := func() {
+		if err := fsutil.RemoveTree(dir); err != nil {
+			d.cfg.Log.Error("remove a failed guest's directory", logx.SandboxID(id), logx.Err(err))
+		}
+		unreserve()
+	}
+	cg, err = cgroups.New(d.cgroupName(id), cgroups.Limits{
+		CPUMillis: cpuMillis, MemoryBytes: (machineMB + vmmOverheadMB(d.kvm)) << 20, PIDs: vmmPIDs, IOWeight: 100,
+	})
+	if err != nil {
+		removeDir()
+		return "", nil, nil, err
+	}
+	return dir, cg, func() {
+		if err := cg.Destroy(context.Background()); err != nil {
+			d.cfg.Log.Error("remove a failed guest's cgroup", logx.SandboxID(id), logx.Err(err))
+		}
+		removeDir()
+	}, nil
 }
 
 // waitAgent waits until the guest's agent answers, the guest stops or
