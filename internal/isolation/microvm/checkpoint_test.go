@@ -37,40 +37,14 @@ func TestCheckpointRestore(t *testing.T) {
 		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash", "cat", "sleep", "date")}},
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
 	}
-	if _, err := d.Create(ctx, id, spec); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Destroy(context.Background(), id); err != nil {
-			t.Error(err)
-		}
-		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
-			t.Errorf("left: %v", left)
-		}
+	t.Cleanup(func() { // after the destroy
 		if len(d.held) != 0 {
 			t.Errorf("namespaces held after Destroy: %v", d.held)
 		}
-	}()
-	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
-	defer c.Close()
-	var started agentclient.Result
-	loop := `x=$$-$RANDOM; i=0; while :; do i=$((i+1)); echo "$x $i" > /tmp/state; sleep 0.1; done`
-	if err := c.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-c", "echo kept > /tmp/file; " + loop}, User: "root", Background: true}, nil, &started); err != nil {
-		t.Fatal(err)
-	}
-	state := func() (string, int) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			res, err := c.Run(ctx, "root", "cat /tmp/state", time.Minute)
-			if f := strings.Fields(string(res.Stdout)); err == nil && len(f) == 2 {
-				n, _ := strconv.Atoi(f[1])
-				return f[0], n
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
-			}
-		}
-	}
+	})
+	c := createGuest(t, ctx, d, id, spec)
+	startLoop(t, ctx, c, "echo kept > /tmp/file")
+	state := func() (string, int) { t.Helper(); return loopState(t, ctx, c) }
 	x, before := state()
 	image := t.TempDir()
 	start := time.Now()
@@ -135,19 +109,7 @@ func TestRestoreInAnotherNamespace(t *testing.T) {
 		RootFS: isolation.RootFS{Layers: []string{testutil.ProgramsRoot(t, "bash")}},
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64}, NetNS: ns1,
 	}
-	if _, err := d.Create(ctx, id, spec); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Destroy(context.Background(), id); err != nil {
-			t.Error(err)
-		}
-		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
-			t.Errorf("left: %v", left)
-		}
-	}()
-	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
-	defer c.Close()
+	c := createGuest(t, ctx, d, id, spec)
 	// from dials the host's end of the namespace from the guest and
 	// returns the address the connection came from.
 	from := func(gw net.IP) string {
@@ -211,43 +173,9 @@ func TestClone(t *testing.T) {
 		Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64},
 	}
 	src, dst := isolationtest.NewID(), isolationtest.NewID()
-	if _, err := d.Create(ctx, src, spec); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{src, dst} {
-		defer func() {
-			if err := d.Destroy(context.Background(), id); err != nil {
-				t.Error(err)
-			}
-			if left := leaks(d.cfg.Dir, id); len(left) > 0 {
-				t.Errorf("%s left: %v", id, left)
-			}
-		}()
-	}
-	agent := func(id string) *agentclient.Client {
-		c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	cs, cd := agent(src), agent(dst)
-	var started agentclient.Result
-	loop := `x=$$-$RANDOM; i=0; while :; do i=$((i+1)); echo "$x $i" > /tmp/state; sleep 0.1; done`
-	if err := cs.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-c", "echo from-source > /tmp/file; " + loop}, User: "root", Background: true}, nil, &started); err != nil {
-		t.Fatal(err)
-	}
-	state := func(c *agentclient.Client) (string, int) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			res, err := c.Run(ctx, "root", "cat /tmp/state", time.Minute)
-			if f := strings.Fields(string(res.Stdout)); err == nil && len(f) == 2 {
-				n, _ := strconv.Atoi(f[1])
-				return f[0], n
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
-			}
-		}
-	}
+	cs, cd := createGuest(t, ctx, d, src, spec), guestAgent(t, d, dst)
+	startLoop(t, ctx, cs, "echo from-source > /tmp/file")
+	state := func(c *agentclient.Client) (string, int) { t.Helper(); return loopState(t, ctx, c) }
 	x, before := state(cs)
 	// The node pauses a sandbox around its copy, and copies its files
 	// first: the machine is saved while the guest's init waits for the end
@@ -313,6 +241,34 @@ func TestClone(t *testing.T) {
 	for _, id := range []string{src, dst} {
 		if con := d.get(id).vm.Console(); strings.Contains(con, "I/O error") || strings.Contains(con, "EXT4-fs error") {
 			t.Errorf("%s's disk failed: %s", id, lastLines(con, 10))
+		}
+	}
+}
+
+// startLoop runs first, then a shell loop in the background that writes
+// its mark (its pid and a random number, held in its memory) and its
+// count to /tmp/state, ten times a second.
+func startLoop(t *testing.T, ctx context.Context, c *agentclient.Client, first string) {
+	t.Helper()
+	loop := `x=$$-$RANDOM; i=0; while :; do i=$((i+1)); echo "$x $i" > /tmp/state; sleep 0.1; done`
+	var started agentclient.Result
+	if err := c.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-c", first + "; " + loop}, User: "root", Background: true}, nil, &started); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loopState reads startLoop's mark and count (30 s at most: an emulated
+// guest on a loaded host writes slowly).
+func loopState(t *testing.T, ctx context.Context, c *agentclient.Client) (string, int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := c.Run(ctx, "root", "cat /tmp/state", time.Minute)
+		if f := strings.Fields(string(res.Stdout)); err == nil && len(f) == 2 {
+			n, _ := strconv.Atoi(f[1])
+			return f[0], n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package microvm
 
 import (
+	"context"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/template"
@@ -94,4 +97,30 @@ func leaks(dir, id string) []string {
 		left = append(left, "its cgroup")
 	}
 	return left
+}
+
+// guestAgent is a client of sandbox id's agent; when the test ends, the
+// sandbox is destroyed and must have left nothing.
+func guestAgent(t *testing.T, d *Driver, id string) *agentclient.Client {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := d.Destroy(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+		if left := leaks(d.cfg.Dir, id); len(left) > 0 {
+			t.Errorf("%s left: %v", id, left)
+		}
+	})
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// createGuest creates sandbox id from spec (guestAgent).
+func createGuest(t *testing.T, ctx context.Context, d *Driver, id string, spec isolation.Spec) *agentclient.Client {
+	t.Helper()
+	if _, err := d.Create(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	return guestAgent(t, d, id)
 }

@@ -3,7 +3,6 @@ package microvm
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/testutil"
@@ -90,19 +88,10 @@ func TestManyLayers(t *testing.T) {
 	defer cancel()
 	id := isolationtest.NewID()
 	spec := isolation.Spec{RootFS: isolation.RootFS{Layers: layers}, Limits: isolation.Limits{CPUMillis: 1000, MemoryMB: 128, DiskMB: 64, PIDs: 64}}
-	if _, err := d.Create(ctx, id, spec); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Destroy(context.Background(), id); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := createGuest(t, ctx, d, id, spec)
 	if rec, err := readRecordFile(filepath.Join(d.dir(id), recordFile)); err != nil || len(rec.Layers) != virtioTransports-fixedDevices {
 		t.Errorf("%d layers on %d disks (%v), want %d", len(layers), len(rec.Layers), err, virtioTransports-fixedDevices)
 	}
-	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
-	defer c.Close()
 	res, err := c.Run(ctx, "root", "ls /layers", time.Minute)
 	if got := strings.Fields(string(res.Stdout)); err != nil || !slices.Equal(got, want) {
 		t.Errorf("the layers' files: %v %q %q, want %v", err, res.Stdout, res.Stderr, want)
