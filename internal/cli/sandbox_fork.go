@@ -14,7 +14,7 @@ func sandboxForkCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "fork SANDBOX",
-		Short: "Start sandboxes from a copy of a sandbox — its files, on gVisor its processes too (the sandbox goes on); prints their ids",
+		Short: "Start sandboxes from a copy of a sandbox — its files, on gVisor and in microVMs of image templates its processes too (the sandbox goes on); prints their ids",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()

@@ -10,7 +10,7 @@ func sandboxSnapshotCmd() *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
 		Use:   "snapshot SANDBOX",
-		Short: "Save a sandbox's files (on gVisor its processes too) as a snapshot new sandboxes start from (the sandbox goes on)",
+		Short: "Save a sandbox's files (on gVisor and in microVMs of image templates its processes too) as a snapshot new sandboxes start from (the sandbox goes on)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()

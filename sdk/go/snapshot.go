@@ -22,7 +22,8 @@ func (s *Sandbox) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	return s.client.CreateSnapshot(ctx, s.ID, name)
 }
 
-// CreateSnapshot saves a sandbox's files (on gVisor its processes too:
+// CreateSnapshot saves a sandbox's files (on gVisor, and in a microVM
+// guest whose template shares no host directory, its processes too:
 // sandboxes from it run them on) as a snapshot named name ("" for an
 // unnamed one; the name of an existing snapshot gets a new version). The
 // sandbox is frozen for the copy only and goes on.
@@ -65,8 +66,9 @@ func (s *Sandbox) Fork(ctx context.Context, count int, timeout time.Duration) ([
 	return s.client.Fork(ctx, s.ID, count, timeout)
 }
 
-// Fork saves a sandbox's files (on gVisor its processes too, which each
-// child runs on) once and starts count sandboxes from them (each with the
+// Fork saves a sandbox's files (on gVisor, and in a microVM guest whose
+// template shares no host directory, its processes too, which each child
+// runs on) once and starts count sandboxes from them (each with the
 // parent's template, environment, metadata and network rules), living
 // timeout (0: the server's default of 15 s). Each child
 // starts or fails on its own: the result has one entry per child, nil
