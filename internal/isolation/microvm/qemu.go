@@ -75,7 +75,12 @@ const tcgCacheMB = 128
 // machine: no firmware, no PCI, no default devices; the serial console on
 // standard output; a reboot or a kernel panic ends QEMU.
 func qemuArgs(m Machine) []string {
-	cmdline := []string{"console=ttyS0", "rdinit=/init", "panic=-1", "reboot=t", "quiet"}
+	// Huge pages only where a process asks for them (madvise): in a
+	// machine of 512 MiB or more Debian's kernel gives them to any large
+	// enough mapping, and an idle guest's Go agent and init then held 12
+	// to 16 MiB more of the host's memory (measured under TCG: the
+	// guest's memory in QEMU fell from 134 to 121 MiB).
+	cmdline := []string{"console=ttyS0", "rdinit=/init", "panic=-1", "reboot=t", "quiet", "transparent_hugepage=madvise"}
 	accel := "kvm"
 	if !m.KVM {
 		// Emulated, the kernel's TSC calibration can hang ("Marking TSC
