@@ -67,7 +67,7 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.QEMU, "qemu", os.Getenv("COVE_QEMU"), "qemu-system-x86_64 for the microvm driver (COVE_QEMU; default: from PATH)")
 	f.StringVar(&r.cfg.GuestKernel, "guest-kernel", os.Getenv("COVE_GUEST_KERNEL"), "directory of the microvm guests' kernel: vmlinuz-* and its lib/modules (COVE_GUEST_KERNEL; default: "+microvm.DefaultKernelDir+", which make deps fills)")
 	f.StringVar(&r.cfg.LXCFS, "lxcfs", envOr("COVE_LXCFS", "/var/lib/lxcfs"), "where lxcfs is mounted (or is started, when installed) so sandboxes' /proc/meminfo, cpuinfo, stat and uptime tell their own limits; off goes without (COVE_LXCFS)")
-	f.DurationVar(&r.cfg.PauseToDiskAfter, "pause-to-disk-after", 10*time.Minute, "how long a sandbox paused with its memory keeps it in RAM before it is written to disk (gVisor sandboxes; 0: never)")
+	f.DurationVar(&r.cfg.PauseToDiskAfter, "pause-to-disk-after", 10*time.Minute, "how long a sandbox paused with its memory keeps it in RAM before it is written to disk (gVisor sandboxes, and microVM guests whose template shares no host directory; 0: never)")
 	f.Float64Var(&r.cfg.Admission.MemoryOvercommit, "memory-overcommit", envFloat("COVE_MEMORY_OVERCOMMIT", node.DefaultMemoryOvercommit), "how many times the host's memory the sandboxes' memory limits may add up to; a create past it is refused as the node being full (COVE_MEMORY_OVERCOMMIT)")
 	f.BoolVar(&r.userNS, "userns", envOr("COVE_USERNS", "true") == "true", "run each namespaces sandbox in a user namespace with host ids of its own (COVE_USERNS); false: sandbox root and users are the host's")
 }
