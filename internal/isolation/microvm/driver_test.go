@@ -114,6 +114,18 @@ func TestDriver(t *testing.T) {
 	if n := len(d.get(id).vm.fsds); n != len(spec.RootFS.Binds) {
 		t.Errorf("%d virtiofsds for %d binds", n, len(spec.RootFS.Binds))
 	}
+	// A read-only share's virtiofsd serves with no capability (its
+	// serving process: the one it forks).
+	for _, fsd := range d.get(id).vm.fsds {
+		pid := strconv.Itoa(fsd.h.PID)
+		kids, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+		if err != nil || len(strings.Fields(string(kids))) != 1 {
+			t.Fatalf("virtiofsd %d's children: %q %v", fsd.h.PID, kids, err)
+		}
+		if caps := statusField(t, strings.TrimSpace(string(kids)), "CapEff:"); caps != "0000000000000000" {
+			t.Errorf("a read-only share's virtiofsd serves with capabilities %s", caps)
+		}
+	}
 	// QEMU runs as a uid of its own, without capabilities, chrooted into
 	// an empty directory, and holds its uid's lock.
 	qemuPID := d.get(id).vm.qemu.h.PID

@@ -124,3 +124,19 @@ func createGuest(t *testing.T, ctx context.Context, d *Driver, id string, spec i
 	}
 	return guestAgent(t, d, id)
 }
+
+// statusField is the first value of a /proc/<pid>/status line ("CapEff:").
+func statusField(t *testing.T, pid, key string) string {
+	t.Helper()
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == key {
+			return f[1]
+		}
+	}
+	t.Fatalf("no %s in /proc/%s/status", key, pid)
+	return ""
+}

@@ -494,10 +494,18 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 		return "", fmt.Errorf("restrict %s: %w", mnt, err)
 	}
 	sock := filepath.Join(v.dir, tag+".sock")
-	fsd := exec.Command(virtiofsd, "--socket-path="+sock, "-o", "source="+mnt, "-o", "cache=auto", "-o", "sandbox=namespace",
+	args := []string{"--socket-path=" + sock, "-o", "source=" + mnt, "-o", "cache=auto", "-o", "sandbox=namespace",
 		// Extended attributes: the guest's overlay reads the layers'
 		// opaque markers (user.*; trusted.* stays the host's).
-		"-o", "xattr")
+		"-o", "xattr"}
+	if !writable {
+		// What virtiofsd keeps of root's capabilities (and of which its
+		// serving process holds nothing else) is for writes: owners, modes
+		// and the guest's ids on what it creates. A read-only share's
+		// serves the guest with none.
+		args = append(args, "-o", "modcaps="+readOnlyShareCaps)
+	}
+	fsd := exec.Command(virtiofsd, args...)
 	fsd.Stdout, fsd.Stderr = v.console, v.console
 	fsd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if err := fsd.Start(); err != nil {
@@ -516,6 +524,9 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 		}
 	}
 }
+
+// readOnlyShareCaps drops every capability virtiofsd keeps by default.
+const readOnlyShareCaps = "-chown:-dac_override:-fowner:-fsetid:-setgid:-setuid:-mknod:-setfcap"
 
 // SetClock sets the guest's clock to the host's, through its init
 // (guest.ControlPort): a guest's clock starts from the RTC's second and
