@@ -88,6 +88,15 @@ func (d *Driver) saveGuest(ctx context.Context, id, dir string, goOn bool, then 
 	if err != nil {
 		return nil, err
 	}
+	// An earlier save of a paused guest (a fork's Image) left its machine
+	// migrated, its disks given up (QEMU's postmigrate state), which QEMU
+	// does not migrate again before it has run: it runs from this cont to
+	// saveMachine's stop, the next command.
+	if before.Status == "postmigrate" {
+		if _, err := runQMP(m, "cont", nil, nil); err != nil {
+			return nil, err
+		}
+	}
 	err = saveMachine(ctx, m, img)
 	if err != nil {
 		err = fmt.Errorf("%w; QEMU's output ends: %s", err, lastLines(s.vm.Console(), 3))

@@ -238,6 +238,29 @@ func TestClone(t *testing.T) {
 			}
 		}
 	}
+	// A paused sandbox forked and then written to disk, as the node's
+	// spill does after a fork: the checkpoint starts from what the copy
+	// left QEMU in (migrated, its disks given up), and the guest comes
+	// back with its loop.
+	if err := d.Pause(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Image(ctx, src, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := t.TempDir()
+	if err := d.Checkpoint(ctx, src, checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Restore(ctx, src, checkpoint, nil); err != nil {
+		t.Fatal(err)
+	}
+	if y, n := state(cs); y != x || n < before {
+		t.Errorf("the source's loop after a copy and a checkpoint while paused: %s %d", y, n)
+	}
+	if res, err := cs.Run(ctx, "root", "cat /tmp/later", time.Minute); err != nil || string(res.Stdout) != "written\n" {
+		t.Errorf("the source's file after a copy and a checkpoint while paused: %q %v", res.Stdout, err)
+	}
 	for _, id := range []string{src, dst} {
 		if con := d.get(id).vm.Console(); strings.Contains(con, "I/O error") || strings.Contains(con, "EXT4-fs error") {
 			t.Errorf("%s's disk failed: %s", id, lastLines(con, 10))
