@@ -84,6 +84,22 @@ func TestCheckpointRestore(t *testing.T) {
 	if secs, err := strconv.ParseInt(strings.TrimSpace(clock), 10, 64); err != nil || time.Since(time.Unix(secs, 0)).Abs() > 2*time.Second {
 		t.Errorf("the guest's clock after the restore: %q, the host's %v", clock, time.Now())
 	}
+	// Saved again, it is restored by a node that restarted meanwhile: a
+	// new driver over the same directory, from what is on disk.
+	again := t.TempDir()
+	if err := d.Checkpoint(ctx, id, again); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := NewDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.Restore(ctx, id, again, nil); err != nil {
+		t.Fatal(err)
+	}
+	if z, n := loopState(t, ctx, guestAgent(t, restarted, id)); z != x || n < after {
+		t.Errorf("the loop after a restore by a new driver: %s %d, before it: %s %d", z, n, x, after)
+	}
 }
 
 // TestRestoreInAnotherNamespace restores a guest saved in one of the
