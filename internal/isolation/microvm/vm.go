@@ -499,10 +499,9 @@ func (v *VM) share(ctx context.Context, virtiofsd string, cg *cgroups.Group, tag
 		// opaque markers (user.*; trusted.* stays the host's).
 		"-o", "xattr"}
 	if !writable {
-		// What virtiofsd keeps of root's capabilities (and of which its
-		// serving process holds nothing else) is for writes: owners, modes
-		// and the guest's ids on what it creates. A read-only share's
-		// serves the guest with none.
+		// The eight capabilities virtiofsd keeps of root's (its serving
+		// process has no other) are for writes: owners, modes and the
+		// guest's ids on what it creates. A read-only share's drops them.
 		args = append(args, "-o", "modcaps="+readOnlyShareCaps)
 	}
 	fsd := exec.Command(virtiofsd, args...)
