@@ -84,13 +84,24 @@ func TestCheckpointRestore(t *testing.T) {
 	if secs, err := strconv.ParseInt(strings.TrimSpace(clock), 10, 64); err != nil || time.Since(time.Unix(secs, 0)).Abs() > 2*time.Second {
 		t.Errorf("the guest's clock after the restore: %q, the host's %v", clock, time.Now())
 	}
-	// Saved again, it is restored by a node that restarted meanwhile: a
-	// new driver over the same directory, from what is on disk.
+	// Saved again, it is restored by a node that was upgraded meanwhile:
+	// a new driver over the same directory, from what is on disk, with
+	// another sandbox binary, so another initramfs than the guest booted
+	// (QEMU reads it only at a boot).
 	again := t.TempDir()
 	if err := d.Checkpoint(ctx, id, again); err != nil {
 		t.Fatal(err)
 	}
-	restarted, err := NewDriver(cfg)
+	upgraded := cfg
+	bin, err := os.ReadFile(cfg.SandboxBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upgraded.SandboxBinary = filepath.Join(t.TempDir(), "cove-sandbox")
+	if err := os.WriteFile(upgraded.SandboxBinary, append(bin, make([]byte, 1<<20)...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := NewDriver(upgraded)
 	if err != nil {
 		t.Fatal(err)
 	}
