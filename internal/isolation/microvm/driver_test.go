@@ -122,29 +122,21 @@ func TestDriver(t *testing.T) {
 		if err != nil || len(strings.Fields(string(kids))) != 1 {
 			t.Fatalf("virtiofsd %d's children: %q %v", fsd.h.PID, kids, err)
 		}
-		if caps := statusField(t, strings.TrimSpace(string(kids)), "CapEff:"); caps != "0000000000000000" {
+		if caps := statusField(t, strings.TrimSpace(string(kids)), "CapEff:")[0]; caps != "0000000000000000" {
 			t.Errorf("a read-only share's virtiofsd serves with capabilities %s", caps)
 		}
 	}
 	// QEMU runs as a uid of its own, without capabilities, chrooted into
 	// an empty directory, and holds its uid's lock.
 	qemuPID := d.get(id).vm.qemu.h.PID
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(qemuPID) + "/status")
-	if err != nil {
-		t.Fatal(err)
+	uids := statusField(t, strconv.Itoa(qemuPID), "Uid:")
+	if len(uids) != 4 || uids[0] != uids[1] || uids[0] != uids[2] || uids[0] != uids[3] {
+		t.Errorf("QEMU's uids: %v", uids)
 	}
-	var uid uint32
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-			n, _ := strconv.ParseUint(f[1], 10, 32)
-			uid = uint32(n)
-			if f[1] != f[2] || f[1] != f[3] || f[1] != f[4] {
-				t.Errorf("QEMU's uids: %v", f[1:])
-			}
-		}
-		if strings.HasPrefix(line, "CapPrm:") && strings.Fields(line)[1] != "0000000000000000" {
-			t.Errorf("QEMU keeps capabilities: %s", line)
-		}
+	n, _ := strconv.ParseUint(uids[0], 10, 32)
+	uid := uint32(n)
+	if caps := statusField(t, strconv.Itoa(qemuPID), "CapPrm:"); caps[0] != "0000000000000000" {
+		t.Errorf("QEMU keeps capabilities: %v", caps)
 	}
 	if uid < vmmUserBase || uid >= vmmUserBase+vmmUsers {
 		t.Errorf("QEMU runs as uid %d, want one of %d..", uid, vmmUserBase)

@@ -125,8 +125,8 @@ func createGuest(t *testing.T, ctx context.Context, d *Driver, id string, spec i
 	return guestAgent(t, d, id)
 }
 
-// statusField is the first value of a /proc/<pid>/status line ("CapEff:").
-func statusField(t *testing.T, pid, key string) string {
+// statusField is the values of a /proc/<pid>/status line ("CapEff:").
+func statusField(t *testing.T, pid, key string) []string {
 	t.Helper()
 	status, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
@@ -134,9 +134,9 @@ func statusField(t *testing.T, pid, key string) string {
 	}
 	for _, line := range strings.Split(string(status), "\n") {
 		if f := strings.Fields(line); len(f) > 1 && f[0] == key {
-			return f[1]
+			return f[1:]
 		}
 	}
 	t.Fatalf("no %s in /proc/%s/status", key, pid)
-	return ""
+	return nil
 }
