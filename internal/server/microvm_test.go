@@ -42,7 +42,55 @@ func TestMicroVMWithMemory(t *testing.T) {
 		t.Fatalf("new template: %d %s", code, raw)
 	}
 	buildTemplate(t, s, s, m["templateID"].(string), m["buildID"].(string), `{"fromImage":"oci:`+programsImage(t)+`"}`)
-	code, m, raw = s.do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"vm-image","timeout":120}`)
+	keepsMemory(t, ctx, s, `{"templateID":"vm-image","timeout":120}`)
+}
+
+// TestMicroVMBaseWithMemory is TestMicroVMWithMemory on the base
+// template, whose /usr the guest sees from an image of the host's
+// (MicroVMBindImages), once that is made: in make test-long (the image
+// of this host's /usr takes a minute or more and 3.8 GB).
+func TestMicroVMBaseWithMemory(t *testing.T) {
+	if os.Getenv("COVE_LONG") == "" {
+		t.Skip("an image of the host's /usr: make test-long (COVE_LONG)")
+	}
+	agent := repoBin("cove-sandbox")
+	if agent == "" {
+		t.Skip("bin/cove-sandbox is missing: make test builds it")
+	}
+	s := startWith(t, func(c *server.Config) {
+		c.SandboxBinary, c.MicroVMBindImages, c.PauseToDiskAfter = agent, true, 50*time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	create := `{"timeout":120,"metadata":{"cove.isolation":"microvm"}}`
+	// The first guest shares /usr over virtiofs while its image is made.
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, create)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	first := m["sandboxID"].(string)
+	images := filepath.Join(s.dataDir, "microvm", "_images")
+	for deadline := time.Now().Add(8 * time.Minute); ; time.Sleep(time.Second) {
+		made, _ := filepath.Glob(filepath.Join(images, "bind-*.erofs"))
+		if len(made) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no image of /usr after 8 minutes")
+		}
+	}
+	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+first, keyA, ""); code != 204 {
+		t.Fatalf("kill: %d %s", code, raw)
+	}
+	keepsMemory(t, ctx, s, create)
+}
+
+// keepsMemory creates a sandbox (the body of the create) whose loop
+// counts, forks it and pauses it (written to disk at once): the child's
+// and the sandbox's counters go on from where they were.
+func keepsMemory(t *testing.T, ctx context.Context, s srv, create string) {
+	t.Helper()
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, create)
 	if code != 201 {
 		t.Fatalf("create: %d %s", code, raw)
 	}

@@ -107,6 +107,11 @@ type Config struct {
 	// directory of the guests' kernel ("" = the one scripts/guest-kernel.sh
 	// unpacks) of the microvm driver; without either it is unavailable.
 	QEMU, GuestKernel string
+	// MicroVMBindImages gives microVM guests the read-only host
+	// directories their templates bind (the base template's /usr) as
+	// erofs images, made in the background, instead of over virtiofs, so
+	// that those guests can be saved with their memory.
+	MicroVMBindImages bool
 	// Database, when set, is a PostgreSQL connection string: the API's
 	// state (keys, the secret, sandbox records) lives there instead of
 	// SQLite in the data directory. A cluster's API replicas and nodes
@@ -469,12 +474,13 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 		closers = append(closers, gv.Close)
 	}
 	vm, err := microvm.NewDriver(microvm.DriverConfig{Dir: filepath.Join(cfg.DataDir, "microvm"), SandboxBinary: agent,
-		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, CgroupParent: cfg.CgroupParent, Log: log})
+		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, CgroupParent: cfg.CgroupParent, BindImages: cfg.MicroVMBindImages, Log: log})
 	if err != nil {
 		unavailable["microvm"] = err.Error()
 		log.Info("microVM isolation unavailable", logx.Err(err))
 	} else {
 		all = append(all, vm)
+		closers = append(closers, vm.Close)
 	}
 	want := cfg.DefaultIsolation
 	if want == "" {

@@ -190,6 +190,9 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 	if err != nil {
 		return h, fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	if err := checkSavedShares(filepath.Join(d.cfg.Dir, imagesDir), rec.Shares); err != nil {
+		return h, err
+	}
 	if err := d.packInitramfs(); err != nil { // a node that restarted has not yet
 		return h, err
 	}
@@ -210,7 +213,7 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 	}
 	vm, err := Start(ctx, VMSpec{
 		Dir: vmDir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd, Machine: rec.Machine,
-		Layers: rec.Layers, NetNS: netns, Cgroup: cg, Guest: rec.Guest, Incoming: img,
+		Layers: rec.Layers, Shares: rec.Shares, NetNS: netns, Cgroup: cg, Guest: rec.Guest, Incoming: img,
 	})
 	if err != nil {
 		return h, fmt.Errorf("restore sandbox %s: %w", id, err)
@@ -221,7 +224,7 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 		}
 	}()
 	next := vm.Record()
-	next.Cgroup, next.Limits, next.Machine, next.Layers, next.Guest = rec.Cgroup, rec.Limits, rec.Machine, rec.Layers, rec.Guest
+	next.Cgroup, next.Limits, next.Machine, next.Layers, next.Shares, next.Guest = rec.Cgroup, rec.Limits, rec.Machine, rec.Layers, rec.Shares, rec.Guest
 	if err := fsutil.WriteJSON(filepath.Join(vmDir, recordFile), next); err != nil {
 		return h, err
 	}

@@ -62,6 +62,13 @@ func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, imag
 	if err != nil {
 		return h, errs.New(errs.InvalidArgument, "a copy of a guest: %v", err)
 	}
+	if d.binds != nil { // its bind images stay until its record names them
+		d.binds.use.RLock()
+		defer d.binds.use.RUnlock()
+	}
+	if err := checkSavedShares(filepath.Join(d.cfg.Dir, imagesDir), src.Shares); err != nil {
+		return h, err
+	}
 	if err := d.packInitramfs(); err != nil {
 		return h, err
 	}
@@ -88,13 +95,13 @@ func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, imag
 	g.Hostname = id
 	vm, err := Start(ctx, VMSpec{
 		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd, Machine: machine,
-		Layers: src.Layers, NetNS: spec.NetNS, Cgroup: cg, Guest: g, Incoming: mem,
+		Layers: src.Layers, Shares: src.Shares, NetNS: spec.NetNS, Cgroup: cg, Guest: g, Incoming: mem,
 	})
 	if err != nil {
 		return h, fmt.Errorf("clone sandbox %s: %w", id, err)
 	}
 	rec := vm.Record()
-	rec.Cgroup, rec.Limits, rec.Machine, rec.Layers, rec.Guest = cg.Name(), src.Limits, machine, src.Layers, g
+	rec.Cgroup, rec.Limits, rec.Machine, rec.Layers, rec.Shares, rec.Guest = cg.Name(), src.Limits, machine, src.Layers, src.Shares, g
 	err = fsutil.WriteJSON(filepath.Join(dir, recordFile), rec)
 	if err == nil {
 		err = d.wake(ctx, vm, src.Pool, id)

@@ -41,8 +41,22 @@ type DriverConfig struct {
 	// CgroupParent holds each guest's cgroup (QEMU and its virtiofsds),
 	// relative to the node's own ("" = "cove").
 	CgroupParent string
-	Log          *slog.Logger
+	// BindImages gives guests the read-only binds of their templates (the
+	// base template's /usr) as erofs images of them, made in the
+	// background at the first guest that binds each and again when the
+	// directory changes (bindImages), instead of over virtiofs: QEMU can
+	// then save such guests (pause with memory, fork, snapshots). An
+	// image takes disk in Dir: 3.8 GB for a /usr of 6.6 GB.
+	BindImages bool
+	// BindRecheck is how often a bound directory's fingerprint is taken
+	// again to find whether it changed (0: defaultBindRecheck).
+	BindRecheck time.Duration
+	Log         *slog.Logger
 }
+
+// defaultBindRecheck: a fingerprint of this host's /usr (190 000 entries)
+// takes about 1.5 s.
+const defaultBindRecheck = 10 * time.Minute
 
 // Driver runs each sandbox in a microVM.
 type Driver struct {
@@ -55,6 +69,8 @@ type Driver struct {
 	packed bool
 
 	imageMu sync.Mutex // makeImage
+
+	binds *bindImages // nil: binds are virtiofs shares
 
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
@@ -108,7 +124,21 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err := d.pruneImages(); err != nil {
 		return nil, err
 	}
+	if err := pruneBindImages(cfg.Dir, !cfg.BindImages); err != nil {
+		return nil, err
+	}
+	if cfg.BindImages {
+		d.binds = newBindImages(cfg.Dir, cmp.Or(cfg.BindRecheck, defaultBindRecheck), cmp.Or(cfg.Log, slog.Default()))
+	}
 	return d, nil
+}
+
+// Close ends the driver's work in the background (a bind image being
+// made); its guests run on.
+func (d *Driver) Close() {
+	if d.binds != nil {
+		d.binds.close()
+	}
 }
 
 // packInitramfs packs the guests' initramfs once, at the first create (a
@@ -173,7 +203,8 @@ func (d *Driver) cgroupName(id string) string { return cmp.Or(d.cfg.CgroupParent
 // Create implements isolation.Driver: the guest overlays the images of
 // the sandbox's layers (read-only disks, made at the first guest of each
 // layer) under an ext4 disk of the disk limit, and sees its binds as
-// virtiofs shares; it returns once the guest's agent answers.
+// virtiofs shares, or the read-only ones as their images (BindImages)
+// once made; it returns once the guest's agent answers.
 func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h isolation.Handle, err error) {
 	if err := isolation.ValidateSpec(id, spec); err != nil {
 		return h, err
@@ -187,9 +218,17 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err := d.packInitramfs(); err != nil {
 		return h, err
 	}
+	if d.binds != nil { // the images chosen stay until the record names them
+		d.binds.use.RLock()
+		defer d.binds.use.RUnlock()
+	}
 	var shares []HostShare
 	for _, b := range spec.RootFS.Binds {
-		shares = append(shares, HostShare{Source: b.Source, Target: b.Target, Writable: b.Writable})
+		sh := HostShare{Source: b.Source, Target: b.Target, Writable: b.Writable}
+		if d.binds != nil && !b.Writable {
+			sh.Image = d.binds.image(b.Source)
+		}
+		shares = append(shares, sh)
 	}
 	images, err := d.layerImages(ctx, spec.RootFS.Layers, virtioTransports-fixedDevices-len(shares))
 	if err != nil {
@@ -229,7 +268,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		// during the boot) must find or end of it.
 		rec := vm.Record()
 		rec.Cgroup, rec.Limits = cg.Name(), spec.Limits
-		rec.Machine, rec.Layers, rec.Guest = vs.Machine, vs.Layers, vs.Guest
+		rec.Machine, rec.Layers, rec.Shares, rec.Guest = vs.Machine, vs.Layers, vs.Shares, vs.Guest
 		err = fsutil.WriteJSON(filepath.Join(dir, recordFile), rec)
 		if err == nil {
 			if err = waitAgent(ctx, vm); err != nil {

@@ -20,6 +20,9 @@ type Machine struct {
 	// Layers are the images of the root's layers (read-only, shared by
 	// guests; lowest first), the disks guest.LayerSerial(i).
 	Layers []string
+	// Binds are the images of the read-only binds served from disks
+	// (erofs, shared by guests), the disks guest.BindSerial(i).
+	Binds []string
 	// Config is the guest.Config file and Tap the tap device (in QEMU's
 	// network namespace) that is the guest's eth0; each may be empty.
 	Config, Tap string
@@ -152,6 +155,11 @@ func qemuArgs(m Machine) []string {
 		id := "layer" + strconv.Itoa(i)
 		args = append(args, "-drive", "file="+file(img)+",if=none,id="+id+",format=raw,readonly=on",
 			"-device", "virtio-blk-device,drive="+id+",serial="+guest.LayerSerial(i))
+	}
+	for i, img := range m.Binds {
+		id := "bind" + strconv.Itoa(i)
+		args = append(args, "-drive", "file="+file(img)+",if=none,id="+id+",format=raw,readonly=on",
+			"-device", "virtio-blk-device,drive="+id+",serial="+guest.BindSerial(i))
 	}
 	if m.Writable != "" { // deletes in the guest free the host's blocks
 		args = append(args, "-drive", "file="+file(m.Writable)+",if=none,id=rw,format=raw,discard=unmap",

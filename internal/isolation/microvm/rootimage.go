@@ -144,6 +144,7 @@ func (d *Driver) pruneImages() error {
 	for _, e := range entries {
 		name := filepath.Join(dir, e.Name())
 		switch {
+		case strings.HasPrefix(e.Name(), bindImagePrefix): // bindImages' own
 		case strings.HasSuffix(name, ".tmp"):
 			os.Remove(name)
 		case strings.HasSuffix(name, ".mnt"): // a merge a crash cut short

@@ -47,9 +47,9 @@ type VMSpec struct {
 	QEMU      string // qemu-system-x86_64
 	Virtiofsd string // QEMU's virtiofsd (for Shares)
 	Machine   Machine
-	// Shares are host directories the guest sees read-only at their
-	// targets: each is bound read-only under Dir and served by a virtiofsd
-	// of its own.
+	// Shares are host directories the guest sees at their targets: each
+	// is bound under Dir and served by a virtiofsd of its own, or, when it
+	// has an Image, is that image's disk.
 	Shares []HostShare
 	// Layers are the images of the root's read-only layers (erofs,
 	// lowest first: MakeLayerImage).
@@ -69,10 +69,13 @@ type VMSpec struct {
 }
 
 // HostShare is a host directory shown in the guest: read-only, or
-// Writable (a volume; nosuid and nodev either way).
+// Writable (a volume; nosuid and nodev either way). A read-only one with
+// an Image (an erofs image of Source: bindImages) is that disk instead of
+// a virtiofs share: QEMU can save such a guest.
 type HostShare struct {
 	Source, Target string
 	Writable       bool
+	Image          string `json:",omitempty"`
 }
 
 // VM is a running guest.
@@ -162,6 +165,7 @@ type Record struct {
 	Limits  isolation.Limits `json:"limits"`
 	Machine Machine          `json:"machine"`
 	Layers  []string         `json:"layers,omitempty"`
+	Shares  []HostShare      `json:"shares,omitempty"`
 	Guest   guest.Config     `json:"guest"`
 }
 
@@ -239,11 +243,16 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 		g.Address, g.Gateway, g.LinkLocal = v.pool.Addr.String(), v.pool.Gateway.String(), guestAddr+"/30"
 	}
 	g.Shares, g.Layers = nil, nil
-	m.Layers = s.Layers
+	m.Layers, m.Binds = s.Layers, nil
 	for i := range s.Layers {
 		g.Layers = append(g.Layers, guest.LayerSerial(i))
 	}
 	for i, sh := range s.Shares {
+		if sh.Image != "" {
+			g.Shares = append(g.Shares, guest.Share{Disk: guest.BindSerial(len(m.Binds)), Target: sh.Target})
+			m.Binds = append(m.Binds, sh.Image)
+			continue
+		}
 		tag := "share" + strconv.Itoa(i)
 		sock, err := v.share(ctx, s.Virtiofsd, s.Cgroup, tag, sh.Source, sh.Writable)
 		if err != nil {
@@ -283,7 +292,7 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 		}
 	}()
 	m.diskFDs = map[string][]int{}
-	for _, img := range append(slices.Clip(m.Layers), m.Writable) {
+	for _, img := range slices.Concat(m.Layers, m.Binds, []string{m.Writable}) {
 		if img == "" {
 			continue
 		}

@@ -56,19 +56,21 @@ type Config struct {
 	// environment.
 	Agent    string   `json:"agent"`
 	AgentEnv []string `json:"agentEnv"`
-	// Shares are host directories shared over virtiofs (read-only but
-	// volumes), each mounted at its target in the root (the base
-	// template's /usr …).
+	// Shares are host directories, each mounted at its target in the
+	// root (the base template's /usr …): shared over virtiofs (read-only
+	// but volumes), or read-only erofs images of them on disks.
 	Shares []Share `json:"shares,omitempty"`
 	// Layers are the serial numbers of the disks that are the root's
 	// read-only layers (erofs images, lowest first).
 	Layers []string `json:"layers"`
 }
 
-// Share is a virtiofs share: the device's tag, where the root shows it,
-// and whether it is writable (a volume).
+// Share is a host directory in the guest: the virtiofs device's tag, or
+// the serial number of the disk of its image (Disk); where the root shows
+// it, and whether it is writable (a volume, always virtiofs).
 type Share struct {
-	Tag      string `json:"tag"`
+	Tag      string `json:"tag,omitempty"`
+	Disk     string `json:"disk,omitempty"`
 	Target   string `json:"target"`
 	Writable bool   `json:"writable,omitempty"`
 }
@@ -78,6 +80,10 @@ const WritableSerial = "cove-writable"
 
 // LayerSerial is the serial number of the disk of the root's layer i.
 func LayerSerial(i int) string { return "cove-layer" + strconv.Itoa(i) }
+
+// BindSerial is the serial number of the disk of the image of the
+// read-only bind i.
+func BindSerial(i int) string { return "cove-bind" + strconv.Itoa(i) }
 
 // ConfigName is the fw_cfg file the host passes the Config in.
 const ConfigName = "opt/cove/config"
@@ -252,8 +258,16 @@ func becomeSandbox(raw []byte) error {
 		if !sh.Writable {
 			flags |= unix.MS_RDONLY
 		}
-		if err := unix.Mount(sh.Tag, dst, "virtiofs", flags, ""); err != nil {
-			return fmt.Errorf("share %s at %s: %w", sh.Tag, sh.Target, err)
+		src, fstype := sh.Tag, "virtiofs"
+		if sh.Disk != "" {
+			disk, err := diskWithSerial(sh.Disk)
+			if err != nil {
+				return err
+			}
+			src, fstype = disk, "erofs"
+		}
+		if err := unix.Mount(src, dst, fstype, flags, ""); err != nil {
+			return fmt.Errorf("share %s at %s: %w", cmp.Or(sh.Tag, sh.Disk), sh.Target, err)
 		}
 	}
 	// The agent is this binary, bound read-only where the root expects it.
