@@ -47,12 +47,8 @@ func TestMicroVMWithMemory(t *testing.T) {
 
 // TestMicroVMBaseWithMemory is TestMicroVMWithMemory on the base
 // template, whose /usr the guest sees from an image of the host's
-// (MicroVMBindImages), once that is made: in make test-long (the image
-// of this host's /usr takes a minute or more and 3.8 GB).
+// (MicroVMBindImages) once that is made: the first guest starts it.
 func TestMicroVMBaseWithMemory(t *testing.T) {
-	if os.Getenv("COVE_LONG") == "" {
-		t.Skip("an image of the host's /usr: make test-long (COVE_LONG)")
-	}
 	agent := repoBin("cove-sandbox")
 	if agent == "" {
 		t.Skip("bin/cove-sandbox is missing: make test builds it")

@@ -50,7 +50,15 @@ func officialJSSDK(t *testing.T, isolation string) {
 	if isolation == "gvisor" {
 		testutil.NeedRunsc(t)
 	}
-	srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
+	args := []string{"--default-isolation", isolation}
+	if isolation == "microvm" {
+		// Guests share /usr over virtiofs throughout: else the image of
+		// the host's /usr, made in the background from the first guest on,
+		// would change what they run on midway (the server's
+		// TestMicroVMBaseWithMemory runs guests on it).
+		args = append(args, "--microvm-bind-images=false")
+	}
+	srv := testutil.StartServer(t, apiKey, args...)
 	npmInstall(t)
 	defer func() {
 		if left := srv.Leftovers(); len(left) > 0 {
