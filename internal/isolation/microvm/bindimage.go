@@ -134,9 +134,12 @@ func (b *bindImages) refresh(source string) (string, error) {
 		os.Remove(tmp)
 		return "", err
 	}
-	st, _ := os.Stat(img)
+	var size int64
+	if st, err := os.Stat(img); err == nil {
+		size = st.Size()
+	}
 	b.log.Info("image of a host directory made for microVM guests", "source", source, "image", img,
-		"bytes", st.Size(), "took", time.Since(start))
+		"bytes", size, "took", time.Since(start))
 	return img, b.prune(source, img)
 }
 
@@ -156,9 +159,12 @@ func makeBindImage(ctx context.Context, src, img string) error {
 }
 
 // bindImageName names the image of source whose tree has fingerprint fp.
-func bindImageName(source, fp string) string {
+func bindImageName(source, fp string) string { return sourcePrefix(source) + fp + ".erofs" }
+
+// sourcePrefix starts the names of source's images.
+func sourcePrefix(source string) string {
 	sum := sha256.Sum256([]byte(source))
-	return bindImagePrefix + hex.EncodeToString(sum[:8]) + "-" + fp + ".erofs"
+	return bindImagePrefix + hex.EncodeToString(sum[:8]) + "-"
 }
 
 // fingerprint hashes what the tree at root holds as lstat shows it: a
@@ -189,14 +195,16 @@ func fingerprint(ctx context.Context, root string) (string, error) {
 // prune removes source's images but keep and those a guest's record in
 // the driver's directory names.
 func (b *bindImages) prune(source, keep string) error {
+	old, _ := filepath.Glob(filepath.Join(b.dir, sourcePrefix(source)+"*"))
+	if len(old) == 1 && old[0] == keep {
+		return nil // the usual case: no create waits on the lock
+	}
 	b.use.Lock()
 	defer b.use.Unlock()
 	inUse, err := recordedImages(b.vmDir)
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256([]byte(source))
-	old, _ := filepath.Glob(filepath.Join(b.dir, bindImagePrefix+hex.EncodeToString(sum[:8])+"-*"))
 	for _, p := range old { // a .tmp is what a stopped make left: one make of source runs at a time
 		if p == keep || inUse[p] {
 			continue
