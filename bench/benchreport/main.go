@@ -207,7 +207,7 @@ func main() {
 		fmt.Fprintf(&b, "## microVMs beside namespaces and gVisor\n\n")
 		fmt.Fprintf(&b, "A server whose sandboxes run in microVMs (QEMU's microvm machine; no warm sandboxes, no sandbox\n")
 		fmt.Fprintf(&b, "network), measured one after the other with cold namespaces and gVisor servers, 5 idle sandboxes\n")
-		fmt.Fprintf(&b, "alive each. %s On a host with `/dev/kvm`, the same `make bench` measures\nKVM guests: the driver uses KVM wherever it opens.\n\n", accel)
+		fmt.Fprintf(&b, "alive each; the guests see the base template's `/usr` on an image of the host's, made before the\nfigures. %s On a host with `/dev/kvm`, the same `make bench` measures\nKVM guests: the driver uses KVM wherever it opens.\n\n", accel)
 		fmt.Fprintf(&b, "| figure (p50) | namespaces | gVisor | microVM | microVM / namespaces |\n|---|---:|---:|---:|---:|\n")
 		row := func(label, figure, unit, format string) {
 			ns, gv, mv := median(figure+"/namespaces-beside-vm", unit), median(figure+"/gvisor-beside-vm", unit), median(figure+"/microvm-beside-vm", unit)
