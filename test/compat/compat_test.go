@@ -95,10 +95,10 @@ func runNodeTests(t *testing.T, addr string, files ...string) {
 
 // fileTimeout is how long node's test runner gives each file: a guard
 // against a file that hangs, not a measure. Emulated guests (no KVM here)
-// need more than two minutes for the SDK's suite, and so did the code
-// interpreter's file on gVisor in CI, which starts the kernels of six
-// languages one after another, on a loaded machine.
-const fileTimeout = 5 * time.Minute
+// need about four minutes for the SDK's suite, and took more than five on
+// a loaded machine; the code interpreter's file on gVisor took two in CI,
+// which starts the kernels of six languages one after another.
+const fileTimeout = 8 * time.Minute
 
 // runNode runs node's test runner on files with env (and no other E2B_
 // variable).
