@@ -26,23 +26,35 @@ import (
 // directory shared into the guest) keeps its processes through a fork
 // (the child's counter goes on counting) and through a pause that the
 // node writes to disk (QEMU ends; after the connect the counter goes on
-// from where it was).
+// from where it was); booted, and started from the template's boot
+// snapshot (MicroVMBootSnapshots), whose guest's agent answers with the
+// sandbox's token and variables.
 func TestMicroVMWithMemory(t *testing.T) {
 	agent := repoBin("cove-sandbox")
 	if agent == "" {
 		t.Skip("bin/cove-sandbox is missing: make test builds it")
 	}
-	s := startWith(t, func(c *server.Config) {
-		c.SandboxBinary, c.LocalImages, c.PauseToDiskAfter = agent, true, 50*time.Millisecond
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"vm-image","isolation":"microvm"}`)
-	if code != 202 && code != 201 {
-		t.Fatalf("new template: %d %s", code, raw)
+	for _, snapshots := range []bool{false, true} {
+		t.Run(map[bool]string{false: "booted", true: "snapshot"}[snapshots], func(t *testing.T) {
+			s := startWith(t, func(c *server.Config) {
+				c.SandboxBinary, c.LocalImages, c.PauseToDiskAfter, c.MicroVMBootSnapshots = agent, true, 50*time.Millisecond, snapshots
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"vm-image","isolation":"microvm"}`)
+			if code != 202 && code != 201 {
+				t.Fatalf("new template: %d %s", code, raw)
+			}
+			buildTemplate(t, s, s, m["templateID"].(string), m["buildID"].(string), `{"fromImage":"oci:`+programsImage(t)+`"}`)
+			keepsMemory(t, ctx, s, `{"templateID":"vm-image","timeout":120,"envVars":{"GREETING":"hello"}}`)
+			if snapshots {
+				made, _ := filepath.Glob(filepath.Join(s.dataDir, "microvm", "_snapshots", "*"))
+				if len(made) != 1 {
+					t.Errorf("boot snapshots: %v", made)
+				}
+			}
+		})
 	}
-	buildTemplate(t, s, s, m["templateID"].(string), m["buildID"].(string), `{"fromImage":"oci:`+programsImage(t)+`"}`)
-	keepsMemory(t, ctx, s, `{"templateID":"vm-image","timeout":120}`)
 }
 
 // TestMicroVMBaseWithMemory is TestMicroVMWithMemory on the base
@@ -98,6 +110,11 @@ func keepsMemory(t *testing.T, ctx context.Context, s srv, create string) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if strings.Contains(create, "GREETING") {
+		if out, err := run(ctx, s.url, id, tok, `echo "$GREETING $E2B_SANDBOX_ID"; hostname`); err != nil || out != "hello "+id+"\n"+id+"\n" {
+			t.Errorf("the sandbox's variables and name: %q %v", out, err)
+		}
+	}
 	if out, err := run(ctx, s.url, id, tok, counterLoop); err != nil {
 		t.Fatalf("%q %v", out, err)
 	}
@@ -162,7 +179,7 @@ func keepsMemory(t *testing.T, ctx context.Context, s srv, create string) {
 func programsImage(t *testing.T) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := layertar.Pack(&buf, testutil.ProgramsRoot(t, "bash", "dash", "cat", "sleep", "mv"), layertar.PackOptions{}); err != nil {
+	if err := layertar.Pack(&buf, testutil.ProgramsRoot(t, "bash", "dash", "cat", "sleep", "mv", "hostname"), layertar.PackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })

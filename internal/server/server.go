@@ -112,6 +112,10 @@ type Config struct {
 	// erofs images, made in the background, instead of over virtiofs, so
 	// that those guests can be saved with their memory.
 	MicroVMBindImages bool
+	// MicroVMBootSnapshots starts microVM guests from a snapshot of their
+	// template's guest taken once it booted, their memory its file shared
+	// copy-on-write, instead of booting each.
+	MicroVMBootSnapshots bool
 	// Database, when set, is a PostgreSQL connection string: the API's
 	// state (keys, the secret, sandbox records) lives there instead of
 	// SQLite in the data directory. A cluster's API replicas and nodes
@@ -474,7 +478,7 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 		closers = append(closers, gv.Close)
 	}
 	vm, err := microvm.NewDriver(microvm.DriverConfig{Dir: filepath.Join(cfg.DataDir, "microvm"), SandboxBinary: agent,
-		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, CgroupParent: cfg.CgroupParent, BindImages: cfg.MicroVMBindImages, Log: log})
+		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, CgroupParent: cfg.CgroupParent, BindImages: cfg.MicroVMBindImages, BootSnapshots: cfg.MicroVMBootSnapshots, Log: log})
 	if err != nil {
 		unavailable["microvm"] = err.Error()
 		log.Info("microVM isolation unavailable", logx.Err(err))

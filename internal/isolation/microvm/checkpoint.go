@@ -97,7 +97,7 @@ func (d *Driver) saveGuest(ctx context.Context, id, dir string, goOn bool, then 
 			return nil, err
 		}
 	}
-	err = saveMachine(ctx, m, img)
+	err = saveMachine(ctx, m, img, false)
 	if err != nil {
 		err = fmt.Errorf("%w; QEMU's output ends: %s", err, lastLines(s.vm.Console(), 3))
 	} else {
@@ -118,9 +118,15 @@ func (d *Driver) saveGuest(ctx context.Context, id, dir string, goOn bool, then 
 }
 
 // saveMachine stops the machine and has QEMU write it to img, then waits
-// until it has.
-func saveMachine(ctx context.Context, m *qmp.SocketMonitor, img *os.File) error {
+// until it has; with devicesOnly, the memory, which is a file of its own
+// (a boot snapshot's), is left out.
+func saveMachine(ctx context.Context, m *qmp.SocketMonitor, img *os.File, devicesOnly bool) error {
 	if _, err := runQMP(m, "stop", nil, nil); err != nil {
+		return err
+	}
+	// Set either way: a guest started from a boot snapshot read its
+	// machine with it on, and saves all its memory.
+	if err := ignoreSharedMemory(m, devicesOnly); err != nil {
 		return err
 	}
 	// QEMU's default bandwidth of a migration is 32 MiB/s: a file takes
@@ -212,7 +218,7 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 		}
 	}
 	vm, err := Start(ctx, VMSpec{
-		Dir: vmDir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd, Machine: rec.Machine,
+		Dir: vmDir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd, Machine: rec.Machine.plainMemory(),
 		Layers: rec.Layers, Shares: rec.Shares, NetNS: netns, Cgroup: cg, Guest: rec.Guest, Incoming: img,
 	})
 	if err != nil {
@@ -245,8 +251,9 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 // wake runs a machine a new QEMU reads back (Restore, Clone) once it has
 // read it: the guest goes on, its sandbox thawed (a machine saved while
 // the init exported its files had it frozen), moves to its namespace's
-// address when it had another (was), takes hostname when given and the
-// host's clock; it returns once the guest's agent answers.
+// address when it had another (was), takes hostname when given, the
+// host's clock and a seed of its own for its kernel's random numbers; it
+// returns once the guest's agent answers.
 func (d *Driver) wake(ctx context.Context, vm *VM, was *PoolAddress, hostname string) error {
 	if err := waitIncoming(ctx, vm.dir, vm); err != nil {
 		return fmt.Errorf("%w; the guest's console ends: %s", err, lastLines(vm.Console(), 5))
@@ -276,11 +283,25 @@ func (d *Driver) wake(ctx context.Context, vm *VM, was *PoolAddress, hostname st
 	if err := vm.SetClock(ctx); err != nil {
 		return err
 	}
+	if err := vm.Reseed(ctx); err != nil { // copies of one machine part here
+		return err
+	}
 	return waitAgent(ctx, vm)
 }
 
+// ignoreSharedMemory tells QEMU whether a guest's memory held in a file
+// it writes through is part of a saved machine (migration's
+// x-ignore-shared on: it is not): a save leaves it out, and a read
+// expects it not.
+func ignoreSharedMemory(m *qmp.SocketMonitor, on bool) error {
+	_, err := runQMP(m, "migrate-set-capabilities", map[string]any{
+		"capabilities": []any{map[string]any{"capability": "x-ignore-shared", "state": on}}}, nil)
+	return err
+}
+
 // waitIncoming waits until QEMU has read the saved machine (it is then
-// stopped), or ended, or ctx ends.
+// stopped), or ended, or ctx ends; a read QEMU defers (a guest started
+// from a boot snapshot) it starts first.
 func waitIncoming(ctx context.Context, dir string, vm *VM) error {
 	var m *qmp.SocketMonitor
 	for deadline := time.Now().Add(10 * time.Second); ; { // QEMU makes its monitor's socket after the console's
@@ -300,6 +321,14 @@ func waitIncoming(ctx context.Context, dir string, vm *VM) error {
 		}
 	}
 	defer m.Disconnect()
+	if vm.deferred != "" {
+		if err := ignoreSharedMemory(m, true); err != nil {
+			return err
+		}
+		if _, err := runQMP(m, "migrate-incoming", map[string]any{"uri": vm.deferred}, nil); err != nil {
+			return err
+		}
+	}
 	for {
 		raw, err := runQMP(m, "query-status", nil, nil)
 		if err != nil {

@@ -54,7 +54,14 @@ func (d *Driver) Image(ctx context.Context, id, dir string) error {
 // root shows those files; the guest's kernel needs the disk itself), in
 // spec's network namespace. It keeps its source's machine (memory, vCPUs)
 // and takes spec's host limits, its own address, host name and clock.
-func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, image string) (h isolation.Handle, err error) {
+func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, image string) (isolation.Handle, error) {
+	return d.clone(ctx, id, spec, image, false)
+}
+
+// clone is Clone of image, which is a boot snapshot (bootSnapshot) when
+// fromSnapshot: its guest's memory is then the snapshot's file, mapped
+// copy-on-write, where a fork's copy holds all of it.
+func (d *Driver) clone(ctx context.Context, id string, spec isolation.Spec, image string, fromSnapshot bool) (h isolation.Handle, err error) {
 	if err := isolation.ValidateID(id); err != nil {
 		return h, err
 	}
@@ -62,7 +69,7 @@ func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, imag
 	if err != nil {
 		return h, errs.New(errs.InvalidArgument, "a copy of a guest: %v", err)
 	}
-	if d.binds != nil { // its bind images stay until its record names them
+	if d.binds != nil && !fromSnapshot { // its bind images stay until its record names them (Create holds the lock for a snapshot's)
 		d.binds.use.RLock()
 		defer d.binds.use.RUnlock()
 	}
@@ -87,6 +94,9 @@ func (d *Driver) Clone(ctx context.Context, id string, spec isolation.Spec, imag
 		}
 	}()
 	machine := src.Machine
+	if !fromSnapshot {
+		machine = machine.plainMemory()
+	}
 	machine.Writable = filepath.Join(dir, writableImage)
 	if err := copySparse(filepath.Join(image, writableCopy), machine.Writable); err != nil {
 		return h, err

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +52,12 @@ type DriverConfig struct {
 	// BindRecheck is how often a bound directory's fingerprint is taken
 	// again to find whether it changed (0: defaultBindRecheck).
 	BindRecheck time.Duration
-	Log         *slog.Logger
+	// BootSnapshots starts guests from a boot snapshot of their template
+	// and limits (bootSnapshot), made at the first such create, instead
+	// of booting each: their memory is then the snapshot's file, shared
+	// copy-on-write. Guests that share a directory over virtiofs boot.
+	BootSnapshots bool
+	Log           *slog.Logger
 }
 
 // defaultBindRecheck: a fingerprint of this host's /usr (190 000 entries)
@@ -71,6 +77,8 @@ type Driver struct {
 	imageMu sync.Mutex // makeImage
 
 	binds *bindImages // nil: binds are virtiofs shares
+
+	snapMu sync.Mutex // bootSnapshot
 
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
@@ -125,6 +133,9 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 		return nil, err
 	}
 	if err := pruneBindImages(cfg.Dir, !cfg.BindImages); err != nil {
+		return nil, err
+	}
+	if err := d.removeSnapshots(); err != nil {
 		return nil, err
 	}
 	if cfg.BindImages {
@@ -193,6 +204,9 @@ const vmmPIDs = 512
 // nothing.
 const guestOverheadMB = 96
 
+// guestPath is the agent's PATH.
+const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // writableImage is a guest's writable disk in its directory.
 const writableImage = "writable.ext4"
 
@@ -234,6 +248,25 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	if err != nil {
 		return h, err
 	}
+	sandboxEnv, _ := json.Marshal(spec.Env)
+	settings, _ := json.Marshal(spec.Agent)
+	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
+	vs := VMSpec{
+		QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
+		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: d.kvm},
+		Layers:  images, Shares: shares, NetNS: spec.NetNS,
+		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
+			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
+			AgentEnv: []string{"PATH=" + guestPath, "HOME=/root",
+				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings)}},
+	}
+	if d.cfg.BootSnapshots && !slices.ContainsFunc(shares, func(sh HostShare) bool { return sh.Image == "" }) {
+		snap, err := d.bootSnapshot(ctx, vs, spec.Limits.WritableBytes())
+		if err != nil {
+			return h, err
+		}
+		return d.createFromSnapshot(ctx, id, spec, snap)
+	}
 	// The host's share of the guest: its memory (the limit, the guest's
 	// kernel and init), QEMU's own and the virtiofsds', their threads.
 	dir, cg, undo, err := d.prepare(id, spec.Limits.CPUMillis, spec.Limits.MemoryMB+guestOverheadMB)
@@ -245,22 +278,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 			undo()
 		}
 	}()
-	writable := filepath.Join(dir, writableImage)
-	if err = MakeWritableImage(ctx, writable, spec.Limits.WritableBytes()); err != nil {
+	vs.Dir, vs.Cgroup, vs.Machine.Writable = dir, cg, filepath.Join(dir, writableImage)
+	if err = MakeWritableImage(ctx, vs.Machine.Writable, spec.Limits.WritableBytes()); err != nil {
 		return h, err
-	}
-	sandboxEnv, _ := json.Marshal(spec.Env)
-	settings, _ := json.Marshal(spec.Agent)
-	cpus := int(max(1, (spec.Limits.CPUMillis+999)/1000))
-	vs := VMSpec{
-		Dir: dir, QEMU: d.cfg.QEMU, Virtiofsd: d.cfg.Virtiofsd,
-		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: d.kvm,
-			Writable: writable},
-		Layers: images, Shares: shares, NetNS: spec.NetNS, Cgroup: cg,
-		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
-			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
-			AgentEnv: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings)}},
 	}
 	vm, err := Start(ctx, vs)
 	if err == nil {

@@ -41,8 +41,25 @@ type Machine struct {
 	Jail string
 	// Incoming, when set, is where QEMU reads a saved machine from
 	// (QEMU's -incoming, "fd:N"): it runs that instead of booting, and
-	// leaves it stopped.
+	// leaves it stopped. With a private MemoryFile QEMU waits for the
+	// node to start the read (incomingDeferred).
 	Incoming string
+	// MemoryFile, when set, is a file that is the guest's memory: written
+	// through (MemoryShared: a boot snapshot's guest, whose save then
+	// holds its devices alone), or mapped copy-on-write (a guest started
+	// from that snapshot: every such guest shares the file's pages until
+	// it writes them).
+	MemoryFile   string `json:",omitempty"`
+	MemoryShared bool   `json:",omitempty"`
+	// NamedMemory names the guest's memory as a MemoryFile guest's is:
+	// a machine saved from one is read back into plain memory.
+	NamedMemory bool `json:",omitempty"`
+	// NoPageReporting keeps the pages the guest frees: a boot snapshot's
+	// guests, whose memory is the snapshot's file mapped copy-on-write,
+	// where QEMU 7.2 would hand a freed page back by punching a hole in
+	// the file, which the other guests of the snapshot read (seen with
+	// strace: fallocate(PUNCH_HOLE) on it).
+	NoPageReporting bool `json:",omitempty"`
 	// diskFDs, set by Start, are the descriptors QEMU inherits for each
 	// disk image (read-only, and read-write for the writable disk), as
 	// fd sets: QEMU opens a disk again with other flags (a save makes its
@@ -56,6 +73,22 @@ type Machine struct {
 	// virtiofsd that serves it. The guest's memory is then shared memory
 	// (memfd), which vhost-user needs.
 	Shares []Share
+}
+
+// incomingDeferred: QEMU reads the saved machine when the node says so
+// (migrate-incoming), once it has told QEMU that the memory is not in it
+// (x-ignore-shared): a guest started from a boot snapshot, whose memory
+// is the snapshot's file.
+func (m Machine) incomingDeferred() bool { return m.MemoryFile != "" && !m.MemoryShared }
+
+// plainMemory is m for a guest that reads back a machine saved from m's
+// guest: a guest started from a boot snapshot saves all its memory, which
+// goes into plain memory of the same name.
+func (m Machine) plainMemory() Machine {
+	if m.MemoryFile != "" {
+		m.MemoryFile, m.MemoryShared, m.NamedMemory = "", false, true
+	}
+	return m
 }
 
 // Share is a virtiofs device of a guest.
@@ -95,9 +128,21 @@ func qemuArgs(m Machine) []string {
 	}
 	machine := "microvm,x-option-roms=off,rtc=on,isa-serial=on"
 	var memory []string
-	if len(m.Shares) > 0 {
+	size := ",size=" + strconv.FormatInt(m.MemoryMB, 10) + "M"
+	switch {
+	case len(m.Shares) > 0:
+		memory = []string{"-object", "memory-backend-memfd,id=mem,share=on" + size}
+	case m.MemoryFile != "":
+		share := "off"
+		if m.MemoryShared {
+			share = "on"
+		}
+		memory = []string{"-object", "memory-backend-file,id=mem,mem-path=" + m.MemoryFile + ",share=" + share + size}
+	case m.NamedMemory:
+		memory = []string{"-object", "memory-backend-ram,id=mem" + size}
+	}
+	if memory != nil {
 		machine += ",memory-backend=mem"
-		memory = []string{"-object", "memory-backend-memfd,id=mem,share=on,size=" + strconv.FormatInt(m.MemoryMB, 10) + "M"}
 	}
 	// Without set*id calls QEMU could not drop to User; past the drop it
 	// has no capabilities and no_new_privs: no way back up.
@@ -128,7 +173,11 @@ func qemuArgs(m Machine) []string {
 		args = append(args, "-serial", "stdio")
 	}
 	if m.Incoming != "" {
-		args = append(args, "-incoming", m.Incoming, "-S")
+		in := m.Incoming
+		if m.incomingDeferred() {
+			in = "defer"
+		}
+		args = append(args, "-incoming", in, "-S")
 	}
 	if m.QMP != "" {
 		args = append(args, "-qmp", "unix:"+m.QMP+",server=on,wait=off")
@@ -168,7 +217,11 @@ func qemuArgs(m Machine) []string {
 	// The guest hands the pages it frees back (free page reporting):
 	// the host's memory follows what the guest uses, not what it once
 	// touched.
-	args = append(args, "-device", "virtio-balloon-device,free-page-reporting=on")
+	reporting := "on"
+	if m.NoPageReporting {
+		reporting = "off"
+	}
+	args = append(args, "-device", "virtio-balloon-device,free-page-reporting="+reporting)
 	if m.Config != "" {
 		args = append(args, "-fw_cfg", "name="+guest.ConfigName+",file="+m.Config)
 	}

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,10 +89,13 @@ type VM struct {
 	fsds    []proc
 	mounts  []string
 	console *tail
-	conn    net.Conn // the serial console's socket
-	conLog  *os.File
-	done    chan struct{}
-	stop    sync.Once
+	// deferred is where QEMU reads the saved machine from once told
+	// (Machine.incomingDeferred), for waitIncoming.
+	deferred string
+	conn     net.Conn // the serial console's socket
+	conLog   *os.File
+	done     chan struct{}
+	stop     sync.Once
 	// nsMu keeps the namespace handles open while a Dial uses them; Stop
 	// closes them under it (a closed descriptor's number, reused, would
 	// send a thread into another namespace).
@@ -313,6 +317,9 @@ func Start(ctx context.Context, s VMSpec) (vm *VM, err error) {
 	}
 	if s.Incoming != nil {
 		m.Incoming = "fd:" + strconv.Itoa(inherit(s.Incoming))
+		if m.incomingDeferred() {
+			v.deferred = m.Incoming
+		}
 	}
 	qemu := exec.Command(s.QEMU, qemuArgs(m)...)
 	qemu.Stdout, qemu.Stderr = v.console, v.console
@@ -555,6 +562,16 @@ func (v *VM) SetAddress(ctx context.Context, pa PoolAddress) error {
 // sandbox (a copy of a machine saved during one), through its init.
 func (v *VM) Thaw(ctx context.Context) error {
 	return v.control(ctx, "the guest's sandbox thawed", func(c net.Conn) error { return guest.Thaw(c) })
+}
+
+// Reseed gives the guest kernel's random number generator a seed from the
+// host's (a guest started from a saved machine), through its init.
+func (v *VM) Reseed(ctx context.Context) error {
+	seed := make([]byte, guest.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return err
+	}
+	return v.control(ctx, "the guest's random seed", func(c net.Conn) error { return guest.Reseed(c, seed) })
 }
 
 // SetHostname names the guest (a copy of another), through its init.

@@ -31,7 +31,15 @@ import (
 //   - RequestHostname, then a 1-byte length and the name: the init sets
 //     the guest's host name and the root's /etc/hostname and /etc/hosts
 //     (a copy of another sandbox's guest), and answers with an outcome.
+//   - RequestSeed, then SeedSize bytes from the host's random source: the
+//     init credits them to the guest kernel's entropy pool and reseeds its
+//     random number generator, and answers with an outcome. Guests started
+//     from one saved machine (a boot snapshot's, a fork's) would otherwise
+//     go on from one generator's state.
 const ControlPort = 49981
+
+// SeedSize is the length of a RequestSeed's seed.
+const SeedSize = 64
 
 // The requests on ControlPort.
 const (
@@ -40,6 +48,7 @@ const (
 	RequestAddress  byte = 'A'
 	RequestHostname byte = 'H'
 	RequestThaw     byte = 'T'
+	RequestSeed     byte = 'R'
 )
 
 // Address is the sandbox's address (with its prefix) and gateway.
@@ -130,6 +139,19 @@ func SetHostname(c io.ReadWriter, name string) error {
 		return fmt.Errorf("host name %q", name)
 	}
 	if _, err := c.Write(append([]byte{RequestHostname, byte(len(name))}, name...)); err != nil {
+		return err
+	}
+	return readOutcome(c)
+}
+
+// Reseed gives the guest's init on c (a connection to ControlPort) seed
+// (SeedSize bytes) for the guest kernel's random number generator, and
+// waits for its answer.
+func Reseed(c io.ReadWriter, seed []byte) error {
+	if len(seed) != SeedSize {
+		return fmt.Errorf("a seed of %d bytes, not %d", len(seed), SeedSize)
+	}
+	if _, err := c.Write(append([]byte{RequestSeed}, seed...)); err != nil {
 		return err
 	}
 	return readOutcome(c)

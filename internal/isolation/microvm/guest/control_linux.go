@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -78,6 +80,8 @@ func serveControl(addr, upper, cgroup string, cur Address, root string, dns []st
 					writeOutcome(c, setClock(c))
 				case RequestHostname:
 					writeOutcome(c, setHostname(c, root, dns))
+				case RequestSeed:
+					writeOutcome(c, reseed(c))
 				case RequestAddress:
 					addressing.Lock()
 					defer addressing.Unlock()
@@ -88,6 +92,32 @@ func serveControl(addr, upper, cgroup string, cur Address, root string, dns []st
 			}()
 		}
 	}()
+	return nil
+}
+
+// reseed credits the SeedSize bytes that follow on c to the kernel's
+// entropy pool and has it reseed its generator from the pool at once.
+func reseed(c io.Reader) error {
+	seed := make([]byte, SeedSize)
+	if _, err := io.ReadFull(c, seed); err != nil {
+		return err
+	}
+	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// struct rand_pool_info: the bits credited, the bytes, the bytes.
+	info := make([]byte, 8+len(seed))
+	binary.NativeEndian.PutUint32(info[0:], uint32(8*len(seed)))
+	binary.NativeEndian.PutUint32(info[4:], uint32(len(seed)))
+	copy(info[8:], seed)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDADDENTROPY, uintptr(unsafe.Pointer(&info[0]))); e != 0 {
+		return fmt.Errorf("RNDADDENTROPY: %w", e)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDRESEEDCRNG, 0); e != 0 {
+		return fmt.Errorf("RNDRESEEDCRNG: %w", e)
+	}
 	return nil
 }
 
