@@ -12,6 +12,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
@@ -68,13 +71,47 @@ func (d *Driver) bootSnapshot(ctx context.Context, vs VMSpec, diskBytes int64) (
 	dir := filepath.Join(d.cfg.Dir, snapshotsDir, key)
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
+	now := time.Now()
 	if _, err := os.Stat(filepath.Join(dir, snapshotToken)); err == nil {
-		return dir, nil
+		return dir, os.Chtimes(dir, now, now) // the last use, for evictSnapshots
 	}
 	if err := d.makeBootSnapshot(ctx, key, vs, diskBytes); err != nil {
 		return "", fmt.Errorf("the template's boot snapshot: %w", err)
 	}
-	return dir, nil
+	return dir, d.evictSnapshots(maxSnapshots)
+}
+
+// maxSnapshots is how many boot snapshots a driver keeps: each holds the
+// memory its guest touched while it booted (about 130 MiB under TCG, on
+// disk and in the page cache).
+const maxSnapshots = 16
+
+// evictSnapshots removes the least recently used snapshots past keep
+// (snapMu held). Guests started from one keep its memory mapped.
+func (d *Driver) evictSnapshots(keep int) error {
+	entries, err := os.ReadDir(filepath.Join(d.cfg.Dir, snapshotsDir))
+	if err != nil {
+		return err
+	}
+	type snap struct {
+		dir  string
+		used time.Time
+	}
+	var snaps []snap
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && !strings.HasSuffix(e.Name(), ".tmp") {
+			snaps = append(snaps, snap{filepath.Join(d.cfg.Dir, snapshotsDir, e.Name()), info.ModTime()})
+		}
+	}
+	slices.SortFunc(snaps, func(a, b snap) int { return b.used.Compare(a.used) })
+	d.snapUse.Lock() // no guest starts from one meanwhile
+	defer d.snapUse.Unlock()
+	for _, s := range snaps[min(keep, len(snaps)):] {
+		if err := fsutil.RemoveTree(s.dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // makeBootSnapshot boots vs with its memory in a file, waits for its
@@ -181,11 +218,13 @@ func (d *Driver) makeBootSnapshot(ctx context.Context, key string, vs VMSpec, di
 // gives its agent spec's settings, which the snapshot's agent did not
 // have.
 func (d *Driver) createFromSnapshot(ctx context.Context, id string, spec isolation.Spec, snap string) (h isolation.Handle, err error) {
+	d.snapUse.RLock() // until its QEMU has the snapshot's files open
 	token, err := os.ReadFile(filepath.Join(snap, snapshotToken))
-	if err != nil {
-		return h, err
+	if err == nil {
+		h, err = d.clone(ctx, id, spec, snap, true)
 	}
-	if h, err = d.clone(ctx, id, spec, snap, true); err != nil {
+	d.snapUse.RUnlock()
+	if err != nil {
 		return h, err
 	}
 	defer func() {

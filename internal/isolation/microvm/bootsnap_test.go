@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,10 +21,11 @@ import (
 
 // TestBootSnapshots starts guests of one template and limits from one
 // boot snapshot (BootSnapshots): each runs on the snapshot's memory file,
-// mapped copy-on-write, under its own name, token and variables, with a
-// random generator of its own and files of its own; one is checkpointed
-// and restored, another forked, as booted guests are; the snapshot's
-// guest and cgroup are gone once it is made.
+// mapped copy-on-write, under its own name, token and variables, with
+// files of its own; the file stays as saved while they use and free
+// memory; the snapshot's guest and cgroup are gone once it is made, and
+// its token opens no guest; evicted, its guests run on; one is
+// checkpointed and restored, and forked, as booted guests are.
 func TestBootSnapshots(t *testing.T) {
 	cfg, _ := testDriver(t)
 	cfg.BootSnapshots = true
@@ -74,15 +75,13 @@ func TestBootSnapshots(t *testing.T) {
 	// The snapshot's memory stays as saved however its guests use theirs
 	// (freed pages they hand back included): checked at the end.
 	memory := fileSum(t, filepath.Join(snaps[0], snapshotMemory))
-	t.Cleanup(func() {
-		if now := fileSum(t, filepath.Join(snaps[0], snapshotMemory)); now != memory {
-			t.Errorf("the snapshot's memory changed while guests ran on it")
-		}
-	})
-	for _, c := range clients { // memory used and freed: the guest hands it back
+	for _, c := range clients { // memory used and freed
 		if res, err := c.Run(ctx, "root", "head -c 64000000 /dev/urandom > /dev/shm/big && rm /dev/shm/big && sleep 4", time.Minute); err != nil || res.ExitCode != 0 {
 			t.Errorf("a burst of memory: %v %+v", err, res)
 		}
+	}
+	if now := fileSum(t, filepath.Join(snaps[0], snapshotMemory)); now != memory {
+		t.Errorf("the snapshot's memory changed while guests ran on it")
 	}
 	if random[ids[0]] == random[ids[1]] {
 		t.Errorf("two guests of one snapshot read the same random bytes: %s", random[ids[0]])
@@ -96,6 +95,20 @@ func TestBootSnapshots(t *testing.T) {
 	c.SetToken(readToken(t, snaps[0]))
 	if _, err := c.Run(ctx, "root", "true", time.Minute); err == nil {
 		t.Error("the snapshot's token runs a command in a guest started from it")
+	}
+
+	// Evicted, the snapshot's files go; its guests keep its memory mapped.
+	d.snapMu.Lock()
+	err = d.evictSnapshots(0)
+	d.snapMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(snaps[0]); !os.IsNotExist(err) {
+		t.Errorf("an evicted snapshot: %v", err)
+	}
+	if res, err := clients[ids[1]].Run(ctx, "root", "cat /tmp/file-"+ids[1], time.Minute); err != nil || string(res.Stdout) != "mine\n" {
+		t.Errorf("a guest after its snapshot was evicted: %q %v", res.Stdout, err)
 	}
 
 	// Saved whole and restored; copied with its processes.

@@ -78,7 +78,8 @@ type Driver struct {
 
 	binds *bindImages // nil: binds are virtiofs shares
 
-	snapMu sync.Mutex // bootSnapshot
+	snapMu  sync.Mutex   // bootSnapshot
+	snapUse sync.RWMutex // a guest starting from a snapshot (read), evictSnapshots
 
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
