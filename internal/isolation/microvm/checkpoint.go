@@ -16,6 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 )
 
 var _ isolation.Checkpointer = (*Driver)(nil)
@@ -283,7 +284,9 @@ func (d *Driver) wake(ctx context.Context, vm *VM, was *PoolAddress, hostname st
 	if err := vm.SetClock(ctx); err != nil {
 		return err
 	}
-	if err := vm.Reseed(ctx); err != nil { // copies of one machine part here
+	// Copies of one machine part here. A guest saved by an older node
+	// has an init that does not know the request, and goes on unseeded.
+	if err := vm.Reseed(ctx); err != nil && !errors.Is(err, guest.ErrUnknownRequest) {
 		return err
 	}
 	return waitAgent(ctx, vm)

@@ -1,8 +1,10 @@
 package guest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -37,6 +39,14 @@ import (
 //     from one saved machine (a boot snapshot's, a fork's) would otherwise
 //     go on from one generator's state.
 const ControlPort = 49981
+
+// ErrUnknownRequest is the answer of a guest's init to a request it does
+// not know: one that booted with an older sandbox binary (a guest saved
+// before the node was upgraded).
+var ErrUnknownRequest = errors.New("a request the guest's init does not know")
+
+// unknownRequest starts the init's answer to a request it does not know.
+const unknownRequest = "no request "
 
 // SeedSize is the length of a RequestSeed's seed.
 const SeedSize = 64
@@ -91,6 +101,9 @@ func readOutcome(r io.Reader) error {
 	msg := make([]byte, min(n, 4096))
 	if _, err := io.ReadFull(r, msg); err != nil {
 		return cut(err)
+	}
+	if bytes.HasPrefix(msg, []byte(unknownRequest)) {
+		return fmt.Errorf("the guest: %s: %w", msg, ErrUnknownRequest)
 	}
 	return fmt.Errorf("the guest: %s", msg)
 }

@@ -87,7 +87,7 @@ func serveControl(addr, upper, cgroup string, cur Address, root string, dns []st
 					defer addressing.Unlock()
 					writeOutcome(c, setAddress(c, &cur))
 				default:
-					writeOutcome(c, fmt.Errorf("no request %q", req[0]))
+					writeOutcome(c, fmt.Errorf(unknownRequest+"%q", req[0]))
 				}
 			}()
 		}
