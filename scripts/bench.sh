@@ -91,7 +91,7 @@ export E2B_API_KEY="$key"
 
 kill $s1 $s2 $s3 $s4 $s5 $s6 $s7
 wait $s1 $s2 $s3 $s4 $s5 $s6 $s7 || true
-if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" "$data/plain/sandboxes" "$data/disk/gvisor" "$data/microvm/microvm" -mindepth 1 -maxdepth 1 ! -name .runsc ! -name initramfs.cpio ! -name _images 2>/dev/null)" ]; then
+if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" "$data/plain/sandboxes" "$data/disk/gvisor" "$data/microvm/microvm" -mindepth 1 -maxdepth 1 ! -name .runsc ! -name initramfs.cpio ! -name _images ! -name _snapshots 2>/dev/null)" ]; then
 	echo "bench: sandboxes left after the servers stopped" >&2
 	exit 1
 fi

@@ -149,14 +149,14 @@ func Leftovers(dir string) []string {
 }
 
 // allOf lists every record and driver directory under dir (runsc's own
-// state directory, the guests' initramfs and layer images aside: they
-// outlive the sandboxes).
+// state directory, the guests' initramfs, layer images and boot snapshots
+// aside: they outlive the sandboxes).
 func allOf(dir string) []string {
 	var out []string
 	for _, d := range []string{"node", "node/saved", "node/images", "sandboxes", "gvisor", "microvm"} {
 		entries, _ := os.ReadDir(filepath.Join(dir, d))
 		for _, e := range entries {
-			if e.Name() != ".runsc" && e.Name() != "initramfs.cpio" && e.Name() != "_images" && !(d == "node" && (e.Name() == "saved" || e.Name() == "images")) {
+			if e.Name() != ".runsc" && e.Name() != "initramfs.cpio" && e.Name() != "_images" && e.Name() != "_snapshots" && !(d == "node" && (e.Name() == "saved" || e.Name() == "images")) {
 				out = append(out, d+"/"+e.Name())
 			}
 		}
