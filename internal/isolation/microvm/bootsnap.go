@@ -30,7 +30,7 @@ import (
 // state alone. A later create of that template and those limits starts
 // from it instead of booting (BootSnapshots): a new QEMU maps the file
 // copy-on-write, so that every such guest shares the pages it has not
-// written, reads the devices' state and goes on; the node then gives the
+// written, reads the devices' state and goes on; the driver then gives the
 // guest its name, address, clock, a random seed of its own, and its
 // agent its token and variables.
 //
