@@ -156,10 +156,11 @@ func TestBindImages(t *testing.T) {
 }
 
 // waitBindImage waits until the driver has an image of source other than
-// old, and returns it.
+// old, and returns it (10 minutes at most: the host's /usr takes one or
+// two on a loaded machine).
 func waitBindImage(t *testing.T, d *Driver, source, old string) string {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		d.binds.use.RLock()
 		img := d.binds.image(source)
 		d.binds.use.RUnlock()
@@ -167,7 +168,7 @@ func waitBindImage(t *testing.T, d *Driver, source, old string) string {
 			return img
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no new image of %s after 2 minutes", source)
+			t.Fatalf("no new image of %s after 10 minutes", source)
 		}
 	}
 }

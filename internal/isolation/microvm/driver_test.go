@@ -301,11 +301,38 @@ print([l.split()[1] for l in open('/proc/meminfo') if l.startswith('AnonHugePage
 // TestConformance runs the drivers' conformance suite on guests.
 func TestConformance(t *testing.T) {
 	cfg, rootFS := testDriver(t)
+	conformance(t, cfg, rootFS, nil)
+}
+
+// TestConformanceFromSnapshots runs the conformance suite on guests
+// started from boot snapshots (BootSnapshots), the base template's /usr
+// on its image (BindImages), which each driver waits for: in make
+// test-long, as the image of the host's /usr takes a minute or more.
+func TestConformanceFromSnapshots(t *testing.T) {
+	if os.Getenv("COVE_LONG") == "" {
+		t.Skip("an image of the host's /usr: make test-long (COVE_LONG)")
+	}
+	cfg, rootFS := testDriver(t)
+	cfg.BindImages, cfg.BootSnapshots = true, true
+	conformance(t, cfg, rootFS, func(t *testing.T, d *Driver) {
+		for _, b := range rootFS.Binds {
+			waitBindImage(t, d, b.Source, "")
+		}
+	})
+}
+
+// conformance runs the suite on drivers of cfg, each made ready by ready
+// (nil: none).
+func conformance(t *testing.T, cfg DriverConfig, rootFS isolation.RootFS, ready func(*testing.T, *Driver)) {
 	isolationtest.Run(t, isolationtest.Config{
 		New: func(t *testing.T) isolation.Driver {
 			d, err := NewDriver(cfg)
 			if err != nil {
 				t.Fatal(err)
+			}
+			t.Cleanup(d.Close)
+			if ready != nil {
+				ready(t, d)
 			}
 			return d
 		},
