@@ -22,8 +22,14 @@ import (
 // opaque markers) and its whiteouts (character devices 0:0), as the
 // guest's overlay reads them. mkfs.erofs copies the tree; nothing is
 // mounted on the host.
-func MakeLayerImage(ctx context.Context, dir, img string) error {
-	out, err := exec.CommandContext(ctx, "mkfs.erofs", "--quiet", "--preserve-mtime", img, dir).CombinedOutput()
+func MakeLayerImage(ctx context.Context, dir, img string) error { return makeErofs(ctx, dir, img) }
+
+// makeErofs writes an erofs image of the tree at dir to img (0600), with
+// its files' owners, modes, times and extended attributes, and mkfs.erofs'
+// options opts; a failed make leaves no img.
+func makeErofs(ctx context.Context, dir, img string, opts ...string) error {
+	args := append([]string{"--quiet", "--preserve-mtime"}, opts...)
+	out, err := exec.CommandContext(ctx, "mkfs.erofs", append(args, img, dir)...).CombinedOutput()
 	if err != nil {
 		os.Remove(img)
 		return fmt.Errorf("mkfs.erofs of %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
