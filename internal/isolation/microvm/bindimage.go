@@ -120,7 +120,7 @@ func (b *bindImages) refresh(source string) (string, error) {
 	}
 	tmp := img + ".tmp"
 	// lz4: the guest's kernel reads it; /usr takes about 60 % of its size.
-	if err := makeErofs(b.ctx, source, tmp, "-zlz4"); err != nil {
+	if err := makeErofs(b.ctx, source, tmp, true, "-zlz4"); err != nil {
 		return "", err
 	}
 	again, err := fingerprint(b.ctx, source)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -98,5 +99,28 @@ func TestManyLayers(t *testing.T) {
 	}
 	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), filepath.Join(cfg.Dir, imagesDir)) {
 		t.Error("a merge's mount is left")
+	}
+}
+
+// TestLowPriority: a background image's mkfs.erofs runs at nice 19 in the
+// idle I/O class.
+func TestLowPriority(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	if err := lowPriority(pid); err != nil {
+		t.Fatal(err)
+	}
+	// getpriority's raw value is 20 - nice.
+	if prio, err := unix.Getpriority(unix.PRIO_PROCESS, pid); err != nil || 20-prio != 19 {
+		t.Errorf("nice %d (%v), want 19", 20-prio, err)
+	}
+	const ioprioGet, whoProcess = unix.SYS_IOPRIO_GET, 1
+	v, _, e := unix.Syscall(ioprioGet, whoProcess, uintptr(pid), 0)
+	if e != 0 || v>>13 != 3 {
+		t.Errorf("I/O class %d (%v), want 3 (idle)", v>>13, e)
 	}
 }
