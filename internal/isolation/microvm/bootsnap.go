@@ -64,18 +64,41 @@ func snapshotKey(vs VMSpec, diskBytes int64) string {
 
 // bootSnapshot returns the directory of the snapshot of vs (a guest with
 // a writable disk of diskBytes), booting and saving it first when there
-// is none: one at a time.
+// is none. One guest boots per snapshot: a create that needs a snapshot
+// being made waits for it (and makes it itself if that make failed);
+// creates of other snapshots go on.
 func (d *Driver) bootSnapshot(ctx context.Context, vs VMSpec, diskBytes int64) (string, error) {
 	vs.Machine.NoPageReporting = true
 	key := snapshotKey(vs, diskBytes)
 	dir := filepath.Join(d.cfg.Dir, snapshotsDir, key)
+	for {
+		d.snapMu.Lock()
+		if _, err := os.Stat(filepath.Join(dir, snapshotToken)); err == nil {
+			now := time.Now()
+			err := os.Chtimes(dir, now, now) // the last use, for evictSnapshots
+			d.snapMu.Unlock()
+			return dir, err
+		}
+		making := d.snapMaking[key]
+		if making == nil {
+			break // snapMu held
+		}
+		d.snapMu.Unlock()
+		select {
+		case <-making:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	made := make(chan struct{})
+	d.snapMaking[key] = made
+	d.snapMu.Unlock()
+	err := d.makeBootSnapshot(ctx, key, vs, diskBytes)
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
-	now := time.Now()
-	if _, err := os.Stat(filepath.Join(dir, snapshotToken)); err == nil {
-		return dir, os.Chtimes(dir, now, now) // the last use, for evictSnapshots
-	}
-	if err := d.makeBootSnapshot(ctx, key, vs, diskBytes); err != nil {
+	delete(d.snapMaking, key)
+	close(made)
+	if err != nil {
 		return "", fmt.Errorf("the template's boot snapshot: %w", err)
 	}
 	return dir, d.evictSnapshots(maxSnapshots)

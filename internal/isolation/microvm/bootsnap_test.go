@@ -19,8 +19,8 @@ import (
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// TestBootSnapshots starts guests of one template and limits from one
-// boot snapshot (BootSnapshots): each runs on the snapshot's memory file,
+// TestBootSnapshots starts two guests of one template and limits at once
+// from one boot snapshot (BootSnapshots): each runs on the snapshot's memory file,
 // mapped copy-on-write, under its own name, token and variables, with
 // files of its own; the file stays as saved while they use and free
 // memory; the snapshot's guest and cgroup are gone once it is made, and
@@ -47,11 +47,24 @@ func TestBootSnapshots(t *testing.T) {
 	ids := []string{isolationtest.NewID(), isolationtest.NewID()}
 	random := map[string]string{}
 	clients := map[string]*agentclient.Client{}
+	// Both at once: the second waits for the snapshot the first makes.
+	created := make(chan error, len(ids))
+	start := time.Now()
+	for _, id := range ids {
+		go func() {
+			_, err := d.Create(ctx, id, spec(id))
+			created <- err
+		}()
+	}
+	for range ids {
+		if err := <-created; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("two creates at once in %v", time.Since(start).Round(time.Millisecond))
 	for i, id := range ids {
-		start := time.Now()
-		c := createGuest(t, ctx, d, id, spec(id))
+		c := guestAgent(t, d, id)
 		clients[id] = c
-		t.Logf("create %d in %v", i, time.Since(start).Round(time.Millisecond))
 		c.SetToken("token-" + id)
 		res, err := c.Run(ctx, "root", `hostname; echo "$E2B_SANDBOX_ID $GREETING"; head -c 16 /dev/urandom | od -An -tx1; echo mine > /tmp/file-`+id+`; cat /tmp/file-*`, time.Minute)
 		want := id + "\n" + id + " hi " + id + "\n"

@@ -78,8 +78,9 @@ type Driver struct {
 
 	binds *bindImages // nil: binds are virtiofs shares
 
-	snapMu  sync.Mutex   // bootSnapshot
-	snapUse sync.RWMutex // a guest starting from a snapshot (read), evictSnapshots
+	snapMu     sync.Mutex               // the snapshots' directory, snapMaking
+	snapMaking map[string]chan struct{} // the snapshots being made: closed when done
+	snapUse    sync.RWMutex             // a guest starting from a snapshot (read), evictSnapshots
 
 	mu  sync.Mutex
 	vms map[string]*sandboxVM
@@ -129,7 +130,8 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}, held: map[string]*os.File{}}
+	d := &Driver{cfg: cfg, kernel: k, initrd: filepath.Join(cfg.Dir, "initramfs.cpio"), kvm: KVMAvailable(), vms: map[string]*sandboxVM{}, held: map[string]*os.File{},
+		snapMaking: map[string]chan struct{}{}}
 	if err := d.pruneImages(); err != nil {
 		return nil, err
 	}
