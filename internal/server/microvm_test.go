@@ -84,16 +84,7 @@ func TestMicroVMBaseWithMemory(t *testing.T) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	first := m["sandboxID"].(string)
-	images := filepath.Join(s.dataDir, "microvm", "_images")
-	for deadline := time.Now().Add(8 * time.Minute); ; time.Sleep(time.Second) {
-		made, _ := filepath.Glob(filepath.Join(images, "bind-*.erofs"))
-		if len(made) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no image of /usr after 8 minutes")
-		}
-	}
+	testutil.WaitBindImage(t, s.dataDir, 8*time.Minute)
 	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+first, keyA, ""); code != 204 {
 		t.Fatalf("kill: %d %s", code, raw)
 	}

@@ -218,6 +218,22 @@ func WaitWarm(t testing.TB, dir string, n int) map[string]bool {
 	return nil
 }
 
+// WaitBindImage waits until a node with data directory dir has made an
+// image of a template's read-only bind (the microVM driver's: the base
+// template's /usr, which its first guest starts making). The image of
+// this host's /usr took from 35 s to 100 s: within is a guard.
+func WaitBindImage(t testing.TB, dir string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(time.Second) {
+		if made, _ := filepath.Glob(filepath.Join(dir, "microvm", "_images", "bind-*.erofs")); len(made) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no image of a read-only bind after %v", within)
+		}
+	}
+}
+
 // newServer is where a process a test starts listens (a loopback port
 // free now) and keeps its data (a directory of the test's).
 func newServer(t testing.TB) Server {

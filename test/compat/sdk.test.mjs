@@ -13,6 +13,10 @@ before(async () => {
   sbx = await Sandbox.create({ metadata: { suite: 'compat', run: process.env.COMPAT_RUN } })
 })
 
+// copiesProcesses: the server's sandboxes keep their processes in a
+// snapshot or a fork (the Go test knows its driver and configuration).
+const copiesProcesses = process.env.COMPAT_COPIES_PROCESSES === '1'
+
 // The driver a sandbox runs on: Cove's own field of its details.
 const isolationOf = async (s) =>
   (await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()).isolation
@@ -405,11 +409,9 @@ test('pause without memory: files kept, processes gone, the same token; reboot a
   }
 })
 
-test('snapshots: made from a running sandbox (on gVisor its processes too), listed, created from, deleted', async () => {
+test('snapshots: made from a running sandbox (where the driver can, its processes too), listed, created from, deleted', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' }, metadata: { snap: process.env.COMPAT_RUN } })
   try {
-    const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
-    const memory = raw.isolation === 'gvisor' // the driver that can copy processes
     await s.commands.run('mkdir -p /srv/app && echo v1 > /srv/app/state && rm /etc/e2b', { user: 'root' })
     await s.commands.run('n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done', { background: true })
     assert.ok(await waitUntil(async () => (await s.commands.run('cat /tmp/count 2>/dev/null || true')).stdout.trim() !== ''))
@@ -436,7 +438,7 @@ test('snapshots: made from a running sandbox (on gVisor its processes too), list
         assert.equal(r.stdout, 'v1\nparent\ndeleted\n')
         const counted = async () => Number((await c.commands.run('cat /tmp/count')).stdout)
         const c1 = await counted()
-        if (memory) {
+        if (copiesProcesses) {
           // The counter, a shell's memory, runs on from the snapshot.
           assert.ok(c1 > 0)
           assert.ok(await waitUntil(async () => (await counted()) > c1), 'the snapshot\'s counter does not run on')
@@ -491,11 +493,9 @@ async function count (s, waitMs = 20000) {
   return n
 }
 
-test('fork: children with the parent\'s files (and, on gVisor, its processes), the parent goes on, a killed parent is not found', async () => {
+test('fork: children with the parent\'s files (and, where the driver can, its processes), the parent goes on, a killed parent is not found', async () => {
   const s = await Sandbox.create({ envs: { FROM: 'parent' } })
   try {
-    const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })).json()
-    const memory = raw.isolation === 'gvisor' // the driver that can copy processes
     await s.files.write('/home/user/notes.txt', 'forked')
     await s.commands.run(counterServer, { background: true })
     assert.equal(await count(s), '1')
@@ -508,7 +508,7 @@ test('fork: children with the parent\'s files (and, on gVisor, its processes), t
         ids.add(k.sandboxId)
         assert.equal(await k.files.read('/home/user/notes.txt'), 'forked')
         assert.equal((await k.commands.run('echo $FROM; whoami; echo $E2B_SANDBOX_ID; hostname')).stdout, `parent\nuser\n${k.sandboxId}\n${k.sandboxId}\n`)
-        if (memory) {
+        if (copiesProcesses) {
           // The parent's server, its count in memory, goes on in each child.
           assert.equal(await count(k), '2')
           assert.equal(await count(k), '3')
