@@ -48,6 +48,15 @@ type Lister interface {
 	List(ctx context.Context) ([]string, error)
 }
 
+// Outdater is implemented by drivers whose sandboxes a change on the host
+// can leave behind: one created now would get something this one lacks
+// (a microVM guest made before the image of its /usr, which it would need
+// to be saved with its memory). The node's warm pool hands out no
+// outdated sandbox.
+type Outdater interface {
+	Outdated(id string) bool
+}
+
 // Stater is implemented by drivers that report a sandbox's resource use.
 type Stater interface {
 	Stats(ctx context.Context, id string) (Stats, error)

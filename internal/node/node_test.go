@@ -52,15 +52,27 @@ func (h host) manager(t *testing.T) *node.Manager { return h.managerWith(t, 0) }
 // managerWith starts a node keeping pool warm sandboxes per template.
 func (h host) managerWith(t *testing.T, pool int, warmToken ...func(string) string) *node.Manager {
 	t.Helper()
-	d, err := namespaces.New(namespaces.Config{Dir: filepath.Join(h.dir, "sandboxes"), CgroupParent: h.cgroupParent}, logx.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wt func(string) string
 	if len(warmToken) > 0 {
 		wt = warmToken[0]
 	}
-	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool, WarmToken: wt,
+	return h.managerOn(t, h.driver(t), pool, wt)
+}
+
+// driver is the host's namespaces driver.
+func (h host) driver(t *testing.T) *namespaces.Driver {
+	t.Helper()
+	d, err := namespaces.New(namespaces.Config{Dir: filepath.Join(h.dir, "sandboxes"), CgroupParent: h.cgroupParent}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// managerOn starts a node on driver d.
+func (h host) managerOn(t *testing.T, d isolation.Driver, pool int, warmToken func(string) string) *node.Manager {
+	t.Helper()
+	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool, WarmToken: warmToken,
 		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256}}, d, h.templates, logx.Discard())
 	if err != nil {
 		t.Fatal(err)

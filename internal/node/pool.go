@@ -100,13 +100,20 @@ func (p *pool) take(tpl template.Template, limits isolation.Limits) *warmSandbox
 	defer p.mu.Unlock()
 	list := p.warm[tpl.ID]
 	for i, w := range list {
-		if w.tpl.BuildID == tpl.BuildID && w.info.Limits == limits {
+		if w.tpl.BuildID == tpl.BuildID && w.info.Limits == limits && !p.outdated(w) {
 			p.warm[tpl.ID] = append(list[:i:i], list[i+1:]...)
 			p.signal()
 			return w
 		}
 	}
 	return nil
+}
+
+// outdated reports whether the driver says w is outdated: take passes it
+// over, and short replaces it.
+func (p *pool) outdated(w *warmSandbox) bool {
+	o, ok := p.m.driver.(isolation.Outdater)
+	return ok && o.Outdated(w.info.ID)
 }
 
 // loop refills the pool, one sandbox at a time, whenever it is short.
@@ -192,7 +199,7 @@ func (p *pool) low() bool {
 
 // short returns a template with fewer warm sandboxes than the pool's size
 // and not held back by failed starts, first dropping warm sandboxes of
-// builds or templates that are gone.
+// builds or templates that are gone, and outdated ones.
 func (p *pool) short() (template.Template, bool) {
 	p.mu.Lock()
 	ids := make([]string, 0, len(p.tpls))
@@ -212,7 +219,7 @@ func (p *pool) short() (template.Template, bool) {
 		var stale []*warmSandbox
 		keep := p.warm[id][:0]
 		for _, w := range p.warm[id] {
-			if cur, ok := p.tpls[id]; ok && w.tpl.BuildID == cur.BuildID {
+			if cur, ok := p.tpls[id]; ok && w.tpl.BuildID == cur.BuildID && !p.outdated(w) {
 				keep = append(keep, w)
 			} else {
 				stale = append(stale, w)

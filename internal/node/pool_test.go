@@ -1,13 +1,17 @@
 package node_test
 
 import (
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/testutil"
 )
@@ -98,6 +102,58 @@ func TestWarmPool(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(h.dir, "sandboxes")); len(entries) > 0 {
 		t.Errorf("warm sandboxes left after close: %d", len(entries))
+	}
+}
+
+// outdating is the namespaces driver whose sandboxes the test can mark
+// outdated, as a microVM guest made before its /usr's image is.
+type outdating struct {
+	*namespaces.Driver
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (o *outdating) Outdated(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ids[id]
+}
+
+// TestWarmOutdated: the pool hands out no sandbox its driver says is
+// outdated, and replaces those it holds.
+func TestWarmOutdated(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	d := &outdating{Driver: h.driver(t), ids: map[string]bool{}}
+	m := h.managerOn(t, d, 2, nil)
+	defer m.Close()
+	ctx := ctxT(t)
+	if err := m.Warm(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	old := h.warm(t, m, 2)
+	d.mu.Lock()
+	maps.Copy(d.ids, old)
+	d.mu.Unlock()
+	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old[info.ID] {
+		t.Errorf("an outdated warm sandbox was handed out")
+	}
+	if err := m.Kill(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The outdated ones go; two new ones take their place.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		warm := testutil.WaitWarm(t, h.dir, 2)
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(warm)), func(id string) bool { return old[id] }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool still holds outdated sandboxes: %v (outdated: %v)", warm, old)
+		}
 	}
 }
 

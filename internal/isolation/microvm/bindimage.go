@@ -97,6 +97,37 @@ func (b *bindImages) image(source string) string {
 	return s.image
 }
 
+// current is the image of source a guest gets now ("" for none), as
+// image says, without starting a check.
+func (b *bindImages) current(source string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sources[source]; s != nil {
+		return s.image
+	}
+	return ""
+}
+
+// Outdated implements isolation.Outdater: sandbox id sees a read-only
+// bind otherwise than a guest created now would. Its directory has had
+// an image made since (a guest sharing it over virtiofs cannot be saved
+// with its memory), or has changed since its image was made.
+func (d *Driver) Outdated(id string) bool {
+	if d.binds == nil {
+		return false
+	}
+	s := d.get(id)
+	if s == nil {
+		return false
+	}
+	for _, sh := range s.shares {
+		if !sh.Writable && sh.Image != d.binds.current(sh.Source) {
+			return true
+		}
+	}
+	return false
+}
+
 // refresh takes source's fingerprint and returns the image of the tree
 // it names, made now if it is not there yet ("" when the directory
 // changed while it was made; the next check tries again), and removes

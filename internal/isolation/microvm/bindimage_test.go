@@ -21,7 +21,8 @@ import (
 // the image, with the directory's files, owners, modes and links, and is
 // checkpointed and restored with its processes. A change to the
 // directory makes a new image, which new guests see; the old one stays
-// while a guest records it and is removed after.
+// while a guest records it and is removed after. A guest that does not
+// see the current image is outdated.
 func TestBindImages(t *testing.T) {
 	cfg, _ := testDriver(t)
 	cfg.BindImages, cfg.BindRecheck = true, time.Millisecond
@@ -84,6 +85,10 @@ func TestBindImages(t *testing.T) {
 	if res, err := c2.Run(ctx, "root", look, time.Minute); err != nil || string(res.Stdout) != want {
 		t.Errorf("the shared directory from its image: %q %q %v, want %q", res.Stdout, res.Stderr, err, want)
 	}
+	// The first guest is outdated now (a warm one is not handed out).
+	if !d.Outdated(first) || d.Outdated(second) {
+		t.Errorf("outdated: the guest on virtiofs %v, the guest on the image %v; want true, false", d.Outdated(first), d.Outdated(second))
+	}
 	startLoop(t, ctx, c2, "true")
 	x, before := loopState(t, ctx, c2)
 	saved := t.TempDir()
@@ -98,6 +103,9 @@ func TestBindImages(t *testing.T) {
 	}
 	if res, err := c2.Run(ctx, "root", "cat /opt/shared/tool", time.Minute); err != nil || string(res.Stdout) != "v1\n" {
 		t.Errorf("the shared directory after the restore: %q %v", res.Stdout, err)
+	}
+	if d.Outdated(second) {
+		t.Error("the restored guest, on the current image, is outdated")
 	}
 
 	// The host's directory changes: a new image for new guests; the old
@@ -114,6 +122,9 @@ func TestBindImages(t *testing.T) {
 	}
 	if sh := d.get(third).vm; len(sh.fsds) != 0 {
 		t.Errorf("the third guest has %d virtiofsds", len(sh.fsds))
+	}
+	if !d.Outdated(second) || d.Outdated(third) {
+		t.Errorf("outdated: the guest on the old image %v, the guest on the new %v; want true, false", d.Outdated(second), d.Outdated(third))
 	}
 	// A copy of the second guest's processes (a snapshot's), then the
 	// guest gone: its image is removed, and the copy is refused clearly.

@@ -239,7 +239,7 @@ func (d *Driver) Restore(ctx context.Context, id, dir string, netns *os.File) (h
 		return h, fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
 	d.mu.Lock()
-	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits}
+	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits, shares: rec.Shares}
 	if held != nil {
 		held.Close() // the guest holds its namespace
 		delete(d.held, id)

@@ -121,7 +121,7 @@ func (d *Driver) clone(ctx context.Context, id string, spec isolation.Spec, imag
 		return h, fmt.Errorf("clone sandbox %s: %w", id, err)
 	}
 	d.mu.Lock()
-	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: src.Limits}
+	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: src.Limits, shares: src.Shares}
 	d.mu.Unlock()
 	q := rec.Processes[0]
 	return isolation.Handle{ID: id, Driver: d.Name(), PID: q.PID, StartTime: q.StartTime, CreatedAt: time.Now().UTC()}, nil

@@ -93,6 +93,7 @@ type sandboxVM struct {
 	vm        *VM
 	cg        *cgroups.Group
 	limits    isolation.Limits
+	shares    []HostShare // as recorded: Outdated
 	destroyed bool
 	// checkpointed: Checkpoint saved and stopped it.
 	checkpointed bool
@@ -310,7 +311,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return isolation.Handle{}, err
 	}
 	d.mu.Lock()
-	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: spec.Limits}
+	d.vms[id] = &sandboxVM{vm: vm, cg: cg, limits: spec.Limits, shares: shares}
 	d.mu.Unlock()
 	return h, nil
 }
@@ -519,7 +520,7 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 		vm.closeFiles()
 		return errs.New(errs.AlreadyExists, "sandbox %s is already held", h.ID)
 	}
-	d.vms[h.ID] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits}
+	d.vms[h.ID] = &sandboxVM{vm: vm, cg: cg, limits: rec.Limits, shares: rec.Shares}
 	return nil
 }
 
