@@ -6,6 +6,11 @@
 # QEMU, erofs-utils and the cloud kernel, which microVM sandboxes run on).
 set -eu
 cd "$(dirname "$0")/.."
+# guest_kernel_ready: the guests' kernel is unpacked, its ELF too
+# (scripts/guest-kernel.sh).
+guest_kernel_ready() {
+	ls /var/cache/cove-microvm/kernel/boot/vmlinux-* >/dev/null 2>&1
+}
 need=""
 if [ "${1:-}" = run ]; then
 	for pkg in debootstrap lxcfs; do
@@ -24,7 +29,7 @@ if [ "${1:-}" = run ]; then
 		if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs:$need" >&2; exit 1; fi
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 	fi
-	if [ ! -e /var/cache/cove-microvm/kernel/boot ] && [ "$(id -u)" = 0 ]; then
+	if ! guest_kernel_ready && [ "$(id -u)" = 0 ]; then
 		./scripts/guest-kernel.sh
 	fi
 	exit 0
@@ -60,7 +65,7 @@ fi
 go mod download
 # The microVM guests' kernel: Debian's cloud kernel, unpacked (not
 # installed) into /var/cache/cove-microvm.
-if [ ! -e /var/cache/cove-microvm/kernel/boot ]; then
+if ! guest_kernel_ready; then
 	if [ "$(id -u)" != 0 ]; then echo "deps: need root to unpack the guest kernel into /var/cache/cove-microvm" >&2; exit 1; fi
 	./scripts/guest-kernel.sh
 fi
