@@ -63,9 +63,10 @@ func TestPoolNetwork(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	res, err := c.Run(ctx, "root", "hostname -I", time.Minute)
-	if err != nil || !strings.Contains(string(res.Stdout), addr.String()) {
-		t.Errorf("the guest's addresses: %v %q, want the sandbox's %s", err, res.Stdout, addr)
+	// The guest announced its addresses as eth0 came up (arp_notify).
+	res, err := c.Run(ctx, "root", "hostname -I; cat /proc/sys/net/ipv4/conf/eth0/arp_notify", time.Minute)
+	if err != nil || !strings.Contains(string(res.Stdout), addr.String()) || !strings.HasSuffix(string(res.Stdout), "\n1\n") {
+		t.Errorf("the guest's addresses and arp_notify: %v %q, want the sandbox's %s and 1", err, res.Stdout, addr)
 	}
 	connect := "python3 -c 'import socket; socket.create_connection((\"" + gw.String() + "\", " + strconv.Itoa(port) + "), 5).close(); print(\"connected\")'"
 	res, err = c.Run(ctx, "root", connect, time.Minute)

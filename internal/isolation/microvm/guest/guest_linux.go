@@ -450,6 +450,12 @@ func network(cfg Config) error {
 			return fmt.Errorf("IPv6 off: %w", err)
 		}
 	}
+	// A gratuitous ARP for each address as eth0 comes up: the node's
+	// first SYNs to the guest wait for its MAC, which the node would ask
+	// for again only after a second.
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/eth0/arp_notify", []byte("1"), 0); err != nil {
+		return fmt.Errorf("arp_notify: %w", err)
+	}
 	for _, addr := range addrs {
 		if err := netlink.AddrAdd(eth, addr); err != nil {
 			return fmt.Errorf("eth0's address %s: %w", addr, err)
