@@ -19,6 +19,7 @@ import (
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
@@ -87,7 +88,7 @@ func (d *Driver) bootSnapshot(ctx context.Context, vs VMSpec, diskBytes int64) (
 		select {
 		case <-making:
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", errs.Mark(errs.Canceled, ctx.Err())
 		}
 	}
 	made := make(chan struct{})
