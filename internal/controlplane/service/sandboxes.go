@@ -204,6 +204,13 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 	}
 	v := s.view(sb)
 	v.VolumeMounts = info.Volumes
+	if info.State == node.StateRunning || info.State == node.StatePaused {
+		// The node's: a pause or resume it made itself (a timeout, traffic)
+		// reaches the store a moment later when another replica's node
+		// made it (seen: the official SDK's getInfo just after traffic
+		// woke a sandbox said paused).
+		v.State = string(info.State)
+	}
 	return v, nil
 }
 
