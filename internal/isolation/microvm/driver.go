@@ -386,21 +386,15 @@ func waitAgent(ctx context.Context, vm *VM) error {
 			return nil
 		}
 		pause := 100 * time.Millisecond
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			try, pause = min(2*try, lastTry), 0 // no answer: a new SYN at once
 		}
 		select {
 		case <-ctx.Done():
-		case <-vm.Done():
-		case <-time.After(pause):
-		}
-		if err := ctx.Err(); err != nil {
-			return errs.Mark(errs.Canceled, err)
-		}
-		select {
+			return errs.Mark(errs.Canceled, ctx.Err())
 		case <-vm.Done():
 			return errors.New("the guest stopped before its agent answered")
-		default:
+		case <-time.After(pause):
 		}
 	}
 }
