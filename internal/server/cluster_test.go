@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
@@ -298,7 +300,19 @@ func TestClusterTemplates(t *testing.T) {
 		t.Fatalf("request a build: %d %s", code, raw)
 	}
 	id, build := m["templateID"].(string), m["buildID"].(string)
-	uploadFiles(t, apis[1], id, hash, files)
+	uploadFiles(t, apis[1], id, hash, keyA, files)
+	// Another team, through the replica that did not take the upload, is
+	// not told of it, and its own upload under the same hash (other
+	// content) is its own: team A's build copies team A's files.
+	if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(keyB), Team: "other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	code, m, raw = apis[0].do(t, "POST", "/v3/templates", keyB, `{"name":"squatter"}`)
+	if code != 202 {
+		t.Fatalf("another team's template: %d %s", code, raw)
+	}
+	planted, _ := filesArchive(t, map[string]string{"greeting.txt": "planted by another team"})
+	uploadFiles(t, apis[0], m["templateID"].(string), hash, keyB, planted)
 	buildTemplate(t, apis[0], apis[1], id, build, `{"fromTemplate":"base","steps":[`+
 		`{"type":"COPY","args":["greeting.txt","/srv/"],"filesHash":"`+hash+`"},`+
 		`{"type":"RUN","args":["echo made > /srv/made","root"]}]}`)
@@ -472,9 +486,9 @@ func filesArchive(t *testing.T, files map[string]string) ([]byte, string) {
 
 // uploadFiles uploads a COPY step's files the way the SDK does: a link
 // asked for, then a PUT to it.
-func uploadFiles(t *testing.T, s srv, id, hash string, data []byte) {
+func uploadFiles(t *testing.T, s srv, id, hash, key string, data []byte) {
 	t.Helper()
-	code, m, raw := s.do(t, "GET", "/templates/"+id+"/files/"+hash, keyA, "")
+	code, m, raw := s.do(t, "GET", "/templates/"+id+"/files/"+hash, key, "")
 	if code != 201 || m["present"] != false {
 		t.Fatalf("files link: %d %s", code, raw)
 	}
@@ -487,7 +501,7 @@ func uploadFiles(t *testing.T, s srv, id, hash string, data []byte) {
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("upload: %d", resp.StatusCode)
 	}
-	if _, m, _ := s.do(t, "GET", "/templates/"+id+"/files/"+hash, keyA, ""); m["present"] != true {
+	if _, m, _ := s.do(t, "GET", "/templates/"+id+"/files/"+hash, key, ""); m["present"] != true {
 		t.Fatalf("the files are not there after their upload: %v", m)
 	}
 }

@@ -26,7 +26,9 @@ import (
 )
 
 // Step is one build step, as E2B's build API sends it: RUN [cmd, user?],
-// COPY [src, dest, user?, mode?] with the hash of the uploaded files, ENV
+// COPY [src, dest, user?, mode?] with the hash of the uploaded files (the
+// client's; the service gives the builder the SHA-256 of the archive the
+// team uploaded for it instead), ENV
 // [k1, v1, …], WORKDIR [path], USER [name].
 type Step struct {
 	Type      string   `json:"type"`
@@ -297,8 +299,10 @@ func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state
 // stepKey chains a step onto the key of what came before it.
 // stepFormat changes when the layers steps make change: cached steps of
 // another format are built again. 2: a directory a step changed no longer
-// takes a lower layer's opaque marker as its own.
-const stepFormat = "2"
+// takes a lower layer's opaque marker as its own. 3: a COPY step is keyed
+// by the SHA-256 the server computed of its archive, not the client's hash
+// (a step cached under a client's hash may hold another team's files).
+const stepFormat = "3"
 
 func stepKey(prev string, step Step) string {
 	h := sha256.New()

@@ -2,128 +2,17 @@ package template
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/layertar"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
-
-// MaxFilesBytes bounds one uploaded archive of a COPY step.
-const MaxFilesBytes = 4 << 30
-
-// validHash checks a files hash: 64 lowercase hex digits.
-func validHash(h string) error {
-	if len(h) != 64 {
-		return errs.New(errs.InvalidArgument, "files hash must be 64 hex digits")
-	}
-	for _, c := range h {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return errs.New(errs.InvalidArgument, "files hash must be 64 lowercase hex digits")
-		}
-	}
-	return nil
-}
-
-func (s *Store) filesPath(hash string) string { return filepath.Join(s.dir, "files", hash) }
-
-// HasFiles reports whether the files of a COPY step were uploaded: here,
-// or, in a cluster, to the object store (by any API replica).
-func (s *Store) HasFiles(ctx context.Context, hash string) (bool, error) {
-	if err := validHash(hash); err != nil {
-		return false, err
-	}
-	// A present archive is touched: collectFiles keeps what builds use.
-	now := time.Now()
-	if err := os.Chtimes(s.filesPath(hash), now, now); err == nil || s.remote == nil {
-		return err == nil, nil
-	}
-	return s.remote.Has(ctx, filesKey(hash))
-}
-
-// filesKey is where the object store keeps uploaded files.
-func filesKey(hash string) string { return "files/" + hash }
-
-// localFiles makes sure the uploaded files are on this node, fetching
-// them from the object store when another process took the upload.
-func (s *Store) localFiles(ctx context.Context, hash string) error {
-	if _, err := os.Stat(s.filesPath(hash)); err == nil || s.remote == nil {
-		return nil
-	}
-	body, _, err := s.remote.Get(ctx, filesKey(hash))
-	if err != nil {
-		return fmt.Errorf("fetch files %s: %w", hash, err)
-	}
-	defer body.Close()
-	return s.keepFiles(hash, body, MaxFilesBytes)
-}
-
-// filesKeep is how long an uploaded archive no build asked for is kept;
-// a client uploads it again when it is gone.
-const filesKeep = 24 * time.Hour
-
-// collectFiles removes uploaded archives untouched for filesKeep.
-func (s *Store) collectFiles() {
-	entries, err := os.ReadDir(filepath.Join(s.dir, "files"))
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > filesKeep {
-			os.Remove(filepath.Join(s.dir, "files", e.Name()))
-		}
-	}
-}
-
-// PutFiles stores the (optionally gzipped) tar of a COPY step's files,
-// at most limit bytes of it; in a cluster, in the object store too, for
-// the node that builds.
-func (s *Store) PutFiles(ctx context.Context, hash string, r io.Reader, limit int64) error {
-	if err := validHash(hash); err != nil {
-		return err
-	}
-	if err := s.keepFiles(hash, r, limit); err != nil || s.remote == nil {
-		return err
-	}
-	f, err := os.Open(s.filesPath(hash))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	return s.remote.Put(ctx, filesKey(hash), f, st.Size())
-}
-
-// keepFiles stores uploaded files here.
-func (s *Store) keepFiles(hash string, r io.Reader, limit int64) error {
-	f, err := os.CreateTemp(filepath.Join(s.dir, "files"), ".upload-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	n, err := io.Copy(f, io.LimitReader(r, limit+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("store files: %w", err)
-	}
-	if n > limit {
-		return errs.New(errs.InvalidArgument, "files archive is larger than %d bytes", limit)
-	}
-	return os.Rename(f.Name(), s.filesPath(hash))
-}
 
 // copyLayer makes the layer of a COPY step: args [src, dest, user?, mode?]
 // over the uploaded archive step.FilesHash. The source is a path (its last

@@ -124,7 +124,7 @@ func (s *Store) PushLayers(ctx context.Context, layers []string) (map[string]str
 // CollectRemote deletes from the remote the layer and image archives no
 // template record names and keep does not hold, once older than blobAge (younger ones may be a
 // build's or a snapshot's on its way to its record), and uploaded build
-// files older than filesAge. Every API replica may run it: deletes of one
+// files and their teams' bindings older than filesAge. Every API replica may run it: deletes of one
 // key twice are harmless.
 func (s *Store) CollectRemote(ctx context.Context, blobAge, filesAge time.Duration, keep map[string]bool) (removed int, err error) {
 	if s.remote == nil {
@@ -155,6 +155,7 @@ func (s *Store) CollectRemote(ctx context.Context, blobAge, filesAge time.Durati
 	}{
 		{blobKey(""), blobAge, func(key string) bool { return named[strings.TrimPrefix(key, blobKey(""))] }},
 		{filesKey(""), filesAge, func(string) bool { return false }},
+		{boundKey(""), filesAge, func(string) bool { return false }},
 	} {
 		objs, err := s.remote.List(ctx, sweep.prefix)
 		if err != nil {

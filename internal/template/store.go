@@ -193,6 +193,8 @@ type Store struct {
 	// filesCollected is when uploaded archives were last collected
 	// (guarded by mu).
 	filesCollected time.Time
+	// bindMu orders teams' bindings of uploaded files (uploads.go).
+	bindMu sync.Mutex
 }
 
 // NewStore opens the store under dir, preparing the built-in base
@@ -208,7 +210,7 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	for _, d := range []struct {
 		name string
 		mode os.FileMode
-	}{{".", 0o711}, {"layers", 0o711}, {"templates", 0o700}, {"cache", 0o700}, {"files", 0o700}} {
+	}{{".", 0o711}, {"layers", 0o711}, {"templates", 0o700}, {"cache", 0o700}, {"files", 0o700}, {"files/bound", 0o700}} {
 		if err := os.MkdirAll(filepath.Join(dir, d.name), d.mode); err != nil {
 			return nil, err
 		}

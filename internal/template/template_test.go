@@ -234,14 +234,18 @@ func TestFromRegistry(t *testing.T) {
 	}
 }
 
-// upload stores a files archive as the build API's upload would.
+// upload stores a files archive as the build API's upload would, and
+// returns the digest builds copy it by.
 func upload(t *testing.T, s *Store, data []byte) string {
 	sum := sha256.Sum256(data)
-	h := hex.EncodeToString(sum[:])
-	if err := s.PutFiles(context.Background(), h, bytes.NewReader(data), 1<<20); err != nil {
+	digest, err := s.PutFiles(context.Background(), "team", hex.EncodeToString(sum[:]), bytes.NewReader(data), 1<<20)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	if digest != hex.EncodeToString(sum[:]) {
+		t.Fatalf("an archive kept as %s, want its SHA-256 %x", digest, sum)
+	}
+	return digest
 }
 
 func TestStepsAndCache(t *testing.T) {
@@ -407,6 +411,51 @@ func TestRegistryAddresses(t *testing.T) {
 		err = b.Run(context.Background(), rec.ID, bd.ID, Spec{FromImage: ref}, func(LogEntry) {})
 		if err == nil || !strings.Contains(err.Error(), "is not allowed") {
 			t.Errorf("pull %s: %v, want a refusal", ref, err)
+		}
+	}
+}
+
+// TestFilesBoundToTeam: an upload is kept under the SHA-256 of its bytes
+// and answers only for the team that uploaded it under its hash; a second
+// upload of other content for a bound hash replaces nothing.
+func TestFilesBoundToTeam(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	hash := strings.Repeat("ab", 32)
+	mine := archive(t, entry{name: "app.py", body: "print('mine')\n"})
+	theirs := archive(t, entry{name: "app.py", body: "print('theirs')\n"})
+	digestOf := func(b []byte) string { sum := sha256.Sum256(b); return hex.EncodeToString(sum[:]) }
+
+	if _, err := s.PutFiles(ctx, "b", hash, bytes.NewReader(theirs), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.FilesDigest(ctx, "a", hash); err != nil || d != "" {
+		t.Fatalf("team a's hash after team b uploaded under it: %q %v, want none", d, err)
+	}
+	if d, err := s.PutFiles(ctx, "a", hash, bytes.NewReader(mine), 1<<20); err != nil || d != digestOf(mine) {
+		t.Fatalf("team a's upload: %q %v", d, err)
+	}
+	for _, tc := range []struct {
+		team string
+		body []byte
+		want error // of the upload
+	}{
+		{"a", theirs, errs.New(errs.Conflict, "")},
+		{"b", mine, errs.New(errs.Conflict, "")},
+		{"a", mine, nil},
+	} {
+		_, err := s.PutFiles(ctx, tc.team, hash, bytes.NewReader(tc.body), 1<<20)
+		if (tc.want == nil) != (err == nil) || (err != nil && !errs.Is(err, errs.Conflict)) {
+			t.Errorf("team %s uploads again: %v, want %v", tc.team, err, tc.want)
+		}
+	}
+	for team, want := range map[string][]byte{"a": mine, "b": theirs} {
+		d, err := s.FilesDigest(ctx, team, hash)
+		if err != nil || d != digestOf(want) {
+			t.Errorf("team %s's files: %q %v, want %s", team, d, err, digestOf(want))
+		}
+		if got, _ := os.ReadFile(s.filesPath(d)); !bytes.Equal(got, want) {
+			t.Errorf("team %s's archive changed", team)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (a *API) startTemplateBuild(w http.ResponseWriter, r *http.Request) {
 	}
 	spec := template.Spec{FromImage: req.FromImage, FromTemplate: req.FromTemplate, Steps: req.Steps,
 		StartCmd: req.StartCmd, ReadyCmd: req.ReadyCmd, Force: req.Force}
-	if err := a.templates.StartBuild(team(r), r.PathValue("templateID"), r.PathValue("buildID"), spec); err != nil {
+	if err := a.templates.StartBuild(r.Context(), team(r), r.PathValue("templateID"), r.PathValue("buildID"), spec); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/template"
 )
@@ -14,7 +17,10 @@ func (a *API) uploadTemplateFiles(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.InvalidArgument, "files archive is larger than %d bytes", template.MaxFilesBytes))
 		return
 	}
-	err := a.templates.PutFiles(r.Context(), r.PathValue("templateID"), r.PathValue("hash"), r.URL.Query().Get("token"), r.Body)
+	q := r.URL.Query()
+	exp, _ := strconv.ParseInt(q.Get("expires"), 10, 64)
+	up := service.FilesUpload{Team: q.Get("team"), Expires: time.Unix(exp, 0), Token: q.Get("token")}
+	err := a.templates.PutFiles(r.Context(), r.PathValue("templateID"), r.PathValue("hash"), up, r.Body)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -3,10 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -256,32 +252,8 @@ func (t *Templates) owned(team, ref string) (template.Record, error) {
 	return r, nil
 }
 
-// FilesToken signs the upload of a COPY step's files.
-func (t *Templates) FilesToken(templateID, hash string) string {
-	m := hmac.New(sha256.New, t.secret)
-	m.Write([]byte("template-files\x00" + templateID + "\x00" + hash))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// Files reports whether a COPY step's files are stored; when not, the
-// caller hands out an upload link signed with FilesToken.
-func (t *Templates) Files(ctx context.Context, team, templateID, hash string) (bool, error) {
-	if _, err := t.owned(team, templateID); err != nil {
-		return false, err
-	}
-	return t.store.HasFiles(ctx, hash)
-}
-
-// PutFiles stores an upload that carries a valid token.
-func (t *Templates) PutFiles(ctx context.Context, templateID, hash, token string, body io.Reader) error {
-	if !hmac.Equal([]byte(token), []byte(t.FilesToken(templateID, hash))) {
-		return errs.New(errs.Unauthenticated, "invalid or missing upload token")
-	}
-	return t.store.PutFiles(ctx, hash, body, template.MaxFilesBytes)
-}
-
 // StartBuild runs a waiting build in the background.
-func (t *Templates) StartBuild(team, templateID, buildID string, spec template.Spec) error {
+func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID string, spec template.Spec) error {
 	if err := t.canBuildHere(); err != nil {
 		return err
 	}
@@ -302,6 +274,9 @@ func (t *Templates) StartBuild(team, templateID, buildID string, spec template.S
 		}
 	}
 	if err := t.CheckStorage(team); err != nil {
+		return err
+	}
+	if spec.Steps, err = t.filesDigests(ctx, team, spec.Steps); err != nil {
 		return err
 	}
 	bl := &buildLog{}

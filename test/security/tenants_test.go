@@ -1,0 +1,197 @@
+package security_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+// The tenants suite: two real teams, each with its own key, against one
+// real server. Team "default" holds apiKey; team "other" holds otherKey.
+
+// twoTeams starts a server whose data directory has the second team's key.
+func twoTeams(t *testing.T, extra ...string) *coveProc {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddAPIKey(context.Background(), store.APIKey{Hash: auth.HashAPIKey(otherKey), Team: "other", Name: "test", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	return newCove(t, dir, extra...)
+}
+
+// apiJSON makes one API call as key and decodes a 2xx answer into out.
+func apiJSON(t *testing.T, p *coveProc, key, method, path string, in, out any) int {
+	t.Helper()
+	var body *bytes.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	} else {
+		body = bytes.NewReader(nil)
+	}
+	code, raw := call(t, method, p.srv.URL+path, body, "X-API-Key", key, "Content-Type", "application/json")
+	if code < 300 && out != nil {
+		if err := json.Unmarshal([]byte(raw), out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+	if code >= 300 {
+		t.Logf("%s %s: %d %s", method, path, code, raw)
+	}
+	return code
+}
+
+// tarOf is a tar of one file.
+func tarOf(t *testing.T, name, body string) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write([]byte(body))
+	tw.Close()
+	return buf.Bytes()
+}
+
+// TestTenantFiles: the files a team's build copies are the files it
+// uploaded. Another team that names the same hash — before or after —
+// neither learns that it was uploaded, nor replaces it, nor gets it into
+// the step cache; upload links are bound to their team and expire.
+func TestTenantFiles(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0")
+	hash := strings.Repeat("5e", 32) // the client names it; the server hashes the bytes itself
+	type created struct {
+		TemplateID string `json:"templateID"`
+		BuildID    string `json:"buildID"`
+	}
+	type link struct {
+		Present bool   `json:"present"`
+		URL     string `json:"url"`
+	}
+	newTemplate := func(key, name string) created {
+		var c created
+		if code := apiJSON(t, p, key, "POST", "/v3/templates", map[string]any{"name": name, "cpuCount": 1, "memoryMB": 256}, &c); code != 202 {
+			t.Fatalf("create template %s: %d", name, code)
+		}
+		return c
+	}
+	ask := func(key string, c created) link {
+		var l link
+		if code := apiJSON(t, p, key, "GET", "/templates/"+c.TemplateID+"/files/"+hash, nil, &l); code != 201 {
+			t.Fatalf("files link: %d", code)
+		}
+		return l
+	}
+	put := func(u string, data []byte) int {
+		code, raw := call(t, "PUT", u, bytes.NewReader(data))
+		if code >= 300 {
+			t.Logf("PUT %s: %d %s", u, code, raw)
+		}
+		return code
+	}
+	build := func(key string, c created) {
+		start := map[string]any{"steps": []map[string]any{{"type": "COPY", "args": []string{"app.txt", "/srv/", "", ""}, "filesHash": hash}}}
+		if code := apiJSON(t, p, key, "POST", "/v2/templates/"+c.TemplateID+"/builds/"+c.BuildID, start, nil); code != 202 {
+			t.Fatalf("start build: %d", code)
+		}
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			var st struct{ Status string }
+			apiJSON(t, p, key, "GET", "/templates/"+c.TemplateID+"/builds/"+c.BuildID+"/status", nil, &st)
+			switch st.Status {
+			case "ready":
+				return
+			case "error":
+				t.Fatalf("build of %s failed", c.TemplateID)
+			}
+		}
+		t.Fatal("build did not end")
+	}
+	contents := func(key, tpl string) string {
+		c, err := cove.NewClient(cove.WithAPIURL(p.srv.URL), cove.WithSandboxURL(p.srv.URL), cove.WithAPIKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		sb, err := c.Create(ctx, cove.CreateOptions{Template: tpl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Kill(ctx)
+		return mustRun(t, ctx, sb, "root", "cat /srv/app.txt").out
+	}
+
+	// Team other plants its archive under the hash first.
+	evil := newTemplate(otherKey, "planted")
+	if l := ask(otherKey, evil); l.Present || l.URL == "" {
+		t.Fatalf("team other's first ask: %+v", l)
+	} else if code := put(l.URL, tarOf(t, "app.txt", "planted by other\n")); code != 200 {
+		t.Fatalf("team other's upload: %d", code)
+	}
+	build(otherKey, evil)
+
+	// Team default is not told of it, and builds with its own files.
+	mine := newTemplate(apiKey, "mine")
+	l := ask(apiKey, mine)
+	if l.Present {
+		t.Fatal("another team's upload answers present for this team's hash")
+	}
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for _, tc := range []struct {
+		name string
+		edit func(url.Values)
+	}{
+		{"the link made out to another team", func(v url.Values) { v.Set("team", "other") }},
+		{"a later expiry", func(v url.Values) { v.Set("expires", fmt.Sprint(time.Now().Add(time.Hour).Unix())) }},
+		{"no token", func(v url.Values) { v.Del("token") }},
+	} {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = append([]string(nil), vs...)
+		}
+		tc.edit(v)
+		bad := *u
+		bad.RawQuery = v.Encode()
+		if code := put(bad.String(), tarOf(t, "app.txt", "forged\n")); code != 401 {
+			t.Errorf("upload through %s: %d, want 401", tc.name, code)
+		}
+	}
+	if code := put(l.URL, tarOf(t, "app.txt", "team default's own\n")); code != 200 {
+		t.Fatalf("team default's upload: %d", code)
+	}
+	// Team other uploads under the same hash again, through a fresh link of
+	// its own template: the answer is its own binding, never a replacement.
+	if l := ask(otherKey, evil); !l.Present {
+		t.Error("team other's own upload is not present to it")
+	}
+	evil2 := newTemplate(otherKey, "planted-again")
+	if l := ask(otherKey, evil2); !l.Present {
+		t.Error("team other's own upload is not present to its second template")
+	}
+	build(apiKey, mine)
+	if got := contents(apiKey, "mine"); got != "team default's own\n" {
+		t.Errorf("team default's sandbox has /srv/app.txt = %q, want its own upload", got)
+	}
+	if got := contents(otherKey, "planted"); got != "planted by other\n" {
+		t.Errorf("team other's sandbox has /srv/app.txt = %q, want its own upload", got)
+	}
+}
