@@ -26,6 +26,21 @@ func Signature(path, op, user, token string, exp int64) string {
 	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
 }
 
+// Authorized reports whether r carries a credential the agent whose token
+// is token accepts: the token header, or, on GET and POST /files, a valid
+// signature. The proxy asks before it wakes a paused sandbox for r.
+func Authorized(r *http.Request, token string) bool {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get(tokenHeader)), []byte(token)) == 1 {
+		return true
+	}
+	op := map[string]string{http.MethodGet: "read", http.MethodPost: "write"}[r.Method]
+	if r.URL.Path != "/files" || op == "" {
+		return false
+	}
+	q := r.URL.Query()
+	return checkSignature(q, op, q.Get("username"), token) == nil
+}
+
 // filesRequest is what GET and POST /files share: who, where, and whether
 // the caller may.
 type filesRequest struct {

@@ -105,3 +105,12 @@ func (m *Manager) AgentTransport(id string) (http.RoundTripper, bool) {
 	}
 	return c.Raw, true
 }
+
+// AccessToken is the token a sandbox's agent requires ("" = none).
+func (m *Manager) AccessToken(id string) string {
+	info, err := m.Get(id)
+	if err != nil {
+		return ""
+	}
+	return info.AccessToken
+}

@@ -27,8 +27,14 @@ import (
 // Sandboxes is what the proxy needs of the node.
 type Sandboxes interface {
 	// Wake reports whether a sandbox runs, resuming it first when it is
-	// paused with auto-resume (the request waits for it).
+	// paused with auto-resume (the request waits for it). The proxy asks
+	// only for requests that carry the sandbox's credential.
 	Wake(ctx context.Context, id string) bool
+	// Running reports whether a sandbox runs, waking nothing.
+	Running(id string) bool
+	// AccessToken is the token its agent requires ("" when it is not
+	// secure).
+	AccessToken(id string) string
 	// Dial connects to port inside the sandbox.
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
 	// TrafficToken is the token the sandbox's ports (all but the agent's)
@@ -72,6 +78,9 @@ type target struct {
 	// apiOrigin: the request came to the API's own host (by header or a
 	// signed URL), whose origin the dashboard's page shares.
 	apiOrigin bool
+	// signed: routed by a file URL's signature, which the service checked
+	// against the sandbox's token.
+	signed bool
 }
 
 type targetKey struct{}
@@ -222,7 +231,7 @@ func (p *Proxy) routeSigned(r *http.Request) (target, bool) {
 	if !ok {
 		return target{denied: "invalid signature: no sandbox signed this URL"}, true
 	}
-	return target{id: id, port: envd.Port, apiOrigin: true}, true
+	return target{id: id, port: envd.Port, apiOrigin: true, signed: true}, true
 }
 
 // stripClientID accepts E2B's "<id>-<clientID>" form.
@@ -249,7 +258,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"sandboxId": t.id, "code": http.StatusBadRequest, "message": "invalid sandbox port"})
 		return
 	}
-	if !validID(t.id) || !p.sandboxes.Wake(r.Context(), t.id) {
+	if !validID(t.id) {
 		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 		return
 	}
@@ -257,12 +266,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
 		return
 	}
-	if t.port != envd.Port {
-		if tok := p.sandboxes.TrafficToken(t.id); tok != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(trafficTokenHeader)), []byte(tok)) != 1 {
-			writeJSON(w, http.StatusForbidden, map[string]any{"sandboxId": t.id, "code": http.StatusForbidden,
-				"message": "this sandbox's traffic is private: send its traffic access token in the " + trafficTokenHeader + " header"})
+	// The credential first: a request without it wakes no paused sandbox.
+	// The agent's health, which it answers anyone, reaches a running one.
+	switch status, msg := p.credential(r, t); {
+	case status == 0:
+		if !p.sandboxes.Wake(r.Context(), t.id) {
+			writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 			return
 		}
+	case t.port == envd.Port && r.URL.Path == "/health" && p.sandboxes.Running(t.id):
+	default:
+		writeJSON(w, status, map[string]any{"sandboxId": t.id, "code": status, "message": msg})
+		return
+	}
+	if t.port != envd.Port {
 		r.Header.Del(trafficTokenHeader)
 		t.host = p.sandboxes.RequestHost(t.id, t.port)
 	}
@@ -284,6 +301,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = body
 	defer body.finish()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// credential checks that r carries what its sandbox requires: on the
+// agent's port, the access token (or a file URL's signature) of a secure
+// sandbox, which the agent checks again; on the others, the traffic token
+// of a private one. It answers 0, or the refusal's status and message.
+func (p *Proxy) credential(r *http.Request, t target) (int, string) {
+	if t.port != envd.Port {
+		if tok := p.sandboxes.TrafficToken(t.id); tok != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(trafficTokenHeader)), []byte(tok)) != 1 {
+			return http.StatusForbidden, "this sandbox's traffic is private: send its traffic access token in the " + trafficTokenHeader + " header"
+		}
+		return 0, ""
+	}
+	if tok := p.sandboxes.AccessToken(t.id); tok != "" && !t.signed && !envd.Authorized(r, tok) {
+		return http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported"
+	}
+	return 0, ""
 }
 
 // guardedBody is a request body that stops reading once it is closed or

@@ -195,3 +195,81 @@ func TestTenantFiles(t *testing.T) {
 		t.Errorf("team other's sandbox has /srv/app.txt = %q, want its own upload", got)
 	}
 }
+
+// TestWakeNeedsCredential: traffic without the sandbox's credential — its
+// agent's access token, its ports' traffic token — does not resume a
+// paused auto-resume sandbox; traffic with it does.
+func TestWakeNeedsCredential(t *testing.T) {
+	p := newCove(t, "", "--network=false", "--pool-size", "0")
+	var m struct {
+		SandboxID       string `json:"sandboxID"`
+		EnvdAccessToken string `json:"envdAccessToken"`
+		Traffic         string `json:"trafficAccessToken"`
+	}
+	body := map[string]any{"timeout": 600, "secure": true, "autoPause": true, "autoResume": map[string]any{"enabled": true},
+		"network": map[string]any{"allowPublicTraffic": false}}
+	if code := apiJSON(t, p, apiKey, "POST", "/v2/sandboxes", body, &m); code != 201 || m.Traffic == "" || m.EnvdAccessToken == "" {
+		t.Fatalf("create: %d %+v", code, m)
+	}
+	ctx := context.Background()
+	sb, err := client(t, p.srv).Connect(ctx, m.SandboxID, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Commands.Start(ctx, "python3 -m http.server 8080 -d /tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, ctx, sb, "user", "for i in $(seq 100); do curl -s -o /dev/null localhost:8080/ && echo up && break; sleep 0.05; done"); r.out != "up\n" {
+		t.Fatalf("the web server did not start: %q", r.out)
+	}
+	state := func() string {
+		var info struct{ State string }
+		apiJSON(t, p, apiKey, "GET", "/sandboxes/"+m.SandboxID, nil, &info)
+		return info.State
+	}
+	pause := func() {
+		if code := apiJSON(t, p, apiKey, "POST", "/sandboxes/"+m.SandboxID+"/pause", map[string]any{}, nil); code != 204 {
+			t.Fatalf("pause: %d", code)
+		}
+	}
+	pause()
+	u := p.srv.URL
+	agent := []string{"E2b-Sandbox-Id", m.SandboxID, "Content-Type", "application/json", "Connect-Protocol-Version", "1"}
+	port := []string{"E2b-Sandbox-Id", m.SandboxID, "E2b-Sandbox-Port", "8080"}
+	for _, tc := range []struct {
+		name, method, path string
+		headers            []string
+		want               int
+	}{
+		{"the agent without a token", "POST", "/process.Process/List", agent, 401},
+		{"the agent with the traffic token", "POST", "/process.Process/List", append(agent, "X-Access-Token", m.Traffic), 401},
+		{"the agent's health", "GET", "/health", agent, 401},
+		{"a file without a signature", "GET", "/files?path=/tmp/x&username=user", agent, 401},
+		{"the port without a token", "GET", "/", port, 403},
+		{"the port with the access token", "GET", "/", append(port, "E2b-Traffic-Access-Token", m.EnvdAccessToken), 403},
+		{"the port by host name", "GET", "/", []string{"Host", "8080-" + m.SandboxID + ".localhost"}, 403},
+	} {
+		code, raw := call(t, tc.method, u+tc.path, strings.NewReader("{}"), tc.headers...)
+		if code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, raw, tc.want)
+		}
+		if s := state(); s != "paused" {
+			t.Fatalf("%s woke the sandbox: it is %s", tc.name, s)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		path    string
+		headers []string
+	}{
+		{"the agent with its token", "/process.Process/List", append(agent, "X-Access-Token", m.EnvdAccessToken)},
+		{"the port with its token", "/", append(port, "E2b-Traffic-Access-Token", m.Traffic)},
+	} {
+		method := map[bool]string{true: "POST", false: "GET"}[strings.HasPrefix(tc.path, "/process")]
+		code, raw := call(t, method, u+tc.path, strings.NewReader("{}"), tc.headers...)
+		if code != 200 || state() != "running" {
+			t.Errorf("%s: %d %s, sandbox %s; want 200 and running", tc.name, code, raw, state())
+		}
+		pause()
+	}
+}

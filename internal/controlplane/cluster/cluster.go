@@ -180,6 +180,7 @@ type route struct {
 	node        string
 	known       bool // traffic, mask and running are filled in
 	traffic     string
+	access      string
 	maskRequest string
 	// running, as last seen (a create, a get, a pause or resume through
 	// this replica, the node's events): the proxy's wake asks the node
@@ -378,6 +379,6 @@ func (c *Cluster) lookup(ctx context.Context, id string) (*nodeapi.Client, route
 func (c *Cluster) learn(info node.Info) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, maskRequest: info.MaskRequestHost,
+	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, access: info.AccessToken, maskRequest: info.MaskRequestHost,
 		running: info.State == node.StateRunning}
 }

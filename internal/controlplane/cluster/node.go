@@ -370,6 +370,18 @@ func (c *Cluster) TrafficToken(id string) string {
 	return r.traffic
 }
 
+// AccessToken is the token a sandbox's agent requires ("" = none).
+func (c *Cluster) AccessToken(id string) string {
+	r, _ := c.known(id)
+	return r.access
+}
+
+// Running reports whether a sandbox runs, as last seen, waking nothing.
+func (c *Cluster) Running(id string) bool {
+	r, ok := c.known(id)
+	return ok && r.running
+}
+
 // RequestHost is the Host header traffic to a sandbox's port gets.
 func (c *Cluster) RequestHost(id string, port int) string {
 	r, _ := c.known(id)
