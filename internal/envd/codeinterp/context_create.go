@@ -29,14 +29,9 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.newContext(r.Context(), lang, cwd, false)
-	var bad errBadRequest
-	switch {
-	case errors.As(err, &bad):
-		writeText(w, http.StatusBadRequest, bad.msg)
-	case err != nil:
-		s.log.Error("create context", "language", lang, "err", err)
-		writeText(w, http.StatusInternalServerError, err.Error())
-	default:
-		writeJSON(w, http.StatusOK, c)
+	if err != nil {
+		s.contextError(w, "create a "+lang+" context", err)
+		return
 	}
+	writeJSON(w, http.StatusOK, c)
 }

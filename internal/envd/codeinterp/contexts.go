@@ -70,6 +70,26 @@ type contexts struct {
 	mu       sync.Mutex
 	byID     map[string]*codeContext
 	defaults map[string]*codeContext // the context a language-only execute uses
+	starting int                     // contexts reserved whose kernels start
+}
+
+// reserve holds a place for a context whose kernel starts, if fewer than
+// max are alive or starting.
+func (cs *contexts) reserve(max int) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if len(cs.byID)+cs.starting >= max {
+		return false
+	}
+	cs.starting++
+	return true
+}
+
+// unreserve gives back a place whose kernel did not start.
+func (cs *contexts) unreserve() {
+	cs.mu.Lock()
+	cs.starting--
+	cs.mu.Unlock()
 }
 
 func (cs *contexts) get(id string) (*codeContext, bool) {
@@ -79,9 +99,11 @@ func (cs *contexts) get(id string) (*codeContext, bool) {
 	return c, ok
 }
 
+// add adds a context whose place was reserved.
 func (cs *contexts) add(c *codeContext, asDefault bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.starting--
 	cs.byID[c.ID] = c
 	if asDefault {
 		cs.defaults[c.Language] = c

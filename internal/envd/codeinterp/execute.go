@@ -61,20 +61,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var err error
 		if c, err = s.defaultContext(r.Context(), lang); err != nil {
-			var bad errBadRequest
-			if errors.As(err, &bad) {
-				writeText(w, http.StatusBadRequest, bad.msg)
-				return
-			}
-			writeText(w, http.StatusInternalServerError, err.Error())
+			s.contextError(w, "start a default context", err)
 			return
 		}
 	}
-	env, status, err := s.sandboxEnv(r.Context(), r.Header.Get("X-Access-Token"))
-	if err != nil {
-		writeText(w, status, err.Error())
-		return
-	}
+	env := requestEnv(r)
 	norm, _ := normalizeLanguage(lang)
 	typescript := norm == "typescript" || c.Language == "typescript"
 	out := newStream(w, s.cfg.MaxOutputBytes, s.cfg.Keepalive)

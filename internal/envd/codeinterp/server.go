@@ -3,6 +3,7 @@ package codeinterp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -38,6 +39,9 @@ type Config struct {
 	// InterruptGrace is how long interrupted code may take to stop before
 	// its kernel is replaced by a fresh one (default 10 s).
 	InterruptGrace time.Duration
+	// MaxContexts caps the contexts (each a kernel process) alive at once,
+	// the default ones included (default 32).
+	MaxContexts int
 }
 
 // Server is the code interpreter's HTTP server.
@@ -69,6 +73,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.InterruptGrace == 0 {
 		cfg.InterruptGrace = 10 * time.Second
 	}
+	if cfg.MaxContexts == 0 {
+		cfg.MaxContexts = 32
+	}
 	assets, err := writeAssets()
 	if err != nil {
 		return nil, err
@@ -77,11 +84,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		ctxs:  contexts{byID: map[string]*codeContext{}, defaults: map[string]*codeContext{}},
 		agent: &http.Client{Timeout: 10 * time.Second}}
 	s.mux.HandleFunc("GET /health", s.health)
-	s.mux.HandleFunc("POST /execute", s.execute)
-	s.mux.HandleFunc("POST /contexts", s.createContext)
-	s.mux.HandleFunc("GET /contexts", s.listContexts)
-	s.mux.HandleFunc("POST /contexts/{id}/restart", s.restartContext)
-	s.mux.HandleFunc("DELETE /contexts/{id}", s.deleteContext)
+	s.mux.HandleFunc("POST /execute", s.guarded(s.execute))
+	s.mux.HandleFunc("POST /contexts", s.guarded(s.createContext))
+	s.mux.HandleFunc("GET /contexts", s.guarded(s.listContexts))
+	s.mux.HandleFunc("POST /contexts/{id}/restart", s.guarded(s.restartContext))
+	s.mux.HandleFunc("DELETE /contexts/{id}", s.guarded(s.deleteContext))
 	for _, l := range cfg.Defaults {
 		if _, err := s.newContext(ctx, l, cfg.Cwd, true); err != nil {
 			s.Close()
@@ -120,8 +127,12 @@ func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
 		return nil, errBadRequest{fmt.Sprintf("cwd %q is not a directory", cwd)}
 	}
+	if !s.ctxs.reserve(s.cfg.MaxContexts) {
+		return nil, errTooMany{fmt.Sprintf("this sandbox has %d code contexts, at most %d: remove one (DELETE /contexts/{id}) first", s.cfg.MaxContexts, s.cfg.MaxContexts)}
+	}
 	k, err := s.startKernel(ctx, lang, cwd)
 	if err != nil {
+		s.ctxs.unreserve()
 		return nil, err
 	}
 	c := &codeContext{ID: newID(), Language: lang, Cwd: cwd, created: time.Now(), lock: make(chan struct{}, 1), k: k}
@@ -133,6 +144,27 @@ func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault
 type errBadRequest struct{ msg string }
 
 func (e errBadRequest) Error() string { return e.msg }
+
+// errTooMany refuses a context past Config.MaxContexts: a 429 with its
+// text.
+type errTooMany struct{ msg string }
+
+func (e errTooMany) Error() string { return e.msg }
+
+// contextError answers an error of newContext or defaultContext.
+func (s *Server) contextError(w http.ResponseWriter, what string, err error) {
+	var bad errBadRequest
+	var many errTooMany
+	switch {
+	case errors.As(err, &bad):
+		writeText(w, http.StatusBadRequest, bad.msg)
+	case errors.As(err, &many):
+		writeText(w, http.StatusTooManyRequests, many.msg)
+	default:
+		s.log.Error(what, "err", err)
+		writeText(w, http.StatusInternalServerError, err.Error())
+	}
+}
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "OK")

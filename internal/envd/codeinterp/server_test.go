@@ -361,15 +361,79 @@ func TestBadInput(t *testing.T) {
 		{"restart an unknown context", "POST", "/contexts/nope/restart", "", 404},
 		{"delete an unknown context", "DELETE", "/contexts/nope", "", 404},
 	} {
-		req, _ := http.NewRequest(tc.method, s.url+tc.path, strings.NewReader(tc.body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if status, body := s.call(t, tc.method, tc.path, tc.body, "secret"); status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.status)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.status {
-			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
+	}
+}
+
+// call makes one request with token ("" for none) and returns its status
+// and body.
+func (s *testServer) call(t *testing.T, method, path, body, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestTokenFirst: without the sandbox's access token nothing starts a
+// kernel or touches a context; past MaxContexts a context is refused with
+// a clear 429 until one is removed.
+func TestTokenFirst(t *testing.T) {
+	s := startServerWith(t, func(c *Config) { c.MaxContexts = 2 })
+	contexts := func() []map[string]string {
+		var list []map[string]string
+		status, body := s.call(t, "GET", "/contexts", "", "secret")
+		if status != 200 || json.Unmarshal([]byte(body), &list) != nil {
+			t.Fatalf("list contexts: %d %s", status, body)
 		}
+		return list
+	}
+	for _, tc := range []struct{ name, method, path, body, token string }{
+		{"execute without a token", "POST", "/execute", code("1"), ""},
+		{"execute with a wrong token", "POST", "/execute", `{"code": "1", "language": "bash"}`, "wrong"},
+		{"a context without a token", "POST", "/contexts", `{"language": "bash"}`, ""},
+		{"contexts listed without a token", "GET", "/contexts", "", ""},
+		{"a context restarted without a token", "POST", "/contexts/nope/restart", "", ""},
+		{"a context deleted without a token", "DELETE", "/contexts/nope", "", ""},
+	} {
+		if status, body := s.call(t, tc.method, tc.path, tc.body, tc.token); status != 401 {
+			t.Errorf("%s: %d %s, want 401", tc.name, status, body)
+		}
+	}
+	if list := contexts(); len(list) != 0 {
+		t.Fatalf("contexts after refused requests: %v", list)
+	}
+	var ids []string
+	for range 2 {
+		status, body := s.call(t, "POST", "/contexts", `{"language": "bash"}`, "secret")
+		var c map[string]string
+		if status != 200 || json.Unmarshal([]byte(body), &c) != nil {
+			t.Fatalf("create a context: %d %s", status, body)
+		}
+		ids = append(ids, c["id"])
+	}
+	for _, tc := range []struct{ name, path, body string }{
+		{"a third context", "/contexts", `{"language": "bash"}`},
+		{"a default context past the cap", "/execute", `{"code": "1", "language": "python"}`},
+	} {
+		if status, body := s.call(t, "POST", tc.path, tc.body, "secret"); status != 429 || !strings.Contains(body, "at most 2") {
+			t.Errorf("%s: %d %s, want 429 naming the cap", tc.name, status, body)
+		}
+	}
+	if status, body := s.call(t, "DELETE", "/contexts/"+ids[0], "", "secret"); status != 200 {
+		t.Fatalf("delete a context: %d %s", status, body)
+	}
+	if status, body := s.call(t, "POST", "/contexts", `{"language": "bash"}`, "secret"); status != 200 {
+		t.Errorf("a context once one was removed: %d %s", status, body)
 	}
 }
 
@@ -413,14 +477,11 @@ func TestKernelFailures(t *testing.T) {
 		t.Errorf("a dead kernel: %v", e.lines)
 	}
 	var list []map[string]string
-	r, _ := http.Get(s.url + "/contexts")
-	json.NewDecoder(r.Body).Decode(&list)
-	r.Body.Close()
-	r, err = http.Post(s.url+"/contexts/"+list[0]["id"]+"/restart", "application/json", nil)
-	if err != nil || r.StatusCode != 200 {
-		t.Fatalf("restart: %v %v", r, err)
+	_, body := s.call(t, "GET", "/contexts", "", "secret")
+	json.Unmarshal([]byte(body), &list)
+	if status, body := s.call(t, "POST", "/contexts/"+list[0]["id"]+"/restart", "", "secret"); status != 200 {
+		t.Fatalf("restart: %d %s", status, body)
 	}
-	r.Body.Close()
 	if e := run("2 + 2"); e.of("result") == nil || e.of("result")[0]["text"] != "4" {
 		t.Errorf("after a restart: %v", e.lines)
 	}
