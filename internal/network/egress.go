@@ -31,46 +31,86 @@ const soOriginalDst = 80
 // the name the client asks for (TLS SNI, or the HTTP Host header), lets
 // allowed names through to the address the client dialled and closes the
 // rest. Nothing is decrypted.
+//
+// A redirect arrives at the sandbox's gateway (the address of the host's
+// end of its veth), so the proxy listens there, on one port, and only for
+// the sandboxes with domain rules: no other address of the host has it.
+// The port is held by a socket bound on loopback that never listens, so
+// nothing else on the host takes it meanwhile.
 type egressProxy struct {
-	ln      net.Listener
 	log     *slog.Logger
 	blocked []netip.Prefix // never dialled, whatever the name
+	hold    int            // the socket that holds the port
+	portNum uint16
 
-	mu      sync.RWMutex
-	domains map[netip.Addr][]string // sandbox address → allowed names
+	mu        sync.RWMutex
+	domains   map[netip.Addr][]string         // sandbox address → allowed names
+	listeners map[netip.Addr]*net.TCPListener // gateway → the proxy's listener there
 }
 
 func newEgressProxy(blocked []netip.Prefix, log *slog.Logger) (*egressProxy, error) {
-	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hold a port: %w", err)
 	}
-	p := &egressProxy{ln: ln, log: log, blocked: blocked, domains: map[netip.Addr][]string{}}
-	go p.serve()
-	return p, nil
+	sa := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("hold a port: %w", err)
+	}
+	bound, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("hold a port: %w", err)
+	}
+	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port),
+		domains: map[netip.Addr][]string{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
 }
 
-func (p *egressProxy) port() uint16 { return uint16(p.ln.Addr().(*net.TCPAddr).Port) }
+func (p *egressProxy) port() uint16 { return p.portNum }
 
-func (p *egressProxy) close() { p.ln.Close() }
+func (p *egressProxy) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for gw, ln := range p.listeners {
+		ln.Close()
+		delete(p.listeners, gw)
+	}
+	unix.Close(p.hold)
+}
 
-func (p *egressProxy) set(addr netip.Addr, domains []string) {
+// set gives the sandbox at addr, whose gateway is gw, its allowed names
+// (none: it has no domain rules) and listens at gw while it has some.
+func (p *egressProxy) set(addr, gw netip.Addr, domains []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(domains) == 0 {
 		delete(p.domains, addr)
-		return
+		if ln, ok := p.listeners[gw]; ok {
+			ln.Close()
+			delete(p.listeners, gw)
+		}
+		return nil
+	}
+	if _, ok := p.listeners[gw]; !ok {
+		ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(gw, p.portNum)))
+		if err != nil {
+			return fmt.Errorf("egress proxy at %s: %w", gw, err)
+		}
+		p.listeners[gw] = ln
+		go p.serve(ln)
 	}
 	p.domains[addr] = domains
+	return nil
 }
 
-func (p *egressProxy) serve() {
+func (p *egressProxy) serve(ln *net.TCPListener) {
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.AcceptTCP()
 		if err != nil {
 			return
 		}
-		go p.handle(c.(*net.TCPConn))
+		go p.handle(c)
 	}
 }
 

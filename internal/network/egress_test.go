@@ -11,6 +11,9 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +127,38 @@ func TestDomainEgress(t *testing.T) {
 		c.Close()
 		t.Error("a port the proxy does not check is open despite the deny")
 	}
+	// The proxy listens at the gateway of the sandbox with domain rules,
+	// on no other address; without rules, nowhere.
+	if got, want := listening(t, m.proxy.port()), []string{n.Gateway.String()}; !slices.Equal(got, want) {
+		t.Errorf("the egress proxy listens at %v, want %v", got, want)
+	}
+	must(t, m.SetDomains(n, nil))
+	if got := listening(t, m.proxy.port()); len(got) != 0 {
+		t.Errorf("the egress proxy listens at %v once no sandbox has domain rules", got)
+	}
+}
+
+// listening lists the host's IPv4 addresses with a TCP socket listening on
+// port (from /proc/net/tcp).
+func listening(t *testing.T, port uint16) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "0A" { // 0A: LISTEN
+			continue
+		}
+		hexAddr, hexPort, _ := strings.Cut(f[1], ":")
+		p, _ := strconv.ParseUint(hexPort, 16, 16)
+		a, _ := strconv.ParseUint(hexAddr, 16, 32)
+		if uint16(p) == port { // the address is little-endian
+			out = append(out, netip.AddrFrom4([4]byte{byte(a), byte(a >> 8), byte(a >> 16), byte(a >> 24)}).String())
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -260,7 +260,9 @@ func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
 // off.
 func (m *Manager) SetDomains(n *Net, domains []string) error {
 	n.custom = n.custom || len(domains) > 0
-	m.proxy.set(n.Addr, domains)
+	if err := m.proxy.set(n.Addr, n.Gateway, domains); err != nil {
+		return err
+	}
 	return m.fw.setProxied(n.Addr, len(domains) > 0)
 }
 

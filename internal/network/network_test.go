@@ -167,9 +167,9 @@ func TestEgressAndIsolation(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	// The egress proxy listens on every address, but takes only connections
-	// redirected to it: not the host's own, nor a sandbox's sent straight
-	// to it.
+	// The egress proxy listens only on the gateways of sandboxes with
+	// domain rules, and takes only connections redirected to it: not the
+	// host's own, nor a sandbox's sent straight to it.
 	proxyAddr := fmt.Sprintf("127.0.0.1:%d", m.proxy.port())
 	if c, err := net.DialTimeout("tcp", proxyAddr, 3*time.Second); err == nil {
 		c.Close()

@@ -129,8 +129,9 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	rule(fwd, cat(toSandbox, established(), verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(toSandbox, verdict(expr.VerdictDrop))...)
 	rule(in, cat(fromSandbox, established(), verdict(expr.VerdictAccept))...)
-	// The egress proxy listens on every address (redirects arrive at the
-	// gateway each sandbox has): only connections redirected to it reach it.
+	// The egress proxy listens on the gateways of sandboxes with domain
+	// rules (redirects arrive there): only connections redirected to it
+	// reach it.
 	rule(in, cat(fromSandbox, tcpDport(proxyPort), redirected(), verdict(expr.VerdictAccept))...)
 	rule(in, cat(fromSandbox, rejectAdmin())...)
 	rule(in, cat(tcpDport(proxyPort), rejectAny())...)
