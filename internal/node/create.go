@@ -100,7 +100,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		}
 	default:
 		var err error
-		if tpl, err = m.templates.Resolve(ctx, req.Template); err != nil {
+		if tpl, err = m.templates.Resolve(ctx, req.Team, req.Template); err != nil {
 			return Info{}, err
 		}
 	}

@@ -33,7 +33,9 @@ import (
 // Templates resolves a template reference (id, name or name:tag) and
 // stores the layers sandboxes' files are saved in (template.Store).
 type Templates interface {
-	Resolve(ctx context.Context, ref string) (template.Template, error)
+	// Resolve finds a ready build by id, or by a name of team's ("":
+	// the built-in templates' names).
+	Resolve(ctx context.Context, team, ref string) (template.Template, error)
 	ResolveBuild(ctx context.Context, templateID, buildID string) (template.Template, error)
 	LayerPath(name string) string
 	StageLayer() (string, error)

@@ -58,7 +58,7 @@ func (m *Manager) Warm(ctx context.Context, ref string) error {
 	if m.pool == nil {
 		return nil
 	}
-	tpl, err := m.templates.Resolve(ctx, ref)
+	tpl, err := m.templates.Resolve(ctx, "", ref)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (p *pool) short() (template.Template, bool) {
 	}
 	p.mu.Unlock()
 	for _, id := range ids {
-		tpl, err := p.m.templates.Resolve(context.Background(), id)
+		tpl, err := p.m.templates.Resolve(context.Background(), "", id)
 		p.mu.Lock()
 		switch {
 		case errs.Is(err, errs.NotFound):

@@ -405,8 +405,10 @@ func upgrade(t *testing.T, addr, host, token string) string {
 }
 
 // TestTemplateTeams: a team's template is its own: another team cannot
-// start sandboxes from it, build on it, see its builds or delete it, and
-// the alias check answers 403 (taken, by someone else).
+// start sandboxes from it (by name or id), build on it, see its builds or
+// delete it; names are a team's own, so the alias check answers 404 for
+// another team's and that team may take the name for a template of its
+// own.
 func TestTemplateTeams(t *testing.T) {
 	s := start(t)
 	code, m, raw := s.do(t, "POST", "/v3/templates", keyA, `{"name":"team-a-tpl"}`)
@@ -421,20 +423,24 @@ func TestTemplateTeams(t *testing.T) {
 		want                          int
 	}{
 		{"alias seen by its team", "GET", "/templates/aliases/team-a-tpl", keyA, "", 200},
-		{"alias taken for another", "GET", "/templates/aliases/team-a-tpl", keyB, "", 403},
+		{"alias of another team's", "GET", "/templates/aliases/team-a-tpl", keyB, "", 404},
 		{"sandbox from another's template", "POST", "/v2/sandboxes", keyB, `{"templateID":"team-a-tpl"}`, 404},
+		{"sandbox from another's template by id", "POST", "/v2/sandboxes", keyB, `{"templateID":"` + id + `"}`, 404},
 		{"build on another's template", "POST", "/v2/templates/" + mb["templateID"].(string) + "/builds/" + mb["buildID"].(string), keyB, `{"fromTemplate":"team-a-tpl"}`, 404},
 		{"another's build status", "GET", "/templates/" + id + "/builds/" + build + "/status", keyB, "", 404},
 		{"delete another's template", "DELETE", "/templates/" + id, keyB, "", 404},
-		{"the name for another team", "POST", "/v3/templates", keyB, `{"name":"team-a-tpl"}`, 403},
+		{"the name for another team", "POST", "/v3/templates", keyB, `{"name":"team-a-tpl"}`, 202},
 	} {
 		if code, _, raw := s.do(t, tc.method, tc.path, tc.key, tc.body); code != tc.want {
 			t.Errorf("%s: %d %s, want %d", tc.name, code, raw, tc.want)
 		}
 	}
 	code, sb, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"templateID":"team-a-tpl","timeout":60}`)
-	if code != 201 {
+	if code != 201 || sb["templateID"] != id {
 		t.Fatalf("own team's sandbox: %d %s", code, raw)
 	}
 	s.do(t, "DELETE", "/sandboxes/"+sb["sandboxID"].(string), keyA, "")
+	if _, m, raw := s.do(t, "GET", "/templates/aliases/team-a-tpl", keyB, ""); m["templateID"] == id {
+		t.Errorf("team B's alias of its own template of the name: %s", raw)
+	}
 }

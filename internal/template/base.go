@@ -318,5 +318,5 @@ func EnsureBase(dir string) (Template, error) {
 	if err != nil {
 		return Template{}, err
 	}
-	return s.Resolve(context.Background(), BaseName)
+	return s.Resolve(context.Background(), "", BaseName)
 }

@@ -139,7 +139,7 @@ func (e *StepError) Unwrap() error { return e.Err }
 func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec, logf func(LogEntry)) error {
 	b.store.building.RLock()
 	defer b.store.building.RUnlock()
-	rec, err := b.store.Get(templateID)
+	rec, err := b.store.Get("", templateID)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 		return err
 	}
 	began := time.Now()
-	img, err := b.build(ctx, *build, spec, logf)
+	img, err := b.build(ctx, rec.Team, *build, spec, logf)
 	if err == nil && b.store.remote != nil {
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: "pushing the layers to the object store"})
 		img.Blobs, err = b.store.PushLayers(ctx, img.Layers)
@@ -178,7 +178,7 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	return err
 }
 
-func (b *Builder) build(ctx context.Context, build Build, spec Spec, logf func(LogEntry)) (Image, error) {
+func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec, logf func(LogEntry)) (Image, error) {
 	say := func(step int, msg string) {
 		s := ""
 		if step > 0 {
@@ -186,7 +186,7 @@ func (b *Builder) build(ctx context.Context, build Build, spec Spec, logf func(L
 		}
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: msg, Step: s})
 	}
-	st, err := b.start(ctx, spec, func(m string) { say(0, m) })
+	st, err := b.start(ctx, team, spec, func(m string) { say(0, m) })
 	if err != nil {
 		return Image{}, &StepError{Err: err}
 	}
@@ -227,7 +227,7 @@ func (b *Builder) build(ctx context.Context, build Build, spec Spec, logf func(L
 }
 
 // start is the state before the first step.
-func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state, error) {
+func (b *Builder) start(ctx context.Context, team string, spec Spec, say func(string)) (state, error) {
 	if spec.FromImage != "" && spec.FromTemplate != "" {
 		return state{}, errs.New(errs.InvalidArgument, "give fromImage or fromTemplate, not both")
 	}
@@ -251,11 +251,11 @@ func (b *Builder) start(ctx context.Context, spec Spec, say func(string)) (state
 		if from == "" {
 			from = BaseName
 		}
-		t, err := b.store.Resolve(ctx, from)
+		t, err := b.store.Resolve(ctx, team, from)
 		if err != nil {
 			return state{}, err
 		}
-		r, err := b.store.Get(t.ID)
+		r, err := b.store.Get(team, t.ID)
 		if err != nil {
 			return state{}, err
 		}

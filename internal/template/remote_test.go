@@ -180,7 +180,7 @@ func TestRemoteCollected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := a.Get("kept")
+	rec, _ := a.Get("team", "kept")
 	named := rec.Builds[0].Image.Blobs
 	if len(named) != len(tpl.RootFS.Layers) {
 		t.Fatalf("the build pushed %d of its %d layers", len(named), len(tpl.RootFS.Layers))

@@ -230,10 +230,12 @@ func (s *Store) createSnapshot(name string, src SnapshotSource, layer LayerSum, 
 	}
 	var r *Record
 	if name != "" {
-		found, _, err := s.find(name)
+		found, _, err := s.find(src.Team, name)
 		switch {
-		case err == nil && (found.Team != src.Team || found.ID == BaseName || found.Public):
-			return Record{}, errs.New(errs.PermissionDenied, "the name %s belongs to another team's template", name)
+		case err == nil && found.Public:
+			return Record{}, errs.New(errs.InvalidArgument, "%s is a built-in template's name: choose another", name)
+		case err == nil && found.Team != src.Team: // an id of another team's
+			return Record{}, errs.New(errs.NotFound, "template '%s' not found", name)
 		case err == nil:
 			r = found
 		case !errs.Is(err, errs.NotFound):

@@ -294,14 +294,14 @@ func (s *Store) UseRemote(r Remote) { s.remote = r }
 // Layers is the store's layer directory.
 func (s *Store) Layers() Layers { return s.layers }
 
-// Resolve finds a ready template build by id, name, or either with :tag.
-// Layers this node lacks are fetched from the remote.
-func (s *Store) Resolve(ctx context.Context, ref string) (Template, error) {
+// Resolve finds a ready template build by id, a name of team's, or either
+// with :tag (see find). Layers this node lacks are fetched from the remote.
+func (s *Store) Resolve(ctx context.Context, team, ref string) (Template, error) {
 	if err := s.lock(); err != nil {
 		return Template{}, err
 	}
 	return s.fetched(ctx, func() (*Record, *Build, error) {
-		r, tag, err := s.find(ref)
+		r, tag, err := s.find(team, ref)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -383,44 +383,61 @@ func (s *Store) resolved(r *Record, b *Build) Template {
 	return t
 }
 
-// find resolves a reference to a record and the tag it carries.
-func (s *Store) find(ref string) (*Record, string, error) {
+// find resolves a reference of team's to a record and the tag it carries.
+// Names are a team's own: team's template of that name, else a built-in
+// one (public); another team's name is not found. Ids name one template
+// whoever asks: a caller that serves a team checks the record's team.
+func (s *Store) find(team, ref string) (*Record, string, error) {
 	name, tag, _ := strings.Cut(ref, ":")
 	if name == "" {
 		return nil, "", errs.New(errs.InvalidArgument, "empty template reference")
 	}
-	if r, ok := s.templates[name]; ok {
-		return r, tag, nil
+	byID, hasID := s.templates[name]
+	if hasID && (byID.Team == team || byID.Public) {
+		return byID, tag, nil
 	}
+	var public *Record
 	for _, r := range s.templates {
-		if slices.Contains(r.Names, name) {
+		if !slices.Contains(r.Names, name) {
+			continue
+		}
+		if r.Public {
+			public = r
+		} else if r.Team == team {
 			return r, tag, nil
 		}
+	}
+	switch {
+	case public != nil:
+		return public, tag, nil
+	case hasID:
+		return byID, tag, nil
 	}
 	return nil, "", errs.New(errs.NotFound, "template '%s' not found", ref)
 }
 
-// Get returns a copy of a template's record by id or name.
-func (s *Store) Get(ref string) (Record, error) {
+// Get returns a copy of a template's record by id, or by a name of team's
+// (see find).
+func (s *Store) Get(team, ref string) (Record, error) {
 	if err := s.lock(); err != nil {
 		return Record{}, err
 	}
 	defer s.mu.Unlock()
-	r, _, err := s.find(ref)
+	r, _, err := s.find(team, ref)
 	if err != nil {
 		return Record{}, err
 	}
 	return r.clone(), nil
 }
 
-// IDOf names the template a reference (name, name:tag or id) is of, from
-// the records as last read, without reading the shared ones again: a
-// cluster's placement asks on every create, just after the create's own
-// check read them ("" when it names none).
-func (s *Store) IDOf(ref string) string {
+// IDOf names the template a reference of team's (name, name:tag or id)
+// is of, from the records as last read, without reading the shared ones
+// again: a cluster's placement asks on every create, just after the
+// create's own check read them ("" when it names none).
+func (s *Store) IDOf(team, ref string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, _, err := s.find(ref)
+	r, _, err := s.find(team, ref)
 	if err != nil {
 		return ""
 	}
@@ -461,10 +478,12 @@ func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int) (R
 		return Record{}, nil, err
 	}
 	defer s.mu.Unlock()
-	r, _, err := s.find(name)
+	r, _, err := s.find(team, name)
 	switch {
-	case err == nil && r.Team != team:
-		return Record{}, nil, errs.New(errs.PermissionDenied, "the name %s belongs to another team's template", name)
+	case err == nil && r.Public && team != "":
+		return Record{}, nil, errs.New(errs.InvalidArgument, "%s is a built-in template's name: choose another", name)
+	case err == nil && r.Team != team: // an id of another team's
+		return Record{}, nil, errs.New(errs.NotFound, "template '%s' not found", name)
 	case err == nil && r.ID == BaseName:
 		return Record{}, nil, errs.New(errs.InvalidArgument, "the built-in template %s cannot be rebuilt", name)
 	case errs.Is(err, errs.NotFound):
@@ -596,12 +615,12 @@ func (s *Store) tag(team, target string, tags []string) (string, error) {
 		return "", err
 	}
 	defer s.mu.Unlock()
-	r, tag, err := s.find(target)
+	r, tag, err := s.find(team, target)
 	if err != nil {
 		return "", err
 	}
-	if r.Team != team {
-		return "", errs.New(errs.PermissionDenied, "template %s belongs to another team", target)
+	if err := canChange(r, team, target); err != nil {
+		return "", err
 	}
 	b := r.tagged(tag)
 	if b == nil {
@@ -627,17 +646,29 @@ func (s *Store) untag(team, name string, tags []string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	r, _, err := s.find(name)
+	r, _, err := s.find(team, name)
 	if err != nil {
 		return err
 	}
-	if r.Team != team {
-		return errs.New(errs.PermissionDenied, "template %s belongs to another team", name)
+	if err := canChange(r, team, name); err != nil {
+		return err
 	}
 	for _, t := range tags {
 		delete(r.Tags, t)
 	}
 	return s.save(r)
+}
+
+// canChange lets team change its own template: a built-in one is
+// read-only, another team's is not found.
+func canChange(r *Record, team, ref string) error {
+	switch {
+	case r.Public:
+		return errs.New(errs.InvalidArgument, "the built-in template %s cannot be changed", ref)
+	case r.Team != team:
+		return errs.New(errs.NotFound, "template '%s' not found", ref)
+	}
+	return nil
 }
 
 // Delete removes a template. Its layers stay while a sandbox or a build
@@ -647,15 +678,12 @@ func (s *Store) Delete(team, ref string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	r, _, err := s.find(ref)
+	r, _, err := s.find(team, ref)
 	if err != nil {
 		return err
 	}
-	if r.ID == BaseName {
-		return errs.New(errs.InvalidArgument, "the built-in template %s cannot be deleted", BaseName)
-	}
-	if r.Team != team {
-		return errs.New(errs.NotFound, "template '%s' not found", ref)
+	if err := canChange(r, team, ref); err != nil {
+		return err
 	}
 	for _, b := range r.Builds {
 		if b.Unfinished() {

@@ -121,7 +121,7 @@ func build(t *testing.T, s *Store, name string, spec Spec) (Template, []LogEntry
 	if err != nil {
 		return Template{}, logs, err
 	}
-	tpl, err := s.Resolve(context.Background(), name)
+	tpl, err := s.Resolve(context.Background(), "team", name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestDeleteKeepsLayersInUse(t *testing.T) {
 	if err := s.Delete("team", "doomed"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resolve(context.Background(), "doomed"); !errs.Is(err, errs.NotFound) {
+	if _, err := s.Resolve(context.Background(), "team", "doomed"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("resolve after delete: %v", err)
 	}
 	inUse := map[string]bool{}
@@ -385,7 +385,7 @@ func TestDeleteKeepsLayersInUse(t *testing.T) {
 	if _, err := os.Stat(own); err == nil {
 		t.Error("the deleted template's layer stayed")
 	}
-	if _, err := s.Resolve(context.Background(), BaseName); err != nil {
+	if _, err := s.Resolve(context.Background(), "", BaseName); err != nil {
 		t.Errorf("base after collect: %v", err)
 	}
 }
@@ -485,18 +485,71 @@ func TestFilesCollected(t *testing.T) {
 }
 
 // TestIDOf: a reference — id, name, name:tag — names its template's id
-// from the records as read; an unknown one names none.
+// from the records as read; names are a team's own, ids anyone's, an
+// unknown one names none.
 func TestIDOf(t *testing.T) {
 	s := newStore(t)
 	rec, _, err := s.NewBuild("team", "named", []string{"v1"}, 1, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ ref, want string }{
-		{rec.ID, rec.ID}, {"named", rec.ID}, {"named:v1", rec.ID}, {"base", "base"}, {"nope", ""}, {"", ""},
+	for _, tc := range []struct{ team, ref, want string }{
+		{"team", rec.ID, rec.ID}, {"team", "named", rec.ID}, {"team", "named:v1", rec.ID}, {"team", "base", "base"},
+		{"team", "nope", ""}, {"team", "", ""},
+		{"other", "named", ""}, {"other", rec.ID, rec.ID}, {"other", "base", "base"}, {"", "named", ""},
 	} {
-		if got := s.IDOf(tc.ref); got != tc.want {
-			t.Errorf("IDOf(%q) = %q, want %q", tc.ref, got, tc.want)
+		if got := s.IDOf(tc.team, tc.ref); got != tc.want {
+			t.Errorf("IDOf(%q, %q) = %q, want %q", tc.team, tc.ref, got, tc.want)
 		}
+	}
+}
+
+// TestNamesPerTeam: two teams each have a template of one name; neither
+// sees, changes or squats the other's, and a built-in name is no team's.
+func TestNamesPerTeam(t *testing.T) {
+	s := newStore(t)
+	a, _, err := s.NewBuild("a", "app", nil, 1, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, bb, err := s.NewBuild("b", "app", nil, 1, 256)
+	if err != nil {
+		t.Fatalf("team b's template of team a's name: %v", err)
+	}
+	bb.Status = StatusError
+	if err := s.SetBuild(b.ID, *bb); err != nil {
+		t.Fatal(err)
+	}
+	if a.ID == b.ID {
+		t.Fatal("two teams' templates of one name share a record")
+	}
+	for team, want := range map[string]string{"a": a.ID, "b": b.ID} {
+		if r, err := s.Get(team, "app"); err != nil || r.ID != want {
+			t.Errorf("team %s's app: %v %v, want %s", team, r.ID, err, want)
+		}
+	}
+	if _, err := s.Get("c", "app"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a third team's app: %v, want NotFound", err)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want errs.Kind
+	}{
+		{"another team deletes it by id", s.Delete("b", a.ID), errs.NotFound},
+		{"another team tags it by id", func() error { _, err := s.Tag("b", a.ID, []string{"x"}); return err }(), errs.NotFound},
+		{"another team builds it by id", func() error { _, _, err := s.NewBuild("b", a.ID, nil, 1, 256); return err }(), errs.NotFound},
+		{"a team takes a built-in name", func() error { _, _, err := s.NewBuild("a", BaseName, nil, 1, 256); return err }(), errs.InvalidArgument},
+		{"a team deletes a built-in", s.Delete("a", BaseName), errs.InvalidArgument},
+	} {
+		if !errs.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if err := s.Delete("b", "app"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get("a", "app"); err != nil || r.ID != a.ID {
+		t.Errorf("team a's app after team b deleted its own: %v %v", r.ID, err)
 	}
 }

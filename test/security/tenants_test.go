@@ -273,3 +273,72 @@ func TestWakeNeedsCredential(t *testing.T) {
 		pause()
 	}
 }
+
+// TestTenantNames: template and snapshot names are a team's own. Another
+// team's name answers 404 (never 403, which would tell that it exists),
+// and a team may take it for its own; built-in names stay everyone's and
+// no team's to take.
+func TestTenantNames(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0")
+	type created struct {
+		TemplateID string `json:"templateID"`
+	}
+	snapshot := func(key, name string) {
+		var sb struct {
+			SandboxID string `json:"sandboxID"`
+		}
+		if code := apiJSON(t, p, key, "POST", "/v2/sandboxes", map[string]any{"timeout": 120}, &sb); code != 201 {
+			t.Fatalf("create: %d", code)
+		}
+		defer apiJSON(t, p, key, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil)
+		if code := apiJSON(t, p, key, "POST", "/sandboxes/"+sb.SandboxID+"/snapshots", map[string]any{"name": name}, nil); code != 201 {
+			t.Fatalf("snapshot %s: %d", name, code)
+		}
+	}
+	alias := func(key, name string) string {
+		var got created
+		if code := apiJSON(t, p, key, "GET", "/templates/aliases/"+name, nil, &got); code != 200 {
+			t.Fatalf("alias %s: %d", name, code)
+		}
+		return got.TemplateID
+	}
+	var theirs created
+	if code := apiJSON(t, p, otherKey, "POST", "/v3/templates", map[string]any{"name": "squatted"}, &theirs); code != 202 {
+		t.Fatalf("team other's template: %d", code)
+	}
+	snapshot(otherKey, "snap")
+	theirSnap := alias(otherKey, "snap")
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		want               int
+	}{
+		{"another team's template name", "GET", "/templates/aliases/squatted", nil, 404},
+		{"another team's snapshot name", "GET", "/templates/aliases/snap", nil, 404},
+		{"another team's template by id", "GET", "/templates/" + theirs.TemplateID, nil, 404},
+		{"a sandbox of another team's snapshot", "POST", "/v2/sandboxes", map[string]any{"templateID": "snap"}, 404},
+		{"a sandbox of another team's snapshot by id", "POST", "/v2/sandboxes", map[string]any{"templateID": theirSnap}, 404},
+		{"a built-in name", "POST", "/v3/templates", map[string]any{"name": "base"}, 400},
+		{"a built-in alias", "GET", "/templates/aliases/base", nil, 200},
+	} {
+		if code := apiJSON(t, p, apiKey, tc.method, tc.path, tc.body, nil); code != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, code, tc.want)
+		}
+	}
+	// The names are free for this team, and stay the other's too.
+	var mine created
+	if code := apiJSON(t, p, apiKey, "POST", "/v3/templates", map[string]any{"name": "squatted"}, &mine); code != 202 || mine.TemplateID == theirs.TemplateID {
+		t.Fatalf("this team's template of the name: %d %+v", code, mine)
+	}
+	snapshot(apiKey, "snap")
+	if mySnap := alias(apiKey, "snap"); mySnap == theirSnap {
+		t.Errorf("both teams' snapshots named snap are %s", mySnap)
+	}
+	for _, tc := range []struct{ key, alias, want string }{
+		{apiKey, "squatted", mine.TemplateID}, {otherKey, "squatted", theirs.TemplateID}, {otherKey, "snap", theirSnap},
+	} {
+		if got := alias(tc.key, tc.alias); got != tc.want {
+			t.Errorf("alias %s: %s, want %s", tc.alias, got, tc.want)
+		}
+	}
+}

@@ -42,7 +42,7 @@ type Config struct {
 	// TemplateID, when set, names the template a create's reference
 	// (name, name:tag or id) is of, for placement (its warm sandboxes and
 	// cached layers); "" when unknown.
-	TemplateID func(ref string) string
+	TemplateID func(team, ref string) string
 	// Ended and StateChanged receive what the nodes report (the service's
 	// Ended and StateChanged).
 	Ended        func(id string, exit isolation.Exit)

@@ -76,7 +76,7 @@ func (c *Cluster) placed(nodeID string, memoryMB int64, template string) {
 func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
 	tpl := ""
 	if c.cfg.TemplateID != nil {
-		tpl = c.cfg.TemplateID(req.Template)
+		tpl = c.cfg.TemplateID(req.Team, req.Template)
 	}
 	cands := c.candidates(req.Isolation, tpl)
 	if req.Node != "" { // what it starts from is there

@@ -106,7 +106,7 @@ func (a *API) listSandboxesV1(w http.ResponseWriter, r *http.Request) {
 func (a *API) templateRefs(team, ref string) []string {
 	name, _, _ := strings.Cut(ref, ":")
 	refs := []string{name}
-	if rec, visible, err := a.templates.Alias(team, name); err == nil && visible && rec.ID != name {
+	if rec, err := a.templates.Get(team, name); err == nil && rec.ID != name {
 		refs = append(refs, rec.ID)
 	}
 	return refs

@@ -1,21 +1,15 @@
 package httpapi
 
-import (
-	"net/http"
-
-	"github.com/covesandbox/cove/internal/errs"
-)
+import "net/http"
 
 // templateAlias serves GET /templates/aliases/{alias}: 200 for the team's
-// own or a public template, 403 for another team's, 404 for none.
+// own or a built-in template of that name, 404 for none. Names are a
+// team's own: another team's template of that name is none (404, never
+// 403, which would tell that it exists).
 func (a *API) templateAlias(w http.ResponseWriter, r *http.Request) {
-	rec, visible, err := a.templates.Alias(team(r), r.PathValue("sub"))
+	rec, err := a.templates.Get(team(r), r.PathValue("sub"))
 	if err != nil {
 		writeError(w, err)
-		return
-	}
-	if !visible {
-		writeError(w, errs.New(errs.PermissionDenied, "template %s belongs to another team", r.PathValue("sub")))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"templateID": rec.ID, "public": rec.Public})

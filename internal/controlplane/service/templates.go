@@ -68,7 +68,7 @@ func (t *Templates) Wait() { t.wg.Wait() }
 // CanUse reports whether team may start sandboxes from ref. A built-in
 // recipe not built yet starts building: the answer says so.
 func (t *Templates) CanUse(team, ref string) error {
-	r, err := t.store.Get(ref)
+	r, err := t.store.Get(team, ref)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (t *Templates) canBuild(name string) error {
 		if spec.FromTemplate == "" {
 			return nil
 		}
-		if r, err := t.store.Get(spec.FromTemplate); err == nil && hasReady(r) {
+		if r, err := t.store.Get("", spec.FromTemplate); err == nil && hasReady(r) {
 			return nil
 		}
 		name = spec.FromTemplate
@@ -130,7 +130,7 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, err := t.store.Get(name)
+	r, err := t.store.Get("", name)
 	if err != nil {
 		return BuildStatus{}, err
 	}
@@ -177,7 +177,7 @@ func (t *Templates) awaitRecipe(name string) error {
 		return err
 	}
 	for {
-		r, err := t.store.Get(name)
+		r, err := t.store.Get("", name)
 		if err != nil {
 			return err
 		}
@@ -242,7 +242,7 @@ func cutTag(name string) (string, string, bool) {
 
 // owned returns a team's template.
 func (t *Templates) owned(team, ref string) (template.Record, error) {
-	r, err := t.store.Get(ref)
+	r, err := t.store.Get(team, ref)
 	if err != nil {
 		return r, err
 	}
@@ -342,7 +342,7 @@ func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buil
 // failUnfinished records as failed a build whose builder failed before it
 // could (a cluster's node that was lost, or never reached).
 func (t *Templates) failUnfinished(templateID, buildID string, cause error, bl *buildLog) {
-	r, err := t.store.Get(templateID)
+	r, err := t.store.Get("", templateID)
 	if err != nil {
 		return
 	}
@@ -407,16 +407,6 @@ func (t *Templates) Status(ctx context.Context, team, templateID, buildID string
 	return out, nil
 }
 
-// Alias finds a template by name: its id, whether it is public, and
-// whether team owns it.
-func (t *Templates) Alias(team, alias string) (template.Record, bool, error) {
-	r, err := t.store.Get(alias)
-	if err != nil {
-		return r, false, err
-	}
-	return r, r.Team == team || r.Public, nil
-}
-
 // List returns the templates a team sees.
 func (t *Templates) List(team string) []template.Record { return t.store.List(team) }
 
@@ -441,7 +431,7 @@ func (t *Templates) Untag(team, name string, tags []string) error {
 
 // Get returns a template the team may see (its own or a public one).
 func (t *Templates) Get(team, ref string) (template.Record, error) {
-	r, err := t.store.Get(ref)
+	r, err := t.store.Get(team, ref)
 	if err == nil && r.Team != team && !r.Public {
 		err = errs.New(errs.NotFound, "template '%s' not found", ref)
 	}

@@ -60,7 +60,7 @@ func TestTemplatesShared(t *testing.T) {
 	if err := template.NewBuilder(n1, nil, logx.Discard()).Run(ctx, rec.ID, b.ID, spec, func(template.LogEntry) {}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := api.Get("app")
+	got, err := api.Get("team", "app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestTemplatesShared(t *testing.T) {
 	if built.Status != template.StatusReady || built.Node != "n1" || len(built.Image.Blobs) != len(built.Image.Layers) {
 		t.Fatalf("the build as the replica sees it: %s on %q, %d layers, %d pushed", built.Status, built.Node, len(built.Image.Layers), len(built.Image.Blobs))
 	}
-	tpl, err := n2.Resolve(ctx, "app")
+	tpl, err := n2.Resolve(ctx, "team", "app")
 	if err != nil {
 		t.Fatalf("resolve on the other node: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestTemplatesShared(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	got, _ = n2.Get("app")
+	got, _ = n2.Get("team", "app")
 	for _, tag := range want {
 		if got.Tags[tag] != b.ID {
 			t.Errorf("tag %s lost: %v", tag, got.Tags)
@@ -115,14 +115,14 @@ func TestTemplatesShared(t *testing.T) {
 		node string
 	}{{"on-n1", b1, "n1"}, {"on-n2", b2, "n2"}} {
 		x.b.Status, x.b.Node = template.StatusBuilding, x.node
-		r, _ := api.Get(x.name)
+		r, _ := api.Get("team", x.name)
 		if err := api.SetBuild(r.ID, *x.b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	open("n1")
 	for name, status := range map[string]string{"on-n1": template.StatusError, "on-n2": template.StatusBuilding} {
-		r, _ := api.Get(name)
+		r, _ := api.Get("team", name)
 		if s := r.Builds[0].Status; s != status {
 			t.Errorf("%s after n1's restart: %s, want %s", name, s, status)
 		}
@@ -132,7 +132,7 @@ func TestTemplatesShared(t *testing.T) {
 	if err := api.Delete("team", "app"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n1.Resolve(ctx, "app"); !errs.Is(err, errs.NotFound) {
+	if _, err := n1.Resolve(ctx, "team", "app"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("resolve of a deleted template on a node: %v", err)
 	}
 	if names := templateNames(n2.List("team")); !slices.Equal(names, []string{"on-n1", "on-n2"}) {
