@@ -1,42 +1,40 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/server"
 )
 
 func keyCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "key", Short: "Manage the API keys of this host's server"}
-	cmd.AddCommand(keyCreateCmd())
+	cmd := &cobra.Command{Use: "key", Short: "Manage teams' API keys, in the server's data directory or database"}
+	cmd.AddCommand(keyCreateCmd(), keyListCmd(), keyRevokeCmd())
 	return cmd
 }
 
-func keyCreateCmd() *cobra.Command {
-	var dataDir, database, name, listen string
-	cmd := &cobra.Command{
-		Use:   "create",
-		Short: "Create an API key in the server's data directory (a running server accepts it at once) and print it",
-		Long: `Create an API key in the server's data directory and print it once, with the
-variables the E2B SDKs and the CLI read. Keys are stored hashed: this is how
-to get one back when the printed key is lost. Run it as the user that runs
-cove server (root).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			key, err := server.CreateAPIKey(cmd.Context(), database, dataDir, name)
-			if err != nil {
-				return err
-			}
-			server.PrintKey(cmd.OutOrStdout(), key, listen)
-			return nil
-		},
+// stateFlags name the state `cove key` and `cove team` work on: the
+// server's, by the same defaults and variables as cove server's.
+type stateFlags struct{ dataDir, database string }
+
+func (f *stateFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "the server's data directory (COVE_DATA_DIR)")
+	fl.StringVar(&f.database, "database", os.Getenv("COVE_DATABASE"), "the server's (or a cluster's) PostgreSQL database, when the state is kept there (COVE_DATABASE)")
+}
+
+// open opens the state and says which on errw (the command's output stays
+// its answer alone).
+func (f *stateFlags) open(ctx context.Context, errw io.Writer) (store.Store, error) {
+	where := "the data directory " + f.dataDir
+	if f.database != "" {
+		where = "the database of --database"
 	}
-	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "the server's data directory (COVE_DATA_DIR)")
-	f.StringVar(&database, "database", os.Getenv("COVE_DATABASE"), "the server's PostgreSQL database, when it keeps its state there (COVE_DATABASE)")
-	f.StringVar(&name, "name", "cli", "a name for the key")
-	f.StringVar(&listen, "listen", envOr("COVE_LISTEN", "127.0.0.1:3000"), "the server's listen address, for the printed URLs (COVE_LISTEN)")
-	return cmd
+	fmt.Fprintf(errw, "using %s\n", where)
+	return server.OpenStore(ctx, f.database, f.dataDir)
 }

@@ -45,7 +45,8 @@ func (r *runFlags) common(f *pflag.FlagSet, listen, listenHelp string) {
 
 // api are the flags of the roles that serve the E2B API.
 func (r *runFlags) api(f *pflag.FlagSet) {
-	f.StringVar(&r.apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex (COVE_API_KEY); without any key one is created and printed")
+	f.StringVar(&r.apiKey, "api-key", os.Getenv("COVE_API_KEY"), "an API key to accept, e2b_ + 40 hex, of the team default (COVE_API_KEY); without any key one is created and printed")
+	f.StringVar(&r.cfg.AdminToken, "admin-token", os.Getenv("COVE_ADMIN_TOKEN"), "the operator's token (at least 32 characters; COVE_ADMIN_TOKEN): a request with it in X-Admin-Token acts for the team X-Team-ID names, and may manage its keys (/api-keys); unset: no admin access")
 	f.StringVar(&r.cfg.Domain, "domain", os.Getenv("COVE_DOMAIN"), "sandbox domain: {port}-{id}.{domain} reaches a sandbox's port (default localhost:<listen port>; COVE_DOMAIN)")
 	f.StringVar(&r.cfg.TLSListen, "tls-listen", os.Getenv("COVE_TLS_LISTEN"), "serve HTTPS here too, E2B's domain mode: E2B_DOMAIN=<domain> alone points the SDK at https://api.<domain> (default :443 when --domain names a domain without a port, off to turn it off; COVE_TLS_LISTEN)")
 	f.StringVar(&r.cfg.TLSCert, "tls-cert", os.Getenv("COVE_TLS_CERT"), "the HTTPS certificate (PEM) for api.<domain> and *.<domain>; default: one from a local CA in the data directory (COVE_TLS_CERT)")
@@ -209,15 +210,7 @@ func envOr(name, def string) string {
 	return def
 }
 
-func defaultDataDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/cove"
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local/share/cove")
-	}
-	return ".cove"
-}
+func defaultDataDir() string { return server.DefaultDataDir() }
 
 func splitEnv(name string) []string {
 	if v := os.Getenv(name); v != "" {

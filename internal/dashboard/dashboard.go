@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 )
@@ -284,14 +285,8 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.InvalidArgument, "the body must be {\"name\": \"…\"}"))
 		return
 	}
-	name := strings.TrimSpace(body.Name)
-	if name == "" || len(name) > 100 {
-		writeError(w, errs.New(errs.InvalidArgument, "a key's name is 1 to 100 characters"))
-		return
-	}
-	key := auth.NewAPIKey()
-	k := store.APIKey{Hash: auth.HashAPIKey(key), Team: current(r).Team, Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second)}
-	if err := h.cfg.Store.AddAPIKey(r.Context(), k); err != nil {
+	key, k, err := service.CreateKey(r.Context(), h.cfg.Store, current(r).Team, body.Name)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -301,7 +296,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request) {
 	s := current(r)
-	if err := h.cfg.Store.DeleteAPIKey(r.Context(), s.Team, r.PathValue("hash")); err != nil {
+	if _, err := service.RevokeKey(r.Context(), h.cfg.Store, s.Team, r.PathValue("hash")); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -78,10 +78,14 @@ func (a Admission) fit(l isolation.Limits) (isolation.Limits, error) {
 }
 
 // admitLocked refuses a sandbox of team with limits l when the node's
-// promised memory or the team's quota would be passed. The sandboxes in
-// the table (warm ones are not there) are what is promised. m.mu is held.
-func (m *Manager) admitLocked(team string, l isolation.Limits) error {
+// promised memory or the team's quota (quota, else the node's) would be
+// passed. The sandboxes in the table (warm ones are not there) are what is
+// promised. m.mu is held.
+func (m *Manager) admitLocked(team string, quota *TeamQuota, l isolation.Limits) error {
 	a := m.cfg.Admission
+	if quota != nil {
+		a.Team = *quota
+	}
 	var mem int64
 	var teamUse TeamQuota
 	for _, sb := range m.sandboxes {
@@ -120,10 +124,10 @@ func (q TeamQuota) Admit(use, add TeamQuota) error {
 }
 
 // checkAdmission is admitLocked taking the lock.
-func (m *Manager) checkAdmission(team string, l isolation.Limits) error {
+func (m *Manager) checkAdmission(team string, quota *TeamQuota, l isolation.Limits) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.admitLocked(team, l)
+	return m.admitLocked(team, quota, l)
 }
 
 // hostMemoryMB reads MemTotal from /proc/meminfo.

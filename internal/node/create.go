@@ -48,6 +48,10 @@ type CreateRequest struct {
 	Isolation string
 	// Team owns the sandbox: its quota applies ("" = none).
 	Team string
+	// Quota, when set, is the team's quota here instead of the node's
+	// (the team's own, from the control plane's records; in-process only:
+	// a cluster's nodes keep their own and the API admits over all of them).
+	Quota *TeamQuota
 	// MaskRequestHost is the Host header traffic to its ports gets.
 	MaskRequestHost string
 	// AutoPause pauses the sandbox (with its memory, or its files only
@@ -134,7 +138,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if err := m.checkAdmission(req.Team, limits); err != nil {
+	if err := m.checkAdmission(req.Team, req.Quota, limits); err != nil {
 		return Info{}, err
 	}
 	if req.Isolation == "" {
@@ -181,7 +185,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		m.mu.Unlock()
 		return Info{}, errs.New(errs.AlreadyExists, "sandbox %s already exists", req.ID)
 	}
-	if err := m.admitLocked(req.Team, limits); err != nil { // again: others may have come in meanwhile
+	if err := m.admitLocked(req.Team, req.Quota, limits); err != nil { // again: others may have come in meanwhile
 		m.mu.Unlock()
 		return Info{}, err
 	}

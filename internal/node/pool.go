@@ -363,7 +363,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 	info.AutoPause, info.AutoResume, info.AutoPauseFiles, info.Timeout = req.AutoPause, req.AutoResume, req.AutoPauseFiles, req.Timeout
 	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()
-	if err := m.admitLocked(req.Team, info.Limits); err != nil {
+	if err := m.admitLocked(req.Team, req.Quota, info.Limits); err != nil {
 		m.mu.Unlock()
 		w.agent.Close()
 		m.destroy(info.ID, w.net)

@@ -62,6 +62,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
 	}
 	svc = service.New(scfg, st, nodes, secret, log)
+	tpls.Quotas = svc.TeamQuota
 	if err := nodes.Refresh(ctx); err != nil {
 		return fmt.Errorf("read the cluster's nodes: %w", err)
 	}
@@ -75,6 +76,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	vols := nodes.Volumes(st)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), vols.Files, st, log)
+	api.AdminToken = cfg.AdminToken
 	reg, err := openMetrics(ctx, cfg, log)
 	if err != nil {
 		return err

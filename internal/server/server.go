@@ -26,6 +26,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/dashboard"
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/gvisor"
 	"github.com/covesandbox/cove/internal/isolation/microvm"
@@ -46,6 +47,8 @@ type Config struct {
 	DataDir string
 	Domain  string
 	APIKeys []string // added at start (team "default")
+	// AdminToken, when set, is the operator's token for X-Admin-Token.
+	AdminToken string
 	// CgroupParent names the group, under the server's own cgroup, holding
 	// the sandboxes' groups (default "cove").
 	CgroupParent string
@@ -251,7 +254,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer ln.Close()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
-		Snapshots: templates, CheckStorage: tpls.CheckStorage}, st, mgr, secret, log)
+		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team}, st, mgr, secret, log)
+	tpls.Quotas = svc.TeamQuota
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -273,6 +277,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go svc.PruneLogs(sampling)
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
+	api.AdminToken = cfg.AdminToken
 	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, Nodes: func(context.Context) ([]dashboard.NodeStatus, error) {
 		l := mgr.Load()
 		return []dashboard.NodeStatus{{ID: "this server", Drivers: mgr.Isolations(), CPUs: l.CPUs, MemoryMB: l.MemoryMB,
@@ -502,9 +507,13 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 	return nil, nil, nil, nil, fmt.Errorf("default isolation %q: want namespaces, gvisor or microvm", want)
 }
 
-// setupKeys adds the configured keys; with none stored at all, it creates
-// one and prints it once.
+// setupKeys adds the configured keys (to the team "default"); with none
+// stored at all, it creates one and prints it once, and otherwise says
+// that keys exist and how to make another.
 func setupKeys(ctx context.Context, st store.Store, cfg Config) error {
+	if cfg.AdminToken != "" && len(cfg.AdminToken) < 32 {
+		return fmt.Errorf("admin token: at least 32 characters (openssl rand -hex 32 makes one)")
+	}
 	now := time.Now().UTC()
 	for _, k := range cfg.APIKeys {
 		if k == "" {
@@ -513,53 +522,88 @@ func setupKeys(ctx context.Context, st store.Store, cfg Config) error {
 		if !auth.ValidKeyFormat(k) {
 			return fmt.Errorf("api key must be \"e2b_\" followed by 40 lowercase hex digits (the form the E2B SDKs accept)")
 		}
-		if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(k), Team: "default", Name: "flag", CreatedAt: now}); err != nil {
+		if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(k), Team: DefaultTeam, Name: "flag", CreatedAt: now, Mask: auth.Mask(k)}); err != nil {
 			return err
 		}
-	}
-	n, err := st.CountAPIKeys(ctx)
-	if err != nil || n > 0 {
-		return err
-	}
-	key, err := addKey(ctx, st, "generated")
-	if err != nil {
-		return err
 	}
 	out := cfg.Out
 	if out == nil {
 		out = os.Stdout
 	}
-	PrintKey(out, key, cfg.Listen)
+	n, err := st.CountAPIKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Fprintf(out, "%d API keys exist (stored hashed, in %s). A lost key cannot be shown again: `cove key create --team %s --name NAME%s` makes another.\n",
+			n, storeWhere(cfg.Database, cfg.DataDir), DefaultTeam, storeFlags(cfg.Database, cfg.DataDir))
+		return nil
+	}
+	if _, err := st.Team(ctx, DefaultTeam); errs.Is(err, errs.NotFound) {
+		err = st.AddTeam(ctx, store.Team{ID: DefaultTeam, Name: DefaultTeam, CreatedAt: now})
+		if err != nil && !errs.Is(err, errs.AlreadyExists) {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	key, _, err := service.CreateKey(ctx, st, DefaultTeam, "generated")
+	if err != nil {
+		return err
+	}
+	PrintKey(out, key, cfg.Listen, storeWhere(cfg.Database, cfg.DataDir))
 	return nil
 }
 
-// addKey stores a new key of the default team and returns it.
-func addKey(ctx context.Context, st store.Store, name string) (string, error) {
-	key := auth.NewAPIKey()
-	err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(key), Team: "default", Name: name, CreatedAt: time.Now().UTC()})
-	return key, err
+// DefaultTeam is the team of the keys a server starts with.
+const DefaultTeam = "default"
+
+// storeWhere says where the server's state is, for messages.
+func storeWhere(database, dataDir string) string {
+	if database != "" {
+		return "the PostgreSQL database"
+	}
+	return filepath.Join(dataDir, "cove.db")
 }
 
-// CreateAPIKey adds a key to the server's store — database, else the data
-// directory's — (a running server accepts it at once) and returns it: the
-// way back from a lost key.
-func CreateAPIKey(ctx context.Context, database, dataDir, name string) (string, error) {
-	var st store.Store
-	var err error
-	if database != "" {
-		st, err = postgres.Open(ctx, database)
-	} else {
-		path := filepath.Join(dataDir, "cove.db")
-		if _, err := os.Stat(path); err != nil {
-			return "", fmt.Errorf("no Cove data in %s (start cove server first, or give --data-dir): %w", dataDir, err)
-		}
-		st, err = sqlite.Open(ctx, path)
+// storeFlags are the flags of `cove key` and `cove team` that name the
+// same state as the server's, when it is not the default data directory.
+func storeFlags(database, dataDir string) string {
+	switch {
+	case database != "":
+		return " --database …"
+	case dataDir != DefaultDataDir():
+		return " --data-dir " + dataDir
 	}
+	return ""
+}
+
+// DefaultDataDir is where cove server, cove key and cove team keep and
+// find the state when not told: /var/lib/cove as root, else
+// ~/.local/share/cove.
+func DefaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/cove"
+	}
+	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", err
+		return ".cove"
 	}
-	defer st.Close()
-	return addKey(ctx, st, name)
+	return filepath.Join(home, ".local", "share", "cove")
+}
+
+// OpenStore opens the state a server keeps — its PostgreSQL database, else
+// the data directory's SQLite — for the commands that manage teams and
+// keys beside it (a running server sees their changes at once).
+func OpenStore(ctx context.Context, database, dataDir string) (store.Store, error) {
+	if database != "" {
+		return postgres.Open(ctx, database)
+	}
+	path := filepath.Join(dataDir, "cove.db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no Cove data in %s (start cove server first, or give --data-dir): %w", dataDir, err)
+	}
+	return sqlite.Open(ctx, path)
 }
 
 // openStore opens the server's state: PostgreSQL when database names one
@@ -584,10 +628,10 @@ func openStore(ctx context.Context, database, dataDir string) (store.Store, func
 }
 
 // PrintKey shows a new key once, with the variables the E2B SDKs and the
-// CLI read for a server listening on listen.
-func PrintKey(out io.Writer, key, listen string) {
+// CLI read for a server listening on listen; where says where it is kept.
+func PrintKey(out io.Writer, key, listen, where string) {
 	url := "http://" + loopbackAddr(listen)
-	fmt.Fprintf(out, `Created an API key. It is stored hashed and shown only now:
+	fmt.Fprintf(out, `Created an API key. It is stored hashed (in %[3]s) and shown only now:
 
     E2B_API_KEY=%[1]s
 
@@ -601,7 +645,7 @@ and the cove CLI (bin/cove, or on PATH after make install):
 
 A lost key cannot be shown again: cove key create makes another.
 
-`, key, url)
+`, key, url, where)
 }
 
 // DefaultDomain is the sandbox domain of a server listening on addr

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/fsutil"
 )
 
@@ -271,7 +272,7 @@ func (s *Store) createSnapshot(name string, src SnapshotSource, layer LayerSum, 
 		img.Env = append(img.Env, k+"="+src.Env[k])
 	}
 	now := time.Now().UTC()
-	b := &Build{ID: newUUID(), Status: StatusReady, CreatedAt: now, FinishedAt: now,
+	b := &Build{ID: ids.UUID(), Status: StatusReady, CreatedAt: now, FinishedAt: now,
 		CPUCount: src.CPUCount, MemoryMB: src.MemoryMB, DiskMB: src.DiskMB, Isolation: src.Isolation, Image: img,
 		Snapshot: &Snapshot{SandboxID: src.SandboxID, CreatedAt: now, Layer: layer}}
 	b.Snapshot.Image = kept

@@ -2,7 +2,6 @@ package template
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -499,7 +498,7 @@ func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int) (R
 			return Record{}, nil, err
 		}
 	}
-	b := &Build{ID: newUUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB, PendingTags: tags}
+	b := &Build{ID: ids.UUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB, PendingTags: tags}
 	r.Builds = append(r.Builds, b)
 	if err := s.save(r); err != nil {
 		r.Builds = r.Builds[:len(r.Builds)-1]
@@ -859,11 +858,3 @@ func validTag(tag string) error {
 // newID returns a template id: 20 characters of [a-z0-9].
 func newID() string { return ids.New("", 20) }
 
-// newUUID returns a random (version 4) UUID, E2B's build id form.
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}

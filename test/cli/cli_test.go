@@ -323,3 +323,89 @@ func TestSandboxLogs(t *testing.T) {
 		t.Errorf("logs of no sandbox: %q %d", errOut, code)
 	}
 }
+
+// TestTeamsAndKeys: teams and their keys from the command line, beside a
+// running server: a new team's key works at once and sees only its own
+// sandboxes; keys are listed masked, revoked (never a team's last), and a
+// team is deleted only once it holds nothing.
+func TestTeamsAndKeys(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: os.Environ()}
+	dir := []string{"--data-dir", srv.DataDir}
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := c.run(t, "", append(args, dir...)...)
+		if code != 0 {
+			t.Fatalf("cove %s: %d %s", strings.Join(args, " "), code, errOut)
+		}
+		if !strings.Contains(errOut, "using the data directory "+srv.DataDir) {
+			t.Errorf("cove %s does not say which state it uses: %q", strings.Join(args, " "), errOut)
+		}
+		return out
+	}
+	if out := must("team", "create", "acme", "--max-sandboxes", "1"); !strings.Contains(out, "created team acme") {
+		t.Errorf("team create: %q", out)
+	}
+	if _, errOut, code := c.run(t, "", append([]string{"team", "create", "acme"}, dir...)...); code == 0 || !strings.Contains(errOut, "exists") {
+		t.Errorf("a second team acme: %d %s", code, errOut)
+	}
+	newKey := func(name string) string {
+		t.Helper()
+		m := regexp.MustCompile(`E2B_API_KEY=(e2b_[0-9a-f]{40})`).FindStringSubmatch(must("key", "create", "--team", "acme", "--name", name, "--listen", srv.Addr))
+		if m == nil {
+			t.Fatal("key create printed no key")
+		}
+		return m[1]
+	}
+	first := newKey("first")
+	acme := cli{bin: c.bin, env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+first)}
+	def := cli{bin: c.bin, env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	out, errOut, code := def.run(t, "", "sandbox", "create", "--timeout", "2m")
+	theirs := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("the default team's sandbox: %d %s", code, errOut)
+	}
+	defer def.run(t, "", "sandbox", "kill", theirs)
+	if out, errOut, code := acme.run(t, "", "sandbox", "list"); code != 0 || strings.Contains(out, theirs) {
+		t.Errorf("team acme's list: %d %q %s", code, out, errOut)
+	}
+	// The list shows each key masked: its prefix, 2 and 4 characters.
+	list := must("key", "list", "--team", "acme")
+	if !strings.Contains(list, "e2b_"+first[4:6]+"…"+first[len(first)-4:]) || strings.Contains(list, first) {
+		t.Errorf("key list:\n%s", list)
+	}
+	id := regexp.MustCompile(`(?m)^([0-9a-f-]{36})\s+acme\s+first`).FindStringSubmatch(list)
+	if id == nil {
+		t.Fatalf("key list has no id for the key first:\n%s", list)
+	}
+	if _, errOut, code := c.run(t, "", append([]string{"key", "revoke", "--team", "acme", id[1]}, dir...)...); code == 0 || !strings.Contains(errOut, "last API key of team") {
+		t.Errorf("revoke a team's last key: %d %s", code, errOut)
+	}
+	second := newKey("second")
+	must("key", "revoke", "--team", "acme", id[1])
+	if _, errOut, code := acme.run(t, "", "sandbox", "list"); code == 0 || !strings.Contains(errOut, "invalid API key") {
+		t.Errorf("a revoked key: %d %s", code, errOut)
+	}
+	acme.env = append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+second)
+	out, errOut, code = acme.run(t, "", "sandbox", "create", "--timeout", "2m")
+	if code != 0 {
+		t.Fatalf("team acme's sandbox: %d %s", code, errOut)
+	}
+	mine := strings.TrimSpace(out)
+	if _, errOut, code := acme.run(t, "", "sandbox", "create"); code == 0 || !strings.Contains(errOut, "team quota") {
+		t.Errorf("a second sandbox past the team's quota of 1: %d %s", code, errOut)
+	}
+	if out := must("team", "list"); !regexp.MustCompile(`(?m)^acme\s+\S+\s+1\s+1\s+server's`).MatchString(out) {
+		t.Errorf("team list:\n%s", out)
+	}
+	if _, errOut, code := c.run(t, "", append([]string{"team", "delete", "acme"}, dir...)...); code == 0 || !strings.Contains(errOut, "kill them first") {
+		t.Errorf("delete a team with a sandbox: %d %s", code, errOut)
+	}
+	if _, errOut, code := acme.run(t, "", "sandbox", "kill", mine); code != 0 {
+		t.Fatalf("kill: %d %s", code, errOut)
+	}
+	must("team", "delete", "acme")
+	if _, errOut, code := acme.run(t, "", "sandbox", "list"); code == 0 || !strings.Contains(errOut, "invalid API key") {
+		t.Errorf("a deleted team's key: %d %s", code, errOut)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"strings"
 )
 
 var keyPattern = regexp.MustCompile(`^e2b_[0-9a-f]{40}$`)
@@ -67,4 +68,14 @@ func mac(secret []byte, msg string) string {
 // VolumeToken guards a volume's content API.
 func VolumeToken(secret []byte, volumeID string) string {
 	return mac(secret, "volume-"+volumeID)
+}
+
+// Mask is what a listing shows of a key: the first 2 and the last 4
+// characters after its "e2b_".
+func Mask(key string) string {
+	v := strings.TrimPrefix(key, "e2b_")
+	if len(v) < 6 {
+		return ""
+	}
+	return v[:2] + v[len(v)-4:]
 }

@@ -5,12 +5,14 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
@@ -31,6 +33,12 @@ type API struct {
 	store     store.Store
 	log       *slog.Logger
 	mux       *http.ServeMux
+	// AdminToken, when set, is the operator's token: a request with it in
+	// X-Admin-Token acts as the team X-Team-ID names, and may manage its
+	// keys. Set before serving.
+	AdminToken string
+	// touched throttles the record of keys' last use (hash → last write).
+	touched sync.Map
 }
 
 // New returns the API handler. files finds what serves a volume's content
@@ -91,6 +99,11 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 	a.handle("POST /templates/{templateID}/prepare", a.prepareTemplate)
 	a.handle("POST /templates/tags", a.assignTemplateTags)
 	a.handle("DELETE /templates/tags", a.removeTemplateTags)
+	a.handle("GET /teams", a.listTeams)
+	a.handleManage("GET /api-keys", a.listAPIKeys)
+	a.handleManage("POST /api-keys", a.createAPIKey)
+	a.handleManage("PATCH /api-keys/{apiKeyID}", a.updateAPIKey)
+	a.handleManage("DELETE /api-keys/{apiKeyID}", a.deleteAPIKey)
 	a.unimplemented()
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path))
@@ -103,21 +116,59 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTT
 // ServeAs serves r for a team its caller authenticated (the dashboard's
 // session): no API key is asked for.
 func (a *API) ServeAs(team string, w http.ResponseWriter, r *http.Request) {
-	a.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), teamKey{}, team)))
+	a.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{team: team, kind: bySession})))
 }
 
-type teamKey struct{}
+// caller is who a request acts for: its team, and how it proved it.
+type caller struct {
+	team string
+	kind credential
+	key  store.APIKey // the key, for a caller by key
+}
+
+type credential int
+
+const (
+	byKey     credential = iota + 1 // X-API-Key
+	bySession                       // the dashboard's session (ServeAs)
+	byAdmin                         // X-Admin-Token with X-Team-ID
+)
+
+type callerKey struct{}
 
 // handle registers an authenticated route.
 func (a *API) handle(pattern string, h http.HandlerFunc) {
 	a.mux.Handle(pattern, a.authenticate(h))
 }
 
-// authenticate resolves X-API-Key to its team.
+// handleManage registers a route that manages a team (its keys): the
+// dashboard's session or the operator's admin token may call it, a team's
+// API key may not (docs/SECURITY.md says why).
+func (a *API) handleManage(pattern string, h http.HandlerFunc) {
+	a.mux.Handle(pattern, a.authenticate(func(w http.ResponseWriter, r *http.Request) {
+		if c := callerOf(r); c.kind == byKey {
+			writeError(w, errs.New(errs.PermissionDenied, "an API key cannot manage keys: use the dashboard, `cove key`, or the operator's X-Admin-Token with X-Team-ID"))
+			return
+		}
+		h(w, r)
+	}))
+}
+
+// authenticate resolves the request's credential to its team: an API key
+// (X-API-Key), or the operator's admin token with the team it names.
 func (a *API) authenticate(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if team(r) != "" { // ServeAs
 			next(w, r)
+			return
+		}
+		if tok := r.Header.Get("X-Admin-Token"); tok != "" {
+			c, err := a.admin(r.Context(), tok, r.Header.Get("X-Team-ID"))
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 			return
 		}
 		key := r.Header.Get("X-API-Key")
@@ -133,11 +184,52 @@ func (a *API) authenticate(next http.HandlerFunc) http.Handler {
 			writeError(w, err)
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), teamKey{}, k.Team)))
+		a.touch(r.Context(), k)
+		next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{team: k.Team, kind: byKey, key: k})))
 	})
 }
 
-func team(r *http.Request) string { s, _ := r.Context().Value(teamKey{}).(string); return s }
+// admin checks the operator's token and finds the team it acts for.
+func (a *API) admin(ctx context.Context, token, teamID string) (caller, error) {
+	if a.AdminToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(a.AdminToken)) != 1 {
+		return caller{}, errs.New(errs.Unauthenticated, "invalid admin token")
+	}
+	if teamID == "" {
+		return caller{}, errs.New(errs.InvalidArgument, "an admin token acts for the team X-Team-ID names: send it")
+	}
+	t, err := a.store.Team(ctx, teamID)
+	if err != nil {
+		return caller{}, err
+	}
+	return caller{team: t.ID, kind: byAdmin}, nil
+}
+
+// touchEvery is how often a key's last use is written.
+const touchEvery = time.Minute
+
+// touch records a key's use, at most once a minute a key, in the
+// background: the request does not wait for the write.
+func (a *API) touch(ctx context.Context, k store.APIKey) {
+	now := time.Now()
+	if now.Sub(k.LastUsed) < touchEvery {
+		return
+	}
+	if last, ok := a.touched.Load(k.Hash); ok && now.Sub(last.(time.Time)) < touchEvery {
+		return
+	}
+	a.touched.Store(k.Hash, now)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := a.store.TouchAPIKey(ctx, k.Hash, now.UTC().Truncate(time.Second)); err != nil {
+			a.log.Debug("record an API key's use", "err", err)
+		}
+	}()
+}
+
+func callerOf(r *http.Request) caller { c, _ := r.Context().Value(callerKey{}).(caller); return c }
+
+func team(r *http.Request) string { return callerOf(r).team }
 
 // sandboxID reads the path id; "<id>-<clientID>" forms are accepted.
 func sandboxID(r *http.Request) (string, error) {

@@ -125,8 +125,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	tokens := func(id string) (token, traffic string) {
 		return auth.SandboxTokens(s.secret, id, req.Secure, req.PublicTraffic)
 	}
+	quota, err := s.TeamQuota(ctx, req.Team)
+	if err != nil {
+		return Sandbox{}, err
+	}
 	info, err := s.node.Create(ctx, node.CreateRequest{
-		Template: req.TemplateID, Timeout: req.Timeout, Tokens: tokens, Secure: req.Secure, PublicTraffic: req.PublicTraffic,
+		Quota: &quota, Template: req.TemplateID, Timeout: req.Timeout, Tokens: tokens, Secure: req.Secure, PublicTraffic: req.PublicTraffic,
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
@@ -156,7 +160,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
 	}
-	if err := s.record(context.WithoutCancel(ctx), sb); err != nil {
+	if err := s.record(context.WithoutCancel(ctx), sb, quota); err != nil {
 		if kerr := s.node.Kill(context.WithoutCancel(ctx), id); kerr != nil {
 			s.log.Error("kill unrecorded sandbox", logx.SandboxID(id), logx.Err(kerr))
 		}
@@ -172,10 +176,29 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	return s.view(sb), nil
 }
 
+// TeamQuota is a team's quota: the server's, with what the team's record
+// sets instead (above 0).
+func (s *Service) TeamQuota(ctx context.Context, team string) (node.TeamQuota, error) {
+	q := s.cfg.TeamQuota
+	t, err := s.store.Team(ctx, team)
+	switch {
+	case errs.Is(err, errs.NotFound): // a team that only its keys named (before teams were kept)
+	case err != nil:
+		return q, err
+	default:
+		if t.MaxSandboxes > 0 {
+			q.Sandboxes = t.MaxSandboxes
+		}
+		if t.MaxStorageMB > 0 {
+			q.StorageMB = t.MaxStorageMB
+		}
+	}
+	return q, nil
+}
+
 // record records a sandbox just created: admitted against its team's
 // quota by the store where one is set (a cluster's, over every node).
-func (s *Service) record(ctx context.Context, sb store.Sandbox) error {
-	q := s.cfg.TeamQuota
+func (s *Service) record(ctx context.Context, sb store.Sandbox, q node.TeamQuota) error {
 	q.StorageMB = 0 // the template service's
 	adm, ok := s.store.(store.Admitting)
 	if !ok || q == (node.TeamQuota{}) {

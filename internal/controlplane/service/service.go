@@ -58,10 +58,12 @@ type Config struct {
 	// Unimplemented); CheckStorage, when set, refuses one to a team whose
 	// storage quota is used up (Templates.CheckStorage).
 	Snapshots    Snapshots
-	CheckStorage func(team string) error
-	// TeamQuota, when set and the store admits (store.Admitting: a
-	// cluster's PostgreSQL), caps what each team's sandboxes hold together
-	// over every node; a create past it is QuotaExceeded, nothing left.
+	CheckStorage func(ctx context.Context, team string) error
+	// TeamQuota is every team's quota but where a team's record sets its
+	// own (TeamQuota). The node admits a create against it; where the
+	// store admits too (store.Admitting: a cluster's PostgreSQL), it caps
+	// what each team's sandboxes hold together over every node. A create
+	// past it is QuotaExceeded, nothing left.
 	TeamQuota node.TeamQuota
 }
 

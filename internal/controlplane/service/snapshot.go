@@ -21,7 +21,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 		return template.Record{}, err
 	}
 	if s.cfg.CheckStorage != nil {
-		if err := s.cfg.CheckStorage(team); err != nil {
+		if err := s.cfg.CheckStorage(ctx, team); err != nil {
 			return template.Record{}, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -36,8 +37,10 @@ type Templates struct {
 	log        *slog.Logger
 	ctx        context.Context // ends builds when the server stops
 	// MaxTeamStorageMB, when above 0, is the layer storage a team's
-	// templates may hold before its builds are refused. Set before serving.
+	// templates may hold before its builds are refused; Quotas, when set,
+	// gives each team's instead (Service.TeamQuota). Set before serving.
 	MaxTeamStorageMB int64
+	Quotas           func(ctx context.Context, team string) (node.TeamQuota, error)
 
 	mu   sync.Mutex
 	logs map[string]*buildLog // by build id
@@ -273,7 +276,7 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 			return err
 		}
 	}
-	if err := t.CheckStorage(team); err != nil {
+	if err := t.CheckStorage(ctx, team); err != nil {
 		return err
 	}
 	if spec.Steps, err = t.filesDigests(ctx, team, spec.Steps); err != nil {
@@ -307,16 +310,24 @@ func (t *Templates) canBuildHere() error {
 // CheckStorage refuses a build or a snapshot to a team whose templates'
 // layers already fill its storage quota (the one in progress may pass it:
 // it is counted once stored).
-func (t *Templates) CheckStorage(team string) error {
-	if t.MaxTeamStorageMB <= 0 {
+func (t *Templates) CheckStorage(ctx context.Context, team string) error {
+	limit := t.MaxTeamStorageMB
+	if t.Quotas != nil {
+		q, err := t.Quotas(ctx, team)
+		if err != nil {
+			return err
+		}
+		limit = q.StorageMB
+	}
+	if limit <= 0 {
 		return nil
 	}
 	used, err := t.store.TeamLayerBytes(team)
 	if err != nil {
 		return err
 	}
-	if used >= t.MaxTeamStorageMB<<20 {
-		return errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, at most %d MiB; delete templates to build more", used>>20, t.MaxTeamStorageMB)
+	if used >= limit<<20 {
+		return errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, at most %d MiB; delete templates to build more", used>>20, limit)
 	}
 	return nil
 }

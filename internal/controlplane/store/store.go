@@ -11,12 +11,46 @@ import (
 	"github.com/covesandbox/cove/internal/volume"
 )
 
-// APIKey is a stored key: only its hash is kept.
+// APIKey is a stored key: only its hash is kept, and what a listing shows
+// of it.
 type APIKey struct {
 	Hash      string // hex SHA-256 of the key
-	Team      string
+	Team      string // the team's id
 	Name      string
 	CreatedAt time.Time
+	// Mask is the first 2 and the last 4 characters of the key after its
+	// "e2b_" ("" for keys made before it was kept).
+	Mask string
+	// LastUsed is when the key last authenticated a request, to a minute
+	// (zero: never).
+	LastUsed time.Time
+}
+
+// ID is a key's identifier in the key API: the first 128 bits of its
+// hash, in a UUID's form.
+func (k APIKey) ID() string {
+	h := k.Hash
+	if len(h) < 32 {
+		return h
+	}
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// Team is a team: its sandboxes, templates, volumes and keys are its own.
+type Team struct {
+	ID        string // what records name it by
+	Name      string // unique
+	CreatedAt time.Time
+	// MaxSandboxes and MaxStorageMB, when above 0, replace the server's
+	// quotas for the team.
+	MaxSandboxes int
+	MaxStorageMB int64
+}
+
+// TeamQuota changes a team's quotas; nil fields stay.
+type TeamQuota struct {
+	MaxSandboxes *int
+	MaxStorageMB *int64
 }
 
 // Sandbox is the API's record of a sandbox.
@@ -93,12 +127,31 @@ type LogQuery struct {
 
 // Store is what the control plane keeps.
 type Store interface {
+	// AddAPIKey stores a key (again: nothing changes); its team is made,
+	// named by its id, when it has no record.
 	AddAPIKey(ctx context.Context, k APIKey) error
 	APIKey(ctx context.Context, hash string) (APIKey, error) // errs.NotFound
 	CountAPIKeys(ctx context.Context) (int, error)
 	// TeamAPIKeys are a team's keys, oldest first.
 	TeamAPIKeys(ctx context.Context, team string) ([]APIKey, error)
 	DeleteAPIKey(ctx context.Context, team, hash string) error // errs.NotFound
+	// RenameAPIKey renames a team's key (errs.NotFound).
+	RenameAPIKey(ctx context.Context, team, hash, name string) error
+	// TouchAPIKey records that a key authenticated a request at t.
+	TouchAPIKey(ctx context.Context, hash string, t time.Time) error
+
+	// AddTeam records a team (errs.AlreadyExists when its name or id is
+	// taken).
+	AddTeam(ctx context.Context, t Team) error
+	// Team finds a team by id, else by name (errs.NotFound).
+	Team(ctx context.Context, ref string) (Team, error)
+	// Teams are every team, oldest first.
+	Teams(ctx context.Context) ([]Team, error)
+	// SetTeamQuota changes a team's quotas (errs.NotFound).
+	SetTeamQuota(ctx context.Context, id string, q TeamQuota) error
+	// DeleteTeam removes a team and its keys: errs.Conflict
+	// while records of its sandboxes remain.
+	DeleteTeam(ctx context.Context, id string) error
 
 	// Secret returns the named secret, storing gen()'s value on first use.
 	Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error)

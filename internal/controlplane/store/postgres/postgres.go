@@ -80,39 +80,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// AddAPIKey implements store.Store.
-func (s *Store) AddAPIKey(ctx context.Context, k store.APIKey) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (hash, team, name, created_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (hash) DO NOTHING`, k.Hash, k.Team, k.Name, k.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("add api key: %w", err)
-	}
-	return nil
-}
-
-// APIKey implements store.Store.
-func (s *Store) APIKey(ctx context.Context, hash string) (store.APIKey, error) {
-	k := store.APIKey{Hash: hash}
-	err := s.pool.QueryRow(ctx, `SELECT team, name, created_at FROM api_keys WHERE hash = $1`, hash).Scan(&k.Team, &k.Name, &k.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return k, errs.New(errs.NotFound, "api key not found")
-	}
-	if err != nil {
-		return k, fmt.Errorf("look up api key: %w", err)
-	}
-	k.CreatedAt = k.CreatedAt.UTC()
-	return k, nil
-}
-
-// CountAPIKeys implements store.Store.
-func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
-	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count api keys: %w", err)
-	}
-	return n, nil
-}
-
 // Secret implements store.Store: the first replica to store a value wins,
 // and every replica returns that one.
 func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error) {

@@ -79,40 +79,6 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // Close implements store.Store.
 func (s *Store) Close() error { return s.db.Close() }
 
-// AddAPIKey implements store.Store.
-func (s *Store) AddAPIKey(ctx context.Context, k store.APIKey) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO api_keys (hash, team, name, created_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (hash) DO NOTHING`, k.Hash, k.Team, k.Name, k.CreatedAt.Unix())
-	if err != nil {
-		return fmt.Errorf("add api key: %w", err)
-	}
-	return nil
-}
-
-// APIKey implements store.Store.
-func (s *Store) APIKey(ctx context.Context, hash string) (store.APIKey, error) {
-	k := store.APIKey{Hash: hash}
-	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT team, name, created_at FROM api_keys WHERE hash = ?`, hash).Scan(&k.Team, &k.Name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, errs.New(errs.NotFound, "api key not found")
-	}
-	if err != nil {
-		return k, fmt.Errorf("look up api key: %w", err)
-	}
-	k.CreatedAt = time.Unix(created, 0).UTC()
-	return k, nil
-}
-
-// CountAPIKeys implements store.Store.
-func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count api keys: %w", err)
-	}
-	return n, nil
-}
-
 // Secret implements store.Store.
 func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error) {
 	var v []byte

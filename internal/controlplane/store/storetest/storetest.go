@@ -56,6 +56,90 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Errorf("the other team's keys %+v %v", keys, err)
 		}
 	})
+	t.Run("Teams", func(t *testing.T) {
+		s := open(t)
+		ctx := context.Background()
+		created := time.Unix(1700000000, 0).UTC()
+		// A key's team exists once the key does (as the first start's).
+		k := store.APIKey{Hash: "k1", Team: "default", Name: "first", CreatedAt: created, Mask: "ab1234"}
+		if err := s.AddAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Team(ctx, "default"); err != nil || got.Name != "default" {
+			t.Errorf("a key's team: %+v %v", got, err)
+		}
+		acme := store.Team{ID: "0b6f4c1e-team", Name: "acme", CreatedAt: created.Add(time.Second)}
+		if err := s.AddTeam(ctx, acme); err != nil {
+			t.Fatal(err)
+		}
+		for _, dup := range []store.Team{{ID: "other-id", Name: "acme"}, {ID: acme.ID, Name: "fresh"}, {ID: "x", Name: acme.ID}} {
+			if err := s.AddTeam(ctx, dup); !errs.Is(err, errs.AlreadyExists) {
+				t.Errorf("add %+v: %v, want AlreadyExists", dup, err)
+			}
+		}
+		for _, ref := range []string{acme.ID, "acme"} {
+			if got, err := s.Team(ctx, ref); err != nil || got != acme {
+				t.Errorf("team %s: %+v %v, want %+v", ref, got, err, acme)
+			}
+		}
+		if _, err := s.Team(ctx, "nope"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("an unknown team: %v", err)
+		}
+		n, mb := 3, int64(512)
+		if err := s.SetTeamQuota(ctx, acme.ID, store.TeamQuota{MaxSandboxes: &n}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetTeamQuota(ctx, acme.ID, store.TeamQuota{MaxStorageMB: &mb}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Team(ctx, "acme"); got.MaxSandboxes != 3 || got.MaxStorageMB != 512 {
+			t.Errorf("quotas: %+v", got)
+		}
+		if err := s.SetTeamQuota(ctx, "nope", store.TeamQuota{MaxSandboxes: &n}); !errs.Is(err, errs.NotFound) {
+			t.Errorf("quota of an unknown team: %v", err)
+		}
+		if teams, err := s.Teams(ctx); err != nil || len(teams) != 2 || teams[0].ID != "default" || teams[1].ID != acme.ID {
+			t.Errorf("teams: %+v %v", teams, err)
+		}
+		// Keys: renamed, touched, listed with their mask.
+		ak := store.APIKey{Hash: "k2", Team: acme.ID, Name: "ci", CreatedAt: created, Mask: "cd5678"}
+		if err := s.AddAPIKey(ctx, ak); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RenameAPIKey(ctx, "default", ak.Hash, "stolen"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("rename another team's key: %v", err)
+		}
+		used := created.Add(time.Hour)
+		if err := s.RenameAPIKey(ctx, acme.ID, ak.Hash, "deploy"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.TouchAPIKey(ctx, ak.Hash, used); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.APIKey(ctx, ak.Hash); err != nil || got.Name != "deploy" || got.Mask != "cd5678" || !got.LastUsed.Equal(used) {
+			t.Errorf("the key after rename and use: %+v %v", got, err)
+		}
+		// A team with sandboxes stays; without, it goes with its keys.
+		sb := store.Sandbox{ID: "s1", Team: acme.ID, TemplateID: "base", State: "running", StartedAt: created, EndAt: created.Add(time.Hour), Metadata: map[string]string{}}
+		if err := s.InsertSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteTeam(ctx, acme.ID); !errs.Is(err, errs.Conflict) {
+			t.Errorf("delete a team with a sandbox: %v, want Conflict", err)
+		}
+		if _, err := s.DeleteSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteTeam(ctx, acme.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.APIKey(ctx, ak.Hash); !errs.Is(err, errs.NotFound) {
+			t.Errorf("a deleted team's key: %v", err)
+		}
+		if err := s.DeleteTeam(ctx, acme.ID); !errs.Is(err, errs.NotFound) {
+			t.Errorf("delete it again: %v", err)
+		}
+	})
 	t.Run("Secret", func(t *testing.T) {
 		s := open(t)
 		ctx := context.Background()

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/auth"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/ids"
+)
+
+// Teams and their API keys: what `cove team`, `cove key`, the key API and
+// the dashboard do, over one store.
+
+var teamName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// CreateTeam records a team named name, under an id of its own (a team
+// made later under a deleted one's name inherits nothing of it).
+func CreateTeam(ctx context.Context, st store.Store, name string, quota store.TeamQuota) (store.Team, error) {
+	if !teamName.MatchString(name) {
+		return store.Team{}, errs.New(errs.InvalidArgument, "team name %q: 1 to 63 of a-z, 0-9, - and _, starting with a letter or digit", name)
+	}
+	t := store.Team{ID: ids.UUID(), Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second)}
+	if quota.MaxSandboxes != nil {
+		t.MaxSandboxes = *quota.MaxSandboxes
+	}
+	if quota.MaxStorageMB != nil {
+		t.MaxStorageMB = *quota.MaxStorageMB
+	}
+	if t.MaxSandboxes < 0 || t.MaxStorageMB < 0 {
+		return store.Team{}, errs.New(errs.InvalidArgument, "a team's quotas are 0 (the server's) or more")
+	}
+	return t, st.AddTeam(ctx, t)
+}
+
+// CreateKey makes an API key for a team (by id or name) and returns it:
+// the only time it is shown; the store keeps its hash and its mask.
+func CreateKey(ctx context.Context, st store.Store, team, name string) (string, store.APIKey, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return "", store.APIKey{}, errs.New(errs.InvalidArgument, "a key's name is 1 to 100 characters")
+	}
+	t, err := st.Team(ctx, team)
+	if err != nil {
+		return "", store.APIKey{}, err
+	}
+	raw := auth.NewAPIKey()
+	k := store.APIKey{Hash: auth.HashAPIKey(raw), Team: t.ID, Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second), Mask: auth.Mask(raw)}
+	if err := st.AddAPIKey(ctx, k); err != nil {
+		return "", store.APIKey{}, err
+	}
+	return raw, k, nil
+}
+
+// TeamKey finds a team's key by its id (store.APIKey.ID) or hash; another
+// team's is not found.
+func TeamKey(ctx context.Context, st store.Store, team, id string) (store.APIKey, error) {
+	keys, err := st.TeamAPIKeys(ctx, team)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	for _, k := range keys {
+		if id != "" && (k.ID() == id || k.Hash == id) {
+			return k, nil
+		}
+	}
+	return store.APIKey{}, errs.New(errs.NotFound, "API key %s not found", id)
+}
+
+// RevokeKey deletes a team's key by id or hash. A team's last key is not
+// revoked: the answer says to make another first, or delete the team.
+func RevokeKey(ctx context.Context, st store.Store, team, id string) (store.APIKey, error) {
+	k, err := TeamKey(ctx, st, team, id)
+	if err != nil {
+		return k, err
+	}
+	keys, err := st.TeamAPIKeys(ctx, team)
+	if err != nil {
+		return k, err
+	}
+	if len(keys) == 1 {
+		return k, errs.New(errs.Conflict, "%s is the last API key of team %s: create another first (cove key create --team %s), or delete the team (cove team delete %s)",
+			k.ID(), team, team, team)
+	}
+	return k, st.DeleteAPIKey(ctx, team, k.Hash)
+}

@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// AddTeam implements store.Store.
+func (s *Store) AddTeam(ctx context.Context, t store.Team) error {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO teams (id, name, created_at, max_sandboxes, max_storage_mb)
+		SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM teams WHERE id IN ($1, $2) OR name IN ($1, $2))
+		ON CONFLICT DO NOTHING`, t.ID, t.Name, t.CreatedAt, t.MaxSandboxes, t.MaxStorageMB)
+	if err != nil {
+		return fmt.Errorf("add team: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errs.New(errs.AlreadyExists, "a team named %s exists", t.Name)
+	}
+	return nil
+}
+
+const teamColumns = `id, name, created_at, max_sandboxes, max_storage_mb`
+
+func scanTeam(row pgx.Row) (store.Team, error) {
+	var t store.Team
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.MaxSandboxes, &t.MaxStorageMB)
+	t.CreatedAt = t.CreatedAt.UTC()
+	return t, err
+}
+
+// Team implements store.Store.
+func (s *Store) Team(ctx context.Context, ref string) (store.Team, error) {
+	t, err := scanTeam(s.pool.QueryRow(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1`, ref))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, errs.New(errs.NotFound, "team %s not found", ref)
+	}
+	if err != nil {
+		return t, fmt.Errorf("look up team: %w", err)
+	}
+	return t, nil
+}
+
+// Teams implements store.Store.
+func (s *Store) Teams(ctx context.Context) ([]store.Team, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+teamColumns+` FROM teams ORDER BY created_at, name`)
+	if err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Team, error) { return scanTeam(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
+	}
+	return out, nil
+}
+
+// SetTeamQuota implements store.Store.
+func (s *Store) SetTeamQuota(ctx context.Context, id string, q store.TeamQuota) error {
+	set, args := []string{}, []any{id}
+	if q.MaxSandboxes != nil {
+		args = append(args, *q.MaxSandboxes)
+		set = append(set, fmt.Sprintf("max_sandboxes = $%d", len(args)))
+	}
+	if q.MaxStorageMB != nil {
+		args = append(args, *q.MaxStorageMB)
+		set = append(set, fmt.Sprintf("max_storage_mb = $%d", len(args)))
+	}
+	if len(set) == 0 {
+		_, err := s.Team(ctx, id)
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE teams SET `+strings.Join(set, ", ")+` WHERE id = $1`, args...)
+	if err != nil {
+		return fmt.Errorf("set team quota: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errs.New(errs.NotFound, "team %s not found", id)
+	}
+	return nil
+}
+
+// DeleteTeam implements store.Store.
+func (s *Store) DeleteTeam(ctx context.Context, id string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var found string
+		err := tx.QueryRow(ctx, `SELECT id FROM teams WHERE id = $1 FOR UPDATE`, id).Scan(&found)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errs.New(errs.NotFound, "team %s not found", id)
+		}
+		if err != nil {
+			return fmt.Errorf("delete team: %w", err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE team = $1`, id).Scan(&n); err != nil {
+			return fmt.Errorf("delete team: %w", err)
+		}
+		if n > 0 {
+			return errs.New(errs.Conflict, "team %s has %d sandboxes (running or paused): kill them first", id, n)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM api_keys WHERE team = $1`, id); err != nil {
+			return fmt.Errorf("delete team's keys: %w", err)
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM teams WHERE id = $1`, id)
+		return err
+	})
+}
