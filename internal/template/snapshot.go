@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/ids"
 )
 
 // LayerSum is a saved layer's entry in a manifest: its name and a digest

@@ -857,4 +857,3 @@ func validTag(tag string) error {
 
 // newID returns a template id: 20 characters of [a-z0-9].
 func newID() string { return ids.New("", 20) }
-
