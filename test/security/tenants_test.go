@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -340,5 +342,259 @@ func TestTenantNames(t *testing.T) {
 		if got := alias(tc.key, tc.alias); got != tc.want {
 			t.Errorf("alias %s: %s, want %s", tc.alias, got, tc.want)
 		}
+	}
+}
+
+// adminToken is the operator's token of the servers the tenants suite
+// starts with it.
+const adminToken = "cove-admin-token-0123456789abcdef0123456789"
+
+// TestCrossTeamMatrix: for every endpoint that takes an id or a name,
+// team other on team default's object answers 404 (401 where a token,
+// not a team, is the credential: a volume's content), and changes
+// nothing: afterwards team default's objects are as they were.
+func TestCrossTeamMatrix(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--admin-token", adminToken)
+	ctx := context.Background()
+	// Team default's objects: a sandbox, a template, a snapshot, a volume
+	// with a file, and its key.
+	c := client(t, p.srv)
+	tpl, err := c.BuildTemplate(ctx, cove.TemplateBuild{Name: "a-tpl", Steps: []cove.TemplateStep{{Type: "ENV", Args: []string{"OWNER", "a"}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb struct {
+		SandboxID string `json:"sandboxID"`
+		State     string `json:"state"`
+		EndAt     string `json:"endAt"`
+	}
+	if code := apiJSON(t, p, apiKey, "POST", "/v2/sandboxes", map[string]any{"templateID": "a-tpl", "timeout": 600}, &sb); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	id := sb.SandboxID
+	apiJSON(t, p, apiKey, "GET", "/sandboxes/"+id, nil, &sb)
+	if code := apiJSON(t, p, apiKey, "POST", "/sandboxes/"+id+"/snapshots", map[string]any{"name": "a-snap"}, nil); code != 201 {
+		t.Fatalf("snapshot: %d", code)
+	}
+	var snap struct {
+		TemplateID string `json:"templateID"`
+	}
+	apiJSON(t, p, apiKey, "GET", "/templates/aliases/a-snap", nil, &snap)
+	var vol struct {
+		VolumeID string `json:"volumeID"`
+		Token    string `json:"token"`
+	}
+	if code := apiJSON(t, p, apiKey, "POST", "/volumes", map[string]any{"name": "a-vol"}, &vol); code != 201 {
+		t.Fatalf("volume: %d", code)
+	}
+	var keys []struct {
+		ID string `json:"id"`
+	}
+	asAdmin := func(team, method, path string, body any) (int, string) {
+		b, _ := json.Marshal(body)
+		return call(t, method, p.srv.URL+path, bytes.NewReader(b), "X-Admin-Token", adminToken, "X-Team-ID", team, "Content-Type", "application/json")
+	}
+	if code, raw := asAdmin("default", "GET", "/api-keys", nil); code != 200 || json.Unmarshal([]byte(raw), &keys) != nil || len(keys) != 1 {
+		t.Fatalf("team default's keys: %d %s", code, raw)
+	}
+	hash := strings.Repeat("ab", 32)
+	build := tpl.BuildID
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/sandboxes/" + id},
+		{"DELETE", "/sandboxes/" + id},
+		{"POST", "/sandboxes/" + id + "/timeout"},
+		{"POST", "/sandboxes/" + id + "/refreshes"},
+		{"POST", "/sandboxes/" + id + "/pause"},
+		{"POST", "/sandboxes/" + id + "/resume"},
+		{"POST", "/sandboxes/" + id + "/connect"},
+		{"POST", "/v2/sandboxes/" + id + "/connect"},
+		{"GET", "/sandboxes/" + id + "/metrics"},
+		{"GET", "/sandboxes/" + id + "/logs"},
+		{"GET", "/v2/sandboxes/" + id + "/logs"},
+		{"PUT", "/sandboxes/" + id + "/network"},
+		{"POST", "/sandboxes/" + id + "/snapshots"},
+		{"POST", "/sandboxes/" + id + "/fork"},
+		{"GET", "/templates/" + tpl.TemplateID},
+		{"GET", "/templates/a-tpl"},
+		{"GET", "/templates/" + tpl.TemplateID + "/tags"},
+		{"GET", "/templates/aliases/a-tpl"},
+		{"GET", "/templates/" + tpl.TemplateID + "/files/" + hash},
+		{"POST", "/v2/templates/" + tpl.TemplateID + "/builds/" + build},
+		{"GET", "/templates/" + tpl.TemplateID + "/builds/" + build + "/status"},
+		{"DELETE", "/templates/" + tpl.TemplateID},
+		{"DELETE", "/templates/a-tpl"},
+		{"GET", "/templates/" + snap.TemplateID},
+		{"GET", "/templates/aliases/a-snap"},
+		{"DELETE", "/templates/" + snap.TemplateID},
+		{"DELETE", "/templates/a-snap"},
+		{"GET", "/volumes/" + vol.VolumeID},
+		{"GET", "/volumes/a-vol"},
+		{"DELETE", "/volumes/" + vol.VolumeID},
+		{"DELETE", "/volumes/a-vol"},
+	} {
+		body := map[string]any{"timeout": 60}
+		if code := apiJSON(t, p, otherKey, tc.method, tc.path, body, nil); code != 404 {
+			t.Errorf("team other: %s %s: %d, want 404", tc.method, tc.path, code)
+		}
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+	}{
+		{"tag another team's template", "POST", "/templates/tags", map[string]any{"target": "a-tpl:default", "tags": []string{"stolen"}}},
+		{"untag another team's template", "DELETE", "/templates/tags", map[string]any{"name": "a-tpl", "tags": []string{"default"}}},
+		{"a sandbox of another team's template", "POST", "/v2/sandboxes", map[string]any{"templateID": tpl.TemplateID}},
+		{"a sandbox of another team's snapshot", "POST", "/v2/sandboxes", map[string]any{"templateID": snap.TemplateID}},
+		{"a build from another team's template", "POST", "/v3/templates", nil},
+	} {
+		if tc.body == nil { // a template of its own, built from the other's
+			var mine struct{ TemplateID, BuildID string }
+			apiJSON(t, p, otherKey, "POST", "/v3/templates", map[string]any{"name": "b-tpl"}, &mine)
+			tc.method, tc.path, tc.body = "POST", "/v2/templates/"+mine.TemplateID+"/builds/"+mine.BuildID, map[string]any{"fromTemplate": tpl.TemplateID}
+		}
+		if code := apiJSON(t, p, otherKey, tc.method, tc.path, tc.body, nil); code != 404 {
+			t.Errorf("team other: %s: %d, want 404", tc.name, code)
+		}
+	}
+	// Keys, as the operator acting for team other.
+	for _, method := range []string{"PATCH", "DELETE"} {
+		if code, raw := asAdmin("other", method, "/api-keys/"+keys[0].ID, map[string]any{"name": "stolen"}); code != 404 {
+			t.Errorf("team other: %s team default's key: %d %s, want 404", method, code, raw)
+		}
+	}
+	// A volume's content: its token is the credential; the other team's
+	// key, or its own volume's token, is not.
+	var theirs struct {
+		Token string `json:"token"`
+	}
+	apiJSON(t, p, otherKey, "POST", "/volumes", map[string]any{"name": "b-vol"}, &theirs)
+	for _, auth := range [][]string{{"X-API-Key", otherKey}, {"Authorization", "Bearer " + theirs.Token}} {
+		if code, raw := call(t, "GET", p.srv.URL+"/volumecontent/"+vol.VolumeID+"/dir?path=/", nil, auth...); code != 401 {
+			t.Errorf("another team's volume content with %s: %d %s, want 401", auth[0], code, raw)
+		}
+	}
+	// Nothing changed.
+	var after struct {
+		State string `json:"state"`
+		EndAt string `json:"endAt"`
+	}
+	if code := apiJSON(t, p, apiKey, "GET", "/sandboxes/"+id, nil, &after); code != 200 || after.State != "running" || after.EndAt != sb.EndAt || sb.EndAt == "" {
+		t.Errorf("team default's sandbox after the matrix: %d %+v, was %+v", code, after, sb)
+	}
+	for _, path := range []string{"/templates/aliases/a-tpl", "/templates/aliases/a-snap", "/volumes/" + vol.VolumeID} {
+		if code := apiJSON(t, p, apiKey, "GET", path, nil, nil); code != 200 {
+			t.Errorf("team default's %s after the matrix: %d", path, code)
+		}
+	}
+	var tags []struct{ Tag string }
+	apiJSON(t, p, apiKey, "GET", "/templates/"+tpl.TemplateID+"/tags", nil, &tags)
+	if len(tags) != 1 || tags[0].Tag != "default" {
+		t.Errorf("team default's template's tags after the matrix: %+v", tags)
+	}
+	if code, raw := asAdmin("default", "GET", "/api-keys", nil); code != 200 || !strings.Contains(raw, keys[0].ID) || strings.Contains(raw, "stolen") {
+		t.Errorf("team default's keys after the matrix: %d %s", code, raw)
+	}
+	if code := apiJSON(t, p, otherKey, "GET", "/sandboxes/metrics?sandbox_ids="+id, nil, nil); code != 200 {
+		t.Errorf("metrics of another team's sandbox by list: %d", code)
+	}
+	apiJSON(t, p, apiKey, "DELETE", "/sandboxes/"+id, nil, nil)
+	apiJSON(t, p, apiKey, "DELETE", "/volumes/a-vol", nil, nil)
+	apiJSON(t, p, otherKey, "DELETE", "/volumes/b-vol", nil, nil)
+}
+
+// TestKeyAPI: E2B's key API (GET/POST /api-keys, PATCH/DELETE
+// /api-keys/{id}) for the operator's admin token naming a team, and for
+// the dashboard's session of a team; a team's API key may not manage keys.
+// GET /teams answers the caller's team.
+func TestKeyAPI(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--admin-token", adminToken)
+	u := p.srv.URL
+	admin := func(team, method, path, body string) (int, string) {
+		return call(t, method, u+path, strings.NewReader(body), "X-Admin-Token", adminToken, "X-Team-ID", team, "Content-Type", "application/json")
+	}
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"a team's API key", []string{"X-API-Key", otherKey}, 403},
+		{"a wrong admin token", []string{"X-Admin-Token", adminToken + "x", "X-Team-ID", "other"}, 401},
+		{"the admin token without a team", []string{"X-Admin-Token", adminToken}, 400},
+		{"the admin token naming no team", []string{"X-Admin-Token", adminToken, "X-Team-ID", "nope"}, 404},
+	} {
+		if code, raw := call(t, "GET", u+"/api-keys", nil, tc.headers...); code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, raw, tc.want)
+		}
+	}
+	// Made by the operator for team other: shown once, masked after.
+	code, raw := admin("other", "POST", "/api-keys", `{"name":"ci"}`)
+	var made struct {
+		ID   string `json:"id"`
+		Key  string `json:"key"`
+		Name string `json:"name"`
+		Mask struct {
+			Prefix            string `json:"prefix"`
+			MaskedValuePrefix string `json:"maskedValuePrefix"`
+			MaskedValueSuffix string `json:"maskedValueSuffix"`
+		} `json:"mask"`
+	}
+	if code != 201 || json.Unmarshal([]byte(raw), &made) != nil || !regexp.MustCompile(`^e2b_[0-9a-f]{40}$`).MatchString(made.Key) || made.Name != "ci" {
+		t.Fatalf("create a key: %d %s", code, raw)
+	}
+	if made.Mask.Prefix != "e2b_" || made.Mask.MaskedValuePrefix != made.Key[4:6] || made.Mask.MaskedValueSuffix != made.Key[40:] {
+		t.Errorf("the new key's mask: %+v of %s", made.Mask, made.Key)
+	}
+	if code := apiJSON(t, p, made.Key, "GET", "/v2/sandboxes", nil, nil); code != 200 {
+		t.Fatalf("the new key: %d", code)
+	}
+	var teams []struct {
+		TeamID, Name, APIKey string
+		IsDefault            bool
+	}
+	if code := apiJSON(t, p, made.Key, "GET", "/teams", nil, &teams); code != 200 || len(teams) != 1 || teams[0].TeamID != "other" || teams[0].APIKey != made.Key || !teams[0].IsDefault {
+		t.Errorf("GET /teams: %d %+v", code, teams)
+	}
+	// Its last use shows (written in the background).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, raw := admin("other", "GET", "/api-keys", "")
+		if strings.Contains(raw, `"lastUsed":"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no key's last use shows: %s", raw)
+		}
+	}
+	if code, raw := admin("other", "PATCH", "/api-keys/"+made.ID, `{"name":"deploy"}`); code != 200 || !strings.Contains(raw, `"name":"deploy"`) {
+		t.Errorf("rename: %d %s", code, raw)
+	}
+	if code, raw := admin("other", "GET", "/api-keys", ""); code != 200 || !strings.Contains(raw, `"deploy"`) || strings.Contains(raw, made.Key) {
+		t.Errorf("list: %d %s", code, raw)
+	}
+	if code, raw := admin("other", "DELETE", "/api-keys/"+made.ID, ""); code != 204 {
+		t.Errorf("revoke: %d %s", code, raw)
+	}
+	if code := apiJSON(t, p, made.Key, "GET", "/v2/sandboxes", nil, nil); code != 401 {
+		t.Errorf("a revoked key: %d, want 401", code)
+	}
+	var keys []struct{ ID string }
+	_, raw = admin("other", "GET", "/api-keys", "")
+	if json.Unmarshal([]byte(raw), &keys) != nil || len(keys) != 1 {
+		t.Fatalf("team other's keys: %s", raw)
+	}
+	if code, raw := admin("other", "DELETE", "/api-keys/"+keys[0].ID, ""); code != 409 || !strings.Contains(raw, "last API key") {
+		t.Errorf("revoke a team's last key: %d %s, want 409 saying so", code, raw)
+	}
+	// The dashboard's session of team default manages team default's keys.
+	resp, err := http.Post(u+"/dashboard/login", "application/json", strings.NewReader(`{"apiKey":"`+apiKey+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
+		t.Fatalf("dashboard login: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	jar := resp.Cookies()[0].Name + "=" + resp.Cookies()[0].Value
+	if code, raw := call(t, "GET", u+"/dashboard/api/e2b/api-keys", nil, "Cookie", jar); code != 200 || strings.Count(raw, `"id"`) != 1 {
+		t.Errorf("the dashboard's session lists its team's keys: %d %s", code, raw)
 	}
 }
