@@ -4,11 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -597,4 +601,74 @@ func TestKeyAPI(t *testing.T) {
 	if code, raw := call(t, "GET", u+"/dashboard/api/e2b/api-keys", nil, "Cookie", jar); code != 200 || strings.Count(raw, `"id"`) != 1 {
 		t.Errorf("the dashboard's session lists its team's keys: %d %s", code, raw)
 	}
+}
+
+// TestListensWhereTold: the server listens on its listen address and, for
+// the egress proxy, on the gateways of sandboxes with domain rules — on
+// no wildcard address and nowhere else, IPv6 included.
+func TestListensWhereTold(t *testing.T) {
+	const netRange = "198.19.254.0/24"
+	p := newCove(t, "", "--network=true", "--network-range", netRange, "--pool-size", "1")
+	var sb struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	body := map[string]any{"timeout": 120, "network": map[string]any{"allowOut": []string{"allowed.test"}, "denyOut": []string{"0.0.0.0/0"}}}
+	if code := apiJSON(t, p, apiKey, "POST", "/v2/sandboxes", body, &sb); code != 201 {
+		t.Fatalf("create with domain rules: %d", code)
+	}
+	defer apiJSON(t, p, apiKey, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil)
+	inRange := netip.MustParsePrefix(netRange)
+	var gateways int
+	for _, l := range listeners(t, p.cmd.Process.Pid) {
+		switch {
+		case l.String() == p.srv.Addr:
+		case l.Addr().Is4() && inRange.Contains(l.Addr()) && l.Addr().As4()[3]%4 == 1: // a slot's gateway
+			gateways++
+		default:
+			t.Errorf("the server listens at %s", l)
+		}
+	}
+	if gateways != 1 {
+		t.Errorf("the egress proxy listens at %d gateways, want 1 (the sandbox with domain rules)", gateways)
+	}
+}
+
+// listeners are the TCP addresses pid listens at (IPv4 and IPv6).
+func listeners(t *testing.T, pid int) []netip.AddrPort {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	var out []netip.AddrPort
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] { // 0A: LISTEN
+				continue
+			}
+			hexAddr, hexPort, _ := strings.Cut(f[1], ":")
+			raw, err := hex.DecodeString(hexAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i+4 <= len(raw); i += 4 { // each 32-bit word is little-endian
+				raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+			}
+			addr, _ := netip.AddrFromSlice(raw)
+			port, _ := strconv.ParseUint(hexPort, 16, 16)
+			out = append(out, netip.AddrPortFrom(addr.Unmap(), uint16(port)))
+		}
+	}
+	return out
 }
