@@ -409,3 +409,33 @@ func TestTeamsAndKeys(t *testing.T) {
 		t.Errorf("a deleted team's key: %d %s", code, errOut)
 	}
 }
+
+// TestTeamsReadme runs the README's teams and keys block, as written,
+// beside a running server (COVE_DATA_DIR names its data directory).
+func TestTeamsReadme(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## Teams and keys\n")
+	_, block, _ := strings.Cut(section, "```sh\n")
+	block, _, ok := strings.Cut(block, "```")
+	if !ok || !strings.Contains(block, "cove team create") {
+		t.Fatal("README.md has no teams and keys block")
+	}
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(testutil.Binary(t))+":"+os.Getenv("PATH"), "COVE_DATA_DIR="+srv.DataDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's teams block: %v\n%s", err, out)
+	}
+	for _, want := range []string{"created team acme", "E2B_API_KEY=e2b_", "e2b_", "max sandboxes 20", "acme"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the README's teams block printed no %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^acme\s+\S+\s+1\s+20\s`).Match(out) {
+		t.Errorf("team list after the block:\n%s", out)
+	}
+}
