@@ -28,7 +28,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	c, err := s.newContext(r.Context(), lang, cwd, false)
+	c, err := s.newContext(r.Context(), lang, cwd, false, false)
 	if err != nil {
 		s.contextError(w, "create a "+lang+" context", err)
 		return

@@ -12,6 +12,8 @@ func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusNotFound, "Context "+id+" not found")
 		return
 	}
-	_ = c.kernel().close()
+	if k := c.kernel(); k != nil {
+		_ = k.close()
+	}
 	writeJSON(w, http.StatusOK, nil)
 }

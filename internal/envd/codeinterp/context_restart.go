@@ -4,8 +4,9 @@ import (
 	"net/http"
 )
 
-// restartContext is POST /contexts/{id}/restart: a fresh kernel of the
-// same language in the same directory, once the running execution ended.
+// restartContext is POST /contexts/{id}/restart: the context's kernel
+// ends (and with it the running execution, if any); a fresh one of the
+// same language in the same directory starts at its next execution.
 func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	c, ok := s.ctxs.get(id)
@@ -13,21 +14,15 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusNotFound, "Context "+id+" not found")
 		return
 	}
-	old := c.kernel()
-	// The running execution, if any, ends with its kernel.
-	_ = old.close()
+	if old := c.kernel(); old != nil {
+		_ = old.close()
+	}
 	if err := c.acquire(r.Context()); err != nil {
 		return
 	}
 	defer c.release()
-	k, err := s.startKernel(r.Context(), c.Language, c.Cwd)
-	if err != nil {
-		s.log.Error("restart context", "context", id, "err", err)
-		writeText(w, http.StatusInternalServerError, err.Error())
-		return
-	}
 	c.mu.Lock()
-	c.k, c.sandboxEnv = k, nil
+	c.k, c.sandboxEnv = nil, nil
 	c.mu.Unlock()
 	writeJSON(w, http.StatusOK, nil)
 }

@@ -74,7 +74,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.release()
-	k := c.kernel()
+	k, err := s.kernelOf(r.Context(), c)
+	if err != nil {
+		out.error("KernelError", fmt.Sprintf("the %s kernel of context %s did not start: %v", c.Language, c.ID, err), "")
+		return
+	}
 	if err := s.prepareEnv(c, k, env, req.EnvVars); err != nil {
 		out.error("EnvironmentError", err.Error(), "")
 		return
@@ -116,7 +120,7 @@ func (s *Server) defaultContext(ctx context.Context, language string) (*codeCont
 	if c != nil {
 		return c, nil
 	}
-	return s.newContext(ctx, lang, s.cfg.Cwd, true)
+	return s.newContext(ctx, lang, s.cfg.Cwd, true, true)
 }
 
 // runCell runs src in c's kernel k and streams its messages. A request
@@ -178,6 +182,22 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src stri
 
 func deadKernelText(c *codeContext) string {
 	return fmt.Sprintf("the %s kernel of context %s died (killed, out of memory or exited); restart the context: POST /contexts/%s/restart", c.Language, c.ID, c.ID)
+}
+
+// kernelOf returns c's kernel, starting it when c has none yet (a context
+// made by POST /contexts, or restarted). The caller holds c's lock.
+func (s *Server) kernelOf(ctx context.Context, c *codeContext) (kernel, error) {
+	if k := c.kernel(); k != nil {
+		return k, nil
+	}
+	k, err := s.startKernel(ctx, c.Language, c.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.k, c.sandboxEnv = k, nil
+	c.mu.Unlock()
+	return k, nil
 }
 
 // replaceKernel ends c's kernel k and starts another in its place.

@@ -85,12 +85,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		agent: &http.Client{Timeout: 10 * time.Second}}
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("POST /execute", s.guarded(s.execute))
-	s.mux.HandleFunc("POST /contexts", s.guarded(s.createContext))
-	s.mux.HandleFunc("GET /contexts", s.guarded(s.listContexts))
-	s.mux.HandleFunc("POST /contexts/{id}/restart", s.guarded(s.restartContext))
-	s.mux.HandleFunc("DELETE /contexts/{id}", s.guarded(s.deleteContext))
+	s.mux.HandleFunc("POST /contexts", s.contextCall(s.createContext))
+	s.mux.HandleFunc("GET /contexts", s.contextCall(s.listContexts))
+	s.mux.HandleFunc("POST /contexts/{id}/restart", s.contextCall(s.restartContext))
+	s.mux.HandleFunc("DELETE /contexts/{id}", s.contextCall(s.deleteContext))
 	for _, l := range cfg.Defaults {
-		if _, err := s.newContext(ctx, l, cfg.Cwd, true); err != nil {
+		if _, err := s.newContext(ctx, l, cfg.Cwd, true, true); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("default %s context: %w", l, err)
 		}
@@ -115,8 +115,9 @@ func (s *Server) Close() {
 // Serve serves ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error { return envd.Serve(ctx, ln, s) }
 
-// newContext starts a kernel for language in cwd and adds its context.
-func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault bool) (*codeContext, error) {
+// newContext adds a context of language in cwd, its kernel started now
+// or (start false) at its first execution.
+func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault, start bool) (*codeContext, error) {
 	lang, err := normalizeLanguage(language)
 	if err != nil {
 		return nil, err
@@ -130,10 +131,12 @@ func (s *Server) newContext(ctx context.Context, language, cwd string, asDefault
 	if !s.ctxs.reserve(s.cfg.MaxContexts) {
 		return nil, errTooMany{fmt.Sprintf("this sandbox has %d code contexts, at most %d: remove one (DELETE /contexts/{id}) first", s.cfg.MaxContexts, s.cfg.MaxContexts)}
 	}
-	k, err := s.startKernel(ctx, lang, cwd)
-	if err != nil {
-		s.ctxs.unreserve()
-		return nil, err
+	var k kernel
+	if start {
+		if k, err = s.startKernel(ctx, lang, cwd); err != nil {
+			s.ctxs.unreserve()
+			return nil, err
+		}
 	}
 	c := &codeContext{ID: newID(), Language: lang, Cwd: cwd, created: time.Now(), lock: make(chan struct{}, 1), k: k}
 	s.ctxs.add(c, asDefault)

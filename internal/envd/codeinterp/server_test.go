@@ -21,6 +21,7 @@ import (
 type testServer struct {
 	url   string
 	agent string
+	srv   *Server
 }
 
 func startServer(t *testing.T, defaults ...string) *testServer {
@@ -48,7 +49,7 @@ func startServerWith(t *testing.T, configure func(*Config)) *testServer {
 	t.Cleanup(s.Close)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return &testServer{url: srv.URL, agent: agent.URL}
+	return &testServer{url: srv.URL, agent: agent.URL, srv: s}
 }
 
 // execution is what an /execute streamed.
@@ -384,52 +385,71 @@ func (s *testServer) call(t *testing.T, method, path, body, token string) (int, 
 	return resp.StatusCode, string(b)
 }
 
-// TestTokenFirst: without the sandbox's access token nothing starts a
-// kernel or touches a context; past MaxContexts a context is refused with
-// a clear 429 until one is removed.
+// TestTokenFirst: without the sandbox's access token no code runs and no
+// kernel starts. The official SDK sends the token on /execute only: the
+// context calls take none (a wrong one is refused) and start no kernel; a
+// context's kernel starts at its first execution, which needs the token.
+// Past MaxContexts a context is refused with a clear 429 until one is
+// removed.
 func TestTokenFirst(t *testing.T) {
 	s := startServerWith(t, func(c *Config) { c.MaxContexts = 2 })
-	contexts := func() []map[string]string {
-		var list []map[string]string
-		status, body := s.call(t, "GET", "/contexts", "", "secret")
-		if status != 200 || json.Unmarshal([]byte(body), &list) != nil {
-			t.Fatalf("list contexts: %d %s", status, body)
+	kernels := func() int {
+		n := 0
+		for _, c := range s.srv.ctxs.list() {
+			if c.kernel() != nil {
+				n++
+			}
 		}
-		return list
+		return n
 	}
-	for _, tc := range []struct{ name, method, path, body, token string }{
-		{"execute without a token", "POST", "/execute", code("1"), ""},
-		{"execute with a wrong token", "POST", "/execute", `{"code": "1", "language": "bash"}`, "wrong"},
-		{"a context without a token", "POST", "/contexts", `{"language": "bash"}`, ""},
-		{"contexts listed without a token", "GET", "/contexts", "", ""},
-		{"a context restarted without a token", "POST", "/contexts/nope/restart", "", ""},
-		{"a context deleted without a token", "DELETE", "/contexts/nope", "", ""},
+	for _, tc := range []struct {
+		name, method, path, body, token string
+		want                            int
+	}{
+		{"execute without a token", "POST", "/execute", code("1"), "", 401},
+		{"execute with a wrong token", "POST", "/execute", `{"code": "1", "language": "bash"}`, "wrong", 401},
+		{"a context with a wrong token", "POST", "/contexts", `{"language": "bash"}`, "wrong", 401},
+		{"contexts listed with a wrong token", "GET", "/contexts", "", "wrong", 401},
+		{"a context restarted with a wrong token", "POST", "/contexts/nope/restart", "", "wrong", 401},
+		{"a context deleted with a wrong token", "DELETE", "/contexts/nope", "", "wrong", 401},
 	} {
-		if status, body := s.call(t, tc.method, tc.path, tc.body, tc.token); status != 401 {
-			t.Errorf("%s: %d %s, want 401", tc.name, status, body)
+		if status, body := s.call(t, tc.method, tc.path, tc.body, tc.token); status != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.want)
 		}
 	}
-	if list := contexts(); len(list) != 0 {
-		t.Fatalf("contexts after refused requests: %v", list)
+	if n := len(s.srv.ctxs.list()); n != 0 {
+		t.Fatalf("%d contexts after refused requests", n)
 	}
+	// As the official SDK makes them: no token, no kernel.
 	var ids []string
 	for range 2 {
-		status, body := s.call(t, "POST", "/contexts", `{"language": "bash"}`, "secret")
+		status, body := s.call(t, "POST", "/contexts", `{"language": "python"}`, "")
 		var c map[string]string
 		if status != 200 || json.Unmarshal([]byte(body), &c) != nil {
 			t.Fatalf("create a context: %d %s", status, body)
 		}
 		ids = append(ids, c["id"])
 	}
+	if status, body := s.call(t, "POST", "/contexts/"+ids[0]+"/restart", "", ""); status != 200 || kernels() != 0 {
+		t.Errorf("restart without a token: %d %s, %d kernels", status, body, kernels())
+	}
+	if n := kernels(); n != 0 {
+		t.Fatalf("%d kernels started without the token", n)
+	}
 	for _, tc := range []struct{ name, path, body string }{
 		{"a third context", "/contexts", `{"language": "bash"}`},
-		{"a default context past the cap", "/execute", `{"code": "1", "language": "python"}`},
+		{"a default context past the cap", "/execute", `{"code": "1", "language": "bash"}`},
 	} {
 		if status, body := s.call(t, "POST", tc.path, tc.body, "secret"); status != 429 || !strings.Contains(body, "at most 2") {
 			t.Errorf("%s: %d %s, want 429 naming the cap", tc.name, status, body)
 		}
 	}
-	if status, body := s.call(t, "DELETE", "/contexts/"+ids[0], "", "secret"); status != 200 {
+	// The first execution, with the token, starts the context's kernel.
+	e := s.execute(t, `{"code": "x = 40 + 2\nx", "context_id": "`+ids[1]+`"}`, "secret")
+	if r := e.of("result"); len(r) != 1 || r[0]["text"] != "42" || kernels() != 1 {
+		t.Errorf("the first execution in a context: %v, %d kernels", e.lines, kernels())
+	}
+	if status, body := s.call(t, "DELETE", "/contexts/"+ids[0], "", ""); status != 200 {
 		t.Fatalf("delete a context: %d %s", status, body)
 	}
 	if status, body := s.call(t, "POST", "/contexts", `{"language": "bash"}`, "secret"); status != 200 {
