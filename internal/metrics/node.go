@@ -29,6 +29,8 @@ type Node struct {
 	diskCommitted                   *prometheus.Desc
 	networks                        *prometheus.Desc
 	builds                          *prometheus.HistogramVec
+	// Usage by team and template: a platform's bill.
+	usageSeconds, usageCPU, usageMemory *prometheus.Desc
 }
 
 var _ node.Observer = (*Node)(nil)
@@ -37,6 +39,7 @@ var _ node.Observer = (*Node)(nil)
 type Source interface {
 	List() []node.Info
 	Load() node.Load
+	Usage() []node.Usage
 }
 
 // latencyBuckets span a pause of a millisecond to a boot of seconds;
@@ -78,6 +81,12 @@ func NewNode(reg prometheus.Registerer) *Node {
 			Help: "Time a template build ran on the node, by how it ended (ready, error).", Buckets: buildBuckets}, []string{"status"}),
 		networks: prometheus.NewDesc("cove_networks", "Sandbox networks ready in the node's pool, or handed out to sandboxes (in_use); with node networking only.",
 			[]string{"state"}, nil),
+		usageSeconds: prometheus.NewDesc("cove_team_sandbox_seconds_total",
+			"Seconds a team's sandboxes of a template ran on the node (paused ones do not count), since the node started.", []string{"team", "template"}, nil),
+		usageCPU: prometheus.NewDesc("cove_team_cpu_seconds_total",
+			"CPU-seconds a team's running sandboxes of a template held: their CPU limits times the seconds they ran.", []string{"team", "template"}, nil),
+		usageMemory: prometheus.NewDesc("cove_team_memory_gib_seconds_total",
+			"GiB-seconds of memory a team's running sandboxes of a template held: their memory limits times the seconds they ran.", []string{"team", "template"}, nil),
 	}
 	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.warmMisses, n.builds, n)
 	return n
@@ -124,7 +133,7 @@ func (n *Node) Built(status string, d time.Duration) {
 // Describe implements prometheus.Collector (the gauges read at a scrape).
 func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted,
-		n.diskCapacity, n.diskFree, n.diskCommitted, n.networks} {
+		n.diskCapacity, n.diskFree, n.diskCommitted, n.networks, n.usageSeconds, n.usageCPU, n.usageMemory} {
 		ch <- d
 	}
 }
@@ -161,5 +170,10 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	if l.Networking {
 		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksReady), "ready")
 		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksInUse), "in_use")
+	}
+	for _, u := range n.src.Usage() {
+		ch <- prometheus.MustNewConstMetric(n.usageSeconds, prometheus.CounterValue, u.Seconds, u.Team, u.Template)
+		ch <- prometheus.MustNewConstMetric(n.usageCPU, prometheus.CounterValue, u.CPUSeconds, u.Team, u.Template)
+		ch <- prometheus.MustNewConstMetric(n.usageMemory, prometheus.CounterValue, u.MemoryGiBSeconds, u.Team, u.Template)
 	}
 }

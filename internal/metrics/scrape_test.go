@@ -31,6 +31,13 @@ func newFakeNode(n int) fakeNode {
 }
 
 func (f fakeNode) List() []node.Info { return f.infos }
+func (f fakeNode) Usage() []node.Usage {
+	out := make([]node.Usage, 10) // ten teams, one template each
+	for i := range out {
+		out[i] = node.Usage{Team: fmt.Sprintf("team%d", i), Template: fmt.Sprintf("t%d", i), Seconds: 60, CPUSeconds: 120, MemoryGiBSeconds: 30}
+	}
+	return out
+}
 func (f fakeNode) Load() node.Load {
 	return node.Load{CPUs: 64, MemoryMB: 1 << 20, CommittedCPUMillis: 1000, CommittedMemoryMB: 512, Sandboxes: len(f.infos),
 		Warm: map[string]int{"t0": 4, "t1": 4}}

@@ -137,6 +137,7 @@ type Manager struct {
 	drivers   map[string]isolation.Driver // by name, the default's included
 	templates Templates
 	log       *slog.Logger
+	usage     *meter // what teams' sandboxes held while running
 
 	pool *pool // nil without warm sandboxes
 
@@ -161,7 +162,7 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create node directory: %w", err)
 	}
-	m := &Manager{cfg: cfg, driver: driver, templates: templates, log: log,
+	m := &Manager{cfg: cfg, driver: driver, templates: templates, log: log, usage: newMeter(),
 		drivers: map[string]isolation.Driver{driver.Name(): driver}, sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}
 	for _, d := range cfg.Drivers {
 		m.drivers[d.Name()] = d
@@ -312,9 +313,18 @@ func NewID() string { return ids.New("i", 19) }
 
 func (m *Manager) recordPath(id string) string { return filepath.Join(m.cfg.Dir, id+".json") }
 
-func (m *Manager) writeRecord(info Info) error { return fsutil.WriteJSON(m.recordPath(info.ID), info) }
+// writeRecord writes a sandbox's record: every change of its state goes
+// through here, and the usage meter takes it once written.
+func (m *Manager) writeRecord(info Info) error {
+	if err := fsutil.WriteJSON(m.recordPath(info.ID), info); err != nil {
+		return err
+	}
+	m.usage.observe(info, time.Now())
+	return nil
+}
 
 func (m *Manager) removeRecord(id string) {
+	m.usage.end(id, time.Now())
 	if err := os.Remove(m.recordPath(id)); err != nil && !os.IsNotExist(err) {
 		m.log.Warn("remove sandbox record", logx.SandboxID(id), logx.Err(err))
 	}

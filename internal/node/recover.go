@@ -155,6 +155,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	m.mu.Lock()
 	m.sandboxes[info.ID] = sb
 	m.mu.Unlock()
+	m.usage.observe(info, time.Now()) // it runs on from now, for this process
 	m.watch(sb)
 	return true
 }

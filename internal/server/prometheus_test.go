@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -34,6 +36,7 @@ func TestPrometheusMetrics(t *testing.T) {
 		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.251.0/24"), Table: fmt.Sprintf("cove-test-prom-%d", os.Getpid()), PoolSize: 1}
 	})
 	var ids, tokens []string
+	began := time.Now()
 	for range 3 {
 		code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)
 		if code != 201 {
@@ -141,6 +144,15 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 	if value("go_goroutines", nil) <= 0 {
 		t.Error("no Go runtime metrics")
+	}
+	// The team's usage: the seconds its three sandboxes ran (at most the
+	// time since the first create, each), and their limits over them.
+	team := map[string]string{"team": "default", "template": "base"}
+	secs, cpu, mem := value("cove_team_sandbox_seconds_total", team), value("cove_team_cpu_seconds_total", team), value("cove_team_memory_gib_seconds_total", team)
+	_, info, _ := s.do(t, "GET", "/sandboxes/"+ids[1], keyA, "")
+	cpus, memMB := info["cpuCount"].(float64), info["memoryMB"].(float64)
+	if secs <= 0 || secs > 3*time.Since(began).Seconds() || math.Abs(cpu-secs*cpus) > 1e-6*cpu || math.Abs(mem-secs*memMB/1024) > 1e-6*mem {
+		t.Errorf("team usage: %v s, %v CPU-s, %v GiB-s (sandboxes of %v CPUs and %v MiB)", secs, cpu, mem, cpus, memMB)
 	}
 }
 
