@@ -85,3 +85,62 @@ func TestMetricsWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestTeamMetrics: GET /teams/{teamID}/metrics answers the caller's team's
+// concurrent sandboxes and start rate over time, and /metrics/max the
+// largest; another team's is 404.
+func TestTeamMetrics(t *testing.T) {
+	s := startWith(t, func(c *server.Config) { c.MetricsInterval = 100 * time.Millisecond })
+	type sample struct {
+		TimestampUnix       int64   `json:"timestampUnix"`
+		ConcurrentSandboxes int     `json:"concurrentSandboxes"`
+		SandboxStartRate    float64 `json:"sandboxStartRate"`
+	}
+	// until polls the team's samples until the last has want sandboxes.
+	until := func(want int) []sample {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var all []sample
+			code, _, raw := s.do(t, "GET", "/teams/default/metrics", keyA, "")
+			if code != 200 || json.Unmarshal(raw, &all) != nil {
+				t.Fatalf("team metrics: %d %s", code, raw)
+			}
+			if len(all) > 0 && all[len(all)-1].ConcurrentSandboxes == want {
+				return all
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("team metrics after 30 s: %+v, want %d running", all, want)
+			}
+		}
+	}
+	s.create(t, keyA)
+	before := len(until(1))
+	s.create(t, keyA) // after a sample: its start is in a later one
+	all := until(2)
+	started := 0 // the samples that counted a start (the exact count: TestTeamMetricsSample)
+	for _, m := range all[before:] {
+		if m.SandboxStartRate > 0 {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("samples with a start after the first sample: %d, want 1: %+v", started, all[before:])
+	}
+	code, m, raw := s.do(t, "GET", "/teams/default/metrics/max?metric=concurrent_sandboxes", keyA, "")
+	if code != 200 || m["value"].(float64) != 2 {
+		t.Errorf("max concurrent: %d %s", code, raw)
+	}
+	for _, tc := range []struct {
+		path, key string
+		want      int
+	}{
+		{"/teams/default/metrics", keyB, 404},
+		{"/teams/other/metrics", keyA, 404},
+		{"/teams/default/metrics/max?metric=nope", keyA, 400},
+		{"/teams/default/metrics?start=20&end=10", keyA, 400},
+	} {
+		if code, _, raw := s.do(t, "GET", tc.path, tc.key, ""); code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.path, code, raw, tc.want)
+		}
+	}
+}

@@ -18,21 +18,9 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var bounds [2]time.Time
-	for i, name := range []string{"start", "end"} {
-		v := r.URL.Query().Get(name)
-		if v == "" {
-			continue
-		}
-		sec, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || sec < 0 {
-			writeError(w, errs.New(errs.InvalidArgument, "%s must be a unix time in seconds: %q", name, v))
-			return
-		}
-		bounds[i] = time.Unix(sec, 0)
-	}
-	if !bounds[0].IsZero() && !bounds[1].IsZero() && bounds[1].Before(bounds[0]) {
-		writeError(w, errs.New(errs.InvalidArgument, "end is before start"))
+	bounds, err := window(r)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	list, err := a.svc.Metrics(r.Context(), team(r), id, bounds[0], bounds[1])
@@ -45,6 +33,27 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 		out[i] = toMetric(m)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// window reads a metrics request's start and end (unix seconds; either
+// may be left out: zero).
+func window(r *http.Request) ([2]time.Time, error) {
+	var bounds [2]time.Time
+	for i, name := range []string{"start", "end"} {
+		v := r.URL.Query().Get(name)
+		if v == "" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || sec < 0 {
+			return bounds, errs.New(errs.InvalidArgument, "%s must be a unix time in seconds: %q", name, v)
+		}
+		bounds[i] = time.Unix(sec, 0)
+	}
+	if !bounds[0].IsZero() && !bounds[1].IsZero() && bounds[1].Before(bounds[0]) {
+		return bounds, errs.New(errs.InvalidArgument, "end is before start")
+	}
+	return bounds, nil
 }
 
 // metricsMany serves GET /sandboxes/metrics?sandbox_ids=a,b: each found

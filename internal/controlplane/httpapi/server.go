@@ -100,6 +100,8 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 	a.handle("POST /templates/tags", a.assignTemplateTags)
 	a.handle("DELETE /templates/tags", a.removeTemplateTags)
 	a.handle("GET /teams", a.listTeams)
+	a.handle("GET /teams/{teamID}/metrics", a.teamMetrics)
+	a.handle("GET /teams/{teamID}/metrics/max", a.teamMetricsMax)
 	a.handleManage("GET /api-keys", a.listAPIKeys)
 	a.handleManage("POST /api-keys", a.createAPIKey)
 	a.handleManage("PATCH /api-keys/{apiKeyID}", a.updateAPIKey)

@@ -70,14 +70,20 @@ func (s *Service) RunSampler(ctx context.Context) {
 		}
 		live := map[string]bool{}
 		if b, ok := s.node.(batchSampler); ok { // one call per node
-			for _, smp := range b.Sample(ctx) {
+			samples := b.Sample(ctx)
+			infos := make([]node.Info, len(samples))
+			for i, smp := range samples {
+				infos[i] = smp.Info
 				if smp.Info.Team != "" { // builds have no history
 					live[smp.Info.ID] = true
 					s.keep(smp.Info, smp.Stats)
 				}
 			}
+			s.teams.sample(infos, time.Now().UTC())
 		} else {
-			for _, info := range s.node.List() {
+			infos := s.node.List()
+			s.teams.sample(infos, time.Now().UTC())
+			for _, info := range infos {
 				if info.State != node.StateRunning || info.Team == "" {
 					continue // builds and ending sandboxes have no history
 				}

@@ -166,6 +166,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		}
 		return Sandbox{}, err
 	}
+	s.teams.created(sb.Team, id)
 	s.logLine(ctx, sb.Team, id, "info", "sandbox created", createdFields(sb))
 	// The history starts at the start.
 	go func() {

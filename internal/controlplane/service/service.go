@@ -77,6 +77,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	history map[string]*history // metric samples per sandbox
+	teams   *teamMetrics        // each team's concurrent sandboxes and start rate
 }
 
 // New returns the service; secret derives sandbox tokens.
@@ -90,7 +91,7 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	if cfg.MetricsKept <= 0 {
 		cfg.MetricsKept = 1440
 	}
-	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}}
+	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics()}
 }
 
 // Ended forgets a sandbox that ended on the node (timeout, crash, kill)
