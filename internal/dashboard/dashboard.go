@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/node"
 )
 
 //go:embed web/index.html web/app.js web/app.css web/vendor/xterm.mjs web/vendor/xterm.css web/vendor/xterm.LICENSE
@@ -63,6 +64,9 @@ type Config struct {
 	API   API
 	// Nodes reports the nodes sandboxes run on.
 	Nodes func(ctx context.Context) ([]NodeStatus, error)
+	// Usage, when set, is what teams' sandboxes held on the node (cove
+	// server's); a cluster's nodes meter their own (Prometheus).
+	Usage func() []node.Usage
 	// SessionTTL is how long a login lasts (default 12 h).
 	SessionTTL time.Duration
 	Log        *slog.Logger
@@ -106,6 +110,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST "+Prefix+"/logout", h.authed(h.logout))
 	h.mux.HandleFunc("GET "+Prefix+"/api/session", h.authed(h.sessionInfo))
 	h.mux.HandleFunc("GET "+Prefix+"/api/nodes", h.authed(h.nodes))
+	h.mux.HandleFunc("GET "+Prefix+"/api/usage", h.authed(h.usage))
 	h.mux.HandleFunc("GET "+Prefix+"/api/keys", h.authed(h.listKeys))
 	h.mux.HandleFunc("POST "+Prefix+"/api/keys", h.authed(h.createKey))
 	h.mux.HandleFunc("DELETE "+Prefix+"/api/keys/{hash}", h.authed(h.deleteKey))
@@ -251,6 +256,28 @@ func (h *Handler) nodes(w http.ResponseWriter, r *http.Request) {
 		list = []NodeStatus{}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// usage answers the session's team's usage by template: {"metered":
+// false} where the nodes meter it themselves.
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Usage == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"metered": false})
+		return
+	}
+	type row struct {
+		Template         string  `json:"template"`
+		Seconds          float64 `json:"seconds"`
+		CPUSeconds       float64 `json:"cpuSeconds"`
+		MemoryGiBSeconds float64 `json:"memoryGiBSeconds"`
+	}
+	rows := []row{}
+	for _, u := range h.cfg.Usage() {
+		if u.Team == current(r).Team {
+			rows = append(rows, row{u.Template, u.Seconds, u.CPUSeconds, u.MemoryGiBSeconds})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"metered": true, "templates": rows})
 }
 
 type keyJSON struct {

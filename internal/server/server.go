@@ -282,7 +282,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		l := mgr.Load()
 		return []dashboard.NodeStatus{{ID: "this server", Drivers: mgr.Isolations(), CPUs: l.CPUs, MemoryMB: l.MemoryMB,
 			CommittedCPUMillis: l.CommittedCPUMillis, CommittedMemoryMB: l.CommittedMemoryMB, Sandboxes: l.Sandboxes, Warm: l.Warm}}, nil
-	}})
+	}, Usage: mgr.Usage})
 	if err != nil {
 		return err
 	}

@@ -123,6 +123,12 @@ test('the dashboard, from login to kill', async () => {
     assert.equal(await apiStatus(newKey), 401);
   });
 
+  await step('the team\'s usage: the killed sandbox ran on base', async () => {
+    await page.goto(`${base}/dashboard/#/usage`);
+    await page.locator('#usage tr', { hasText: 'base' }).waitFor();
+    await page.locator('#now', { hasText: 'running now' }).waitFor();
+  });
+
   await step('nodes and templates', async () => {
     await page.goto(`${base}/dashboard/#/nodes`);
     await page.locator('#nodes', { hasText: 'namespaces' }).waitFor();

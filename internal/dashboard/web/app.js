@@ -8,6 +8,7 @@ import { Terminal } from './vendor/xterm.mjs';
 const E2B = '/dashboard/api/e2b';
 const $ = (sel) => document.querySelector(sel);
 const view = () => $('#view');
+let team = '';
 let csrf = '';
 let timers = [];
 let cleanups = [];
@@ -69,6 +70,7 @@ async function login(ev) {
 
 function start(session) {
   csrf = session.csrf;
+  team = session.team;
   $('#team').textContent = session.team;
   $('#login-view').hidden = true;
   $('#top').hidden = false;
@@ -95,7 +97,7 @@ function route() {
   stopView();
   const [, page = 'sandboxes', arg] = location.hash.split('/');
   document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', page.startsWith(a.dataset.nav.replace(/s$/, ''))));
-  const pages = { sandboxes: sandboxesPage, sandbox: sandboxPage, templates: templatesPage, template: templatePage, keys: keysPage, nodes: nodesPage };
+  const pages = { sandboxes: sandboxesPage, sandbox: sandboxPage, templates: templatesPage, template: templatePage, keys: keysPage, usage: usagePage, nodes: nodesPage };
   (pages[page] || sandboxesPage)(arg && decodeURIComponent(arg)).catch(report);
 }
 
@@ -410,6 +412,29 @@ async function keysPage() {
     } catch (err) { report(err); }
   });
   await refresh();
+}
+
+// ---- usage ----
+
+async function usagePage() {
+  view().innerHTML = `<h1>Usage</h1><p id="error" class="error"></p>
+<p id="now"></p>
+<table id="usage"><thead><tr><th>Template</th><th>Sandbox-seconds</th><th>CPU-seconds</th><th>GiB-seconds of memory</th></tr></thead><tbody></tbody></table>
+<p class="hint">What this team's sandboxes held while they ran (paused ones do not count), since the server started: their CPU and memory limits times the seconds they ran.</p>`;
+  const refresh = async () => {
+    const [{ data: use }, { data: samples }] = await Promise.all([
+      api('GET', '/dashboard/api/usage'),
+      api('GET', `/dashboard/api/e2b/teams/${encodeURIComponent(team)}/metrics`),
+    ]);
+    const last = samples[samples.length - 1];
+    const peak = samples.reduce((m, s) => Math.max(m, s.concurrentSandboxes), 0);
+    $('#now').textContent = last ? `${last.concurrentSandboxes} running now, at most ${peak} in the last ${samples.length} samples` : 'no sandbox yet';
+    $('#usage tbody').innerHTML = use.metered
+      ? use.templates.map((u) => `<tr><td>${esc(u.template)}</td><td>${esc(u.seconds.toFixed(0))}</td><td>${esc(u.cpuSeconds.toFixed(0))}</td><td>${esc(u.memoryGiBSeconds.toFixed(1))}</td></tr>`).join('')
+      : '<tr><td colspan="4">Each node meters its own: see its Prometheus metrics (cove_team_sandbox_seconds_total and the like).</td></tr>';
+  };
+  await refresh();
+  every(5000, refresh);
 }
 
 // ---- nodes ----
