@@ -307,9 +307,9 @@ func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.C
 }
 
 // Wake reports whether a sandbox runs, resuming it when it is paused with
-// auto-resume (the proxy's first step). One seen running is taken to run
-// without asking its node (a request to one that ended or was paused
-// meanwhile fails at its dial: 502 either way).
+// auto-resume (the proxy's step once the request's credential is checked).
+// One seen running is taken to run without asking its node: one that was
+// paused meanwhile is woken at the dial (Dial), one that ended fails there.
 func (c *Cluster) Wake(ctx context.Context, id string) bool {
 	client, r, err := c.lookup(ctx, id)
 	if err == nil && r.known && r.running {
@@ -331,6 +331,16 @@ func (c *Cluster) Dial(ctx context.Context, id string, port int) (net.Conn, erro
 		return nil, err
 	}
 	conn, err := client.Dial(ctx, id, port)
+	if errs.Is(err, errs.NotFound) && r.running {
+		// Seen running, it was paused since (this replica had not heard
+		// yet, and its Wake asked no node): the proxy checked the
+		// request's credential, so wake it as Wake would have, once.
+		c.setRunning(id, false)
+		if client.Wake(ctx, id) {
+			c.setRunning(id, true)
+			conn, err = client.Dial(ctx, id, port)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
