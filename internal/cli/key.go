@@ -38,3 +38,17 @@ func (f *stateFlags) open(ctx context.Context, errw io.Writer) (store.Store, err
 	fmt.Fprintf(errw, "using %s\n", where)
 	return server.OpenStore(ctx, f.database, f.dataDir)
 }
+
+// openTeam opens the state and finds a team in it (by name or id).
+func (f *stateFlags) openTeam(ctx context.Context, errw io.Writer, ref string) (store.Store, store.Team, error) {
+	st, err := f.open(ctx, errw)
+	if err != nil {
+		return nil, store.Team{}, err
+	}
+	t, err := st.Team(ctx, ref)
+	if err != nil {
+		st.Close()
+		return nil, store.Team{}, err
+	}
+	return st, t, nil
+}

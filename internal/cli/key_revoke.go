@@ -17,17 +17,12 @@ func keyRevokeCmd() *cobra.Command {
 		Short: "Revoke a team's API key (its id from cove key list): requests with it fail at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			st, err := state.open(ctx, cmd.ErrOrStderr())
+			st, t, err := state.openTeam(cmd.Context(), cmd.ErrOrStderr(), team)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			t, err := st.Team(ctx, team)
-			if err != nil {
-				return err
-			}
-			k, err := service.RevokeKey(ctx, st, t.ID, args[0])
+			k, err := service.RevokeKey(cmd.Context(), st, t.ID, args[0])
 			if err != nil {
 				return err
 			}

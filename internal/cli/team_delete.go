@@ -15,17 +15,12 @@ func teamDeleteCmd() *cobra.Command {
 		Short: "Delete a team and revoke its keys (refused while it has sandboxes, templates or volumes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			st, err := state.open(ctx, cmd.ErrOrStderr())
+			st, t, err := state.openTeam(cmd.Context(), cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			t, err := st.Team(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if err := server.DeleteTeam(ctx, st, state.dataDir, t); err != nil {
+			if err := server.DeleteTeam(cmd.Context(), st, state.dataDir, t); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted team %s (id %s) and its keys\n", t.Name, t.ID)

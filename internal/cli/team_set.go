@@ -24,15 +24,11 @@ func teamSetCmd() *cobra.Command {
 				return errs.New(errs.InvalidArgument, "a team's quotas are 0 (the server's) or more")
 			}
 			ctx := cmd.Context()
-			st, err := state.open(ctx, cmd.ErrOrStderr())
+			st, t, err := state.openTeam(ctx, cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			t, err := st.Team(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			if err := st.SetTeamQuota(ctx, t.ID, quota); err != nil {
 				return err
 			}

@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/covesandbox/cove/internal/controlplane/auth"
-	"github.com/covesandbox/cove/internal/controlplane/store"
-	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/envd"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
@@ -57,16 +54,7 @@ type authEnv struct {
 }
 
 func newAuthEnv(t *testing.T) *authEnv {
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "cove.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AddAPIKey(context.Background(), store.APIKey{Hash: auth.HashAPIKey(otherKey), Team: "other", Name: "test", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	e := &authEnv{p: newCove(t, dir, "--network=false")}
+	e := &authEnv{p: twoTeams(t, "--network=false")}
 	create := func(body string) (string, string, string) {
 		code, raw := call(t, "POST", e.p.srv.URL+"/v2/sandboxes", strings.NewReader(body), "X-API-Key", apiKey, "Content-Type", "application/json")
 		var m struct {
