@@ -391,6 +391,10 @@ func TestCrossTeamMatrix(t *testing.T) {
 	if code := apiJSON(t, p, apiKey, "POST", "/volumes", map[string]any{"name": "a-vol"}, &vol); code != 201 {
 		t.Fatalf("volume: %d", code)
 	}
+	t.Cleanup(func() { // before the server stops: a volume stays mounted until deleted
+		apiJSON(t, p, apiKey, "DELETE", "/volumes/a-vol", nil, nil)
+		apiJSON(t, p, otherKey, "DELETE", "/volumes/b-vol", nil, nil)
+	})
 	var keys []struct {
 		ID string `json:"id"`
 	}
@@ -502,8 +506,6 @@ func TestCrossTeamMatrix(t *testing.T) {
 		t.Errorf("metrics of another team's sandbox by list: %d", code)
 	}
 	apiJSON(t, p, apiKey, "DELETE", "/sandboxes/"+id, nil, nil)
-	apiJSON(t, p, apiKey, "DELETE", "/volumes/a-vol", nil, nil)
-	apiJSON(t, p, otherKey, "DELETE", "/volumes/b-vol", nil, nil)
 }
 
 // TestKeyAPI: E2B's key API (GET/POST /api-keys, PATCH/DELETE
