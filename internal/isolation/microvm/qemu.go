@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -94,14 +95,30 @@ func (m Machine) plainMemory() Machine {
 // Share is a virtiofs device of a guest.
 type Share struct{ Tag, Socket string }
 
-// KVMAvailable reports whether this host can run guests under KVM.
+// KVMAvailable reports whether this host can run guests under KVM:
+// /dev/kvm opens, and it is not only PVM's. A host whose KVM is PVM alone
+// (kvm_pvm, a kernel that is itself a PVM guest in a nested VM) runs only
+// guest kernels built for PVM: an ordinary kernel stops at its first
+// privileged instruction ("kvm-pvm: INTERNAL_ERROR in batch emul") and
+// never boots, so such a host emulates its guests as one without KVM.
 func KVMAvailable() bool {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	return kvmOpens("/dev/kvm") && !onlyPVM("/sys/module")
+}
+
+func kvmOpens(dev string) bool {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
 	if err != nil {
 		return false
 	}
 	f.Close()
 	return true
+}
+
+// onlyPVM reports whether the kernel's KVM is PVM's alone: kvm_pvm is
+// there, and neither hardware flavour (kvm_intel, kvm_amd).
+func onlyPVM(modules string) bool {
+	has := func(name string) bool { _, err := os.Stat(filepath.Join(modules, name)); return err == nil }
+	return has("kvm_pvm") && !has("kvm_intel") && !has("kvm_amd")
 }
 
 // tcgCacheMB is the size of QEMU's cache of translated code under TCG.
