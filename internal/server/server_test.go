@@ -316,6 +316,9 @@ func TestPorts(t *testing.T) {
 		if token != "" {
 			req.Header.Set("E2b-Traffic-Access-Token", token)
 		}
+		if port == "49983" { // the agent's own credential
+			req.Header.Set("X-Access-Token", tok)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -346,7 +349,7 @@ func TestPorts(t *testing.T) {
 		{"with a wrong token", "8080", "", "nope", 403, "traffic is private"},
 		{"a closed port", "9999", "", traffic, 502, `"port":9999`},
 		{"an unknown sandbox", "", "8080-inosuchsandbox.localhost:" + port, traffic, 502, "The sandbox was not found"},
-		{"the agent needs no traffic token", "49983", "", "", 404, ""},
+		{"the agent needs no traffic token (its own token only)", "49983", "", "", 404, ""},
 	}
 	for _, tc := range tests {
 		code, body := get(tc.port, tc.host, tc.token)
