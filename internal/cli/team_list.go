@@ -27,13 +27,15 @@ func teamListCmd() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tID\tKEYS\tMAX SANDBOXES\tMAX STORAGE MB\tCREATED")
+			fmt.Fprintln(w, "NAME\tID\tKEYS\tMAX SANDBOXES\tMAX CPUS\tMAX MEMORY MB\tMAX DISK MB\tMAX STORAGE MB\tCREATED")
 			for _, t := range teams {
 				keys, err := st.TeamAPIKeys(ctx, t.ID)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", t.Name, t.ID, len(keys), orServer(int64(t.MaxSandboxes)), orServer(t.MaxStorageMB), t.CreatedAt.Format(time.RFC3339))
+				q := t.Quota
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.ID, len(keys), orServer(int64(q.MaxSandboxes)), orServer(int64(q.MaxCPUs)),
+					orServer(q.MaxMemoryMB), orServer(q.MaxDiskMB), orServer(q.MaxStorageMB), t.CreatedAt.Format(time.RFC3339))
 			}
 			return w.Flush()
 		},

@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 )
 
@@ -17,11 +19,11 @@ func teamSetCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			quota := q.quota(cmd)
-			if quota.MaxSandboxes == nil && quota.MaxStorageMB == nil {
-				return errs.New(errs.InvalidArgument, "give --max-sandboxes or --max-storage-mb")
+			if quota == (store.TeamQuota{}) {
+				return errs.New(errs.InvalidArgument, "give one of --max-sandboxes, --max-cpus, --max-memory-mb, --max-disk-mb, --max-storage-mb")
 			}
-			if q.sandboxes < 0 || q.storageMB < 0 {
-				return errs.New(errs.InvalidArgument, "a team's quotas are 0 (the server's) or more")
+			if err := service.CheckQuota(quota); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			st, t, err := state.openTeam(ctx, cmd.ErrOrStderr(), args[0])
@@ -36,7 +38,7 @@ func teamSetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "team %s: max sandboxes %s, max storage MiB %s\n", t.Name, orServer(int64(t.MaxSandboxes)), orServer(t.MaxStorageMB))
+			fmt.Fprintf(cmd.OutOrStdout(), "team %s: %s\n", t.Name, quotaText(t.Quota))
 			return nil
 		},
 	}

@@ -187,11 +187,20 @@ func (s *Service) TeamQuota(ctx context.Context, team string) (node.TeamQuota, e
 	case err != nil:
 		return q, err
 	default:
-		if t.MaxSandboxes > 0 {
-			q.Sandboxes = t.MaxSandboxes
+		own := t.Quota
+		for _, f := range []struct {
+			to   *int64
+			from int64
+		}{{&q.MemoryMB, own.MaxMemoryMB}, {&q.DiskMB, own.MaxDiskMB}, {&q.StorageMB, own.MaxStorageMB}} {
+			if f.from > 0 {
+				*f.to = f.from
+			}
 		}
-		if t.MaxStorageMB > 0 {
-			q.StorageMB = t.MaxStorageMB
+		if own.MaxSandboxes > 0 {
+			q.Sandboxes = own.MaxSandboxes
+		}
+		if own.MaxCPUs > 0 {
+			q.CPUs = own.MaxCPUs
 		}
 	}
 	return q, nil

@@ -23,17 +23,32 @@ func CreateTeam(ctx context.Context, st store.Store, name string, quota store.Te
 	if !teamName.MatchString(name) {
 		return store.Team{}, errs.New(errs.InvalidArgument, "team name %q: 1 to 63 of a-z, 0-9, - and _, starting with a letter or digit", name)
 	}
+	if err := CheckQuota(quota); err != nil {
+		return store.Team{}, err
+	}
 	t := store.Team{ID: ids.UUID(), Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second)}
-	if quota.MaxSandboxes != nil {
-		t.MaxSandboxes = *quota.MaxSandboxes
+	if err := st.AddTeam(ctx, t); err != nil {
+		return store.Team{}, err
 	}
-	if quota.MaxStorageMB != nil {
-		t.MaxStorageMB = *quota.MaxStorageMB
+	if err := st.SetTeamQuota(ctx, t.ID, quota); err != nil {
+		return store.Team{}, err
 	}
-	if t.MaxSandboxes < 0 || t.MaxStorageMB < 0 {
-		return store.Team{}, errs.New(errs.InvalidArgument, "a team's quotas are 0 (the server's) or more")
+	return st.Team(ctx, t.ID)
+}
+
+// CheckQuota refuses a negative quota (0 is the server's).
+func CheckQuota(q store.TeamQuota) error {
+	for _, v := range []*int{q.MaxSandboxes, q.MaxCPUs} {
+		if v != nil && *v < 0 {
+			return errs.New(errs.InvalidArgument, "a team's quotas are 0 (the server's) or more")
+		}
 	}
-	return t, st.AddTeam(ctx, t)
+	for _, v := range []*int64{q.MaxMemoryMB, q.MaxDiskMB, q.MaxStorageMB} {
+		if v != nil && *v < 0 {
+			return errs.New(errs.InvalidArgument, "a team's quotas are 0 (the server's) or more")
+		}
+	}
+	return nil
 }
 
 // CreateKey makes an API key for a team (by id or name) and returns it:

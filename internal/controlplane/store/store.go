@@ -41,16 +41,41 @@ type Team struct {
 	ID        string // what records name it by
 	Name      string // unique
 	CreatedAt time.Time
-	// MaxSandboxes and MaxStorageMB, when above 0, replace the server's
-	// quotas for the team.
-	MaxSandboxes int
-	MaxStorageMB int64
+	// Quota's fields, when above 0, replace the server's quotas for the
+	// team (its --team-max-* flags).
+	Quota Quota
 }
 
-// TeamQuota changes a team's quotas; nil fields stay.
+// Quota is a team's own quota: sandboxes running at once, the CPUs,
+// memory and disk they hold together, its templates' layer storage; 0 is
+// the server's.
+type Quota struct {
+	MaxSandboxes, MaxCPUs                int
+	MaxMemoryMB, MaxDiskMB, MaxStorageMB int64
+}
+
+// TeamQuota changes a team's quota; nil fields stay.
 type TeamQuota struct {
-	MaxSandboxes *int
-	MaxStorageMB *int64
+	MaxSandboxes, MaxCPUs                *int
+	MaxMemoryMB, MaxDiskMB, MaxStorageMB *int64
+}
+
+// Set is what q sets, as columns and values, in a fixed order.
+func (q TeamQuota) Set() (columns []string, values []any) {
+	for _, f := range []struct {
+		col string
+		i   *int
+		i64 *int64
+	}{{"max_sandboxes", q.MaxSandboxes, nil}, {"max_cpus", q.MaxCPUs, nil}, {"max_memory_mb", nil, q.MaxMemoryMB},
+		{"max_disk_mb", nil, q.MaxDiskMB}, {"max_storage_mb", nil, q.MaxStorageMB}} {
+		switch {
+		case f.i != nil:
+			columns, values = append(columns, f.col), append(values, *f.i)
+		case f.i64 != nil:
+			columns, values = append(columns, f.col), append(values, *f.i64)
+		}
+	}
+	return columns, values
 }
 
 // Sandbox is the API's record of a sandbox.

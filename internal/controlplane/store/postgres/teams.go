@@ -14,9 +14,10 @@ import (
 
 // AddTeam implements store.Store.
 func (s *Store) AddTeam(ctx context.Context, t store.Team) error {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO teams (id, name, created_at, max_sandboxes, max_storage_mb)
-		SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM teams WHERE id IN ($1, $2) OR name IN ($1, $2))
-		ON CONFLICT DO NOTHING`, t.ID, t.Name, t.CreatedAt, t.MaxSandboxes, t.MaxStorageMB)
+	q := t.Quota
+	tag, err := s.pool.Exec(ctx, `INSERT INTO teams (id, name, created_at, `+quotaColumns+`)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE NOT EXISTS (SELECT 1 FROM teams WHERE id IN ($1, $2) OR name IN ($1, $2))
+		ON CONFLICT DO NOTHING`, t.ID, t.Name, t.CreatedAt, q.MaxSandboxes, q.MaxCPUs, q.MaxMemoryMB, q.MaxDiskMB, q.MaxStorageMB)
 	if err != nil {
 		return fmt.Errorf("add team: %w", err)
 	}
@@ -26,11 +27,15 @@ func (s *Store) AddTeam(ctx context.Context, t store.Team) error {
 	return nil
 }
 
-const teamColumns = `id, name, created_at, max_sandboxes, max_storage_mb`
+const (
+	quotaColumns = `max_sandboxes, max_cpus, max_memory_mb, max_disk_mb, max_storage_mb`
+	teamColumns  = `id, name, created_at, ` + quotaColumns
+)
 
 func scanTeam(row pgx.Row) (store.Team, error) {
 	var t store.Team
-	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.MaxSandboxes, &t.MaxStorageMB)
+	q := &t.Quota
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &q.MaxSandboxes, &q.MaxCPUs, &q.MaxMemoryMB, &q.MaxDiskMB, &q.MaxStorageMB)
 	t.CreatedAt = t.CreatedAt.UTC()
 	return t, err
 }
@@ -62,14 +67,10 @@ func (s *Store) Teams(ctx context.Context) ([]store.Team, error) {
 
 // SetTeamQuota implements store.Store.
 func (s *Store) SetTeamQuota(ctx context.Context, id string, q store.TeamQuota) error {
-	set, args := []string{}, []any{id}
-	if q.MaxSandboxes != nil {
-		args = append(args, *q.MaxSandboxes)
-		set = append(set, fmt.Sprintf("max_sandboxes = $%d", len(args)))
-	}
-	if q.MaxStorageMB != nil {
-		args = append(args, *q.MaxStorageMB)
-		set = append(set, fmt.Sprintf("max_storage_mb = $%d", len(args)))
+	cols, values := q.Set()
+	set, args := make([]string, len(cols)), append([]any{id}, values...)
+	for i, c := range cols {
+		set[i] = fmt.Sprintf("%s = $%d", c, i+2)
 	}
 	if len(set) == 0 {
 		_, err := s.Team(ctx, id)

@@ -26,19 +26,24 @@ func (s *Store) AddTeam(ctx context.Context, t store.Team) error {
 	if n > 0 {
 		return errs.New(errs.AlreadyExists, "a team named %s exists", t.Name)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO teams (id, name, created_at, max_sandboxes, max_storage_mb) VALUES (?, ?, ?, ?, ?)`,
-		t.ID, t.Name, t.CreatedAt.Unix(), t.MaxSandboxes, t.MaxStorageMB); err != nil {
+	q := t.Quota
+	if _, err := tx.ExecContext(ctx, `INSERT INTO teams (id, name, created_at, `+quotaColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.CreatedAt.Unix(), q.MaxSandboxes, q.MaxCPUs, q.MaxMemoryMB, q.MaxDiskMB, q.MaxStorageMB); err != nil {
 		return fmt.Errorf("add team: %w", err)
 	}
 	return tx.Commit()
 }
 
-const teamColumns = `id, name, created_at, max_sandboxes, max_storage_mb`
+const (
+	quotaColumns = `max_sandboxes, max_cpus, max_memory_mb, max_disk_mb, max_storage_mb`
+	teamColumns  = `id, name, created_at, ` + quotaColumns
+)
 
 func scanTeam(row interface{ Scan(...any) error }) (store.Team, error) {
 	var t store.Team
 	var created int64
-	err := row.Scan(&t.ID, &t.Name, &created, &t.MaxSandboxes, &t.MaxStorageMB)
+	q := &t.Quota
+	err := row.Scan(&t.ID, &t.Name, &created, &q.MaxSandboxes, &q.MaxCPUs, &q.MaxMemoryMB, &q.MaxDiskMB, &q.MaxStorageMB)
 	t.CreatedAt = time.Unix(created, 0).UTC()
 	return t, err
 }
@@ -75,13 +80,10 @@ func (s *Store) Teams(ctx context.Context) ([]store.Team, error) {
 
 // SetTeamQuota implements store.Store.
 func (s *Store) SetTeamQuota(ctx context.Context, id string, q store.TeamQuota) error {
-	var set []string
-	var args []any
-	if q.MaxSandboxes != nil {
-		set, args = append(set, "max_sandboxes = ?"), append(args, *q.MaxSandboxes)
-	}
-	if q.MaxStorageMB != nil {
-		set, args = append(set, "max_storage_mb = ?"), append(args, *q.MaxStorageMB)
+	cols, args := q.Set()
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = c + " = ?"
 	}
 	if len(set) == 0 {
 		_, err := s.Team(ctx, id)

@@ -85,15 +85,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		if _, err := s.Team(ctx, "nope"); !errs.Is(err, errs.NotFound) {
 			t.Errorf("an unknown team: %v", err)
 		}
-		n, mb := 3, int64(512)
-		if err := s.SetTeamQuota(ctx, acme.ID, store.TeamQuota{MaxSandboxes: &n}); err != nil {
+		n, cpus, mem, disk, mb := 3, 8, int64(4096), int64(10240), int64(512)
+		if err := s.SetTeamQuota(ctx, acme.ID, store.TeamQuota{MaxSandboxes: &n, MaxCPUs: &cpus}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetTeamQuota(ctx, acme.ID, store.TeamQuota{MaxStorageMB: &mb}); err != nil {
+		if err := s.SetTeamQuota(ctx, acme.ID, store.TeamQuota{MaxMemoryMB: &mem, MaxDiskMB: &disk, MaxStorageMB: &mb}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := s.Team(ctx, "acme"); got.MaxSandboxes != 3 || got.MaxStorageMB != 512 {
-			t.Errorf("quotas: %+v", got)
+		want := store.Quota{MaxSandboxes: 3, MaxCPUs: 8, MaxMemoryMB: 4096, MaxDiskMB: 10240, MaxStorageMB: 512}
+		if got, _ := s.Team(ctx, "acme"); got.Quota != want {
+			t.Errorf("quotas: %+v, want %+v", got.Quota, want)
 		}
 		if err := s.SetTeamQuota(ctx, "nope", store.TeamQuota{MaxSandboxes: &n}); !errs.Is(err, errs.NotFound) {
 			t.Errorf("quota of an unknown team: %v", err)

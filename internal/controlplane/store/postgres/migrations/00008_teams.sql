@@ -6,6 +6,9 @@ CREATE TABLE teams (
     name           TEXT NOT NULL UNIQUE,
     created_at     TIMESTAMPTZ NOT NULL,
     max_sandboxes  INTEGER NOT NULL DEFAULT 0,
+    max_cpus       INTEGER NOT NULL DEFAULT 0,
+    max_memory_mb  BIGINT NOT NULL DEFAULT 0,
+    max_disk_mb    BIGINT NOT NULL DEFAULT 0,
     max_storage_mb BIGINT NOT NULL DEFAULT 0
 );
 INSERT INTO teams (id, name, created_at) SELECT team, team, min(created_at) FROM api_keys GROUP BY team;
