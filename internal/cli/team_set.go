@@ -15,7 +15,7 @@ func teamSetCmd() *cobra.Command {
 	var q quotaFlags
 	cmd := &cobra.Command{
 		Use:   "set TEAM",
-		Short: "Set a team's quotas (a running server applies them to its next create and build)",
+		Short: "Set a team's quotas (a running server applies them within 5 seconds)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			quota := q.quota(cmd)

@@ -177,35 +177,6 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	return s.view(sb), nil
 }
 
-// TeamQuota is a team's quota: the server's, with what the team's record
-// sets instead (above 0).
-func (s *Service) TeamQuota(ctx context.Context, team string) (node.TeamQuota, error) {
-	q := s.cfg.TeamQuota
-	t, err := s.store.Team(ctx, team)
-	switch {
-	case errs.Is(err, errs.NotFound): // a team that only its keys named (before teams were kept)
-	case err != nil:
-		return q, err
-	default:
-		own := t.Quota
-		for _, f := range []struct {
-			to   *int64
-			from int64
-		}{{&q.MemoryMB, own.MaxMemoryMB}, {&q.DiskMB, own.MaxDiskMB}, {&q.StorageMB, own.MaxStorageMB}} {
-			if f.from > 0 {
-				*f.to = f.from
-			}
-		}
-		if own.MaxSandboxes > 0 {
-			q.Sandboxes = own.MaxSandboxes
-		}
-		if own.MaxCPUs > 0 {
-			q.CPUs = own.MaxCPUs
-		}
-	}
-	return q, nil
-}
-
 // record records a sandbox just created: admitted against its team's
 // quota by the store where one is set (a cluster's, over every node).
 func (s *Service) record(ctx context.Context, sb store.Sandbox, q node.TeamQuota) error {

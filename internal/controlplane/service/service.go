@@ -78,6 +78,7 @@ type Service struct {
 	mu      sync.Mutex
 	history map[string]*history // metric samples per sandbox
 	teams   *teamMetrics        // each team's concurrent sandboxes and start rate
+	quotas  quotaCache          // teams' quotas as last read (TeamQuota)
 }
 
 // New returns the service; secret derives sandbox tokens.
@@ -91,7 +92,8 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	if cfg.MetricsKept <= 0 {
 		cfg.MetricsKept = 1440
 	}
-	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics()}
+	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics(),
+		quotas: quotaCache{read: map[string]cachedQuota{}}}
 }
 
 // Ended forgets a sandbox that ended on the node (timeout, crash, kill)

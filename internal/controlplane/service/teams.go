@@ -4,12 +4,14 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
+	"github.com/covesandbox/cove/internal/node"
 )
 
 // Teams and their API keys: what `cove team`, `cove key`, the key API and
@@ -101,4 +103,59 @@ func RevokeKey(ctx context.Context, st store.Store, team, id string) (store.APIK
 			k.ID(), team, team, team)
 	}
 	return k, st.DeleteAPIKey(ctx, team, k.Hash)
+}
+
+// quotaTTL is how long a team's quota is taken as read: a create reads
+// it from the store at most this often a team (`cove team set` takes
+// effect within it).
+const quotaTTL = 5 * time.Second
+
+// quotaCache keeps teams' quotas as last read.
+type quotaCache struct {
+	mu   sync.Mutex
+	read map[string]cachedQuota
+}
+
+type cachedQuota struct {
+	q  node.TeamQuota
+	at time.Time
+}
+
+// TeamQuota is a team's quota: the server's, with what the team's record
+// sets instead (each field above 0), read at most every quotaTTL.
+func (s *Service) TeamQuota(ctx context.Context, team string) (node.TeamQuota, error) {
+	now := time.Now()
+	s.quotas.mu.Lock()
+	c, ok := s.quotas.read[team]
+	s.quotas.mu.Unlock()
+	if ok && now.Sub(c.at) < quotaTTL {
+		return c.q, nil
+	}
+	q := s.cfg.TeamQuota
+	t, err := s.store.Team(ctx, team)
+	switch {
+	case errs.Is(err, errs.NotFound): // a team that only its keys named (before teams were kept)
+	case err != nil:
+		return q, err
+	default:
+		own := t.Quota
+		for _, f := range []struct {
+			to   *int64
+			from int64
+		}{{&q.MemoryMB, own.MaxMemoryMB}, {&q.DiskMB, own.MaxDiskMB}, {&q.StorageMB, own.MaxStorageMB}} {
+			if f.from > 0 {
+				*f.to = f.from
+			}
+		}
+		if own.MaxSandboxes > 0 {
+			q.Sandboxes = own.MaxSandboxes
+		}
+		if own.MaxCPUs > 0 {
+			q.CPUs = own.MaxCPUs
+		}
+	}
+	s.quotas.mu.Lock()
+	s.quotas.read[team] = cachedQuota{q, now}
+	s.quotas.mu.Unlock()
+	return q, nil
 }
