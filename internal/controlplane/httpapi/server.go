@@ -125,7 +125,6 @@ func (a *API) ServeAs(team string, w http.ResponseWriter, r *http.Request) {
 type caller struct {
 	team string
 	kind credential
-	key  store.APIKey // the key, for a caller by key
 }
 
 type credential int
@@ -187,7 +186,7 @@ func (a *API) authenticate(next http.HandlerFunc) http.Handler {
 			return
 		}
 		a.touch(r.Context(), k)
-		next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{team: k.Team, kind: byKey, key: k})))
+		next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{team: k.Team, kind: byKey})))
 	})
 }
 
