@@ -28,14 +28,8 @@ func CreateTeam(ctx context.Context, st store.Store, name string, quota store.Te
 	if err := CheckQuota(quota); err != nil {
 		return store.Team{}, err
 	}
-	t := store.Team{ID: ids.UUID(), Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second)}
-	if err := st.AddTeam(ctx, t); err != nil {
-		return store.Team{}, err
-	}
-	if err := st.SetTeamQuota(ctx, t.ID, quota); err != nil {
-		return store.Team{}, err
-	}
-	return st.Team(ctx, t.ID)
+	t := store.Team{ID: ids.UUID(), Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second), Quota: quota.Apply(store.Quota{})}
+	return t, st.AddTeam(ctx, t)
 }
 
 // CheckQuota refuses a negative quota (0 is the server's).

@@ -60,6 +60,27 @@ type TeamQuota struct {
 	MaxMemoryMB, MaxDiskMB, MaxStorageMB *int64
 }
 
+// Apply returns to with q's fields set.
+func (q TeamQuota) Apply(to Quota) Quota {
+	for _, f := range []struct {
+		to   *int
+		from *int
+	}{{&to.MaxSandboxes, q.MaxSandboxes}, {&to.MaxCPUs, q.MaxCPUs}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	for _, f := range []struct {
+		to   *int64
+		from *int64
+	}{{&to.MaxMemoryMB, q.MaxMemoryMB}, {&to.MaxDiskMB, q.MaxDiskMB}, {&to.MaxStorageMB, q.MaxStorageMB}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	return to
+}
+
 // Set is what q sets, as columns and values, in a fixed order.
 func (q TeamQuota) Set() (columns []string, values []any) {
 	for _, f := range []struct {
