@@ -327,7 +327,7 @@ func TestSandboxLogs(t *testing.T) {
 // TestTeamsAndKeys: teams and their keys from the command line, beside a
 // running server: a new team's key works at once and sees only its own
 // sandboxes; keys are listed masked, revoked (never a team's last), and a
-// team is deleted only once it holds nothing.
+// team is deleted only once it holds nothing (no sandbox, no volume).
 func TestTeamsAndKeys(t *testing.T) {
 	srv := testutil.StartServer(t, key)
 	c := cli{bin: testutil.Binary(t), env: os.Environ()}
@@ -403,6 +403,16 @@ func TestTeamsAndKeys(t *testing.T) {
 	}
 	if _, errOut, code := acme.run(t, "", "sandbox", "kill", mine); code != 0 {
 		t.Fatalf("kill: %d %s", code, errOut)
+	}
+	// A volume would outlive its team with no key left to delete it.
+	if _, errOut, code := acme.run(t, "", "volume", "create", "acme-data"); code != 0 {
+		t.Fatalf("volume create: %d %s", code, errOut)
+	}
+	if _, errOut, code := c.run(t, "", append([]string{"team", "delete", "acme"}, dir...)...); code == 0 || !strings.Contains(errOut, "1 volumes: delete them first") {
+		t.Errorf("delete a team with a volume: %d %s", code, errOut)
+	}
+	if _, errOut, code := acme.run(t, "", "volume", "delete", "acme-data"); code != 0 {
+		t.Fatalf("volume delete: %d %s", code, errOut)
 	}
 	must("team", "delete", "acme")
 	if _, errOut, code := acme.run(t, "", "sandbox", "list"); code == 0 || !strings.Contains(errOut, "invalid API key") {
