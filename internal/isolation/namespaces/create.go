@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +39,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	var (
-		cmd   *exec.Cmd
+		proc  *initProc
 		cg    *cgroups.Group
 		ready *os.File
 	)
@@ -51,9 +49,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		}
 		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if cmd != nil && cmd.Process != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+		if proc != nil {
+			_ = proc.kill()
+			proc.wait()
 		}
 		if cg != nil {
 			if derr := cg.Destroy(cleanup); derr != nil {
@@ -85,23 +83,23 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		// its own, in its mount namespace).
 		return h, fmt.Errorf("create mount point: %w", err)
 	}
-	cmd, cg, ready, err = d.start(id, dir, spec, idBase)
+	proc, cg, ready, err = d.start(id, dir, spec, idBase)
 	if err != nil {
 		return h, err
 	}
 	if err := waitReady(ctx, ready, dir); err != nil {
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
-	netns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
+	netns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", proc.pid))
 	if err != nil {
 		return h, fmt.Errorf("open sandbox network namespace: %w", err)
 	}
-	start, err := hostproc.StartTime(cmd.Process.Pid)
+	start, err := hostproc.StartTime(proc.pid)
 	if err != nil {
 		netns.Close()
 		return h, fmt.Errorf("read sandbox init: %w", err)
 	}
-	h = isolation.Handle{ID: id, Driver: d.Name(), PID: cmd.Process.Pid, StartTime: start, CreatedAt: time.Now().UTC()}
+	h = isolation.Handle{ID: id, Driver: d.Name(), PID: proc.pid, StartTime: start, CreatedAt: time.Now().UTC()}
 	if err := hostproc.WriteRecord(dir, hostproc.Record{Handle: h, Cgroup: cg.Name(), Limits: spec.Limits, UserNSBase: idBase}); err != nil {
 		netns.Close()
 		return h, fmt.Errorf("record sandbox state: %w", err)
@@ -110,7 +108,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	d.mu.Lock()
 	d.sandboxes[id] = sb
 	d.mu.Unlock()
-	go d.watchChild(sb, cmd)
+	go d.watchChild(sb, proc)
 	return h, nil
 }
 
@@ -127,8 +125,8 @@ func validateSpec(id string, spec isolation.Spec) error {
 // start launches the sandbox's init in its namespaces and, while the init
 // starts up, creates its cgroup, moves it in and only then sends it its
 // config. The returned file reads the agent's readiness. On error the
-// returned cmd and group (if any) are the caller's to clean up.
-func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exec.Cmd, *cgroups.Group, *os.File, error) {
+// returned init and group (if any) are the caller's to clean up.
+func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*initProc, *cgroups.Group, *os.File, error) {
 	// The config goes through a pipe, or a socket when it brings the
 	// user namespace's id-mapped mounts along.
 	cfgR, cfgW, err := configChannel(spec.UserNamespace)
@@ -184,37 +182,14 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 	for len(extra) <= fdLayer-3 {
 		extra = append(extra, null)
 	}
-	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
+	req := spawnRequest{Path: binary, Args: []string{initArg0}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Cloneflags: cloneFlags}
 	if spec.NetNS != nil {
-		attr.Cloneflags &^= syscall.CLONE_NEWNET // born inside the pooled one, below
+		req.Cloneflags &^= unix.CLONE_NEWNET // born inside the pooled one: a user-namespaced child could not join it later
 	}
 	if spec.UserNamespace {
-		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(idBase), Size: userNSSize}}
-		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings, attr.GidMappings = ids, ids
-		attr.GidMappingsEnableSetgroups = true
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+		req.Owner = idBase
 	}
-	cmd := &exec.Cmd{
-		Path:        binary,
-		Args:        []string{initArg0},
-		Env:         []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		ExtraFiles:  extra,
-		Stdout:      logf,
-		Stderr:      logf,
-		SysProcAttr: attr,
-	}
-	startCmd := cmd.Start
-	if spec.UserNamespace {
-		startCmd = func() error { return asOwner(idBase, cmd.Start) }
-	}
-	if spec.NetNS != nil {
-		// Born inside the pooled namespace: a user-namespaced child could
-		// not join it later.
-		err = hostproc.InNetNS(spec.NetNS, d.host, startCmd)
-	} else {
-		err = startCmd()
-	}
+	proc, err := d.spawner.spawn(req, spec.NetNS, append([]*os.File{null, logf, logf}, extra...))
 	cfgR.Close()
 	readyW.Close()
 	logf.Close()
@@ -223,9 +198,9 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 		return nil, nil, nil, fmt.Errorf("start sandbox init: %w", err)
 	}
 	if spec.Background { // before it does anything: it waits for its config
-		if err := unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, backgroundNice); err != nil {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, proc.pid, backgroundNice); err != nil {
 			readyR.Close()
-			return cmd, nil, nil, fmt.Errorf("lower the sandbox's priority: %w", err)
+			return proc, nil, nil, fmt.Errorf("lower the sandbox's priority: %w", err)
 		}
 	}
 	cg, err := cgroups.New(d.cgroupName(id), cgroups.Limits{
@@ -236,16 +211,16 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 	})
 	if err != nil {
 		readyR.Close()
-		return cmd, nil, nil, err
+		return proc, nil, nil, err
 	}
-	if err := cg.Add(cmd.Process.Pid); err != nil {
+	if err := cg.Add(proc.pid); err != nil {
 		readyR.Close()
-		return cmd, cg, nil, err
+		return proc, cg, nil, err
 	}
 	if spec.UserNamespace {
-		if err := sendIDMappedMounts(cfgW, spec, cmd.Process.Pid); err != nil {
+		if err := sendIDMappedMounts(cfgW, spec, proc.pid); err != nil {
 			readyR.Close()
-			return cmd, cg, nil, err
+			return proc, cg, nil, err
 		}
 	}
 	cfg := initConfig{
@@ -256,9 +231,9 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*exe
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		readyR.Close()
-		return cmd, cg, nil, fmt.Errorf("send sandbox config: %w", err)
+		return proc, cg, nil, fmt.Errorf("send sandbox config: %w", err)
 	}
-	return cmd, cg, readyR, nil
+	return proc, cg, readyR, nil
 }
 
 // waitReady waits for the agent's readiness byte. EOF means the init died:
@@ -303,13 +278,8 @@ func agentLogTail(dir string) string {
 }
 
 // watchChild reaps the init this node started and records why it ended.
-func (d *Driver) watchChild(sb *sandbox, cmd *exec.Cmd) {
-	err := cmd.Wait()
-	detail := "agent exited"
-	if err != nil {
-		detail = err.Error()
-	}
-	d.ended(sb, detail)
+func (d *Driver) watchChild(sb *sandbox, proc *initProc) {
+	d.ended(sb, proc.wait())
 }
 
 // ended records how a sandbox's init ended and wakes Wait.

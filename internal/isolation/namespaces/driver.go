@@ -57,6 +57,9 @@ type Driver struct {
 	// agent is the sandbox binary's path, bound at AgentPath in sandboxes.
 	agent string
 
+	// spawner clones the sandboxes' inits (spawner_linux.go).
+	spawner *spawner
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	ids       *idRanges // user namespaces' host id ranges
@@ -128,12 +131,19 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}
-	return &Driver{cfg: cfg, log: log, host: host, agent: agent, sandboxes: map[string]*sandbox{}, ids: newIDRanges(cfg.UserNSBase)}, nil
+	// The spawner runs the smaller sandbox binary where there is one.
+	spawnerBinary := cfg.Binary
+	if cfg.SandboxBinary != "" {
+		spawnerBinary = cfg.SandboxBinary
+	}
+	return &Driver{cfg: cfg, log: log, host: host, agent: agent, spawner: &spawner{binary: spawnerBinary, log: log},
+		sandboxes: map[string]*sandbox{}, ids: newIDRanges(cfg.UserNSBase)}, nil
 }
 
 // Close releases the driver's handles and removes its cgroup parent if no
 // sandbox is left in it. Running sandboxes are not touched.
 func (d *Driver) Close() {
+	d.spawner.Close()
 	d.host.Close()
 	cgroups.RemoveEmpty(d.cfg.CgroupParent)
 }

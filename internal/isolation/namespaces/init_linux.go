@@ -33,6 +33,8 @@ func init() {
 			os.Exit(1)
 		}
 		os.Exit(0) // not reached: sandboxInit execs the agent
+	case spawnerArg0:
+		runSpawner()
 	case agentArg0, AgentPath:
 		if len(os.Args) == 1 { // with arguments it is a command of main's
 			os.Exit(agentMain())
@@ -206,21 +208,21 @@ func agentFDs() (ready, oom int) {
 	return 0, fd
 }
 
-type spawnRequest struct {
+type forkRequest struct {
 	fork func() (int, error)
-	done chan spawnResult
+	done chan forkResult
 }
 
-type spawnResult struct {
+type forkResult struct {
 	pid int
 	err error
 }
 
 // spawnOn runs forks on the thread that reads requests.
-func spawnOn(requests chan<- spawnRequest) func(func() (int, error)) (int, error) {
+func spawnOn(requests chan<- forkRequest) func(func() (int, error)) (int, error) {
 	return func(fork func() (int, error)) (int, error) {
-		done := make(chan spawnResult, 1)
-		requests <- spawnRequest{fork, done}
+		done := make(chan forkResult, 1)
+		requests <- forkRequest{fork, done}
 		r := <-done
 		return r.pid, r.err
 	}
@@ -233,11 +235,11 @@ const agentLogMax = 8 << 20
 // makes the calling (locked) thread fork every process of the sandbox:
 // the thread whose capabilities and filter they inherit.
 func runAgentHere(env map[string]string, a isolation.AgentSettings, ready, oom int) {
-	forks := make(chan spawnRequest)
+	forks := make(chan forkRequest)
 	go func() { os.Exit(runAgent(env, a, ready, oom, spawnOn(forks))) }()
 	for req := range forks {
 		pid, err := req.fork()
-		req.done <- spawnResult{pid, err}
+		req.done <- forkResult{pid, err}
 	}
 }
 

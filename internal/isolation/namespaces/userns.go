@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -192,50 +193,32 @@ func receiveMounts(fd int) ([]int, error) {
 	return fds, nil
 }
 
-// asOwner runs start (which clones the sandbox's init into its new user
-// namespace) on a thread whose effective uid is owner, the first host id
-// of the sandbox's range, so that the namespace belongs to owner. The
-// kernel charges per-user counts (inotify instances, epoll watches,
-// processes …) up the chain of namespace owners: owned by host root, every
-// sandbox would still share host root's counts, and could exhaust them.
-// The thread keeps its capabilities through the change (the
-// SECBIT_NO_SETUID_FIXUP bit, this thread only), so it can still write the
-// child's id maps; the init clears the bit it inherits before anything
-// else. A thread that cannot return to root is never used again.
-func asOwner(owner uint32, start func() error) error {
-	runtime.LockOSThread()
-	restored := false
-	defer func() {
-		if restored {
-			runtime.UnlockOSThread()
-		}
-	}()
-	prev, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0)
-	if e != 0 {
-		return fmt.Errorf("read securebits: %w", e)
+// A sandbox's user namespace belongs to owner, the first host id of its
+// range: the spawner's thread takes owner as its effective uid before it
+// clones the init (spawnHere). The kernel charges per-user counts (inotify
+// instances, epoll watches, processes …) up the chain of namespace owners:
+// owned by host root, every sandbox would still share host root's counts,
+// and could exhaust them. Leaving uid 0 empties the thread's effective
+// capabilities; it raises them again from its permitted set (its real and
+// saved uids stay 0), so it can still write the child's id maps. The
+// thread is never used again.
+
+// raiseEffective makes the calling thread's effective capabilities its
+// permitted ones (this thread only: raw system calls).
+func raiseEffective() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return fmt.Errorf("read capabilities: %w", e)
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, prev|secbitNoSetuidFixup, 0); e != 0 {
-		return fmt.Errorf("keep capabilities: %w", e)
+	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return fmt.Errorf("raise capabilities: %w", e)
 	}
-	err := setEUID(owner)
-	if err == nil {
-		err = start()
-	}
-	if setEUID(0) == nil {
-		_, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, prev, 0)
-		restored = e == 0
-	}
-	if err != nil {
-		return err
-	}
-	if !restored {
-		return fmt.Errorf("return to root after starting a sandbox")
-	}
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&data)
 	return nil
 }
-
-// secbitNoSetuidFixup is linux/securebits.h's SECBIT_NO_SETUID_FIXUP.
-const secbitNoSetuidFixup = 1 << 2
 
 // setEUID sets the calling thread's effective uid (only: a raw system call).
 func setEUID(uid uint32) error {
@@ -245,11 +228,21 @@ func setEUID(uid uint32) error {
 	return nil
 }
 
-// clearSecurebits undoes, in the init, the SECBIT_NO_SETUID_FIXUP it
-// inherited from asOwner (set on sys's threads), and checks it is gone:
-// with it, the agent's processes would keep capabilities across a change
-// to an unprivileged user.
+// clearSecurebits makes sure the init's securebits are 0: with
+// SECBIT_NO_SETUID_FIXUP, say, the agent's processes would keep
+// capabilities across a change to an unprivileged user. The kernel resets
+// them for a process born in a new user namespace, nothing sets them
+// between exec and here, and every thread is cloned from the one that
+// exec'd: this thread's bits are every thread's, and only bits a starter
+// left set cost the clearing on the threads sys reaches.
 func clearSecurebits(sys threadSyscall) error {
+	bits, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("read securebits: %w", e)
+	}
+	if bits == 0 {
+		return nil
+	}
 	if err := sys(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, 0, 0); err != nil {
 		return fmt.Errorf("clear securebits: %w", err)
 	}

@@ -1,0 +1,175 @@
+package namespaces
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The spawner is a small, long-lived child of the node (this binary under
+// spawnerArg0) that clones the sandboxes' inits, so that the node never
+// forks itself. Go cannot vfork a child that gets a new user namespace (it
+// waits for its id maps), so a fork copies the forking process's page
+// tables and makes its pages copy-on-write until the child execs: for the
+// node, with its heap and a hundred threads, that was most of a create's
+// CPU. The spawner's are a few megabytes.
+//
+// It serves one request at a time on a SOCK_SEQPACKET socket (fdSpawner):
+// a spawnRequest in JSON with descriptors (the network namespace to be
+// born in, if any, then the child's descriptors from 0 up), answered with
+// a spawnReply and the child's pidfd. The child is cloned with
+// CLONE_PARENT: it is the node's child, which reaps it, and outlives the
+// spawner as it would the node. The spawner exits when the node closes the
+// socket (or dies).
+const (
+	spawnerArg0 = "cove-spawner"
+	fdSpawner   = 3
+	// maxSpawnFDs bounds the descriptors one request carries.
+	maxSpawnFDs = 16
+)
+
+// spawnRequest is what the node asks the spawner to start.
+type spawnRequest struct {
+	Path       string   `json:"path"`
+	Args       []string `json:"args"`
+	Env        []string `json:"env"`
+	Cloneflags uintptr  `json:"cloneflags"`
+	// Owner, when not 0, gives the child a user namespace owned by this
+	// host uid, which maps the namespace's ids 0..userNSSize-1 from it.
+	Owner uint32 `json:"owner,omitempty"`
+	// NetNS says the first descriptor is the network namespace the child
+	// is born in.
+	NetNS bool `json:"netns,omitempty"`
+}
+
+// spawnReply answers a spawnRequest; a pidfd comes with it on success.
+type spawnReply struct {
+	PID int    `json:"pid,omitempty"`
+	Err string `json:"err,omitempty"`
+}
+
+// spawnerMain serves the node's requests until it closes the socket.
+func spawnerMain() int {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*maxSpawnFDs))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fdSpawner, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return 0 // the node is gone, or done with us
+		}
+		fds, ferr := receivedFDs(oob[:oobn])
+		var reply spawnReply
+		pidfd := -1
+		var req spawnRequest
+		switch {
+		case ferr != nil:
+			reply.Err = ferr.Error()
+		case json.Unmarshal(buf[:n], &req) != nil:
+			reply.Err = "malformed spawn request"
+		default:
+			reply.PID, pidfd, err = spawnOne(req, fds)
+			if err != nil {
+				reply.Err = err.Error()
+			}
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		msg, _ := json.Marshal(reply)
+		var rights []byte
+		if pidfd >= 0 {
+			rights = unix.UnixRights(pidfd)
+		}
+		err = unix.Sendmsg(fdSpawner, msg, rights, nil, 0)
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		if err != nil {
+			return 1
+		}
+	}
+}
+
+func receivedFDs(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("spawn request descriptors: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return fds, fmt.Errorf("spawn request descriptors: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
+// spawnOne clones and execs req's child from a thread of its own, which
+// enters the network namespace and takes the owner's uid first. That
+// thread is never used again: it dies with its goroutine.
+func spawnOne(req spawnRequest, fds []int) (pid, pidfd int, err error) {
+	type result struct {
+		pid, pidfd int
+		err        error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		pid, pidfd, err := spawnHere(req, fds)
+		done <- result{pid, pidfd, err}
+	}()
+	r := <-done
+	return r.pid, r.pidfd, r.err
+}
+
+func spawnHere(req spawnRequest, fds []int) (int, int, error) {
+	if req.NetNS {
+		if len(fds) == 0 {
+			return 0, -1, errors.New("no network namespace came with the request")
+		}
+		if err := unix.Setns(fds[0], unix.CLONE_NEWNET); err != nil {
+			return 0, -1, fmt.Errorf("enter the sandbox network: %w", err)
+		}
+		fds = fds[1:]
+	}
+	attr := &syscall.SysProcAttr{Cloneflags: req.Cloneflags | unix.CLONE_PARENT, Setsid: true}
+	pidfd := -1
+	attr.PidFD = &pidfd
+	if req.Owner != 0 {
+		if err := setEUID(req.Owner); err != nil {
+			return 0, -1, err
+		}
+		if err := raiseEffective(); err != nil {
+			return 0, -1, err
+		}
+		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(req.Owner), Size: userNSSize}}
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings, attr.GidMappings = ids, ids
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
+	files := make([]uintptr, len(fds))
+	for i, fd := range fds {
+		files[i] = uintptr(fd)
+	}
+	pid, err := syscall.ForkExec(req.Path, req.Args, &syscall.ProcAttr{Env: req.Env, Files: files, Sys: attr})
+	if err != nil {
+		return 0, -1, fmt.Errorf("start %s: %w", req.Path, err)
+	}
+	return pid, pidfd, nil
+}
+
+// runSpawner is package init's entry when this binary is the spawner.
+func runSpawner() {
+	os.Exit(spawnerMain())
+}
