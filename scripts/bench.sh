@@ -91,7 +91,19 @@ export E2B_API_KEY="$key"
 
 kill $s1 $s2 $s3 $s4 $s5 $s6 $s7
 wait $s1 $s2 $s3 $s4 $s5 $s6 $s7 || true
-if [ -n "$(find "$data/cold/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" "$data/plain/sandboxes" "$data/disk/gvisor" "$data/microvm/microvm" -mindepth 1 -maxdepth 1 ! -name .runsc ! -name initramfs.cpio ! -name _images ! -name _snapshots 2>/dev/null)" ]; then
+# ComputeSDK's protocol through the official SDK, against a server as a
+# user starts it (its default warm pool and network), alone on the host.
+./bin/cove server --listen "$cold" --data-dir "$data/user" --api-key "$key" --cgroup-parent cove-bench-user >"$data/user.log" 2>&1 &
+s1=$!
+for _ in $(seq 100); do
+	curl -fsS "http://$cold/health" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+sleep 3 # the pool fills
+(cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node computesdk.mjs "${COMPUTESDK_N:-100}") | tee -a "$out"
+kill $s1
+wait $s1 || true
+if [ -n "$(find "$data/cold/sandboxes" "$data/user/sandboxes" "$data/pooled/sandboxes" "$data/burst/sandboxes" "$data/gvisor/gvisor" "$data/plain/sandboxes" "$data/disk/gvisor" "$data/microvm/microvm" -mindepth 1 -maxdepth 1 ! -name .runsc ! -name initramfs.cpio ! -name _images ! -name _snapshots 2>/dev/null)" ]; then
 	echo "bench: sandboxes left after the servers stopped" >&2
 	exit 1
 fi

@@ -94,6 +94,9 @@ func main() {
 		}
 		b.WriteString("\n")
 	}
+	if floor := median("ComputeSDK/floor", "p50-ms"); floor > 0 {
+		computeSDK(&b, median, floor)
+	}
 	var peers []string
 	for _, name := range order {
 		if strings.HasPrefix(name, "Peer/") {
@@ -337,4 +340,38 @@ func machine() string {
 	fmt.Fprintf(&b, "cgroups  %s\n", run("sh", "-c", "stat -fc %T /sys/fs/cgroup"))
 	fmt.Fprintf(&b, "go       %s\n", runtime.Version())
 	return b.String()
+}
+
+// computeSDK writes ComputeSDK's protocol (bench/js/computesdk.mjs) and
+// the command's round trip beside the login shell that bounds it.
+func computeSDK(b *strings.Builder, median func(name, unit string) float64, floor float64) {
+	fmt.Fprintf(b, "## ComputeSDK's protocol\n\n")
+	fmt.Fprintf(b, "Time to interactive = `Sandbox.create()` + `commands.run('node -v')` through the official JS SDK,\n")
+	fmt.Fprintf(b, "each sandbox killed after, against `cove server` as a user starts it (its default warm pool), alone\n")
+	fmt.Fprintf(b, "on the host: sequential, staggered (one started every 200 ms) and a burst (all at once); top and\n")
+	fmt.Fprintf(b, "bottom 5 %% trimmed. Score = (0.6·s(p50) + 0.25·s(p95) + 0.15·s(p99)) × success, s(x) = 100·(1 − x/10 s).\n")
+	fmt.Fprintf(b, "The floor is `node -v`'s round trip in a sandbox that already runs.\n\n")
+	fmt.Fprintf(b, "| mode | p50 ms | p95 ms | p99 ms | success | score | wall ms |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, mode := range []string{"floor", "sequential", "staggered", "burst"} {
+		name := "ComputeSDK/" + mode
+		fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %.0f %% | %.1f | %.0f |\n", mode, median(name, "p50-ms"),
+			median(name, "p95-ms"), median(name, "p99-ms"), 100*median(name, "success"), median(name, "score"), median(name, "wall-ms"))
+	}
+	fmt.Fprintf(b, "\n| goal | value | target |\n|---|---:|---:|\n")
+	for _, mode := range []string{"sequential", "staggered", "burst"} {
+		fmt.Fprintf(b, "| success, %s | %.0f %% | 100 %% |\n", mode, 100*median("ComputeSDK/"+mode, "success"))
+	}
+	for _, mode := range []string{"sequential", "staggered"} {
+		fmt.Fprintf(b, "| %s TTI p50 − the floor | %+.1f ms | ≤ 15 ms |\n", mode, median("ComputeSDK/"+mode, "p50-ms")-floor)
+	}
+	fmt.Fprintf(b, "| burst of 100, wall (%d cores) | %.0f ms | ≤ 2500 ms |\n", runtime.NumCPU(), median("ComputeSDK/burst", "wall-ms"))
+	if shell := median("LoginShell", "p50-ms"); shell > 0 {
+		if rtt := median("ExecRTT", "p50-ms"); rtt > 0 {
+			fmt.Fprintf(b, "| `commands.run('true')` round trip, Go SDK / `bash -l -c true` in the sandbox (%.2f ms) | %.2f× | ≤ 1.3× |\n", shell, rtt/shell)
+		}
+		if rtt := median("CommandRTT/js-sdk", "p50-ms"); rtt > 0 {
+			fmt.Fprintf(b, "| the same through the official JS SDK | %.2f× | ≤ 1.3× |\n", rtt/shell)
+		}
+	}
+	b.WriteString("\n")
 }

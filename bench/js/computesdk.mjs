@@ -7,12 +7,16 @@
 // times the success rate. The floor is the same command's round trip in
 // a sandbox that already runs, at the sequential pace.
 //
-// usage: node computesdk.mjs N [modes]   (modes: floor,sequential,staggered,burst)
+// The shell mode measures what bounds a command's round trip: E2B's login
+// shell (`bash -l -c true`) timed inside a running sandbox, beside
+// commands.run('true') through the SDK.
+//
+// usage: node computesdk.mjs N [modes]   (modes: shell,floor,sequential,staggered,burst)
 // Prints `go test -bench` style lines for bench/benchreport.
 import { Sandbox } from 'e2b'
 
 const n = Number(process.argv[2] ?? 100)
-const modes = (process.argv[3] ?? 'floor,sequential,staggered,burst').split(',')
+const modes = (process.argv[3] ?? 'shell,floor,sequential,staggered,burst').split(',')
 
 async function tti() {
   const start = performance.now()
@@ -63,6 +67,27 @@ for (const mode of modes) {
   const start = performance.now()
   const results = []
   switch (mode) {
+    case 'shell': {
+      const sbx = await Sandbox.create({ timeoutMs: 300_000 })
+      const loop = `for i in $(seq ${n}); do s=$EPOCHREALTIME; bash -l -c true; e=$EPOCHREALTIME; echo "$s $e"; done`
+      const r = await sbx.commands.run(loop)
+      const shell = r.stdout.trim().split('\n').map((l) => {
+        const [s, e] = l.split(' ').map(Number)
+        return (e - s) * 1000
+      })
+      const rtt = []
+      for (let i = 0; i < n; i++) {
+        const t = performance.now()
+        await sbx.commands.run('true')
+        rtt.push(performance.now() - t)
+      }
+      await sbx.kill()
+      for (const [name, xs] of [['LoginShell', shell], ['CommandRTT/js-sdk', rtt]]) {
+        const s = [...xs].sort((a, b) => a - b)
+        console.log(`Benchmark${name} ${s.length} 0 ns/op ${at(s, 0.5).toFixed(2)} p50-ms ${at(s, 0.95).toFixed(2)} p95-ms ${at(s, 0.99).toFixed(2)} p99-ms`)
+      }
+      continue
+    }
     case 'floor': {
       // node -v in one sandbox that runs, at the sequential pace.
       const sbx = await Sandbox.create({ timeoutMs: 300_000 })

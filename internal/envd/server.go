@@ -33,6 +33,9 @@ type Config struct {
 	Process process.Options
 }
 
+// compressMinBytes is the smallest RPC message the agent compresses.
+const compressMinBytes = 4096
+
 // Server is the agent's HTTP handler and state.
 type Server struct {
 	settings *settings.Settings
@@ -45,8 +48,12 @@ type Server struct {
 func New(cfg Config, log *slog.Logger) *Server {
 	s := &Server{settings: settings.New(cfg.Fixed), log: log, mux: http.NewServeMux()}
 	s.process = process.New(s.settings, log, cfg.Process)
-	procPath, procHandler := processconnect.NewProcessHandler(s.process)
-	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(filesystem.New(s.settings, log))
+	// Small messages (most process events) go uncompressed: gzip costs
+	// more than it saves on them, and its first use allocates a compressor
+	// of over half a megabyte in every sandbox.
+	small := connect.WithCompressMinBytes(compressMinBytes)
+	procPath, procHandler := processconnect.NewProcessHandler(s.process, small)
+	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(filesystem.New(s.settings, log), small)
 	s.mux.Handle(procPath, s.requireTokenRPC(procHandler))
 	s.mux.Handle(fsPath, s.requireTokenRPC(fsHandler))
 	s.mux.HandleFunc("GET /health", s.health)
