@@ -20,6 +20,7 @@ type Node struct {
 	kill       prometheus.Histogram
 	pause      *prometheus.HistogramVec
 	resume     prometheus.Histogram
+	phases     *prometheus.HistogramVec
 	warmMisses *prometheus.CounterVec
 
 	sandboxes, warm                 *prometheus.Desc
@@ -46,6 +47,7 @@ type Source interface {
 // buildBuckets a cached build's second to a debootstrap's hour.
 var (
 	latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15) // 1 ms … 16 s
+	phaseBuckets   = prometheus.ExponentialBuckets(0.0001, 2, 16) // 0.1 ms … 3.3 s
 	buildBuckets   = prometheus.ExponentialBuckets(0.25, 2, 15)  // 0.25 s … 68 min
 )
 
@@ -63,6 +65,9 @@ func NewNode(reg prometheus.Registerer) *Node {
 			[]string{"memory"}),
 		resume: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cove_sandbox_resume_seconds",
 			Help: "Time to resume a paused sandbox.", Buckets: latencyBuckets}),
+		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_sandbox_phase_seconds",
+			Help: "Time of each phase of a node's operations, in the order they run: create (admit, then handover from the warm pool, or network, the driver's own phases, driver for the rest of its create, record, start_command), warm (a warm sandbox made: the same, then first_command) and kill (the driver's phases, destroy for the rest, network, record). The namespaces driver's phases: spawn, cgroup, config, agent_ready, driver_record; on kill kill_init, cgroup, files.",
+			Buckets: phaseBuckets}, []string{"op", "phase"}),
 		warmMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_warm_pool_misses_total",
 			Help: "Creates a warm sandbox could have served that found none of their template ready."}, []string{"template"}),
 		sandboxes: prometheus.NewDesc("cove_sandboxes", "Sandboxes on the node, by state, template and driver (warm ones aside).",
@@ -88,7 +93,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		usageMemory: prometheus.NewDesc("cove_team_memory_gib_seconds_total",
 			"GiB-seconds of memory a team's running sandboxes of a template held: their memory limits times the seconds they ran.", []string{"team", "template"}, nil),
 	}
-	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.warmMisses, n.builds, n)
+	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.phases, n.warmMisses, n.builds, n)
 	return n
 }
 
@@ -102,6 +107,11 @@ func (n *Node) Created(d time.Duration, driver string, pooled bool) {
 		source = "pooled"
 	}
 	n.create.WithLabelValues(driver, source).Observe(d.Seconds())
+}
+
+// Phase implements node.Observer.
+func (n *Node) Phase(op, phase string, d time.Duration) {
+	n.phases.WithLabelValues(op, phase).Observe(d.Seconds())
 }
 
 // Killed implements node.Observer.

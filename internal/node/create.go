@@ -14,6 +14,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/phase"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -84,6 +85,7 @@ type CreateRequest struct {
 // one. A failed or cancelled create leaves nothing behind.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	start := time.Now()
+	ctx = phase.Start(ctx, m.phases(), "create")
 	if req.Template == "" {
 		req.Template = "base"
 	}
@@ -148,10 +150,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	phase.Mark(ctx, "admit")
 	// Warm sandboxes are the default driver's.
 	if req.ID == "" && req.Resolved == nil && tpl.Saved == nil && req.Image == nil && len(req.Volumes) == 0 && m.pool != nil && d == m.driver {
 		if w := m.pool.take(tpl, limits); w != nil {
 			info, err := m.handOut(ctx, w, req)
+			phase.Mark(ctx, "handover")
 			if err == nil {
 				m.observe(func(o Observer) { o.Created(time.Since(start), info.Isolation, true) })
 				return info, nil
@@ -196,6 +200,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}, false, req.Image)
 	if err == nil {
 		err = m.admit(sb, &info, n, m.agentFor(info.ID))
+		phase.Mark(ctx, "record")
 	}
 	if err != nil {
 		m.mu.Lock()
@@ -212,9 +217,19 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 			}
 			return Info{}, err
 		}
+		phase.Mark(ctx, "start_command")
 	}
 	m.observe(func(o Observer) { o.Created(time.Since(start), info.Isolation, false) })
 	return info, nil
+}
+
+// phases is where the phases of the node's operations go: the observer,
+// when there is one.
+func (m *Manager) phases() phase.Recorder {
+	if m.cfg.Observer == nil {
+		return nil
+	}
+	return m.cfg.Observer
 }
 
 // observe tells the observer, when there is one.
@@ -318,6 +333,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		ni := *want
 		ni.Slot, ni.Addr = n.Slot, n.Addr.String()
 		info.Network = &ni
+		phase.Mark(ctx, "network")
 	}
 	d, err := m.driverNamed(info.Isolation)
 	if err != nil {
@@ -333,6 +349,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 	} else {
 		h, err = d.Create(ctx, info.ID, spec)
 	}
+	phase.Mark(ctx, "driver")
 	if err != nil {
 		if n != nil {
 			m.cfg.Networks.Release(n)

@@ -9,6 +9,7 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/phase"
 )
 
 // KilledDetail is the exit detail of a sandbox ended by Kill.
@@ -23,7 +24,7 @@ func (m *Manager) Kill(ctx context.Context, id string) error {
 		return errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	start := time.Now()
-	err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: KilledDetail})
+	err := m.end(phase.Start(ctx, m.phases(), "kill"), sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: KilledDetail})
 	if err == nil {
 		m.observe(func(o Observer) { o.Killed(time.Since(start)) })
 	}
@@ -73,8 +74,10 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		// Keep the record: Recover retries the teardown after a restart.
 		return fmt.Errorf("kill sandbox %s: %w", id, err)
 	}
+	phase.Mark(ctx, "destroy")
 	if sb.net != nil {
 		m.cfg.Networks.Release(sb.net)
+		phase.Mark(ctx, "network")
 	}
 	if spilled != nil {
 		if err := fsutil.RemoveTree(spilled.Dir); err != nil {
@@ -88,6 +91,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	}
 	m.mu.Unlock()
 	close(sb.ended)
+	phase.Mark(ctx, "record")
 	m.log.Info("sandbox killed", logx.SandboxID(id), "reason", exit.Reason, "detail", exit.Detail)
 	if m.cfg.OnEnd != nil {
 		m.cfg.OnEnd(sb.snapshot())

@@ -26,6 +26,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/phase"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -60,6 +61,8 @@ type Observer interface {
 	// WarmMissed: a create that a warm sandbox could have served found
 	// none of its template ready.
 	WarmMissed(templateID string)
+	// Phase: one phase of an operation (create, warm, kill) took d.
+	phase.Recorder
 }
 
 // Config configures a Manager.

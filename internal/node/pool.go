@@ -12,6 +12,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/phase"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -254,6 +255,7 @@ func (p *pool) fill(tpl template.Template) error {
 		}
 	}()
 	m := p.m
+	ctx = phase.Start(ctx, m.phases(), "warm")
 	info := Info{ID: NewID(), TemplateID: tpl.ID, BuildID: tpl.BuildID, State: StateCreating, Limits: m.templateLimits(tpl),
 		Layers: tpl.RootFS.Layers, EnvVars: maps.Clone(tpl.Env)}
 	if m.cfg.WarmToken != nil {
@@ -274,6 +276,7 @@ func (p *pool) fill(tpl template.Template) error {
 		p.discard(w)
 		return err
 	}
+	phase.Mark(ctx, "first_command")
 	if tpl.StartCmd != "" { // its processes are up before anyone asks
 		if err := startCommand(ctx, w.agent, tpl); err != nil {
 			p.discard(w)

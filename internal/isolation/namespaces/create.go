@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/phase"
 )
 
 const cloneFlags = unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET
@@ -83,13 +84,14 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		// its own, in its mount namespace).
 		return h, fmt.Errorf("create mount point: %w", err)
 	}
-	proc, cg, ready, err = d.start(id, dir, spec, idBase)
+	proc, cg, ready, err = d.start(ctx, id, dir, spec, idBase)
 	if err != nil {
 		return h, err
 	}
 	if err := waitReady(ctx, ready, dir); err != nil {
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	phase.Mark(ctx, "agent_ready")
 	netns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", proc.pid))
 	if err != nil {
 		return h, fmt.Errorf("open sandbox network namespace: %w", err)
@@ -109,6 +111,7 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	d.sandboxes[id] = sb
 	d.mu.Unlock()
 	go d.watchChild(sb, proc)
+	phase.Mark(ctx, "driver_record")
 	return h, nil
 }
 
@@ -126,7 +129,7 @@ func validateSpec(id string, spec isolation.Spec) error {
 // starts up, creates its cgroup, moves it in and only then sends it its
 // config. The returned file reads the agent's readiness. On error the
 // returned init and group (if any) are the caller's to clean up.
-func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*initProc, *cgroups.Group, *os.File, error) {
+func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec, idBase uint32) (*initProc, *cgroups.Group, *os.File, error) {
 	// The config goes through a pipe, or a socket when it brings the
 	// user namespace's id-mapped mounts along.
 	cfgR, cfgW, err := configChannel(spec.UserNamespace)
@@ -197,6 +200,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*ini
 		readyR.Close()
 		return nil, nil, nil, fmt.Errorf("start sandbox init: %w", err)
 	}
+	phase.Mark(ctx, "spawn")
 	if spec.Background { // before it does anything: it waits for its config
 		if err := unix.Setpriority(unix.PRIO_PROCESS, proc.pid, backgroundNice); err != nil {
 			readyR.Close()
@@ -217,6 +221,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*ini
 		readyR.Close()
 		return proc, cg, nil, err
 	}
+	phase.Mark(ctx, "cgroup")
 	if spec.UserNamespace {
 		if err := sendIDMappedMounts(cfgW, spec, proc.pid); err != nil {
 			readyR.Close()
@@ -233,6 +238,7 @@ func (d *Driver) start(id, dir string, spec isolation.Spec, idBase uint32) (*ini
 		readyR.Close()
 		return proc, cg, nil, fmt.Errorf("send sandbox config: %w", err)
 	}
+	phase.Mark(ctx, "config")
 	return proc, cg, readyR, nil
 }
 

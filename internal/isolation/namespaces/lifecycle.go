@@ -15,6 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/phase"
 )
 
 // Wait implements isolation.Driver.
@@ -46,6 +47,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		if _, err := sb.end.Wait(ctx); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
 		}
+		phase.Mark(ctx, "kill_init")
 		sb.nsMu.Lock()
 		sb.netns.Close()
 		sb.netns = nil
@@ -66,10 +68,12 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		if err := cg.Destroy(ctx); err != nil {
 			return fmt.Errorf("destroy %s: %w", id, err)
 		}
+		phase.Mark(ctx, "cgroup")
 	}
 	if err := fsutil.RemoveTree(d.dir(id)); err != nil {
 		return fmt.Errorf("destroy %s: %w", id, err)
 	}
+	phase.Mark(ctx, "files")
 	d.mu.Lock()
 	delete(d.sandboxes, id)
 	d.mu.Unlock()
