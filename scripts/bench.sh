@@ -37,6 +37,7 @@ go run ./bench/peers -n "${PEER_N:-30}" | tee -a "$out"
 	--network-range 198.19.128.0/17 --pool-size 0 >"$data/cold.log" 2>&1 &
 s1=$!
 ./bin/cove server --listen "$pooled" --data-dir "$data/pooled" --api-key "$key" --cgroup-parent cove-bench-pooled --memory-overcommit 64 \
+	--metrics-listen "127.0.0.1:$((${BENCH_PORT:-3999} - 10))" \
 	--network-range 198.18.0.0/16 --pool-size "${POOL:-8}" >"$data/pooled.log" 2>&1 &
 s2=$!
 # A node sized for bursts of 100: that many warm sandboxes.
@@ -77,7 +78,7 @@ for _ in $(seq 900); do
 	sleep 1
 done
 curl -fsS -X DELETE -H "X-API-Key: $key" "http://$microvm/sandboxes/$vm" >/dev/null
-go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -gvisor-disk "http://$disk" -microvm "http://$microvm" -key "$key" -n "${TTI_N:-50}" \
+go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -metrics "http://127.0.0.1:$((${BENCH_PORT:-3999} - 10))/metrics" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -gvisor-disk "http://$disk" -microvm "http://$microvm" -key "$key" -n "${TTI_N:-50}" \
 	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
 (cd bench/js && [ -d node_modules/@e2b/code-interpreter ] || npm ci --no-audit --no-fund >/dev/null)
 export E2B_API_KEY="$key"

@@ -94,6 +94,25 @@ func main() {
 		}
 		b.WriteString("\n")
 	}
+	var phases []string
+	for _, name := range order {
+		if strings.HasPrefix(name, "Phase/") {
+			phases = append(phases, name)
+		}
+	}
+	if len(phases) > 0 {
+		fmt.Fprintf(&b, "## Where a create's and a kill's time goes\n\n")
+		fmt.Fprintf(&b, "`cove_sandbox_phase_seconds` of the pooled server after the figures above (pooled creates, then\n")
+		fmt.Fprintf(&b, "4 clients creating and killing: most of those creates are cold, the pool cannot keep up), in the order\n")
+		fmt.Fprintf(&b, "each operation runs them; p50 interpolated in the histogram's buckets (coarse below 0.1 ms). warm =\n")
+		fmt.Fprintf(&b, "a warm sandbox made in the background, at a lower priority.\n\n")
+		fmt.Fprintf(&b, "| operation | phase | p50 ms | mean ms |\n|---|---|---:|---:|\n")
+		for _, name := range phases {
+			op, ph, _ := strings.Cut(strings.TrimPrefix(name, "Phase/"), "/")
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f |\n", op, ph, median(name, "p50-ms"), median(name, "mean-ms"))
+		}
+		b.WriteString("\n")
+	}
 	if floor := median("ComputeSDK/floor", "p50-ms"); floor > 0 {
 		computeSDK(&b, median, floor)
 	}

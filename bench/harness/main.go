@@ -56,6 +56,7 @@ func main() {
 	diskURL := flag.String("gvisor-disk", "", "API URL of a gVisor server that writes paused sandboxes to disk at once")
 	microvmURL := flag.String("microvm", "", "API URL of a server whose sandboxes run in microVMs, none warm")
 	clusterURL := flag.String("cluster", "", "API URL of a cluster's API replica (cove api), measured beside -cold")
+	metricsURL := flag.String("metrics", "", "Prometheus metrics URL of the -pooled server: each phase of its creates and kills, after the figures")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
@@ -76,6 +77,9 @@ func main() {
 		spawn(ctx, p, *n)
 		firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
 		sustained(ctx, p, "Sustained", *sustain)
+		if *metricsURL != "" {
+			phases(*metricsURL)
+		}
 		return
 	}
 	if *only == "persistence" || *only == "" {
@@ -130,6 +134,9 @@ func main() {
 		burst(ctx, p, 100)
 	}
 	sustained(ctx, p, "Sustained", *sustain)
+	if *metricsURL != "" {
+		phases(*metricsURL)
+	}
 	for _, s := range strings.Split(*mem, ",") {
 		if count, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && count > 0 {
 			idleMemory(ctx, p, "IdleMemory", count)
