@@ -46,9 +46,9 @@ type Source interface {
 // latencyBuckets span a pause of a millisecond to a boot of seconds;
 // buildBuckets a cached build's second to a debootstrap's hour.
 var (
-	latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15) // 1 ms … 16 s
+	latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)  // 1 ms … 16 s
 	phaseBuckets   = prometheus.ExponentialBuckets(0.0001, 2, 16) // 0.1 ms … 3.3 s
-	buildBuckets   = prometheus.ExponentialBuckets(0.25, 2, 15)  // 0.25 s … 68 min
+	buildBuckets   = prometheus.ExponentialBuckets(0.25, 2, 15)   // 0.25 s … 68 min
 )
 
 // NewNode makes a node's metrics and registers them on reg; Watch names
@@ -66,7 +66,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		resume: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cove_sandbox_resume_seconds",
 			Help: "Time to resume a paused sandbox.", Buckets: latencyBuckets}),
 		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_sandbox_phase_seconds",
-			Help: "Time of each phase of a node's operations, in the order they run: create (admit, then handover from the warm pool, or network, the driver's own phases, driver for the rest of its create, record, start_command), warm (a warm sandbox made: the same, then first_command) and kill (the driver's phases, destroy for the rest, network, record). The namespaces driver's phases: spawn, cgroup, config, agent_ready, driver_record; on kill kill_init, cgroup, files.",
+			Help:    "Time of each phase of a node's operations, in the order they run: create (admit, then handover from the warm pool, or network, the driver's own phases, driver for the rest of its create, record, start_command), warm (a warm sandbox made: the same, then first_command) and kill (the driver's phases, destroy for the rest, network, record). The namespaces driver's phases: spawn, cgroup, config, agent_ready, driver_record; on kill kill_init, cgroup, files.",
 			Buckets: phaseBuckets}, []string{"op", "phase"}),
 		warmMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_warm_pool_misses_total",
 			Help: "Creates a warm sandbox could have served that found none of their template ready."}, []string{"template"}),

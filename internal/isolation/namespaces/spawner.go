@@ -175,6 +175,23 @@ func (s *spawner) roundTrip(msg []byte, fds []int) (reply spawnReply, pidfd int,
 	return reply, pidfd, true, nil
 }
 
+// receivedFDs are the descriptors an SCM_RIGHTS message brought.
+func receivedFDs(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("descriptors received: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return fds, fmt.Errorf("descriptors received: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
 // initProc is a sandbox's init, a child of this process, held by a pidfd.
 type initProc struct {
 	pid   int

@@ -98,22 +98,6 @@ func spawnerMain() int {
 	}
 }
 
-func receivedFDs(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("spawn request descriptors: %w", err)
-	}
-	var fds []int
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			return fds, fmt.Errorf("spawn request descriptors: %w", err)
-		}
-		fds = append(fds, got...)
-	}
-	return fds, nil
-}
-
 // spawnOne clones and execs req's child from a thread of its own, which
 // enters the network namespace and takes the owner's uid first. That
 // thread is never used again: it dies with its goroutine.

@@ -178,17 +178,12 @@ func receiveMounts(fd int) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receive mounts: %w", err)
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	fds, err := receivedFDs(oob[:oobn])
 	if err != nil {
-		return nil, fmt.Errorf("receive mounts: %w", err)
-	}
-	var fds []int
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			return nil, fmt.Errorf("receive mounts: %w", err)
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
-		fds = append(fds, got...)
+		return nil, fmt.Errorf("receive mounts: %w", err)
 	}
 	return fds, nil
 }
