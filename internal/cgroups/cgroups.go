@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -139,6 +140,35 @@ func ParseOOMKills(b []byte) uint64 {
 		}
 	}
 	return 0
+}
+
+// readUint reads a cgroup file of one number; "max" (no limit) reads as
+// the largest value.
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "max" {
+		return math.MaxUint64, nil
+	}
+	return strconv.ParseUint(v, 10, 64)
+}
+
+// statField reads one "key value" line of a cgroup file (memory.stat,
+// cpu.stat, memory.events).
+func statField(path, key string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s has no %s", path, key)
 }
 
 // Stats reads the group's usage.

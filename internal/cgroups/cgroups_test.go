@@ -124,3 +124,60 @@ func TestDestroy(t *testing.T) {
 		})
 	}
 }
+
+// TestStats: what a group's Stats reads is what its files say: its
+// processes, its memory limit, the memory and CPU its process used.
+func TestStats(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	name := fmt.Sprintf("cove-test-%d/stats", time.Now().UnixNano())
+	t.Cleanup(func() { RemoveEmpty(filepath.Dir(name)) })
+	g, err := New(name, Limits{CPUMillis: 1000, MemoryBytes: 64 << 20, PIDs: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy(context.Background())
+	// A shell that, once in the group, spins a while and fills 8 MiB of
+	// memory it holds on to (a variable), then waits.
+	c := exec.Command("bash", "-c", `read; x=$(head -c 8000000 /dev/zero | tr '\0' a); i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 300 & echo done; wait`)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	if err := g.Add(c.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("\n"))
+	buf := make([]byte, 5)
+	if _, err := out.Read(buf); err != nil || string(buf[:4]) != "done" {
+		t.Fatalf("the shell said %q (%v)", buf, err)
+	}
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PIDs != 2 { // bash and its sleep
+		t.Errorf("%d processes, want 2", s.PIDs)
+	}
+	if s.MemoryLimit != 64<<20 {
+		t.Errorf("memory limit %d, want %d", s.MemoryLimit, 64<<20)
+	}
+	if s.MemoryUsage < 8_000_000 || s.MemoryUsage > 64<<20 {
+		t.Errorf("memory usage %d: the shell holds 8 MB", s.MemoryUsage)
+	}
+	if s.CPUUsage <= 0 {
+		t.Errorf("CPU usage %v", s.CPUUsage)
+	}
+	if s.OOMKills != 0 {
+		t.Errorf("%d OOM kills", s.OOMKills)
+	}
+}

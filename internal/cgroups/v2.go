@@ -130,25 +130,18 @@ func (c *v2) thaw() error     { return c.m.Thaw() }
 func (c *v2) remove() error   { return os.Remove(c.path) }
 func (c *v2) oomFile() string { return filepath.Join(c.path, "memory.events") }
 
+// stats reads the few files Stats needs (as v1's does).
 func (c *v2) stats() (Stats, error) {
-	m, err := c.m.Stat()
+	usage, err := readUint(filepath.Join(c.path, "memory.current"))
 	if err != nil {
 		return Stats{}, err
 	}
-	var s Stats
-	if m.CPU != nil {
-		s.CPUUsage = time.Duration(m.CPU.UsageUsec) * time.Microsecond
-	}
-	if m.Memory != nil {
-		s.MemoryUsage = m.Memory.Usage
-		s.MemoryLimit = m.Memory.UsageLimit
-		s.MemoryCache = m.Memory.File
-	}
-	if m.Pids != nil {
-		s.PIDs = m.Pids.Current
-	}
-	if m.MemoryEvents != nil {
-		s.OOMKills = m.MemoryEvents.OomKill
-	}
+	s := Stats{MemoryUsage: usage}
+	s.MemoryLimit, _ = readUint(filepath.Join(c.path, "memory.max"))
+	s.MemoryCache, _ = statField(filepath.Join(c.path, "memory.stat"), "file")
+	usec, _ := statField(filepath.Join(c.path, "cpu.stat"), "usage_usec")
+	s.CPUUsage = time.Duration(usec) * time.Microsecond
+	s.PIDs, _ = readUint(filepath.Join(c.path, "pids.current"))
+	s.OOMKills, _ = statField(c.oomFile(), "oom_kill")
 	return s, nil
 }
