@@ -147,6 +147,11 @@ func (s *spawner) roundTrip(msg []byte, fds []int) (reply spawnReply, pidfd int,
 	}); err != nil {
 		return reply, pidfd, true, err
 	}
+	if errors.Is(rerr, unix.ECONNRESET) {
+		// The spawner ended with the request unread in its queue: it
+		// served nothing.
+		return reply, pidfd, false, rerr
+	}
 	if rerr != nil {
 		return reply, pidfd, true, rerr
 	}

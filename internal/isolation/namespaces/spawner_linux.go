@@ -55,6 +55,7 @@ type spawnReply struct {
 
 // spawnerMain serves the node's requests until it closes the socket.
 func spawnerMain() int {
+	unix.CloseOnExec(fdSpawner) // no child inherits it
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(4*maxSpawnFDs))
 	for {
