@@ -49,6 +49,19 @@ func (s *Server) prepareEnv(c *codeContext, k kernel, sandbox, request map[strin
 	c.mu.Lock()
 	last := c.sandboxEnv
 	c.mu.Unlock()
+	if last == nil {
+		// The kernel's first execution: it has the environment it started
+		// with, the server's own (which the agent gave it, as it gives
+		// every process the sandbox's variables). Only what differs from
+		// that is set, so that a sandbox whose variables did not change
+		// since (a warm one, handed out) costs its first run no cell more.
+		last = map[string]string{}
+		for key := range sandbox {
+			if v, ok := lookupEnv(s.cfg.Env, key); ok {
+				last[key] = v
+			}
+		}
+	}
 	for key, v := range sandbox {
 		if !validEnvName(key) { // not settable in every language's environment
 			continue
