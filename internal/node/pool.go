@@ -245,7 +245,8 @@ func (p *pool) short() (template.Template, bool) {
 
 // fill makes one warm sandbox of tpl.
 func (p *pool) fill(tpl template.Template) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	m := p.m
+	ctx, cancel := context.WithTimeout(phase.Start(context.Background(), m.phases(), "warm"), 2*time.Minute)
 	defer cancel()
 	go func() {
 		select {
@@ -254,8 +255,6 @@ func (p *pool) fill(tpl template.Template) error {
 		case <-ctx.Done():
 		}
 	}()
-	m := p.m
-	ctx = phase.Start(ctx, m.phases(), "warm")
 	info := Info{ID: NewID(), TemplateID: tpl.ID, BuildID: tpl.BuildID, State: StateCreating, Limits: m.templateLimits(tpl),
 		Layers: tpl.RootFS.Layers, EnvVars: maps.Clone(tpl.Env)}
 	if m.cfg.WarmToken != nil {
