@@ -55,8 +55,8 @@ func phases(metricsURL string) {
 
 // phaseOrder is each op's phases in the order they run.
 var phaseOrder = map[string][]string{
-	"create": {"admit", "handover", "network", "spawn", "cgroup", "config", "agent_ready", "driver_record", "driver", "record", "start_command"},
-	"warm":   {"network", "spawn", "cgroup", "config", "agent_ready", "driver_record", "driver", "first_command", "start_command"},
+	"create": {"admit", "handover", "network", "spawn", "cgroup", "config", "bundle", "runsc", "agent_ready", "driver_record", "driver", "record", "start_command"},
+	"warm":   {"network", "spawn", "cgroup", "config", "bundle", "runsc", "agent_ready", "driver_record", "driver", "first_command", "start_command"},
 	"kill":   {"kill_init", "cgroup", "files", "destroy", "network", "record"},
 }
 

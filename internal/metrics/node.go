@@ -66,7 +66,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		resume: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cove_sandbox_resume_seconds",
 			Help: "Time to resume a paused sandbox.", Buckets: latencyBuckets}),
 		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cove_sandbox_phase_seconds",
-			Help:    "Time of each phase of a node's operations, in the order they run: create (admit, then handover from the warm pool, or network, the driver's own phases, driver for the rest of its create, record, start_command), warm (a warm sandbox made: the same, then first_command) and kill (the driver's phases, destroy for the rest, network, record). The namespaces driver's phases: spawn, cgroup, config, agent_ready, driver_record; on kill kill_init, cgroup, files.",
+			Help:    "Time of each phase of a node's operations, in the order they run: create (admit, then handover from the warm pool, or network, the driver's own phases, driver for the rest of its create, record, start_command), warm (a warm sandbox made: the same, then first_command) and kill (the driver's phases, destroy for the rest, network, record). The namespaces driver's phases: spawn, cgroup, config, agent_ready, driver_record; on kill kill_init, cgroup, files. gVisor's: cgroup, bundle, runsc, agent_ready.",
 			Buckets: phaseBuckets}, []string{"op", "phase"}),
 		warmMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_warm_pool_misses_total",
 			Help: "Creates a warm sandbox could have served that found none of their template ready."}, []string{"template"}),

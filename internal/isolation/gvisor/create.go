@@ -23,6 +23,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/phase"
 )
 
 // Create implements isolation.Driver. It returns once the agent inside
@@ -76,6 +77,7 @@ func (d *Driver) create(ctx context.Context, id string, spec isolation.Spec, ima
 	if err != nil {
 		return h, err
 	}
+	phase.Mark(ctx, "cgroup")
 	rootfs, err := mountRoot(dir, spec)
 	if err != nil {
 		return h, err
@@ -97,6 +99,7 @@ func (d *Driver) create(ctx context.Context, id string, spec isolation.Spec, ima
 	if err := writeBundle(dir, bundle); err != nil {
 		return h, err
 	}
+	phase.Mark(ctx, "bundle")
 	if err := ctx.Err(); err != nil {
 		return h, err
 	}
@@ -107,19 +110,20 @@ func (d *Driver) create(ctx context.Context, id string, spec isolation.Spec, ima
 			return h, fmt.Errorf("restore sandbox %s: %w", id, err)
 		}
 	} else {
-		if _, err := d.runscLogged(ctx, agentLog, "create", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
+		// create and start in one runsc: a runsc start is one more Go
+		// program's start and a round trip to the sandbox.
+		if _, err := d.runscLogged(ctx, agentLog, "run", "--detach", "--bundle", dir, "--pid-file", pidFile, id); err != nil {
 			return h, fmt.Errorf("create sandbox %s: %w", id, err)
 		}
-		if _, err := d.runsc(ctx, "start", id); err != nil {
-			return h, fmt.Errorf("start sandbox %s: %w", id, err)
-		}
 	}
+	phase.Mark(ctx, "runsc")
 	if h, err = d.track(id, pidFile, cg, spec.Limits); err != nil {
 		return h, err
 	}
 	if err := d.waitReady(ctx, id); err != nil {
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	phase.Mark(ctx, "agent_ready")
 	return h, nil
 }
 
