@@ -213,6 +213,24 @@ func spawn(ctx context.Context, c *cove.Client, n int) {
 		}
 		report(name, xs, "")
 	}
+	loginShell(ctx, s, n)
+}
+
+// loginShell reports what bounds a command's round trip: E2B's login
+// shell, `bash -l -c true`, timed inside the sandbox (the same loop as
+// bench/js/computesdk.mjs's), in the sandbox ExecRTT ran in.
+func loginShell(ctx context.Context, s *cove.Sandbox, n int) {
+	res, err := s.Commands.Run(ctx, fmt.Sprintf(`for i in $(seq %d); do s=$EPOCHREALTIME; bash -l -c true; e=$EPOCHREALTIME; echo "$s $e"; done`, n))
+	check(err)
+	var xs []time.Duration
+	for line := range strings.Lines(res.Stdout) {
+		var start, end float64
+		if _, err := fmt.Sscan(line, &start, &end); err != nil {
+			check(fmt.Errorf("login shell timing %q: %w", line, err))
+		}
+		xs = append(xs, time.Duration((end-start)*float64(time.Second)))
+	}
+	report("LoginShell/go-sdk", xs, "")
 }
 
 // firstOutput times create → the first command's output, one sandbox after

@@ -82,7 +82,7 @@ for (const mode of modes) {
         rtt.push(performance.now() - t)
       }
       await sbx.kill()
-      for (const [name, xs] of [['LoginShell', shell], ['CommandRTT/js-sdk', rtt]]) {
+      for (const [name, xs] of [['LoginShell/js-sdk', shell], ['CommandRTT/js-sdk', rtt]]) {
         const s = [...xs].sort((a, b) => a - b)
         console.log(`Benchmark${name} ${s.length} 0 ns/op ${at(s, 0.5).toFixed(2)} p50-ms ${at(s, 0.95).toFixed(2)} p95-ms ${at(s, 0.99).toFixed(2)} p99-ms`)
       }
