@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -234,11 +235,13 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// idPattern is compiled at its first use, not at every process's start:
+// each sandbox's init links this package.
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
 
 // ValidateID checks a sandbox id is safe to use in paths and host names.
 func ValidateID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !idPattern().MatchString(id) {
 		return errs.New(errs.InvalidArgument, "invalid sandbox id %q: want 1-63 of [a-z0-9-], starting with a letter or digit", id)
 	}
 	return nil
