@@ -121,8 +121,11 @@ func (g *Group) Procs() ([]int, error) { return g.impl.procs() }
 func (g *Group) OOMFile() string { return g.impl.oomFile() }
 
 // OOMKills reads the group's OOM kill count.
-func (g *Group) OOMKills() (uint64, error) {
-	b, err := os.ReadFile(g.impl.oomFile())
+func (g *Group) OOMKills() (uint64, error) { return readOOMKills(g.impl.oomFile()) }
+
+// readOOMKills reads the "oom_kill" line of a group's OOM file.
+func readOOMKills(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -157,7 +160,7 @@ func readUint(path string) (uint64, error) {
 }
 
 // statField reads one "key value" line of a cgroup file (memory.stat,
-// cpu.stat, memory.events).
+// cpu.stat).
 func statField(path, key string) (uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

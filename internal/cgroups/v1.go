@@ -270,7 +270,7 @@ func (c *v1) stats() (Stats, error) {
 	cpu, _ := readUint(filepath.Join(c.dir(cgroup1.Cpuacct), "cpuacct.usage"))
 	s.CPUUsage = time.Duration(cpu)
 	s.PIDs, _ = readUint(filepath.Join(c.dir(cgroup1.Pids), "pids.current"))
-	s.OOMKills, _ = statField(c.oomFile(), "oom_kill")
+	s.OOMKills, _ = readOOMKills(c.oomFile())
 	return s, nil
 }
 

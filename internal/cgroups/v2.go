@@ -142,6 +142,6 @@ func (c *v2) stats() (Stats, error) {
 	usec, _ := statField(filepath.Join(c.path, "cpu.stat"), "usage_usec")
 	s.CPUUsage = time.Duration(usec) * time.Microsecond
 	s.PIDs, _ = readUint(filepath.Join(c.path, "pids.current"))
-	s.OOMKills, _ = statField(c.oomFile(), "oom_kill")
+	s.OOMKills, _ = readOOMKills(c.oomFile())
 	return s, nil
 }

@@ -237,13 +237,14 @@ func (p *initProc) wait() string {
 	var info siginfoChild
 	var werr error
 	err = raw.Read(func(fd uintptr) bool {
-		info = siginfoChild{}
-		_, _, e := unix.Syscall6(unix.SYS_WAITID, unix.P_PIDFD, fd, uintptr(unsafe.Pointer(&info)), unix.WEXITED|unix.WNOHANG, 0, 0)
+		e := unix.EINTR
+		for e == unix.EINTR {
+			info = siginfoChild{}
+			_, _, e = unix.Syscall6(unix.SYS_WAITID, unix.P_PIDFD, fd, uintptr(unsafe.Pointer(&info)), unix.WEXITED|unix.WNOHANG, 0, 0)
+		}
 		switch {
 		case e == unix.EAGAIN || (e == 0 && info.pid == 0):
 			return false // not yet: wait until the pidfd reads
-		case e == unix.EINTR:
-			return false
 		case e != 0:
 			werr = e
 		}

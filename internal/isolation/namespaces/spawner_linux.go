@@ -117,6 +117,16 @@ func spawnOne(req spawnRequest, fds []int) (pid, pidfd int, err error) {
 	return r.pid, r.pidfd, r.err
 }
 
+// spawnHere clones and execs req's child from the calling (locked) thread.
+//
+// A sandbox's user namespace belongs to req.Owner, the first host id of its
+// range: the thread takes it as its effective uid before it clones. The
+// kernel charges per-user counts (inotify instances, epoll watches,
+// processes …) up the chain of namespace owners: owned by host root, every
+// sandbox would still share host root's counts, and could exhaust them.
+// Leaving uid 0 empties the thread's effective capabilities; it raises them
+// again from its permitted set (its real and saved uids stay 0), so it can
+// still write the child's id maps.
 func spawnHere(req spawnRequest, fds []int) (int, int, error) {
 	if req.NetNS {
 		if len(fds) == 0 {

@@ -188,16 +188,6 @@ func receiveMounts(fd int) ([]int, error) {
 	return fds, nil
 }
 
-// A sandbox's user namespace belongs to owner, the first host id of its
-// range: the spawner's thread takes owner as its effective uid before it
-// clones the init (spawnHere). The kernel charges per-user counts (inotify
-// instances, epoll watches, processes …) up the chain of namespace owners:
-// owned by host root, every sandbox would still share host root's counts,
-// and could exhaust them. Leaving uid 0 empties the thread's effective
-// capabilities; it raises them again from its permitted set (its real and
-// saved uids stay 0), so it can still write the child's id maps. The
-// thread is never used again.
-
 // raiseEffective makes the calling thread's effective capabilities its
 // permitted ones (this thread only: raw system calls).
 func raiseEffective() error {
