@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"cmp"
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -85,7 +89,7 @@ traceback and exits 1.`,
 			}
 			exec, err := sbx.Code.RunCode(cmd.Context(), string(code), opts)
 			if err != nil {
-				return explain(c, err, args[0])
+				return explainRunCode(c, err, args[0])
 			}
 			if exec.Error != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), exec.Error.Traceback)
@@ -98,6 +102,22 @@ traceback and exits 1.`,
 	cmd.Flags().StringVarP(&out, "out", "o", ".", "directory images are saved in")
 	cmd.Flags().StringArrayVarP(&envs, "env", "e", nil, "environment variable key=value for this run (repeatable)")
 	return cmd
+}
+
+// explainRunCode says that a sandbox whose code interpreter port is closed
+// was not made from a code interpreter template, and how to make one.
+func explainRunCode(c *cove.Client, err error, sandboxID string) error {
+	var ae *cove.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway {
+		return explain(c, err, sandboxID)
+	}
+	tmpl := "its template"
+	if info, ierr := c.Info(context.Background(), sandboxID); ierr == nil {
+		tmpl = "its template, " + cmp.Or(info.Name, info.TemplateID) + ","
+	}
+	return fmt.Errorf("sandbox %s has no code interpreter: %s does not run one (port 49999 is closed). "+
+		"run-code needs a sandbox of code-interpreter-v1 or of a template built FROM it: "+
+		"`cove sandbox create --template code-interpreter-v1` (%v)", sandboxID, tmpl, err)
 }
 
 func saveResult(cmd *cobra.Command, dir, name string, b []byte) error {

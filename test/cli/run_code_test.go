@@ -48,4 +48,17 @@ func TestRunCode(t *testing.T) {
 	if _, errOut, code := c.run(t, "1/0", "sandbox", "run-code", id); code != 1 || !strings.Contains(errOut, "ZeroDivisionError") {
 		t.Errorf("an exception: %q %d", errOut, code)
 	}
+
+	// A sandbox without a code interpreter: the error says what run-code
+	// needs and how to get it.
+	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "base")
+	if code != 0 {
+		t.Fatalf("create base: %s", errOut)
+	}
+	plain := strings.TrimSpace(out)
+	defer c.run(t, "", "sandbox", "kill", plain)
+	_, errOut, code = c.run(t, "1+1", "sandbox", "run-code", plain)
+	if code == 0 || !strings.Contains(errOut, "has no code interpreter: its template, base,") || !strings.Contains(errOut, "cove sandbox create --template code-interpreter-v1") {
+		t.Errorf("run-code in a base sandbox: %q %d", errOut, code)
+	}
 }
