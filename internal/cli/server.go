@@ -157,6 +157,7 @@ address, sandboxes on this machine, state in SQLite under the data directory.
 
 Point the official E2B SDK at it with:
   E2B_API_URL=http://<listen>  E2B_SANDBOX_URL=http://<listen>  E2B_API_KEY=<key>
+and, for the volumes' content API, E2B_VOLUME_API_URL=http://<listen>
 
 Every flag can also be set through its environment variable.`,
 		Args: cobra.NoArgs,

@@ -637,7 +637,9 @@ func PrintKey(out io.Writer, key, listen, where string) {
 
 Point the official E2B SDKs at this server:
 
-    export E2B_API_URL=%[2]s E2B_SANDBOX_URL=%[2]s E2B_API_KEY=%[1]s
+    export E2B_API_URL=%[2]s E2B_SANDBOX_URL=%[2]s E2B_VOLUME_API_URL=%[2]s E2B_API_KEY=%[1]s
+
+(E2B_VOLUME_API_URL is for the volumes' content API: Volume.writeFile, readFile …)
 
 and the cove CLI (bin/cove, or on PATH after make install):
 

@@ -225,7 +225,7 @@ func TestKeyCreate(t *testing.T) {
 		t.Fatalf("key create: %d %s", code, errOut)
 	}
 	m := regexp.MustCompile(`export COVE_API_URL=(\S+) COVE_API_KEY=(e2b_[0-9a-f]{40})`).FindStringSubmatch(out)
-	if m == nil || m[1] != srv.URL || !strings.Contains(out, "export E2B_API_URL="+srv.URL+" E2B_SANDBOX_URL="+srv.URL+" E2B_API_KEY="+m[2]) {
+	if m == nil || m[1] != srv.URL || !strings.Contains(out, "export E2B_API_URL="+srv.URL+" E2B_SANDBOX_URL="+srv.URL+" E2B_VOLUME_API_URL="+srv.URL+" E2B_API_KEY="+m[2]) {
 		t.Fatalf("key create printed:\n%s", out)
 	}
 	withNew := cli{bin: c.bin, env: append(os.Environ(), "COVE_API_URL="+m[1], "COVE_API_KEY="+m[2])}
