@@ -26,10 +26,12 @@ bin/runsc: Makefile
 # run starts cove server on 127.0.0.1:3000 (as root; data in /var/lib/cove)
 # with both drivers (namespaces, and gVisor on bin/runsc) and debootstrap
 # for the built-in debian templates. The first start prints an API key and
-# the variables to export.
+# the variables to export. ARGS passes flags to cove server:
+#   make run ARGS='--data-dir /srv/cove --metrics-listen 127.0.0.1:9090'
+ARGS ?=
 run: build runsc
 	./scripts/deps.sh run
-	./bin/cove server
+	./bin/cove server $(ARGS)
 
 # install puts cove, cove-sandbox and runsc in $(PREFIX)/bin (cove finds
 # the other two beside itself).
