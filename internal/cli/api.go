@@ -19,8 +19,11 @@ database (--database) and the sandboxes on the nodes (cove node) that report
 themselves there. Replicas keep nothing of their own: run as many as needed
 behind one address; any of them answers any request.
 
-A cluster has no template builds, snapshots, forks or volumes yet: its
-sandboxes start from the base template.
+Template builds, snapshots, and resuming a paused sandbox on another node
+when its own is lost need an object store the nodes share (--object-store,
+an S3-compatible bucket, on the replicas and the nodes); without one,
+sandboxes start from the base template and the built-in ones. Forks and
+volumes work either way (a volume lives on one node).
 
 Every flag can also be set through its environment variable.`,
 		Args: cobra.NoArgs,

@@ -47,9 +47,9 @@ func sandboxCreateCmd() *cobra.Command {
 				opts.Volumes[path] = name
 			}
 			sbx, err := c.Create(cmd.Context(), opts)
-			if err != nil && errors.Is(err, cove.ErrUnavailable) && strings.Contains(err.Error(), "built on first use") {
-				// A built-in template's first use: follow its build, then create.
-				fmt.Fprintf(cmd.ErrOrStderr(), "template %s is built on first use; building it now\n", template)
+			if err != nil && errors.Is(err, cove.ErrUnavailable) && strings.Contains(err.Error(), "is being prepared") {
+				// A built-in template not built yet: follow its build, then create.
+				fmt.Fprintf(cmd.ErrOrStderr(), "template %s is being prepared; following it\n", template)
 				if err := prepare(cmd, c, template, cmd.ErrOrStderr()); err != nil {
 					return err
 				}

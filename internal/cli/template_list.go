@@ -30,15 +30,27 @@ func templateListCmd() *cobra.Command {
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAMES\tSTATUS\tCPU\tMEMORY\tBUILDS\tUPDATED")
+			var doing []string
 			for _, t := range list {
 				updated := ""
 				if !t.UpdatedAt.IsZero() {
 					updated = t.UpdatedAt.Local().Format(time.DateTime)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d MiB\t%d\t%s\n", t.TemplateID, strings.Join(t.Names, ","), t.BuildStatus,
+				status := t.BuildStatus
+				if t.BuildProgress != nil {
+					status = fmt.Sprintf("%s %d%%", status, *t.BuildProgress)
+					doing = append(doing, fmt.Sprintf("%s is %d%% done, now %s", strings.Join(t.Names, ","), *t.BuildProgress, t.BuildDoing))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d MiB\t%d\t%s\n", t.TemplateID, strings.Join(t.Names, ","), status,
 					t.CPUCount, t.MemoryMB, t.BuildCount, updated)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			for _, d := range doing { // what each build in progress does now
+				fmt.Fprintln(cmd.OutOrStdout(), d)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

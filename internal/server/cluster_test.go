@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -155,6 +156,16 @@ func TestCluster(t *testing.T) {
 	code, _, raw := apis[0].do(t, "GET", "/v2/sandboxes", keyA, "")
 	if code != 200 || strings.Count(string(raw), `"sandboxID"`) != 6 {
 		t.Errorf("list: %d %s", code, raw)
+	}
+	// Without an object store, a snapshot is refused with what it needs.
+	if code, _, raw := apis[1].do(t, "POST", "/sandboxes/"+sbs[0].id+"/snapshots", keyA, `{}`); code != 501 || !strings.Contains(string(raw), "--object-store") {
+		t.Errorf("a snapshot in a cluster without an object store: %d %s", code, raw)
+	}
+	// A fork needs none: the children start on their parent's node.
+	if code, _, raw := apis[1].do(t, "POST", "/sandboxes/"+sbs[0].id+"/fork", keyA, `{"count":1,"timeout":60}`); code != 201 {
+		t.Errorf("a fork in a cluster without an object store: %d %s", code, raw)
+	} else if m := regexp.MustCompile(`"sandboxID":"([^"]+)"`).FindSubmatch(raw); m != nil {
+		apis[1].do(t, "DELETE", "/sandboxes/"+string(m[1]), keyA, "")
 	}
 	// Its logs through the other replica: the lifecycle from the database,
 	// its agent's lines from its node. Both replicas hear of its end; one

@@ -98,6 +98,10 @@ type Config struct {
 	// Debootstrap is the program that builds the built-in Debian templates
 	// ("" = debootstrap from PATH).
 	Debootstrap string
+	// PrepareTemplates builds the built-in templates that are not built
+	// yet (debian, code-interpreter-v1) in the background from the start,
+	// where this host can (debootstrap is installed).
+	PrepareTemplates bool
 	// Ready, when set, receives the listener's address once serving.
 	Ready func(addr net.Addr)
 	// DefaultIsolation is the driver of sandboxes that ask for none:
@@ -271,6 +275,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	step("warm")
+	if cfg.PrepareTemplates {
+		tpls.PrepareBuiltins()
+	}
 	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSampling()
 	go svc.RunSampler(sampling)

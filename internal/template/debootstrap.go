@@ -14,7 +14,10 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // Debootstrap is a Debian root file system made by debootstrap on the
@@ -92,15 +95,29 @@ func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, 
 	if err != nil {
 		return "", errs.New(errs.Unavailable, "debootstrap is not installed on this node (apt-get install debootstrap): %v", err)
 	}
-	stage, err := l.stage()
+	// debootstrap writes into a tmpfs, then the tree is copied onto the
+	// layers' disk: dpkg syncs every file it unpacks, which on a disk was
+	// a quarter of debootstrap's time (82 → 60 s on 2 cores).
+	work, err := os.MkdirTemp(l.dir, ".debootstrap-")
 	if err != nil {
 		return "", err
 	}
+	if err := unix.Mount("tmpfs", work, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700"); err != nil {
+		os.Remove(work)
+		return "", fmt.Errorf("mount debootstrap's tmpfs: %w", err)
+	}
+	defer func() {
+		if err := unix.Unmount(work, unix.MNT_DETACH); err != nil {
+			return // never remove what may still hold the mount
+		}
+		removeStage(work)
+	}()
+	target := filepath.Join(work, "root")
 	args := []string{"--variant=" + d.Variant}
 	if len(d.Include) > 0 {
 		args = append(args, "--include="+strings.Join(d.Include, ","))
 	}
-	args = append(args, d.Suite, stage, d.mirror())
+	args = append(args, d.Suite, target, d.mirror())
 	say("debootstrap " + strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true}
@@ -122,19 +139,28 @@ func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, 
 	pw.Close()
 	wg.Wait()
 	if err != nil {
-		removeStage(stage)
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
 		return "", fmt.Errorf("debootstrap %s: %w (its log is above)", d.Suite, err)
 	}
 	for _, dir := range []string{"var/cache/apt/archives", "var/lib/apt/lists"} {
-		if err := emptyDir(filepath.Join(stage, dir)); err != nil {
-			removeStage(stage)
+		if err := emptyDir(filepath.Join(target, dir)); err != nil {
 			return "", err
 		}
 	}
 	say("storing the layer")
+	stage, err := l.stage()
+	if err != nil {
+		return "", err
+	}
+	if err := os.Remove(stage); err != nil {
+		return "", err
+	}
+	if err := fsutil.CopyTree(target, stage, fsutil.CopyOptions{}); err != nil {
+		removeStage(stage)
+		return "", fmt.Errorf("copy debootstrap's tree to the layers: %w", err)
+	}
 	return l.commitByContent(stage)
 }
 
@@ -216,6 +242,31 @@ const (
 	CodeInterpreterStart = "/.cove/cove-envd code-interpreter"
 	CodeInterpreterReady = "/.cove/cove-envd code-interpreter --ready"
 )
+
+// RecipeSeconds is how long each recipe's base and steps took (seconds;
+// [0] the base, then each of Steps), measured on a 2-core machine with a
+// fast mirror and no package cache: what progress reports weigh them by.
+var RecipeSeconds = map[string][]float64{
+	"debian":              {73, 0, 35, 0.3, 0, 0},
+	"code-interpreter-v1": {0, 0, 76, 16, 21, 1.5}, // the last: the start check's share is folded in
+}
+
+// RecipeShare is the part of the time to build recipe child (and what it
+// starts from) that recipe parent, which it starts from, takes.
+func RecipeShare(parent, child string) float64 {
+	sum := func(name string) float64 {
+		var s float64
+		for _, v := range RecipeSeconds[name] {
+			s += v
+		}
+		return s
+	}
+	p, c := sum(parent), sum(child)
+	if p+c == 0 {
+		return 0
+	}
+	return p / (p + c)
+}
 
 // RecipeOrder is the order recipes depend on each other.
 var RecipeOrder = []string{"debian", "code-interpreter-v1"}

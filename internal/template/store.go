@@ -272,6 +272,8 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 		}
 	}
 	builds, _ := filepath.Glob(filepath.Join(dir, "build-*"))
+	debootstraps, _ := filepath.Glob(filepath.Join(dir, "layers", ".debootstrap-*")) // a tmpfs each, too
+	builds = append(builds, debootstraps...)
 	for _, p := range builds {
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			log.Error("unmount a stale build's scratch", "path", p, logx.Err(err))

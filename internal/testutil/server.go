@@ -86,7 +86,7 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 	addr := s.Addr
 	ctx, cancel := context.WithCancel(context.Background())
 	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
-	args := append([]string{"server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false"}, extra...)
+	args := append([]string{"server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false", "--prepare-templates=false"}, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	logs := &lockedBuffer{}

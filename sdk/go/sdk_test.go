@@ -37,7 +37,7 @@ func server(t *testing.T) *cove.Client {
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--data-dir", t.TempDir(), "--api-key", testKey,
-		"--cgroup-parent", fmt.Sprintf("cove-sdk-test-%d", os.Getpid()), "--network=false")
+		"--cgroup-parent", fmt.Sprintf("cove-sdk-test-%d", os.Getpid()), "--network=false", "--prepare-templates=false")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -211,6 +211,11 @@ type TemplateInfo struct {
 	// WarmError is why the server cannot keep sandboxes of the template
 	// warm ("" when it can).
 	WarmError string `json:"warmError,omitempty"`
+	// BuildProgress and BuildDoing, while its newest build runs, are how
+	// far it is (percent, an estimate; nil when the server cannot tell)
+	// and what it does now.
+	BuildProgress *int   `json:"buildProgress,omitempty"`
+	BuildDoing    string `json:"buildDoing,omitempty"`
 }
 
 // ListTemplates lists the templates the key's team can use.

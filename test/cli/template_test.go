@@ -1,8 +1,13 @@
 package cli_test
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +196,89 @@ func TestRecipeFirstUse(t *testing.T) {
 	}
 	if _, errOut, code := c.run(t, "", "template", "delete", "debian"); code == 0 {
 		t.Errorf("a built-in template was deleted: %s", errOut)
+	}
+}
+
+// fakeDebootstrap stands in for debootstrap, whose real run needs Debian's
+// archive (tests reach no outside address): it says what debootstrap says
+// as it starts, then waits for the file release to appear and fails as
+// debootstrap does when the archive cannot be reached.
+const fakeDebootstrap = `#!/bin/sh
+eval target=\${$(($# - 1))}
+mkdir -p "$target/etc" && echo fake > "$target/etc/debian_version"
+echo "I: Target architecture can be executed"
+echo "I: Retrieving InRelease"
+echo "I: Resolving dependencies of required packages..."
+echo "I: Retrieving libc6 2.36-9"
+echo "I: Validating libc6 2.36-9"
+while [ ! -e "%s" ]; do sleep 0.1; done
+echo "E: Couldn't download packages: libc6"
+exit 1
+`
+
+// TestPrepareInBackground starts a server as users do (the built-in
+// templates prepared from the start): without any request,
+// code-interpreter-v1 is being built, through debian; the template list
+// tells how far and what runs, a create of it says so, and `cove template
+// prepare` follows debian's lines; a failed preparation is listed as
+// failed with debootstrap's reason.
+func TestPrepareInBackground(t *testing.T) {
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	program := filepath.Join(dir, "debootstrap")
+	if err := os.WriteFile(program, []byte(fmt.Sprintf(fakeDebootstrap, release)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := testutil.StartServer(t, key, "--debootstrap", program, "--prepare-templates")
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+
+	progress := regexp.MustCompile(`(?m)^code-interpreter-v1\s.*(?:waiting|building) (\d+)%`)
+	var list string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		list, _, _ = c.run(t, "", "template", "list")
+		if progress.MatchString(list) && strings.Contains(list, "debootstrap: downloading packages") {
+			break
+		}
+	}
+	if m := progress.FindStringSubmatch(list); m == nil || !regexp.MustCompile(`code-interpreter-v1 is \d+% done, now debian: debootstrap: downloading packages`).MatchString(list) {
+		t.Fatalf("code-interpreter-v1 is not listed as being prepared:\n%s", list)
+	} else if pct, _ := strconv.Atoi(m[1]); pct < 1 || pct > 20 {
+		t.Errorf("code-interpreter-v1 is %d%% done while debian downloads its packages", pct)
+	}
+	if !regexp.MustCompile(`(?m)^debian\s.*building \d+%`).MatchString(list) {
+		t.Errorf("debian is not listed as being built:\n%s", list)
+	}
+
+	req, _ := http.NewRequest("POST", srv.URL+"/sandboxes", strings.NewReader(`{"templateID":"code-interpreter-v1"}`))
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !regexp.MustCompile(`is being prepared .*: \d+% done, now debian: debootstrap: downloading packages`).Match(body) {
+		t.Errorf("a create while it is prepared: %d %s", resp.StatusCode, body)
+	}
+
+	// prepare follows it to its end: debian's lines, then the failure.
+	go func() {
+		time.Sleep(time.Second)
+		os.WriteFile(release, nil, 0o644)
+	}()
+	out, errOut, code := c.run(t, "", "template", "prepare", "code-interpreter-v1")
+	if code == 0 || !strings.Contains(out, "debian: I: Retrieving libc6") || !strings.Contains(errOut+out, "debootstrap bookworm") {
+		t.Errorf("prepare: %d\n%s\n%s", code, out, errOut)
+	}
+	list, _, _ = c.run(t, "", "template", "list")
+	if !regexp.MustCompile(`(?m)^code-interpreter-v1\s.*error\s`).MatchString(list) || strings.Contains(list, "%") {
+		t.Errorf("a failed preparation:\n%s", list)
+	}
+	// debootstrap's tmpfs is gone with it.
+	if left, _ := filepath.Glob(filepath.Join(srv.DataDir, "templates", "layers", ".debootstrap-*")); len(left) > 0 {
+		t.Errorf("left after a failed debootstrap: %v", left)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), srv.DataDir) {
+		t.Errorf("mounts left under the data directory:\n%s", mounts)
 	}
 }

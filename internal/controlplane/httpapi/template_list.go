@@ -28,9 +28,14 @@ type templateInfo struct {
 	// WarmError is why the node cannot keep sandboxes of the build warm
 	// (Cove's own; E2B has no such field).
 	WarmError string `json:"warmError,omitempty"`
+	// BuildProgress and BuildDoing, while the newest build runs on this
+	// server, are how far it is (percent, estimated) and what it does
+	// now (Cove's own).
+	BuildProgress *int   `json:"buildProgress,omitempty"`
+	BuildDoing    string `json:"buildDoing,omitempty"`
 }
 
-func templateView(r template.Record) templateInfo {
+func (a *API) templateView(r template.Record) templateInfo {
 	v := templateInfo{TemplateID: r.ID, Public: r.Public, Aliases: r.Names, Names: r.Names, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.CreatedAt, BuildCount: len(r.Builds), EnvdVersion: envd.Version, Tags: r.Tags}
 	if n := len(r.Builds); n > 0 {
@@ -42,6 +47,11 @@ func templateView(r template.Record) templateInfo {
 		if !b.FinishedAt.IsZero() {
 			v.UpdatedAt = b.FinishedAt
 		}
+		if b.Unfinished() {
+			if pct, doing, ok := a.templates.Progress(b.ID); ok {
+				v.BuildProgress, v.BuildDoing = &pct, doing
+			}
+		}
 	}
 	return v
 }
@@ -50,7 +60,7 @@ func templateView(r template.Record) templateInfo {
 func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) {
 	out := []templateInfo{}
 	for _, rec := range a.templates.List(team(r)) {
-		out = append(out, templateView(rec))
+		out = append(out, a.templateView(rec))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

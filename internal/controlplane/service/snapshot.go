@@ -15,7 +15,7 @@ import (
 // The sandbox goes on (frozen for the copy only).
 func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (template.Record, error) {
 	if s.cfg.Snapshots == nil {
-		return template.Record{}, errs.New(errs.Unimplemented, "snapshots are not kept by this server")
+		return template.Record{}, errs.New(errs.Unimplemented, "snapshots in a cluster need an object store for its nodes to share them (cove api and cove node --object-store)")
 	}
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return template.Record{}, err

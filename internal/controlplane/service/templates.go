@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,15 @@ type Templates struct {
 type buildLog struct {
 	mu      sync.Mutex
 	entries []template.LogEntry
+	prog    *progress
+	// said is the last tenth of the way the server's log was told of
+	// (built-in templates only; -1: none).
+	said   int
+	report func(percent int, doing string)
+}
+
+func newBuildLog(spec template.Spec, seconds []float64) *buildLog {
+	return &buildLog{prog: newProgress(spec, seconds), said: -1}
 }
 
 func (bl *buildLog) add(e template.LogEntry) {
@@ -58,6 +68,25 @@ func (bl *buildLog) add(e template.LogEntry) {
 		bl.entries = append(bl.entries, e)
 	}
 	bl.mu.Unlock()
+	bl.prog.add(e)
+	bl.tell()
+}
+
+// tell reports to the server's log each tenth of the way.
+func (bl *buildLog) tell() {
+	if bl.report == nil {
+		return
+	}
+	pct, doing := bl.prog.value()
+	bl.mu.Lock()
+	tell := pct/10 > bl.said
+	if tell {
+		bl.said = pct / 10
+	}
+	bl.mu.Unlock()
+	if tell {
+		bl.report(pct, doing)
+	}
 }
 
 // NewTemplates returns the template service. ctx bounds the builds it runs.
@@ -86,8 +115,9 @@ func (t *Templates) CanUse(team, ref string) error {
 		if st.Build.Status == template.StatusError {
 			return errs.New(errs.Unavailable, "template %s failed to build: %s", r.ID, st.Build.Reason)
 		}
-		return errs.New(errs.Unavailable, "template %s is built on first use and is being built now (a minute or two); "+
-			"follow it with `cove template prepare %s`, then try again", r.ID, r.ID)
+		pct, doing, _ := t.Progress(st.Build.ID)
+		return errs.New(errs.Unavailable, "template %s is being prepared (built once from Debian's archive, a few minutes): %d%% done, now %s; "+
+			"follow it with `cove template prepare %s` or `cove template list`, then try again", r.ID, pct, doing, r.ID)
 	}
 	return nil
 }
@@ -151,13 +181,16 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	if err != nil {
 		return BuildStatus{}, err
 	}
-	bl := &buildLog{}
+	bl := newBuildLog(spec, template.RecipeSeconds[name])
+	bl.report = func(pct int, doing string) {
+		t.log.Info("preparing a built-in template", "template", name, "percent", pct, "doing", doing)
+	}
 	t.logs[b.ID] = bl
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		if spec.FromTemplate != "" {
-			if err := t.awaitRecipe(spec.FromTemplate); err != nil {
+			if err := t.awaitRecipe(spec.FromTemplate, bl, template.RecipeShare(spec.FromTemplate, name)); err != nil {
 				failed := *b
 				failed.Status, failed.Reason, failed.FinishedAt = template.StatusError, err.Error(), time.Now().UTC()
 				bl.add(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error()})
@@ -172,12 +205,45 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	return BuildStatus{Build: *b}, nil
 }
 
+// PrepareBuiltins starts building every built-in recipe not built yet
+// (the last in RecipeOrder builds those it starts from), where this node
+// can build them; where it cannot, the log says why and they wait for a
+// first use.
+func (t *Templates) PrepareBuiltins() {
+	last := template.RecipeOrder[len(template.RecipeOrder)-1]
+	if r, err := t.store.Get("", last); err == nil && hasReady(r) {
+		return
+	}
+	if err := t.canBuild(last); err != nil {
+		t.log.Info("the built-in templates are not prepared in the background", "reason", err.Error())
+		return
+	}
+	if _, err := t.Prepare(last); err != nil {
+		t.log.Warn("prepare the built-in templates", logx.Err(err))
+		return
+	}
+	t.log.Info("preparing the built-in templates in the background (a few minutes): cove template list shows how far", "templates", template.RecipeOrder)
+}
+
 // awaitRecipe prepares a recipe another one starts from (once) and waits
-// for that build to end.
-func (t *Templates) awaitRecipe(name string) error {
+// for that build to end. Meanwhile the build that waits, whose log is bl,
+// tells that recipe's progress as its own, and its log carries that
+// recipe's lines.
+func (t *Templates) awaitRecipe(name string, bl *buildLog, share float64) error {
 	st, err := t.Prepare(name)
 	if err != nil {
 		return err
+	}
+	if st.Build.Status != template.StatusReady {
+		t.mu.Lock()
+		parent := t.logs[st.Build.ID]
+		t.mu.Unlock()
+		if parent != nil {
+			bl.prog.waitFor(name, parent.prog, share)
+			defer bl.prog.parentDone()
+			stop := t.forwardLog(parent, bl, name)
+			defer stop()
+		}
 	}
 	for {
 		r, err := t.store.Get("", name)
@@ -282,7 +348,7 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 	if spec.Steps, err = t.filesDigests(ctx, team, spec.Steps); err != nil {
 		return err
 	}
-	bl := &buildLog{}
+	bl := newBuildLog(spec, nil)
 	t.mu.Lock()
 	if _, ok := t.logs[buildID]; ok {
 		t.mu.Unlock()
@@ -370,6 +436,52 @@ func (t *Templates) failUnfinished(templateID, buildID string, cause error, bl *
 
 // logKeep is how long a finished build's log is kept in memory.
 const logKeep = time.Hour
+
+// forwardLog copies the lines of from, a recipe's build, into to, each
+// after "name: ", until stop is called: a client following a build that
+// waits for it sees its progress.
+func (t *Templates) forwardLog(from, to *buildLog, name string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		next := 0
+		for {
+			from.mu.Lock()
+			lines := slices.Clone(from.entries[next:])
+			from.mu.Unlock()
+			next += len(lines)
+			to.mu.Lock()
+			for _, e := range lines {
+				if len(to.entries) < maxLogEntries {
+					e.Message, e.Step, e.Final = name+": "+e.Message, "", false
+					to.entries = append(to.entries, e)
+				}
+			}
+			to.mu.Unlock()
+			to.tell()
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// Progress is how far an unfinished build run here has come, in percent,
+// and what it does now; ok is false for a build this process does not run.
+func (t *Templates) Progress(buildID string) (percent int, doing string, ok bool) {
+	t.mu.Lock()
+	bl := t.logs[buildID]
+	t.mu.Unlock()
+	if bl == nil {
+		return 0, "", false
+	}
+	percent, doing = bl.prog.value()
+	return percent, doing, true
+}
 
 // BuildStatus is a build's state and its log from an offset on.
 type BuildStatus struct {
