@@ -102,7 +102,9 @@ func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, 
 	if err != nil {
 		return "", err
 	}
-	if err := unix.Mount("tmpfs", work, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700"); err != nil {
+	// debootstrap makes device nodes and refuses a nodev target; the copy
+	// onto the disk leaves them out, as every layer does.
+	if err := unix.Mount("tmpfs", work, "tmpfs", unix.MS_NOSUID, "mode=700"); err != nil {
 		os.Remove(work)
 		return "", fmt.Errorf("mount debootstrap's tmpfs: %w", err)
 	}

@@ -84,7 +84,9 @@ var debootstrapStages = []struct {
 	label  string
 }{
 	{"I: Retrieving InRelease", 0.00, "debootstrap: fetching the archive's index"},
+	{"I: Retrieving Packages", 0.01, "debootstrap: fetching the archive's index"},
 	{"I: Resolving dependencies", 0.03, "debootstrap: resolving packages"},
+	{"I: Checking component", 0.15, "debootstrap: resolving packages"},
 	{"I: Retrieving ", 0.18, "debootstrap: downloading packages"},
 	{"I: Extracting ", 0.39, "debootstrap: extracting the essential packages"},
 	{"I: Installing core packages", 0.45, "debootstrap: installing the core"},
@@ -124,15 +126,25 @@ func (p *progress) add(e template.LogEntry) {
 		return
 	}
 	for _, s := range debootstrapStages {
-		if !strings.HasPrefix(e.Message, s.prefix) {
-			continue
-		}
-		if s.at > p.within || s.at == 0 && p.within == 0 {
+		if strings.HasPrefix(e.Message, s.prefix) && (s.at > p.within || s.at == 0 && p.within == 0) {
 			p.within, p.label = s.at, s.label
-		} else if s.prefix == "I: Retrieving " && p.within < 0.38 {
-			p.within += 0.001 // one package more fetched
+			return
 		}
-		return
+	}
+	// A package fetched, extracted, unpacked or configured: a little
+	// further, short of the next stage.
+	for _, verb := range []string{"I: Retrieving ", "I: Extracting ", "I: Unpacking ", "I: Configuring "} {
+		if strings.HasPrefix(e.Message, verb) {
+			next := 1.0
+			for _, s := range debootstrapStages {
+				if s.at > p.within {
+					next = s.at
+					break
+				}
+			}
+			p.within = min(p.within+0.003, max(next-0.01, p.within))
+			return
+		}
 	}
 }
 

@@ -36,6 +36,7 @@ func TestProgress(t *testing.T) {
 		{"debian, measured weights", debian, template.RecipeSeconds["debian"], append([]line{
 			{"", "debootstrap --variant=minbase bookworm /x", 0, "starting"},
 			{"", "I: Retrieving InRelease", 0, "fetching the archive's index"},
+			{"", "I: Retrieving Packages", 0, "fetching the archive's index"},
 			{"", "I: Resolving dependencies of required packages...", 2, "resolving"},
 			{"", "I: Retrieving libc6 2.36", 12, "downloading packages"},
 			{"", "I: Retrieving libc-bin 2.36", 12, "downloading packages"},

@@ -81,9 +81,36 @@ func (s *Service) spawn(req *pb.StartRequest, u identity.User) (*proc, *subscrib
 	}
 	p.pid = uint32(pid)
 	s.add(p)
-	s.log.Info("process started", logx.PID(pid), "cmd", cfg.GetCmd())
+	s.log.Info("process started", logx.PID(pid), "cmd", commandLine(cfg))
 	go s.supervise(p, wait, outputs, oomBefore)
 	return p, sub, nil
+}
+
+// maxLoggedCmd bounds the command line a log line carries.
+const maxLoggedCmd = 200
+
+// commandLine is a process's command and arguments as a shell would read
+// them (an argument with spaces or quotes in single quotes), cut to
+// maxLoggedCmd bytes: what the sandbox's log says of it.
+func commandLine(cfg *pb.ProcessConfig) string {
+	var b strings.Builder
+	b.WriteString(cfg.GetCmd())
+	for _, a := range cfg.GetArgs() {
+		b.WriteByte(' ')
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?") {
+			b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
+		} else {
+			b.WriteString(a)
+		}
+		if b.Len() > maxLoggedCmd {
+			break
+		}
+	}
+	line := b.String()
+	if len(line) > maxLoggedCmd {
+		line = strings.ToValidUTF8(line[:maxLoggedCmd], "") + "…"
+	}
+	return line
 }
 
 // userOOMScoreAdj is what the sandbox's processes get: when the sandbox
@@ -204,7 +231,7 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 		level = slog.LevelWarn
 	}
 	// Logged before the end is told: what waited for it finds it logged.
-	s.log.Log(context.Background(), level, "process ended", logx.PID(int(p.pid)), "status", end.Status, "oom", oom)
+	s.log.Log(context.Background(), level, "process ended", logx.PID(int(p.pid)), "cmd", commandLine(p.config), "status", end.Status, "oom", oom)
 	p.finish(end)
 	s.forgetLater(p)
 }
