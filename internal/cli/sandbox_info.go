@@ -7,7 +7,7 @@ import (
 func sandboxInfoCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "info SANDBOX",
-		Short: "Show a sandbox's details as JSON",
+		Short: "Show a sandbox's details as JSON (in a cluster, with the node it runs on)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()

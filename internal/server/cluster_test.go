@@ -149,8 +149,8 @@ func TestCluster(t *testing.T) {
 		if out, err := run(ctx, a.url, sb.id, sb.token, "echo $E2B_SANDBOX_ID"); err != nil || out != sb.id+"\n" {
 			t.Errorf("a command in %s through the other replica: %q %v", sb.id, out, err)
 		}
-		if code, m, raw := a.do(t, "GET", "/sandboxes/"+sb.id, keyA, ""); code != 200 || m["sandboxID"] != sb.id {
-			t.Errorf("get %s through the other replica: %d %s", sb.id, code, raw)
+		if code, m, raw := a.do(t, "GET", "/sandboxes/"+sb.id, keyA, ""); code != 200 || m["sandboxID"] != sb.id || !strings.HasPrefix(fmt.Sprint(m["node"]), "n") {
+			t.Errorf("get %s through the other replica (with its node): %d %s", sb.id, code, raw)
 		}
 	}
 	code, _, raw := apis[0].do(t, "GET", "/v2/sandboxes", keyA, "")
@@ -265,6 +265,19 @@ func TestCluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("the lost node's records were forgotten %v after it stopped", time.Since(stopped).Round(100*time.Millisecond))
+	// Asked for again, a lost sandbox is said lost with its node (not
+	// timed out or killed), through either replica.
+	for _, a := range apis {
+		if code, _, raw := a.do(t, "GET", "/sandboxes/"+lost[0], keyA, ""); code != 404 || !strings.Contains(string(raw), "was lost with its node n1 at ") {
+			t.Errorf("a lost sandbox through %s: %d %s", a.url, code, raw)
+		}
+	}
+	if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(keyB), Team: "other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, raw := apis[0].do(t, "GET", "/sandboxes/"+lost[0], keyB, ""); code != 404 || strings.Contains(string(raw), "lost") {
+		t.Errorf("another team's lost sandbox: %d %s", code, raw)
+	}
 	for i := range 3 {
 		sb := create(apis[i%2])
 		if out, err := run(ctx, apis[0].url, sb.id, sb.token, "echo up"); err != nil || out != "up\n" {

@@ -40,6 +40,9 @@ type SandboxInfo struct {
 	// Isolation is the driver the sandbox runs on ("namespaces",
 	// "gvisor", "microvm"): Cove's own field.
 	Isolation string `json:"isolation,omitempty"`
+	// Node, in a cluster, is the node the sandbox runs on ("" on a
+	// server that is its own node): Cove's own field.
+	Node string `json:"node,omitempty"`
 }
 
 // Sandbox is a running sandbox: its commands, files and terminals.

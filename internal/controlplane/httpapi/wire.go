@@ -94,6 +94,8 @@ type sandboxDetail struct {
 	// Isolation is Cove's own field: the driver the sandbox runs on.
 	// Clients that do not know it ignore it.
 	Isolation string `json:"isolation,omitempty"`
+	// Node, in a cluster, is the node the sandbox runs on (Cove's own).
+	Node string `json:"node,omitempty"`
 }
 
 func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
@@ -101,7 +103,7 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, Alias: s.Alias,
 		StartedAt: s.StartedAt, EndAt: s.EndAt, CPUCount: s.CPUCount, MemoryMB: s.MemoryMB,
 		DiskSizeMB: s.DiskMB, State: s.State, EnvdVersion: s.EnvdVersion, Metadata: s.Metadata,
-		Isolation: s.Isolation,
+		Isolation: s.Isolation, Node: s.Node,
 	}
 	if withSecrets {
 		onTimeout := "kill"

@@ -169,7 +169,14 @@ func (p *progress) aptLine(line string) {
 	if a.total > 0 {
 		t := float64(a.total)
 		p.within = min(0.05+0.15*min(float64(a.fetched)/t, 1)+0.8*min(float64(a.unpacked+a.setUp)/(2*t), 1), 0.99)
-		p.label = fmt.Sprintf("%s (apt: %d of %d packages set up)", p.steps[p.cur], a.setUp, a.total)
+		switch {
+		case a.unpacked == 0:
+			p.label = fmt.Sprintf("%s (apt: %d of %d packages downloaded)", p.steps[p.cur], a.fetched, a.total)
+		case a.setUp == 0:
+			p.label = fmt.Sprintf("%s (apt: %d of %d packages unpacked)", p.steps[p.cur], a.unpacked, a.total)
+		default:
+			p.label = fmt.Sprintf("%s (apt: %d of %d packages set up)", p.steps[p.cur], a.setUp, a.total)
+		}
 	}
 }
 

@@ -191,9 +191,24 @@ func (s *Service) record(ctx context.Context, sb store.Sandbox, q node.TeamQuota
 	})
 }
 
+// gone is the answer for a sandbox of team's that has no record: that its
+// node was lost, when its log says so; else notFound.
+func (s *Service) gone(ctx context.Context, team, id string, notFound error) error {
+	last, err := s.store.SandboxLogs(ctx, store.LogQuery{SandboxID: id, Team: team, Backward: true, Limit: 1})
+	if err != nil || len(last) == 0 || last[0].Message != store.LostMessage || last[0].Fields["reason"] != store.ReasonNodeLost {
+		return notFound
+	}
+	return errs.New(errs.NotFound, "sandbox %s was lost with its node %s at %s: a running sandbox ends with its node "+
+		"(a paused one, in a cluster with an object store, resumes on another); start a new one",
+		id, last[0].Fields["node"], last[0].Time.UTC().Format(time.RFC3339))
+}
+
 // Get returns a team's sandbox; other teams' sandboxes are not found.
 func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 	sb, err := s.store.Sandbox(ctx, id)
+	if errs.Is(err, errs.NotFound) {
+		return Sandbox{}, s.gone(ctx, team, id, err)
+	}
 	if err != nil {
 		return Sandbox{}, err
 	}

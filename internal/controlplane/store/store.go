@@ -171,6 +171,12 @@ type LogQuery struct {
 	Limit    int
 }
 
+// The log line of a sandbox whose node was lost while it ran.
+const (
+	LostMessage    = "sandbox ended"
+	ReasonNodeLost = "node lost"
+)
+
 // Store is what the control plane keeps.
 type Store interface {
 	// AddAPIKey stores a key (again: nothing changes); its team is made,
@@ -271,8 +277,9 @@ type Members interface {
 	Leave(ctx context.Context, id string) error
 	Members(ctx context.Context) ([]Member, error)
 	// ForgetSandboxesOn removes the records of a lost node's sandboxes and
-	// returns their ids; those with a paused state stay, their node ""
-	// (another node may take them over).
+	// returns their ids, and logs LostMessage for each (reason
+	// ReasonNodeLost, the node); those with a paused state stay, their
+	// node "" (another node may take them over).
 	ForgetSandboxesOn(ctx context.Context, node string) ([]string, error)
 	// SetPausedState records what another node would take a paused
 	// sandbox over from (nil: nothing; it runs, or stays on its node).

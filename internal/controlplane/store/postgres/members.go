@@ -72,12 +72,26 @@ func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, e
 		if _, err := tx.Exec(ctx, `UPDATE sandboxes SET node = '' WHERE node = $1 AND paused_state IS NOT NULL`, node); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING id`, node)
+		rows, err := tx.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING id, team`, node)
 		if err != nil {
 			return err
 		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
+		type gone struct{ ID, Team string }
+		lost, err := pgx.CollectRows(rows, pgx.RowToStructByPos[gone])
+		if err != nil {
+			return err
+		}
+		// Each sandbox's log says how it ended: the API tells a later
+		// request for it that its node was lost, not that it timed out.
+		at := time.Now().UnixNano()
+		for _, g := range lost {
+			ids = append(ids, g.ID)
+			if _, err := tx.Exec(ctx, `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, 'error', $4, $5)`,
+				g.ID, g.Team, at, store.LostMessage, map[string]string{"reason": store.ReasonNodeLost, "node": node}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("forget the sandboxes of node %s: %w", node, err)
