@@ -24,6 +24,7 @@ func lockRange(cfg Config) (unlock func(), err error) {
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return nil, err
 	}
+	sweepLocks()
 	tag := nodePrefix(cfg.Range)
 	desc := "range " + cfg.Range.String() + ", pid " + strconv.Itoa(os.Getpid())
 	if cfg.Owner != "" {
@@ -42,6 +43,17 @@ func lockRange(cfg Config) (unlock func(), err error) {
 	}
 	return nil, fmt.Errorf("network range %s is in use by another cove server on this host (%s): its sandboxes' networks and firewall would be this one's; "+
 		"stop it, or give this one another --network-range", cfg.Range, holder)
+}
+
+// sweepLocks removes the lock files of nodes that died without releasing
+// them (killed): a file no process holds is taken, then released.
+func sweepLocks() {
+	files, _ := filepath.Glob(filepath.Join(lockDir, "*.lock"))
+	for _, f := range files {
+		if release, _, err := fsutil.TryLock(f, "sweeping"); err == nil {
+			release()
+		}
+	}
 }
 
 // holderRange reads the range out of a lock file's description.

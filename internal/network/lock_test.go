@@ -1,9 +1,11 @@
 package network
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,9 +36,21 @@ func TestRangeInUse(t *testing.T) {
 		t.Errorf("the second node's error: %v", err)
 	}
 	first.Close()
+	// A lock file no process holds (its node was killed) goes at the next
+	// node's start; a closed node's goes with it.
+	stale := filepath.Join(lockDir, fmt.Sprintf("zz%d.lock", os.Getpid()))
+	if err := os.WriteFile(stale, []byte("range 10.0.0.0/24, pid 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	third, err := New(cfg(3), logx.Discard())
 	if err != nil {
 		t.Fatalf("after the first closed: %v", err)
 	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an unheld lock file is kept: %v", err)
+	}
 	third.Close()
+	if _, err := os.Stat(filepath.Join(lockDir, nodePrefix(r)+".lock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a closed node's lock file is kept: %v", err)
+	}
 }
