@@ -456,6 +456,13 @@ test('snapshots: made from a running sandbox (where the driver can, its processe
     assert.equal((await Sandbox.create(unnamed.snapshotId).then(async (c) => {
       try { return (await c.commands.run('cat /srv/app/state')).stdout } finally { await c.kill() }
     })), 'v2\n')
+    // A name taken again is E2B's rule (the SDK's CreateSnapshotOpts): a
+    // new build of that snapshot's template, which the name starts from now.
+    const again = await s.createSnapshot({ name })
+    assert.equal(again.snapshotId, snap.snapshotId)
+    assert.equal((await Sandbox.create(snap.snapshotId).then(async (c) => {
+      try { return (await c.commands.run('cat /srv/app/state')).stdout } finally { await c.kill() }
+    })), 'v2\n')
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
     assert.equal(await Sandbox.deleteSnapshot(unnamed.snapshotId), true)
