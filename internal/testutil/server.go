@@ -81,7 +81,12 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 	if os.Geteuid() != 0 {
 		t.Skip("cove server needs root")
 	}
-	bin := Binary(t)
+	return StartServerBinary(t, Binary(t), apiKey, extra...)
+}
+
+// StartServerBinary is StartServer with the cove binary at bin.
+func StartServerBinary(t *testing.T, bin, apiKey string, extra ...string) Server {
+	t.Helper()
 	s := newServer(t)
 	addr := s.Addr
 	ctx, cancel := context.WithCancel(context.Background())

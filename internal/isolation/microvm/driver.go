@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,6 +102,23 @@ type sandboxVM struct {
 
 var _ isolation.Driver = (*Driver)(nil)
 
+// staticBinary refuses a guest init that needs a dynamic loader: a guest
+// has no C library, and such an init makes its kernel panic at boot.
+func staticBinary(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return errs.New(errs.Unavailable, "microvm: the guests' init %s: %v", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errs.New(errs.Unavailable, "microvm: the guests' init %s is dynamically linked (a cgo build), and a guest has no C library: "+
+				"build it with CGO_ENABLED=0, as make build does, or put make build's cove-sandbox beside cove", path)
+		}
+	}
+	return nil
+}
+
 // NewDriver checks QEMU, virtiofsd and the guest kernel.
 func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if cfg.QEMU == "" {
@@ -118,6 +136,9 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	}
 	if _, err := exec.LookPath("mkfs.erofs"); err != nil {
 		return nil, errs.New(errs.Unavailable, "microvm: no mkfs.erofs (Debian's erofs-utils), which makes the guests' layer images")
+	}
+	if err := staticBinary(cfg.SandboxBinary); err != nil {
+		return nil, err
 	}
 	k, err := FindKernel(cmp.Or(cfg.KernelDir, DefaultKernelDir))
 	if err != nil {
