@@ -50,6 +50,8 @@ async function apiStatus(apiKey) {
 test('the dashboard, from login to kill', async () => {
   await step('a wrong key is refused', async () => {
     await page.goto(`${base}/dashboard`);
+    await page.locator('#api-key').waitFor();
+    assert.equal(await page.locator('#top').isVisible(), false, 'the navigation shows before a login');
     await page.fill('#api-key', 'e2b_' + '7'.repeat(40));
     await page.click('#login');
     await page.locator('#login-error').filter({ hasText: 'invalid API key' }).waitFor();
@@ -94,8 +96,16 @@ test('the dashboard, from login to kill', async () => {
       await page.locator('.xterm-rows', { hasText: 'dash-42' }).waitFor();
     });
 
-    await step('its chart fills and its logs show', async () => {
+    await step('its chart fills, on axes with values, and its logs show', async () => {
       await page.waitForFunction(() => Number(document.querySelector('#cpu-chart').dataset.points || 0) >= 3);
+      for (const id of ['#cpu-chart', '#mem-chart']) {
+        const y = await page.locator(`${id} text.y`).allTextContents();
+        const x = await page.locator(`${id} text.x`).allTextContents();
+        assert.equal(y.length, 3, `${id}: its values' scale`);
+        assert.match(y[2], id === '#cpu-chart' ? /^100 %$/ : /^\d+ MiB$/);
+        assert.equal(x.length, 2, `${id}: its times`);
+        assert.match(x[0], /\d+:\d\d:\d\d/);
+      }
       await page.locator('#sb-logs', { hasText: 'process started' }).waitFor();
       if (process.env.DASHBOARD_SCREENSHOT) await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT });
     });
@@ -132,8 +142,14 @@ test('the dashboard, from login to kill', async () => {
   await step('nodes and templates', async () => {
     await page.goto(`${base}/dashboard/#/nodes`);
     await page.locator('#nodes', { hasText: 'namespaces' }).waitFor();
+    // Warm sandboxes by template name; the table fits the page.
+    await page.locator('#nodes [data-warm]', { hasText: /base: \d/ }).waitFor();
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'the nodes table overflows the page');
     await page.goto(`${base}/dashboard/#/templates`);
-    await page.locator('#templates', { hasText: 'base' }).waitFor();
+    const baseRow = page.locator('#templates tbody tr', { hasText: 'base' }).first();
+    await baseRow.waitFor();
+    // base has no build time: its Updated says so, not year 1.
+    assert.equal((await baseRow.locator('td').last().innerText()).trim(), '—');
   });
 
   await step('log out', async () => {

@@ -104,13 +104,19 @@ function route() {
 // ---- sandboxes ----
 
 const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'short', timeStyle: 'medium' });
-const fmtTime = (t) => dateFormat.format(new Date(t));
+// fmtTime shows a time, or — for none (Go's zero time is year 1).
+const fmtTime = (t) => {
+  const d = new Date(t);
+  return !t || Number.isNaN(d.getTime()) || d.getFullYear() < 2000 ? '—' : dateFormat.format(d);
+};
+const clockFormat = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
 const fmtLeft = (t) => {
   const s = Math.round((new Date(t) - Date.now()) / 1000);
   if (s <= 0) return '—';
   return s >= 3600 ? `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`;
 };
 const fmtMeta = (m) => Object.entries(m || {}).map(([k, v]) => `${k}=${v}`).join(' ');
+const fmtAxisBytes = (n) => (n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(1)} GiB` : `${Math.round(n / (1 << 20))} MiB`);
 const fmtBytes = (n) => (n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(1)} GiB` : `${(n / (1 << 20)).toFixed(1)} MiB`);
 
 // listSandboxes reads every page of the team's sandboxes the filters select.
@@ -183,19 +189,26 @@ async function sandboxesPage() {
   every(2000, refresh);
 }
 
-// chart draws one series as an SVG polyline with its scale.
-function chart(el, points, max, label) {
-  const w = 600, h = 140, pad = 24;
+// chart draws one series as an SVG polyline on axes: the value's scale
+// (fmtY of 0, half and max) on the left, the first and last sample's
+// times below.
+function chart(el, points, max, label, fmtY) {
+  const w = 420, h = 170, left = 70, right = 10, top = 24, bottom = 24;
+  el.setAttribute('viewBox', `0 0 ${w} ${h}`);
   if (points.length === 0) {
-    el.innerHTML = `<text x="${pad}" y="${h / 2}">no samples yet</text>`;
+    el.innerHTML = `<text x="${left}" y="${h / 2}">no samples yet</text>`;
     return;
   }
   const t0 = points[0][0], t1 = Math.max(points[points.length - 1][0], t0 + 1);
-  const xy = points.map(([t, v]) => `${(pad + ((t - t0) / (t1 - t0)) * (w - 2 * pad)).toFixed(1)},${(h - pad - (Math.min(v, max) / max) * (h - 2 * pad)).toFixed(1)}`);
-  el.setAttribute('viewBox', `0 0 ${w} ${h}`);
+  const x = (t) => (left + ((t - t0) / (t1 - t0)) * (w - left - right)).toFixed(1);
+  const y = (v) => (h - bottom - (Math.min(v, max) / max) * (h - top - bottom)).toFixed(1);
+  const xy = points.map(([t, v]) => `${x(t)},${y(v)}`);
+  const ticks = [0, max / 2, max].map((v) => `<line x1="${left}" y1="${y(v)}" x2="${w - right}" y2="${y(v)}"/>
+<text class="y" x="${left - 6}" y="${y(v)}" text-anchor="end" dominant-baseline="middle">${esc(fmtY(v))}</text>`).join('');
+  const times = `<text class="x" x="${left}" y="${h - 6}">${esc(clockFormat.format(new Date(t0 * 1000)))}</text>
+<text class="x" x="${w - right}" y="${h - 6}" text-anchor="end">${esc(clockFormat.format(new Date(t1 * 1000)))}</text>`;
   el.setAttribute('data-points', String(points.length));
-  el.innerHTML = `<line x1="${pad}" y1="${h - pad}" x2="${w - pad}" y2="${h - pad}"/><line x1="${pad}" y1="${pad}" x2="${w - pad}" y2="${pad}"/>
-<text x="${pad}" y="${pad - 6}">${esc(label)}</text><polyline points="${xy.join(' ')}"/>`;
+  el.innerHTML = `${ticks}${times}<text x="${left}" y="${top - 8}">${esc(label)}</text><polyline points="${xy.join(' ')}"/>`;
 }
 
 async function sandboxPage(id) {
@@ -228,9 +241,9 @@ async function sandboxPage(id) {
   };
   const metrics = async () => {
     const { data } = await api('GET', `${path}/metrics`);
-    chart($('#cpu-chart'), data.map((m) => [m.timestampUnix, m.cpuUsedPct]), 100, 'CPU %');
+    chart($('#cpu-chart'), data.map((m) => [m.timestampUnix, m.cpuUsedPct]), 100, 'CPU used, % of its CPUs', (v) => `${Math.round(v)} %`);
     const memMax = Math.max(1, ...data.map((m) => m.memTotal));
-    chart($('#mem-chart'), data.map((m) => [m.timestampUnix, m.memUsed]), memMax, `memory of ${fmtBytes(memMax)}`);
+    chart($('#mem-chart'), data.map((m) => [m.timestampUnix, m.memUsed]), memMax, `memory used, of ${fmtBytes(memMax)}`, fmtAxisBytes);
   };
   const logs = async () => {
     const { data } = await api('GET', `${E2B}/v2/sandboxes/${encodeURIComponent(id)}/logs?direction=backward&limit=200`);
@@ -334,13 +347,24 @@ async function openTerminal(sb) {
 
 // ---- templates ----
 
+// templateStatus is a template's newest build's state: a build in
+// progress with how far it is and what it does now.
+function templateStatus(t) {
+  let html = esc(t.buildStatus);
+  if (t.buildProgress !== undefined && t.buildProgress !== null) {
+    html += ` ${esc(t.buildProgress)}%${bar(t.buildProgress, 100)}<div class="doing">${esc(t.buildDoing)}</div>`;
+  }
+  if (t.warmError) html += ` <span class="error">${esc(t.warmError)}</span>`;
+  return html;
+}
+
 async function templatesPage() {
   view().innerHTML = `<h1>Templates</h1><p id="error" class="error"></p>
 <table id="templates"><thead><tr><th>ID</th><th>Names</th><th>Latest build</th><th>Status</th><th>Builds</th><th>CPUs</th><th>Memory</th><th>Updated</th></tr></thead><tbody></tbody></table>`;
   const refresh = async () => {
     const { data } = await api('GET', `${E2B}/templates`);
     $('#templates tbody').innerHTML = data.map((t) => `<tr><td><a href="#/template/${esc(encodeURIComponent(t.templateID))}">${esc(t.templateID)}</a></td>
-<td>${esc((t.names || []).join(', '))}</td><td>${esc(t.buildID)}</td><td>${esc(t.buildStatus)}${t.warmError ? ` <span class="error">${esc(t.warmError)}</span>` : ''}</td>
+<td>${esc((t.names || []).join(', '))}</td><td>${esc(t.buildID)}</td><td class="wrap" data-status>${templateStatus(t)}</td>
 <td>${esc(t.buildCount)}</td><td>${esc(t.cpuCount)}</td><td>${esc(t.memoryMB)} MiB</td><td>${esc(fmtTime(t.updatedAt))}</td></tr>`).join('');
   };
   await refresh();
@@ -443,11 +467,12 @@ const bar = (used, total) => `<div class="bar" title="${esc(used)} of ${esc(tota
 
 async function nodesPage() {
   view().innerHTML = `<h1>Nodes</h1><p id="error" class="error"></p>
-<table id="nodes"><thead><tr><th>Node</th><th>Drivers</th><th>Sandboxes</th><th>Warm</th><th>CPU promised</th><th></th><th>Memory promised</th><th></th><th>Last heartbeat</th></tr></thead><tbody></tbody></table>`;
+<div class="scroll"><table id="nodes"><thead><tr><th>Node</th><th>Drivers</th><th>Sandboxes</th><th>Warm</th><th>CPU promised</th><th></th><th>Memory promised</th><th></th><th>Last heartbeat</th></tr></thead><tbody></tbody></table></div>`;
   const refresh = async () => {
-    const { data } = await api('GET', '/dashboard/api/nodes');
-    $('#nodes tbody').innerHTML = data.map((n) => `<tr><td>${esc(n.id)}</td><td>${esc(n.drivers.join(', '))}</td><td>${esc(n.sandboxes)}</td>
-<td>${esc(Object.entries(n.warm || {}).map(([t, c]) => `${t}: ${c}`).join(', '))}</td>
+    const [{ data }, { data: templates }] = await Promise.all([api('GET', '/dashboard/api/nodes'), api('GET', `${E2B}/templates`)]);
+    const names = Object.fromEntries(templates.map((t) => [t.templateID, (t.names || [])[0] || t.templateID]));
+    $('#nodes tbody').innerHTML = data.map((n) => `<tr><td>${esc(n.id)}</td><td class="wrap">${esc(n.drivers.join(', '))}</td><td>${esc(n.sandboxes)}</td>
+<td class="wrap" data-warm>${esc(Object.entries(n.warm || {}).map(([t, c]) => `${names[t] || t}: ${c}`).join(', '))}</td>
 <td>${esc((n.committedCPUMillis / 1000).toFixed(1))} of ${esc(n.cpus)}</td><td>${bar(n.committedCPUMillis, n.cpus * 1000)}</td>
 <td>${esc(n.committedMemoryMB)} of ${esc(n.memoryMB)} MiB</td><td>${bar(n.committedMemoryMB, n.memoryMB)}</td>
 <td>${esc(n.heartbeatAgeSeconds ? `${n.heartbeatAgeSeconds.toFixed(1)} s ago` : '—')}</td></tr>`).join('');
