@@ -7,7 +7,7 @@ PKGS    := ./...
 # sandbox) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: all build dashboard check-dashboard test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
+.PHONY: image all build dashboard check-dashboard test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -45,6 +45,16 @@ install: build runsc
 # itself too; this covers any it misses).
 export COVE_PREPARE_TEMPLATES = false
 run: export COVE_PREPARE_TEMPLATES = true
+
+# image writes Cove's container image, the one deploy/helm/cove runs, to
+# bin/cove-image as an OCI layout, without a container daemon: Debian from
+# its archive (made once in IMAGE_ROOTFS) with cove, cove-sandbox and runsc
+# in /usr/local/bin. docs/DEPLOY.md says how to push it.
+IMAGE_ROOTFS ?= /var/cache/cove-image/rootfs
+image: build runsc
+	./scripts/image-rootfs.sh $(IMAGE_ROOTFS)
+	if [ -e bin/cove-image ]; then rm -rf --one-file-system bin/cove-image; fi
+	$(GO) run ./deploy/image -rootfs $(IMAGE_ROOTFS) -bin bin -o bin/cove-image -tag $(VERSION)
 
 # deps installs what the tests need on a fresh Debian/Ubuntu machine.
 deps:
