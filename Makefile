@@ -7,7 +7,7 @@ PKGS    := ./...
 # sandbox) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: image all build dashboard check-dashboard test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
+.PHONY: image bench-prepare all build dashboard check-dashboard test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -45,6 +45,11 @@ install: build runsc
 # itself too; this covers any it misses).
 export COVE_PREPARE_TEMPLATES = false
 run: export COVE_PREPARE_TEMPLATES = true
+
+# bench-prepare times a fresh server's preparation of code-interpreter-v1
+# (from Debian's archive: not part of make bench).
+bench-prepare: build
+	./scripts/bench-prepare.sh
 
 # image writes Cove's container image, the one deploy/helm/cove runs, to
 # bin/cove-image as an OCI layout, without a container daemon: Debian from
