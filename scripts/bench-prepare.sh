@@ -4,12 +4,18 @@
 # prepared in the background), until code-interpreter-v1 is ready. It
 # downloads from Debian's archive (MIRROR: the host's apt sources' first),
 # so it is not part of make bench. Prints the progress every 10 s and the
-# total; needs root and debootstrap.
+# total; needs root and debootstrap. DEBS=DIR starts the server with that
+# package cache (a warm cache: a machine that fetched them before);
+# KEEP_DEBS=DIR keeps the run's cache there.
 set -eu
 cd "$(dirname "$0")/.."
 data=$(mktemp -d /tmp/cove-bench-prepare.XXXXXX)
 key=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 port=${PORT:-3290}
+if [ -n "${DEBS:-}" ]; then
+	mkdir -p "$data/data/templates"
+	cp -r "$DEBS" "$data/data/templates/debs"
+fi
 start=$(date +%s)
 COVE_PREPARE_TEMPLATES=true ./bin/cove server --listen 127.0.0.1:$port --data-dir "$data/data" --api-key "$key" \
 	--cgroup-parent cove-bench-prepare --pool-size 0 --network-range 10.252.0.0/16 >"$data/server.log" 2>&1 &
@@ -25,4 +31,10 @@ while :; do
 	fi
 	echo "$list" | grep -qE '^code-interpreter-v1 +code-interpreter-v1 +ready' && break
 done
-echo "BenchmarkPrepare/code-interpreter-v1 $(( $(date +%s) - start )) s from the server's start to ready"
+cache=cold
+[ -n "${DEBS:-}" ] && cache=warm
+echo "BenchmarkPrepare/code-interpreter-v1/$cache-cache $(( $(date +%s) - start )) s from the server's start to ready"
+if [ -n "${KEEP_DEBS:-}" ]; then
+	rm -rf --one-file-system "$KEEP_DEBS"
+	cp -r "$data/data/templates/debs" "$KEEP_DEBS"
+fi

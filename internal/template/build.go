@@ -52,6 +52,9 @@ type Spec struct {
 	CPUCount, MemoryMB int
 	// Force rebuilds every step, cache or not.
 	Force bool
+	// DebCache gives the steps and debootstrap the node's cache of Debian
+	// packages (debcache.go): the built-in recipes only, never a request's.
+	DebCache bool `json:"-"`
 }
 
 // LogEntry is a line of a build's log.
@@ -201,7 +204,7 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 			}
 		}
 		say(n, describe(step))
-		next, err := b.runStep(ctx, st, step, build, func(line string) { say(n, line) })
+		next, err := b.runStep(ctx, st, step, build, spec.DebCache, func(line string) { say(n, line) })
 		if err != nil {
 			return Image{}, &StepError{Step: n, Err: err}
 		}
@@ -237,7 +240,14 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, say func(st
 			say("CACHED " + key)
 			return cached, nil
 		}
-		layer, err := b.store.layers.debootstrap(ctx, b.Debootstrap, *d, say)
+		cacheDir := ""
+		if spec.DebCache {
+			var err error
+			if cacheDir, err = b.debCache(); err != nil {
+				return state{}, err
+			}
+		}
+		layer, err := b.store.layers.debootstrap(ctx, b.Debootstrap, *d, cacheDir, say)
 		if err != nil {
 			return state{}, err
 		}
@@ -349,7 +359,7 @@ func describe(s Step) string {
 }
 
 // runStep applies one step to st.
-func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build, out func(string)) (state, error) {
+func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build, debCache bool, out func(string)) (state, error) {
 	next := st
 	next.Layers = slices.Clone(st.Layers)
 	next.Env = slices.Clone(st.Env)
@@ -393,7 +403,7 @@ func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build,
 		if len(step.Args) > 1 && step.Args[1] != "" {
 			user = step.Args[1]
 		}
-		layer, err := b.runLayer(ctx, st, build, Exec{Cmd: step.Args[0], User: user, Workdir: st.Workdir, Env: envMap(st.Env)}, out)
+		layer, err := b.runLayer(ctx, st, build, Exec{Cmd: step.Args[0], User: user, Workdir: st.Workdir, Env: envMap(st.Env)}, debCache, out)
 		if err != nil {
 			return st, err
 		}
@@ -412,7 +422,7 @@ func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build,
 
 // runLayer runs cmd in a build sandbox over st and returns what it wrote
 // as a layer.
-func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec, out func(string)) (string, error) {
+func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec, debCache bool, out func(string)) (string, error) {
 	scratch, err := os.MkdirTemp(b.store.dir, "build-")
 	if err != nil {
 		return "", err
@@ -436,6 +446,11 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 		}
 	}()
 	t.RootFS.Upper = scratch
+	if debCache {
+		if err := b.withDebCache(&t); err != nil {
+			return "", fmt.Errorf("the package cache: %w", err)
+		}
+	}
 	sb, err := b.sandboxes.StartBuild(ctx, t)
 	if err != nil {
 		return "", fmt.Errorf("start build sandbox: %w", err)
@@ -451,6 +466,11 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 		return "", fmt.Errorf("%s: exit code %d", cmd.Cmd, code)
 	}
 	upper := filepath.Join(scratch, "upper")
+	if debCache {
+		if err := b.harvestDebs(upper); err != nil {
+			return "", fmt.Errorf("keep the step's packages: %w", err)
+		}
+	}
 	if err := dropIdentityFiles(upper); err != nil {
 		return "", err
 	}

@@ -87,7 +87,7 @@ func (b *Builder) CanBuild(spec Spec) error {
 // own (the /proc and /sys it mounts in the target never reach the host and
 // go with it), its output goes to say, and the package cache and lists are
 // left out of the layer.
-func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, say func(string)) (string, error) {
+func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, cacheDir string, say func(string)) (string, error) {
 	if program == "" {
 		program = "debootstrap"
 	}
@@ -118,6 +118,9 @@ func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, 
 	args := []string{"--variant=" + d.Variant}
 	if len(d.Include) > 0 {
 		args = append(args, "--include="+strings.Join(d.Include, ","))
+	}
+	if cacheDir != "" {
+		args = append(args, "--cache-dir="+cacheDir)
 	}
 	args = append(args, d.Suite, target, d.mirror())
 	say("debootstrap " + strings.Join(args, " "))
@@ -193,6 +196,7 @@ func emptyDir(dir string) error {
 // matplotlib from Debian's archive).
 var Recipes = map[string]Spec{
 	"debian": {
+		DebCache: true,
 		FromDebootstrap: &Debootstrap{Suite: "bookworm", Variant: "minbase",
 			Include: []string{"python3", "python-is-python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps",
 				"iproute2", "less", "ncurses-bin", "build-essential"}},
@@ -207,6 +211,7 @@ var Recipes = map[string]Spec{
 		),
 	},
 	"code-interpreter-v1": {
+		DebCache:     true,
 		FromTemplate: "debian",
 		Steps: append(append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps(CodeInterpreterPackages)...),
 			Step{Type: "USER", Args: []string{"user"}}),
@@ -227,12 +232,15 @@ var CodeInterpreterPackages = [][]string{
 	{"default-jdk-headless", "node-typescript"},
 }
 
-// aptSteps installs each group of packages in a RUN step of its own.
+// aptSteps installs each group of packages in a RUN step of its own,
+// from the node's package cache where it holds them (debcache.go: the
+// builder takes what apt-get fetched out of the layer into the cache).
 func aptSteps(groups [][]string) []Step {
 	steps := make([]Step, len(groups))
 	for i, pkgs := range groups {
-		steps[i] = Step{Type: "RUN", Args: []string{"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " +
-			strings.Join(pkgs, " ") + " && apt-get clean && rm -rf /var/lib/apt/lists/*"}}
+		steps[i] = Step{Type: "RUN", Args: []string{"ln -s " + debCacheTarget + "/*.deb /var/cache/apt/archives/ 2>/dev/null; " +
+			"apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " +
+			strings.Join(pkgs, " ") + " && rm -rf /var/lib/apt/lists/*"}}
 	}
 	return steps
 }
