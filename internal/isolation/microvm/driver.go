@@ -390,6 +390,10 @@ func (d *Driver) prepare(id string, cpuMillis, machineMB int64) (dir string, cg 
 // announcement (a try timed out, the next was refused a second later,
 // then the agent answered), 3.25 s with both.
 func waitAgent(ctx context.Context, vm *VM) error {
+	// A guest whose agent never answers fails the create with its console
+	// instead of holding it (and the caller) for good.
+	ctx, cancel := context.WithTimeoutCause(ctx, agentDeadline, fmt.Errorf("the guest's agent did not answer within %v", agentDeadline))
+	defer cancel()
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return vm.Dial(ctx, agentPort)
 	}}}
@@ -412,6 +416,9 @@ func waitAgent(ctx context.Context, vm *VM) error {
 		}
 		select {
 		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(ctx.Err(), context.DeadlineExceeded) && cause != nil {
+				return errs.Mark(errs.Unavailable, cause)
+			}
 			return errs.Mark(errs.Canceled, ctx.Err())
 		case <-vm.Done():
 			return errors.New("the guest stopped before its agent answered")
@@ -420,10 +427,12 @@ func waitAgent(ctx context.Context, vm *VM) error {
 	}
 }
 
-// The bounds of a try of waitAgent.
+// The bounds of a try of waitAgent, and of the whole wait (a booted guest
+// answers in about 4 s under TCG on 2 cores).
 const (
-	firstTry = 100 * time.Millisecond
-	lastTry  = 2 * time.Second
+	firstTry      = 100 * time.Millisecond
+	lastTry       = 2 * time.Second
+	agentDeadline = 3 * time.Minute
 )
 
 func lastLines(s string, n int) string {
