@@ -67,9 +67,20 @@ func newProgress(spec template.Spec, seconds []float64) *progress {
 	return p
 }
 
-// describeStep is a step in a few words.
+// describeStep is a step in a few words: an apt-get install by the
+// packages it installs, anything else by its text.
 func describeStep(s template.Step) string {
 	text := strings.ToUpper(s.Type) + " " + strings.Join(s.Args, " ")
+	if _, after, ok := strings.Cut(text, "apt-get install "); ok && strings.ToUpper(s.Type) == "RUN" {
+		after, _, _ = strings.Cut(after, "&&")
+		var pkgs []string
+		for _, w := range strings.Fields(after) {
+			if !strings.HasPrefix(w, "-") {
+				pkgs = append(pkgs, w)
+			}
+		}
+		text = "installing " + strings.Join(pkgs, " ")
+	}
 	if len(text) > 60 {
 		text = text[:57] + "…"
 	}

@@ -18,7 +18,7 @@ func TestProgress(t *testing.T) {
 	}
 	apt := func(step string) []line {
 		return []line{
-			{step, "RUN apt-get update && apt-get install -y npm", -1, "step 2 of 5: RUN apt-get"},
+			{step, "RUN apt-get update && apt-get install -y npm", -1, "step 2 of 5: installing npm"},
 			{step, "0 upgraded, 2 newly installed, 0 to remove and 0 not upgraded.", -1, ""},
 			{step, "Get:1 http://deb.debian.org/debian bookworm/main amd64 a all 1 [10 kB]", -1, ""},
 			{step, "Get:2 http://deb.debian.org/debian bookworm/main amd64 b all 1 [10 kB]", -1, ""},
