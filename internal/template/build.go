@@ -53,8 +53,10 @@ type Spec struct {
 	// Force rebuilds every step, cache or not.
 	Force bool
 	// DebCache gives the steps and debootstrap the node's cache of Debian
-	// packages (debcache.go): the built-in recipes only, never a request's.
-	DebCache bool `json:"-"`
+	// packages (debcache.go): the built-in recipes only. A user's request
+	// never sets it (the API builds a Spec field by field); it travels as
+	// JSON to a cluster's node, as FromDebootstrap does.
+	DebCache bool `json:"debCache,omitempty"`
 }
 
 // LogEntry is a line of a build's log.
