@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/covesandbox/cove/internal/fsutil"
 )
@@ -31,6 +32,11 @@ func lockRange(cfg Config) (unlock func(), err error) {
 		desc += ", " + cfg.Owner
 	}
 	unlock, holder, err := fsutil.TryLock(filepath.Join(lockDir, tag+".lock"), desc)
+	// Another node starting may hold it for a moment, sweeping.
+	for try := 0; errors.Is(err, fsutil.ErrLocked) && holder == sweeping && try < 100; try++ {
+		time.Sleep(10 * time.Millisecond)
+		unlock, holder, err = fsutil.TryLock(filepath.Join(lockDir, tag+".lock"), desc)
+	}
 	if !errors.Is(err, fsutil.ErrLocked) {
 		return unlock, err
 	}
@@ -45,12 +51,15 @@ func lockRange(cfg Config) (unlock func(), err error) {
 		"stop it, or give this one another --network-range", cfg.Range, holder)
 }
 
+// sweeping is what a lock file holds while a node's start sweeps it.
+const sweeping = "sweeping"
+
 // sweepLocks removes the lock files of nodes that died without releasing
 // them (killed): a file no process holds is taken, then released.
 func sweepLocks() {
 	files, _ := filepath.Glob(filepath.Join(lockDir, "*.lock"))
 	for _, f := range files {
-		if release, _, err := fsutil.TryLock(f, "sweeping"); err == nil {
+		if release, _, err := fsutil.TryLock(f, sweeping); err == nil {
 			release()
 		}
 	}
