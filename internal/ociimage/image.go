@@ -9,10 +9,8 @@ import (
 	"archive/tar"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -22,9 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/layertar"
 )
 
 // Spec is what the image holds.
@@ -90,7 +86,8 @@ func Write(dir string, spec Spec) error {
 
 // binariesLayer holds each binary as /usr/local/bin/<name>, root's, 0755.
 func binariesLayer(paths []string) (v1.Layer, error) {
-	return layerOf(func(tw *tar.Writer) error {
+	return layerOf(func(w io.Writer) error {
+		tw := tar.NewWriter(w)
 		for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
 			if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
 				return err
@@ -116,87 +113,28 @@ func binariesLayer(paths []string) (v1.Layer, error) {
 				return err
 			}
 		}
-		return nil
+		return tw.Close()
 	})
 }
 
-// dirLayer is a directory tree as a layer: files, directories and
-// symlinks with their modes and owners (links never followed); devices,
-// sockets and fifos left out, as in every layer Cove makes.
+// dirLayer is a directory tree as a layer, packed as every layer Cove
+// makes is (owners, modes, links never followed, hard links once);
+// devices, sockets and fifos are left out.
 func dirLayer(root string) (v1.Layer, error) {
-	return layerOf(func(tw *tar.Writer) error {
-		return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil || rel == "." {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()}
-			if info.Mode()&fs.ModeSetuid != 0 {
-				hdr.Mode |= 0o4000
-			}
-			if info.Mode()&fs.ModeSetgid != 0 {
-				hdr.Mode |= 0o2000
-			}
-			if info.Mode()&fs.ModeSticky != 0 {
-				hdr.Mode |= 0o1000
-			}
-			owner := fsutil.Owner(info)
-			hdr.Uid, hdr.Gid = int(uint32(owner>>32)), int(uint32(owner))
-			switch {
-			case d.IsDir():
-				hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
-			case info.Mode()&fs.ModeSymlink != 0:
-				target, err := os.Readlink(path)
-				if err != nil {
-					return err
-				}
-				hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
-			case info.Mode().IsRegular():
-				hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
-			default:
-				return nil
-			}
-			if strings.HasPrefix(hdr.Name, "../") {
-				return fmt.Errorf("%s is outside %s", path, root)
-			}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			if hdr.Typeflag != tar.TypeReg {
-				return nil
-			}
-			f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.CopyN(tw, f, hdr.Size)
-			return err
-		})
+	return layerOf(func(w io.Writer) error {
+		return layertar.Pack(w, root, layertar.PackOptions{SkipSpecial: true})
 	})
 }
 
 // layerOf makes a layer of the tar stream fill writes, spooled to a
 // temporary file (a layer's digest is read before its content).
-func layerOf(fill func(*tar.Writer) error) (v1.Layer, error) {
+func layerOf(fill func(io.Writer) error) (v1.Layer, error) {
 	f, err := os.CreateTemp("", "cove-image-layer-")
 	if err != nil {
 		return nil, err
 	}
 	os.Remove(f.Name()) // open until the process ends
-	tw := tar.NewWriter(f)
-	if err := fill(tw); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
+	if err := fill(f); err != nil {
 		f.Close()
 		return nil, err
 	}
