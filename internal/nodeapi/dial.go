@@ -55,6 +55,12 @@ func (s *Server) serveDial(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("take over a dial's connection", logx.SandboxID(id), logx.Err(err))
 		return
 	}
+	if !s.tunnel(client) { // the node is stopping
+		client.Close()
+		upstream.Close()
+		return
+	}
+	defer s.untunnel(client)
 	if _, err := io.WriteString(client, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+dialProtocol+"\r\n\r\n"); err != nil {
 		client.Close()
 		upstream.Close()

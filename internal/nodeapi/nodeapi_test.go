@@ -2,6 +2,8 @@ package nodeapi_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -37,6 +39,7 @@ func tokens(id string) (string, string) { return auth.SandboxTokens(secret, id, 
 // loopback, and what it reported ended.
 type testNode struct {
 	mgr    *node.Manager
+	srv    *nodeapi.Server
 	url    string
 	mu     sync.Mutex
 	ended  []string
@@ -75,7 +78,7 @@ func startNode(t *testing.T) *testNode {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	tn.mgr, tn.url = mgr, hs.URL
+	tn.mgr, tn.srv, tn.url = mgr, srv, hs.URL
 	if tn.client, err = nodeapi.NewClient(hs.URL, token, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +241,28 @@ func TestRemoteOnly(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no event for the killed sandbox")
+	}
+
+	// A node that stops ends the byte streams it carries, as its exit
+	// would, and takes no new one.
+	info, err = tn.client.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tn.client.Dial(ctx, info.ID, 49983)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tn.srv.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Errorf("a byte stream after the node closed: read %d, %v; want its end", n, err)
+	}
+	if c, err := tn.client.Dial(ctx, info.ID, 49983); err == nil {
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Error("a byte stream opened after the node closed carries data")
+		}
+		c.Close()
 	}
 }

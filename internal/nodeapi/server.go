@@ -63,6 +63,11 @@ type Server struct {
 	// copies are the SaveLayer copies kept for callers, by handle.
 	copiesMu sync.Mutex
 	copies   map[string]*keptCopy
+	// tunnels are the callers' connections /dial took over: Close ends
+	// them, as the node's exit would (the HTTP server's shutdown does not
+	// know them).
+	tunnelsMu sync.Mutex
+	tunnels   map[net.Conn]struct{} // nil once closed
 }
 
 var _ nodepbconnect.NodeHandler = (*Server)(nil)
@@ -74,7 +79,8 @@ func NewServer(mgr Manager, token string, secret []byte, log *slog.Logger) (*Ser
 	if len(token) < 32 {
 		return nil, errs.New(errs.InvalidArgument, "the node token must have at least 32 characters")
 	}
-	return &Server{mgr: mgr, token: token, secret: secret, log: log, events: newHub(), copies: map[string]*keptCopy{}}, nil
+	return &Server{mgr: mgr, token: token, secret: secret, log: log, events: newHub(), copies: map[string]*keptCopy{},
+		tunnels: map[net.Conn]struct{}{}}, nil
 }
 
 // Handler is the API's HTTP handler: the Connect service and /dial.
@@ -103,8 +109,36 @@ func (s *Server) check(h http.Header) error {
 }
 
 // Close ends the event streams (their followers reconnect, to this node
-// when it is back): a node that stops calls it before it shuts down.
-func (s *Server) Close() { s.events.close() }
+// when it is back) and the byte streams to sandboxes' ports: a node that
+// stops calls it before it shuts down.
+func (s *Server) Close() {
+	s.events.close()
+	s.tunnelsMu.Lock()
+	defer s.tunnelsMu.Unlock()
+	for c := range s.tunnels {
+		c.Close()
+	}
+	s.tunnels = nil
+}
+
+// tunnel keeps a connection /dial took over until Close, unless the
+// server is closed already.
+func (s *Server) tunnel(c net.Conn) bool {
+	s.tunnelsMu.Lock()
+	defer s.tunnelsMu.Unlock()
+	if s.tunnels == nil {
+		return false
+	}
+	s.tunnels[c] = struct{}{}
+	return true
+}
+
+// untunnel forgets a connection tunnel kept.
+func (s *Server) untunnel(c net.Conn) {
+	s.tunnelsMu.Lock()
+	defer s.tunnelsMu.Unlock()
+	delete(s.tunnels, c)
+}
 
 // Ended and StateChanged publish the node's events (node.Config's OnEnd
 // and OnState) to the API replicas that follow them.

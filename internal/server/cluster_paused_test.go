@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
@@ -15,9 +16,15 @@ import (
 // replica boots it on another node with its files and the same token
 // (one paused with its memory boots afresh); one killed while on no node
 // is gone; the lost node back drops its own copies; kills then leave
-// nothing anywhere.
+// nothing anywhere. The second replica hears of the loss late (its lease
+// is long): what it kept of the lost node's sandboxes is stale while the
+// first moves them, and it still finds them.
 func TestClusterPausedMoves(t *testing.T) {
-	c := startShared(t)
+	c := startShared(t, func(cfg *server.Config) {
+		if cfg.NodeName == "api2" {
+			cfg.NodeLease = time.Hour
+		}
+	})
 	apis, st, ctx := c.apis, c.st, c.ctx
 	nodeOf := func(id string) string {
 		t.Helper()

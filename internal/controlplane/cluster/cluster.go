@@ -347,32 +347,44 @@ func (c *Cluster) client(nodeID string) *nodeapi.Client {
 }
 
 // lookup finds where sandbox id runs: a live node's API, and its route.
-// A route to a node not live is read again from the record (its sandbox
-// may have been taken over by another node since).
-func (c *Cluster) lookup(ctx context.Context, id string) (*nodeapi.Client, route, error) {
+// kept says the route is one this replica kept, which may be stale
+// (routed). A route to a node not live is read again from the record
+// (its sandbox may have been taken over by another node since).
+func (c *Cluster) lookup(ctx context.Context, id string) (client *nodeapi.Client, r route, kept bool, err error) {
 	c.mu.Lock()
 	r, ok := c.routes[id]
 	c.mu.Unlock()
 	if ok {
 		if client := c.client(r.node); client != nil {
-			return client, r, nil
+			return client, r, true, nil
 		}
 	}
 	sb, err := c.records.Sandbox(ctx, id)
 	if err != nil {
-		return nil, route{}, err
+		return nil, route{}, false, err
 	}
 	if !ok || r.node != sb.Node {
 		r = route{node: sb.Node}
 	}
-	client := c.client(r.node)
+	client = c.client(r.node)
 	if client == nil {
-		return nil, r, errs.New(errs.NotFound, "sandbox %s not found: its node %q is not in the cluster", id, r.node)
+		return nil, r, false, errs.New(errs.NotFound, "sandbox %s not found: its node %q is not in the cluster", id, r.node)
 	}
 	c.mu.Lock()
 	c.routes[id] = r
 	c.mu.Unlock()
-	return client, r, nil
+	return client, r, false, nil
+}
+
+// moved reports whether sandbox id's record no longer names nodeID (or
+// is gone), and then forgets its route.
+func (c *Cluster) moved(ctx context.Context, id, nodeID string) bool {
+	sb, err := c.records.Sandbox(ctx, id)
+	if err == nil && sb.Node == nodeID || err != nil && !errs.Is(err, errs.NotFound) {
+		return false
+	}
+	c.forget(id)
+	return true
 }
 
 // learn keeps what the proxy asks of a sandbox, from its info.

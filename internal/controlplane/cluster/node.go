@@ -112,11 +112,11 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 func (c *Cluster) Get(id string) (node.Info, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	client, r, err := c.lookup(ctx, id)
-	var info node.Info
-	if err == nil {
-		info, err = client.Get(id)
-	}
+	info, err := routed(ctx, c, id, func(n *nodeapi.Client, r route) (node.Info, error) {
+		info, err := n.Get(id)
+		info.Node = r.node
+		return info, err
+	})
 	if err != nil {
 		// Its node lost (this replica may not know yet): paused, its
 		// files shared, it is on no node.
@@ -126,7 +126,6 @@ func (c *Cluster) Get(id string) (node.Info, error) {
 		}
 		return node.Info{}, err
 	}
-	info.Node = r.node
 	c.learn(info)
 	return info, nil
 }
@@ -169,64 +168,74 @@ func fromEachNode[T any](ctx context.Context, c *Cluster, what string, ask func(
 	return slices.Concat(lists...)
 }
 
-// routed runs f against the node of sandbox id.
-func routed[T any](ctx context.Context, c *Cluster, id string, f func(*nodeapi.Client) (T, error)) (T, error) {
-	client, _, err := c.lookup(ctx, id)
+// routed runs f against the node of sandbox id. A route this replica
+// kept may be stale: another replica may have moved the sandbox (taken
+// it over from a node lost before this replica heard) or ended it. When
+// f fails through a kept route, the record is read again: a sandbox on
+// another node now is asked there, once; one whose record is gone is
+// not found.
+func routed[T any](ctx context.Context, c *Cluster, id string, f func(*nodeapi.Client, route) (T, error)) (T, error) {
+	client, r, kept, err := c.lookup(ctx, id)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return f(client)
+	out, err := f(client, r)
+	if err == nil || !kept || !c.moved(ctx, id, r.node) {
+		return out, err
+	}
+	if client, r, _, err = c.lookup(ctx, id); err != nil {
+		return out, err
+	}
+	return f(client, r)
 }
 
 // Kill ends a sandbox on its node.
 func (c *Cluster) Kill(ctx context.Context, id string) error {
-	_, err := routed(ctx, c, id, func(n *nodeapi.Client) (struct{}, error) { return struct{}{}, n.Kill(ctx, id) })
+	_, err := routed(ctx, c, id, func(n *nodeapi.Client, _ route) (struct{}, error) { return struct{}{}, n.Kill(ctx, id) })
 	c.forget(id)
 	return err
 }
 
 // SetTimeout makes a sandbox end timeout from now.
 func (c *Cluster) SetTimeout(id string, timeout time.Duration) (node.Info, error) {
-	return routed(context.Background(), c, id, func(n *nodeapi.Client) (node.Info, error) { return n.SetTimeout(id, timeout) })
+	return routed(context.Background(), c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.SetTimeout(id, timeout) })
 }
 
 // ExtendTimeout moves a sandbox's end to at least timeout from now.
 func (c *Cluster) ExtendTimeout(id string, timeout time.Duration) (node.Info, error) {
-	return routed(context.Background(), c, id, func(n *nodeapi.Client) (node.Info, error) { return n.ExtendTimeout(id, timeout) })
+	return routed(context.Background(), c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.ExtendTimeout(id, timeout) })
 }
 
 // AgentLog returns the end of a sandbox's agent log.
 func (c *Cluster) AgentLog(ctx context.Context, id string) ([]byte, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client) ([]byte, error) { return n.AgentLog(ctx, id) })
+	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) ([]byte, error) { return n.AgentLog(ctx, id) })
 }
 
 // Stats returns a sandbox's resource use.
 func (c *Cluster) Stats(ctx context.Context, id string) (isolation.Stats, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client) (isolation.Stats, error) { return n.Stats(ctx, id) })
+	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (isolation.Stats, error) { return n.Stats(ctx, id) })
 }
 
 // UpdateNetwork changes a sandbox's egress.
 func (c *Cluster) UpdateNetwork(id string, u node.NetworkUpdate) error {
-	_, err := routed(context.Background(), c, id, func(n *nodeapi.Client) (struct{}, error) { return struct{}{}, n.UpdateNetwork(id, u) })
+	_, err := routed(context.Background(), c, id, func(n *nodeapi.Client, _ route) (struct{}, error) { return struct{}{}, n.UpdateNetwork(id, u) })
 	return err
 }
 
 // stateChange runs a pause or resume on the sandbox's node and keeps
 // what it made of it.
 func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Client) (node.Info, error)) (node.Info, error) {
-	client, r, err := c.lookup(ctx, id)
-	if err != nil {
-		return node.Info{}, err
-	}
-	c.setRunning(id, false) // whatever comes of it, ask the node next time
-	info, err := f(client)
-	if err == nil {
-		info.Node = r.node
-		c.learn(info)
-		c.keepPausedState(ctx, info)
-	}
-	return info, err
+	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (node.Info, error) {
+		c.setRunning(id, false) // whatever comes of it, ask the node next time
+		info, err := f(client)
+		if err == nil {
+			info.Node = r.node
+			c.learn(info)
+			c.keepPausedState(ctx, info)
+		}
+		return info, err
+	})
 }
 
 // Pause pauses a sandbox with its memory.
@@ -294,16 +303,11 @@ func (c *Cluster) ShareLayer(ctx context.Context, id string) (node.Copy, error) 
 }
 
 func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.Client) (node.Copy, error)) (node.Copy, error) {
-	client, r, err := c.lookup(ctx, id)
-	if err != nil {
-		return node.Copy{}, err
-	}
-	cp, err := save(client)
-	if err != nil {
+	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (node.Copy, error) {
+		cp, err := save(client)
+		cp.Info.Node = r.node
 		return cp, err
-	}
-	cp.Info.Node = r.node
-	return cp, nil
+	})
 }
 
 // Wake reports whether a sandbox runs, resuming it when it is paused with
@@ -311,13 +315,15 @@ func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.C
 // One seen running is taken to run without asking its node: one that was
 // paused meanwhile is woken at the dial (Dial), one that ended fails there.
 func (c *Cluster) Wake(ctx context.Context, id string) bool {
-	client, r, err := c.lookup(ctx, id)
-	if err == nil && r.known && r.running {
-		return true
-	}
-	// (One its node lost is paused without its memory: traffic does not
-	// wake those, connect does.)
-	if err != nil || !client.Wake(ctx, id) {
+	_, err := routed(ctx, c, id, func(client *nodeapi.Client, r route) (struct{}, error) {
+		// (One its node lost is paused without its memory: traffic does
+		// not wake those, connect does.)
+		if !(r.known && r.running) && !client.Wake(ctx, id) {
+			return struct{}{}, errs.New(errs.NotFound, "sandbox %s is not running", id)
+		}
+		return struct{}{}, nil
+	})
+	if err != nil {
 		return false
 	}
 	c.setRunning(id, true)
@@ -326,34 +332,33 @@ func (c *Cluster) Wake(ctx context.Context, id string) bool {
 
 // Dial connects to a port inside a sandbox through its node.
 func (c *Cluster) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
-	client, r, err := c.lookup(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := client.Dial(ctx, id, port)
-	if errs.Is(err, errs.NotFound) && r.running {
-		// Seen running, it was paused since (this replica had not heard
-		// yet, and its Wake asked no node): the proxy checked the
-		// request's credential, so wake it as Wake would have, once.
-		c.setRunning(id, false)
-		if client.Wake(ctx, id) {
-			c.setRunning(id, true)
-			conn, err = client.Dial(ctx, id, port)
+	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (net.Conn, error) {
+		conn, err := client.Dial(ctx, id, port)
+		if errs.Is(err, errs.NotFound) && r.running {
+			// Seen running, it was paused since (this replica had not
+			// heard yet, and its Wake asked no node): the proxy checked
+			// the request's credential, so wake it as Wake would have,
+			// once.
+			c.setRunning(id, false)
+			if client.Wake(ctx, id) {
+				c.setRunning(id, true)
+				conn, err = client.Dial(ctx, id, port)
+			}
 		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	nc := &nodeConn{Conn: conn, c: c, node: r.node}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.nodes[r.node]
-	if m == nil { // it left meanwhile
-		conn.Close()
-		return nil, errs.New(errs.Unavailable, "sandbox %s's node %s left the cluster", id, r.node)
-	}
-	m.conns[nc] = struct{}{}
-	return nc, nil
+		if err != nil {
+			return nil, err
+		}
+		nc := &nodeConn{Conn: conn, c: c, node: r.node}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		m := c.nodes[r.node]
+		if m == nil { // it left meanwhile
+			conn.Close()
+			return nil, errs.New(errs.Unavailable, "sandbox %s's node %s left the cluster", id, r.node)
+		}
+		m.conns[nc] = struct{}{}
+		return nc, nil
+	})
 }
 
 // known is a sandbox's route with what the proxy asks, from its node the
