@@ -1,5 +1,5 @@
 // Package isolation is the contract between the node and the mechanisms
-// that isolate a sandbox (namespaces today; gVisor and microVMs later). A
+// that isolate a sandbox (namespaces, gVisor and QEMU microVMs). A
 // driver creates a sandbox from a Spec, lets the node reach the agent inside
 // it, reports how it ended and removes every trace of it. Optional behaviour
 // (pause, snapshots, stats) is a separate interface found by type assertion.

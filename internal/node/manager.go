@@ -1,6 +1,8 @@
 // Package node owns the sandboxes of one host: the sandbox table and its
-// lifecycle (creating → running → killed), the reaper that ends sandboxes
-// at their timeout, and Recover after the node process restarts.
+// lifecycle (creating → running ⇄ paused → killed; a paused sandbox's state
+// is its memory, its disk or its files: pause.go, spill.go, pause_files.go),
+// the reaper that ends (or pauses) sandboxes at their timeout, and Recover
+// after the node process restarts.
 package node
 
 import (

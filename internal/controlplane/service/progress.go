@@ -74,8 +74,12 @@ func describeStep(s template.Step) string {
 	if _, after, ok := strings.Cut(text, "apt-get install "); ok && strings.ToUpper(s.Type) == "RUN" {
 		after, _, _ = strings.Cut(after, "&&")
 		var pkgs []string
-		for _, w := range strings.Fields(after) {
-			if !strings.HasPrefix(w, "-") {
+		words := strings.Fields(after)
+		for i := 0; i < len(words); i++ {
+			switch w := words[i]; {
+			case w == "-o" || w == "-t": // an option with its value
+				i++
+			case !strings.HasPrefix(w, "-"):
 				pkgs = append(pkgs, w)
 			}
 		}

@@ -19,7 +19,7 @@ import (
 )
 
 // Node is where sandboxes run: the in-process node manager in `cove
-// server`, a remote node later.
+// server`, the cluster's nodes (cluster.Cluster) in `cove api`.
 type Node interface {
 	Create(ctx context.Context, req node.CreateRequest) (node.Info, error)
 	Kill(ctx context.Context, id string) error
