@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
@@ -20,9 +21,7 @@ import (
 // make it read-only) and unmounts it at the end.
 func tmpfs(t *testing.T, size string, flags uintptr) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
+	testenv.NeedRoot(t, "needs root to mount a tmpfs")
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "size="+size); err != nil {
 		t.Fatal(err)

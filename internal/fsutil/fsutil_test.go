@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 // TestCopyTreeOpaque: a build step's upper marks the directories it made
@@ -13,9 +15,7 @@ import (
 // came up with a lower layer's directory and must not make the copy hide
 // the lower layers.
 func TestCopyTreeOpaque(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("trusted.* attributes need root")
-	}
+	testenv.NeedRoot(t, "trusted.* attributes need root")
 	src := t.TempDir()
 	for _, tc := range []struct{ dir, xattr string }{{"made", "trusted.overlay.opaque"}, {"copied-up", "user.overlay.opaque"}, {"plain", ""}} {
 		p := filepath.Join(src, tc.dir)

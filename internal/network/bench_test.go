@@ -11,6 +11,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 const streamBytes = 256 << 20
@@ -42,9 +43,7 @@ func stream(b *testing.B, conn net.Conn) {
 // BenchmarkTCPStream compares one TCP stream over the host's loopback with
 // one from a sandbox network through NAT to a fake internet host.
 func BenchmarkTCPStream(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
+	testenv.NeedRoot(b, "")
 	b.Run("host-loopback", func(b *testing.B) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 var hostSeq atomic.Int32
@@ -29,9 +30,7 @@ type host struct {
 
 func newHost(t *testing.T) host {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.NeedRoot(t, "")
 	dir := t.TempDir()
 	store, err := template.NewStore(filepath.Join(dir, "templates"), logx.Discard())
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/covesandbox/cove/internal/nodeapi"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 const token = "node-token-0123456789abcdef0123456789"
@@ -48,9 +49,7 @@ type testNode struct {
 
 func startNode(t *testing.T) *testNode {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.NeedRoot(t, "")
 	dir := t.TempDir()
 	store, err := template.NewStore(filepath.Join(dir, "templates"), logx.Discard())
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -122,9 +123,7 @@ func TestLayerThroughTheObjectStore(t *testing.T) {
 //
 //	go test -run - -bench LayerThrough ./internal/template
 func BenchmarkLayerThroughTheObjectStore(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
+	testenv.NeedRoot(b, "")
 	ctx := context.Background()
 	url, creds := testutil.ObjectStore(b)
 	bucket, err := objstore.Open(ctx, url, creds)

@@ -27,6 +27,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 // entry is one member of a test archive.
@@ -96,9 +97,7 @@ func testImage(t *testing.T) v1.Image {
 
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (owners, whiteout devices, trusted xattrs)")
-	}
+	testenv.NeedRoot(t, "needs root (owners, whiteout devices, trusted xattrs)")
 	s, err := NewStore(t.TempDir(), logx.Discard())
 	if err != nil {
 		t.Fatal(err)

@@ -12,15 +12,14 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 // TestVolumeLifecycle: a volume is a mounted, size-capped file system
 // owned by the sandboxes' user; a reopened store reuses its mount (never
 // a second one); names are a team's own; delete leaves nothing.
 func TestVolumeLifecycle(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.NeedRoot(t, "")
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(dir, 16, logx.Discard())

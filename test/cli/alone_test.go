@@ -7,15 +7,14 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 // TestCoveAlone runs the cove binary by itself (no cove-sandbox beside it,
 // runsc named by flag) as the README says it works: a sandbox on every
 // driver this host has starts from cove itself and runs a command.
 func TestCoveAlone(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("cove server needs root")
-	}
+	testenv.NeedRoot(t, "cove server needs root")
 	testutil.NeedRunsc(t)
 	dir := t.TempDir()
 	alone := filepath.Join(dir, "cove")

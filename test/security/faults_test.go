@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -280,9 +281,7 @@ func TestAgentKilled(t *testing.T) {
 // error and leave nothing, running sandboxes go on, and once space returns
 // creates work again.
 func TestDataDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.NeedRoot(t, "")
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=48m"); err != nil {
 		t.Fatal(err)

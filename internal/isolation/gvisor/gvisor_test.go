@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/testutil/testenv"
 )
 
 // env is one test binary's host state: a data directory, the base
@@ -48,9 +49,7 @@ func repoBin(name string) string {
 
 func testEnv(t *testing.T) env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the gvisor driver needs root")
-	}
+	testenv.NeedRoot(t, "the gvisor driver needs root")
 	runsc := repoBin("runsc")
 	if runsc == "" {
 		runsc, _ = exec.LookPath("runsc")
