@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 )
 
 // keptCaps are the capabilities the agent (and root in the sandbox) keeps:
@@ -52,18 +52,18 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath, oomFile string, spec isolatio
 			Options: []string{"rbind", mode, "nosuid", "nodev"}})
 	}
 	mounts = append(mounts,
-		specs.Mount{Destination: namespaces.AgentPath, Type: "bind", Source: d.cfg.SandboxBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},
-		specs.Mount{Destination: namespaces.OOMPath, Type: "bind", Source: oomFile, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+		specs.Mount{Destination: inside.AgentPath, Type: "bind", Source: d.cfg.SandboxBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		specs.Mount{Destination: inside.OOMPath, Type: "bind", Source: oomFile, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	return &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
-			Args: []string{namespaces.AgentPath},
+			Args: []string{inside.AgentPath},
 			Env: []string{
 				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv),
-				namespaces.EnvAgentSettings + "=" + string(agent),
-				namespaces.EnvNoFDs + "=1",
+				inside.EnvSandboxEnv + "=" + string(sandboxEnv),
+				inside.EnvAgentSettings + "=" + string(agent),
+				inside.EnvNoFDs + "=1",
 			},
 			Cwd: "/",
 			Capabilities: &specs.LinuxCapabilities{
@@ -134,7 +134,7 @@ func seccompProfile() *specs.LinuxSeccomp {
 		DefaultAction: specs.ActAllow,
 		Architectures: []specs.Arch{specs.ArchX86_64},
 		Syscalls: []specs.LinuxSyscall{
-			{Names: namespaces.DeniedSyscalls, Action: specs.ActErrno, ErrnoRet: &eperm},
+			{Names: inside.DeniedSyscalls, Action: specs.ActErrno, ErrnoRet: &eperm},
 			{Names: []string{"unshare", "clone"}, Action: specs.ActErrno, ErrnoRet: &eperm, Args: newUser},
 		},
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/phase"
 )
@@ -242,7 +242,7 @@ func mountRoot(dir string, spec isolation.Spec) (string, error) {
 			return "", fmt.Errorf("mount point /%s: %w", p, err)
 		}
 	}
-	for _, file := range []string{namespaces.AgentPath, namespaces.OOMPath} {
+	for _, file := range []string{inside.AgentPath, inside.OOMPath} {
 		f, err := r.OpenFile(strings.TrimPrefix(file, "/"), os.O_CREATE|os.O_WRONLY, 0o755)
 		if err != nil {
 			return "", fmt.Errorf("mount point %s: %w", file, err)

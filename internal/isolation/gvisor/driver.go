@@ -41,7 +41,7 @@ type Config struct {
 	Runsc string
 	// SandboxBinary is the binary that becomes the agent inside each
 	// sandbox (cove-sandbox, or cove itself), bound read-only at
-	// namespaces.AgentPath.
+	// inside.AgentPath.
 	SandboxBinary string
 	// Platform is runsc's platform; default systrap (needs no KVM).
 	Platform string

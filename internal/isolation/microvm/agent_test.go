@@ -16,8 +16,8 @@ import (
 	"github.com/covesandbox/cove/internal/agentclient"
 
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
 // TestGuestAgent boots a sandbox's guest: a root from an erofs image
@@ -75,8 +75,8 @@ func TestGuestAgent(t *testing.T) {
 		Machine: Machine{Kernel: k, Initrd: initrd, MemoryMB: 256, CPUs: 1, KVM: KVMAvailable()},
 		Layers:  []string{img},
 		Shares:  []HostShare{{Source: "/usr", Target: "/usr"}}, // read-only in the guest
-		Guest: guest.Config{Hostname: "guest-test", WritableMB: 32, MemoryMB: 128, PIDs: 256, Agent: namespaces.AgentPath,
-			AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings)}},
+		Guest: guest.Config{Hostname: "guest-test", WritableMB: 32, MemoryMB: 128, PIDs: 256, Agent: inside.AgentPath,
+			AgentEnv: []string{"PATH=/usr/bin:/bin", "HOME=/root", inside.EnvSandboxEnv + "={}", inside.EnvAgentSettings + "=" + string(settings)}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 )
 
 // A boot snapshot is a guest booted once for a template and its limits,
@@ -184,7 +184,7 @@ func (d *Driver) makeBootSnapshot(ctx context.Context, key string, vs VMSpec, di
 	vs.Machine.MemoryFile, vs.Machine.MemoryShared = filepath.Join(tmp, snapshotMemory), true
 	vs.Guest.Hostname = "snapshot"
 	vs.Guest.AgentEnv = []string{"PATH=" + guestPath, "HOME=/root",
-		namespaces.EnvSandboxEnv + "={}", namespaces.EnvAgentSettings + "=" + string(settings)}
+		inside.EnvSandboxEnv + "={}", inside.EnvAgentSettings + "=" + string(settings)}
 	if err := MakeWritableImage(ctx, vs.Machine.Writable, diskBytes); err != nil {
 		return err
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -281,9 +281,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		Machine: Machine{Kernel: d.kernel, Initrd: d.initrd, MemoryMB: spec.Limits.MemoryMB + guestOverheadMB, CPUs: cpus, KVM: d.kvm},
 		Layers:  images, Shares: shares, NetNS: spec.NetNS,
 		Guest: guest.Config{Hostname: id, DNS: spec.DNS, WritableDisk: true,
-			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: namespaces.AgentPath,
+			MemoryMB: spec.Limits.MemoryMB, PIDs: spec.Limits.PIDs, Agent: inside.AgentPath,
 			AgentEnv: []string{"PATH=" + guestPath, "HOME=/root",
-				namespaces.EnvSandboxEnv + "=" + string(sandboxEnv), namespaces.EnvAgentSettings + "=" + string(settings)}},
+				inside.EnvSandboxEnv + "=" + string(sandboxEnv), inside.EnvAgentSettings + "=" + string(settings)}},
 	}
 	if d.cfg.BootSnapshots && !slices.ContainsFunc(shares, func(sh HostShare) bool { return sh.Image == "" }) {
 		snap, err := d.bootSnapshot(ctx, vs, spec.Limits.WritableBytes())

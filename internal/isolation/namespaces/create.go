@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/phase"
 )
@@ -65,9 +66,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 	}()
 	spec.UserNamespace = spec.UserNamespace || (d.cfg.UserNamespaces && spec.RootFS.Upper == "")
 	if spec.RootFS.Upper == "" { // not into a template's layer
-		// The sandbox binary, read-only at AgentPath, as gVisor has it: the
+		// The sandbox binary, read-only at inside.AgentPath, as gVisor has it: the
 		// code interpreter a template starts runs from it.
-		spec.RootFS.Binds = append(slices.Clip(spec.RootFS.Binds), isolation.Bind{Source: d.agent, Target: AgentPath})
+		spec.RootFS.Binds = append(slices.Clip(spec.RootFS.Binds), isolation.Bind{Source: d.agent, Target: inside.AgentPath})
 	}
 	var idBase uint32
 	if spec.UserNamespace {
@@ -150,11 +151,11 @@ func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec,
 		return nil, nil, nil, err
 	}
 	binary := d.cfg.Binary
-	extra := []*os.File{cfgR, readyW} // fdConfig, fdReady
+	extra := []*os.File{cfgR, readyW} // fdConfig, inside.FDReady
 	if d.cfg.SandboxBinary != "" {
 		binary = d.cfg.SandboxBinary
 		if spec.UserNamespace {
-			// Executed through a descriptor (fdOOM's place until the init
+			// Executed through a descriptor (inside.FDOOM's place until the init
 			// puts the OOM counter there): the namespace's root may not
 			// reach the binary's directory.
 			exe, err := os.OpenFile(binary, os.O_RDONLY|unix.O_PATH, 0)
@@ -167,10 +168,10 @@ func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec,
 			}
 			defer exe.Close()
 			extra = append(extra, exe)
-			binary = fmt.Sprintf("/proc/self/fd/%d", fdOOM)
+			binary = fmt.Sprintf("/proc/self/fd/%d", inside.FDOOM)
 		}
 	}
-	// Placeholders keep fdOOM and fdLayer free until the init puts the
+	// Placeholders keep inside.FDOOM and inside.FDLayer free until the init puts the
 	// OOM counter and its writable layer there (the mounts it receives
 	// land above them).
 	null, err := os.Open(os.DevNull)
@@ -182,7 +183,7 @@ func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec,
 		return nil, nil, nil, err
 	}
 	defer null.Close()
-	for len(extra) <= fdLayer-3 {
+	for len(extra) <= inside.FDLayer-3 {
 		extra = append(extra, null)
 	}
 	req := spawnRequest{Path: binary, Args: []string{initArg0}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Cloneflags: cloneFlags}

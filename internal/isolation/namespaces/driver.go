@@ -54,7 +54,7 @@ type Driver struct {
 	cfg  Config
 	log  *slog.Logger
 	host *os.File // the node's own network namespace, to return to after Dial
-	// agent is the sandbox binary's path, bound at AgentPath in sandboxes.
+	// agent is the sandbox binary's path, bound at inside.AgentPath in sandboxes.
 	agent string
 
 	// spawner clones the sandboxes' inits (spawner_linux.go).

@@ -1,10 +1,8 @@
 package namespaces
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"syscall"
@@ -12,11 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/covesandbox/cove/internal/envd"
-	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 )
 
 func init() {
@@ -35,11 +30,8 @@ func init() {
 		os.Exit(0) // not reached: sandboxInit execs the agent
 	case spawnerArg0:
 		runSpawner()
-	case agentArg0, AgentPath:
-		if len(os.Args) == 1 { // with arguments it is a command of main's
-			os.Exit(agentMain())
-		}
 	}
+	// (The agent, which the init execs, is package inside's to start.)
 }
 
 // sandboxInit runs as the sandbox's PID 1 in its new pid, mount, uts, ipc
@@ -56,12 +48,12 @@ func init() {
 // calls: they exec the agent from this thread instead.
 func sandboxInit() error {
 	runtime.LockOSThread()
-	inPlace := allThreadsSupported
-	sys := thisThread // a cgo build execs the agent from this thread
+	inPlace := inside.AllThreadsSupported
+	sys := inside.ThisThread // a cgo build execs the agent from this thread
 	if inPlace {
-		sys = allThreads
+		sys = inside.AllThreads
 	}
-	if err := clearSecurebits(sys); err != nil {
+	if err := inside.ClearSecurebits(sys); err != nil {
 		return err
 	}
 	var cfg initConfig
@@ -91,7 +83,7 @@ func sandboxInit() error {
 	if err != nil {
 		return fmt.Errorf("open oom counter: %w", err)
 	}
-	if err := unix.Dup3(oom, fdOOM, 0); err != nil {
+	if err := unix.Dup3(oom, inside.FDOOM, 0); err != nil {
 		return fmt.Errorf("place oom counter: %w", err)
 	}
 	unix.Close(oom)
@@ -114,15 +106,15 @@ func sandboxInit() error {
 	if err := pivot(root); err != nil {
 		return err
 	}
-	if err := dropCaps(); err != nil {
+	if err := inside.DropCaps(); err != nil {
 		return err
 	}
 	if inPlace {
-		if err := capset(allThreads); err != nil {
+		if err := inside.Capset(inside.AllThreads); err != nil {
 			return err
 		}
 	}
-	if err := loadSeccomp(); err != nil {
+	if err := inside.LoadSeccomp(); err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}
 	if inPlace {
@@ -130,14 +122,14 @@ func sandboxInit() error {
 		os.Clearenv()
 		os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 		os.Setenv("HOME", "/root")
-		ready, oom := agentFDs()
-		runAgentHere(cfg.Env, cfg.Agent, ready, oom)
+		ready, oom := inside.AgentFDs()
+		inside.RunAgentHere(cfg.Env, cfg.Agent, ready, oom)
 	}
 	env, _ := json.Marshal(cfg.Env)
 	agent, _ := json.Marshal(cfg.Agent)
-	argv := []string{agentArg0}
+	argv := []string{inside.AgentArg0}
 	envv := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-		EnvSandboxEnv + "=" + string(env), EnvAgentSettings + "=" + string(agent)}
+		inside.EnvSandboxEnv + "=" + string(env), inside.EnvAgentSettings + "=" + string(agent)}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, envv))
 }
 
@@ -159,111 +151,6 @@ func execveat(fd int, argv, envv []string) error {
 	_, _, errno := unix.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
 		uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envvp[0])), unix.AT_EMPTY_PATH, 0)
 	return errno
-}
-
-// agentMain is the agent as the sandbox's PID 1, exec'd by sandboxInit.
-func agentMain() int {
-	fixed, settings, err := agentEnv()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ready, oom := agentFDs()
-	return runAgent(fixed, settings, ready, oom, nil)
-}
-
-// agentEnv takes the agent's start-up settings out of the environment
-// (EnvSandboxEnv, EnvAgentSettings).
-func agentEnv() (fixed map[string]string, settings isolation.AgentSettings, err error) {
-	for name, v := range map[string]any{EnvSandboxEnv: &fixed, EnvAgentSettings: &settings} {
-		if s := os.Getenv(name); s != "" {
-			if err := json.Unmarshal([]byte(s), v); err != nil {
-				return nil, settings, fmt.Errorf("bad %s: %w", name, err)
-			}
-		}
-		os.Unsetenv(name)
-	}
-	return fixed, settings, nil
-}
-
-// agentFDs are the readiness pipe and OOM counter an agent started by the
-// init inherits; an agent started by another runtime (gVisor's runsc, which
-// sets EnvNoFDs) has no pipe, and opens the OOM counter EnvOOMFile names.
-func agentFDs() (ready, oom int) {
-	if os.Getenv(EnvNoFDs) == "" {
-		unix.CloseOnExec(fdLayer) // the agent's alone
-		return fdReady, fdOOM
-	}
-	path := os.Getenv(EnvOOMFile)
-	os.Unsetenv(EnvNoFDs) // not for the sandbox's processes
-	os.Unsetenv(EnvOOMFile)
-	if path == "" {
-		return 0, 0
-	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "the OOM counter (OOM kills are reported as plain kills): %v\n", err)
-		return 0, 0
-	}
-	return 0, fd
-}
-
-type forkRequest struct {
-	fork func() (int, error)
-	done chan forkResult
-}
-
-type forkResult struct {
-	pid int
-	err error
-}
-
-// spawnOn runs forks on the thread that reads requests.
-func spawnOn(requests chan<- forkRequest) func(func() (int, error)) (int, error) {
-	return func(fork func() (int, error)) (int, error) {
-		done := make(chan forkResult, 1)
-		requests <- forkRequest{fork, done}
-		r := <-done
-		return r.pid, r.err
-	}
-}
-
-// agentLogMax bounds what an agent writes to its log on the host.
-const agentLogMax = 8 << 20
-
-// runAgentHere runs the agent, which exits the process when it ends, and
-// makes the calling (locked) thread fork every process of the sandbox:
-// the thread whose capabilities and filter they inherit.
-func runAgentHere(env map[string]string, a isolation.AgentSettings, ready, oom int) {
-	forks := make(chan forkRequest)
-	go func() { os.Exit(runAgent(env, a, ready, oom, spawnOn(forks))) }()
-	for req := range forks {
-		pid, err := req.fork()
-		req.done <- forkResult{pid, err}
-	}
-}
-
-// runAgent serves the agent until it fails, with its readiness pipe and
-// OOM counter (0: none). spawn, when set, runs the agent's forks.
-func runAgent(fixed map[string]string, a isolation.AgentSettings, ready, oom int, spawn func(func() (int, error)) (int, error)) int {
-	// Its stderr is a file on the host (agent.log), and code in the
-	// sandbox can make it log (a failed download, say): capped. Its JSON
-	// lines are the agent's part of the sandbox's logs.
-	log := slog.New(slog.NewJSONHandler(logx.Capped(os.Stderr, agentLogMax), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, Initial: settings.Update{
-		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,
-	}}
-	if a.AccessToken != "" {
-		cfg.Initial.AccessToken = &a.AccessToken
-	}
-	if a.DefaultWorkdir != "" {
-		cfg.Initial.DefaultWorkdir = &a.DefaultWorkdir
-	}
-	if err := envd.Run(context.Background(), cfg, log); err != nil {
-		log.Error("agent stopped", "err", err)
-		return 1
-	}
-	return 0
 }
 
 // pivot makes root the process's / and detaches the host's tree.

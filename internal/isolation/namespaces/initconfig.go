@@ -2,42 +2,16 @@ package namespaces
 
 import "github.com/covesandbox/cove/internal/isolation"
 
-// Process names the cove binary is re-executed under. Package init checks
-// os.Args[0] for them, so the same binary (or a test binary) serves as the
-// sandbox's init and agent.
-const (
-	initArg0  = "cove-sandbox-init"
-	agentArg0 = "cove-envd"
-	// AgentPath is where another runtime (gVisor) finds the sandbox binary
-	// inside a sandbox; started under that name it is the agent.
-	AgentPath = "/.cove/cove-envd"
-)
+// initArg0 is the name the cove binary is re-executed under as a
+// sandbox's init: package init checks os.Args[0] for it, so the same
+// binary (or a test binary) serves as the init (and, by inside.AgentArg0,
+// the agent).
+const initArg0 = "cove-sandbox-init"
 
-// Descriptors the sandbox's init inherits.
-const (
-	fdConfig = 3 // the initConfig, JSON, written once the init is in its cgroup
-	fdReady  = 4 // the agent writes one byte here once it listens
-	fdOOM    = 5 // the cgroup file counting OOM kills, opened by the init
-	// fdLayer is the writable layer's file system (O_PATH), which the
-	// agent keeps open: after pivot_root nothing else reaches it, and the
-	// node copies it from there (SaveLayer, /proc/<init>/fd/6/upper).
-	fdLayer = 6
-)
-
-// EnvSandboxEnv carries the sandbox's fixed variables to the exec'd agent,
-// EnvAgentSettings its start-up settings; both JSON, unset once read.
-const (
-	EnvSandboxEnv    = "COVE_SANDBOX_ENV"
-	EnvAgentSettings = "COVE_AGENT_SETTINGS"
-	// EnvNoFDs, set for an agent another runtime starts, says it inherited
-	// no readiness pipe and no OOM counter.
-	EnvNoFDs = "COVE_AGENT_NO_FDS"
-	// EnvOOMFile, with EnvNoFDs, names the file inside the sandbox (bound
-	// there by that runtime) whose "oom_kill" line counts its OOM kills.
-	EnvOOMFile = "COVE_AGENT_OOM_FILE"
-	// OOMPath is where the gVisor driver binds it.
-	OOMPath = "/.cove/oom"
-)
+// fdConfig is where the sandbox's init reads its initConfig (JSON, written
+// once the init is in its cgroup); the descriptors after it are the
+// agent's (inside.FDReady, FDOOM, FDLayer).
+const fdConfig = 3
 
 // initRefused starts the init's last words when the sandbox's spec or
 // template is at fault (an invalid-argument error), not the host.

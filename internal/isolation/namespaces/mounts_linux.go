@@ -13,7 +13,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/lxcfs"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 )
 
 // buildRoot mounts the sandbox's root file system inside its own mount
@@ -33,13 +33,13 @@ func buildRoot(cfg initConfig) (string, error) {
 		rw = userNSScratch
 	}
 	if cfg.Upper != "" {
-		if err := mount(cfg.Upper, rw, "", unix.MS_BIND, ""); err != nil {
+		if err := inside.Mount(cfg.Upper, rw, "", unix.MS_BIND, ""); err != nil {
 			return "", err
 		}
-	} else if err := mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+isolation.TmpfsLimits(cfg.DiskBytes)); err != nil {
+	} else if err := inside.Mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,"+isolation.TmpfsLimits(cfg.DiskBytes)); err != nil {
 		return "", err
 	}
-	if err := keepAt(rw, fdLayer); err != nil {
+	if err := keepAt(rw, inside.FDLayer); err != nil {
 		return "", err
 	}
 	upper, work, root := filepath.Join(rw, "upper"), filepath.Join(rw, "work"), filepath.Join(rw, "root")
@@ -69,7 +69,7 @@ func buildRoot(cfg initConfig) (string, error) {
 	}
 	// nodev: a device node in a template layer (an image may carry any)
 	// opens nothing; the sandbox's /dev is a mount of its own.
-	if err := mount("overlay", root, "overlay", unix.MS_NODEV, opts); err != nil {
+	if err := inside.Mount("overlay", root, "overlay", unix.MS_NODEV, opts); err != nil {
 		return "", err
 	}
 	// Mount points an image may lack (they land in the writable layer).
@@ -99,7 +99,7 @@ func buildRoot(cfg initConfig) (string, error) {
 			continue
 		}
 		target := filepath.Join(root, b.Target)
-		if b.Target == AgentPath {
+		if b.Target == inside.AgentPath {
 			if err := agentMountPoint(root); err != nil {
 				return "", err
 			}
@@ -110,14 +110,14 @@ func buildRoot(cfg initConfig) (string, error) {
 			}
 			continue
 		}
-		if err := bindReadOnly(b.Source, target); err != nil {
+		if err := inside.BindReadOnly(b.Source, target); err != nil {
 			return "", err
 		}
 	}
-	if err := mountDev(root, cfg.ShmBytes, cfg.UserNS); err != nil {
+	if err := inside.MountDev(root, cfg.ShmBytes, cfg.UserNS); err != nil {
 		return "", err
 	}
-	if err := mountProc(root, cfg.LXCFS); err != nil {
+	if err := inside.MountProc(root, cfg.LXCFS); err != nil {
 		return "", err
 	}
 	if err := isolation.WriteIdentity(root, cfg.ID, cfg.DNS); err != nil {
@@ -151,25 +151,25 @@ func agentMountPoint(root string) error {
 		return err
 	}
 	defer r.Close()
-	dir, file := strings.TrimPrefix(filepath.Dir(AgentPath), "/"), strings.TrimPrefix(AgentPath, "/")
+	dir, file := strings.TrimPrefix(filepath.Dir(inside.AgentPath), "/"), strings.TrimPrefix(inside.AgentPath, "/")
 	if err := r.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("mkdir %s: %w", AgentPath, err)
+		return fmt.Errorf("mkdir %s: %w", inside.AgentPath, err)
 	}
 	if st, err := r.Lstat(dir); err != nil || !st.IsDir() {
-		return errs.New(errs.InvalidArgument, "the template's /%s is not a directory: Cove binds its sandbox binary at %s", dir, AgentPath)
+		return errs.New(errs.InvalidArgument, "the template's /%s is not a directory: Cove binds its sandbox binary at %s", dir, inside.AgentPath)
 	}
 	st, err := r.Lstat(file)
 	switch {
 	case err == nil && st.Mode().IsRegular():
 		return nil
 	case err == nil:
-		return errs.New(errs.InvalidArgument, "the template's %s is not a regular file: Cove binds its sandbox binary there", AgentPath)
+		return errs.New(errs.InvalidArgument, "the template's %s is not a regular file: Cove binds its sandbox binary there", inside.AgentPath)
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
 	f, err := r.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o555)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", AgentPath, err)
+		return fmt.Errorf("create %s: %w", inside.AgentPath, err)
 	}
 	return f.Close()
 }
@@ -202,37 +202,6 @@ func attach(fd int, dst string) error {
 		return fmt.Errorf("attach a mount at %s: %w", dst, err)
 	}
 	return nil
-}
-
-func mount(src, dst, fstype string, flags uintptr, data string) error {
-	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
-		return fmt.Errorf("mount %s on %s: %w", fstype, dst, err)
-	}
-	return nil
-}
-
-// bindReadOnly binds src at dst (not recursively: the host's submounts stay
-// out) and makes the bind read-only, nosuid and nodev. The host's own mount
-// is untouched. The source mount's flags are kept: in a user namespace they
-// are locked, and dropping one fails.
-func bindReadOnly(src, dst string) error {
-	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dst, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", dst, err)
-	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
-	for _, f := range []struct{ st, ms int64 }{
-		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
-		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
-	} {
-		if st.Flags&f.st != 0 {
-			flags |= uintptr(f.ms)
-		}
-	}
-	return mount("", dst, "", flags, "")
 }
 
 // bindVolume binds a volume read-write (nosuid, nodev) at its target,
@@ -268,107 +237,6 @@ func bindVolume(root string, b isolation.Bind, fd int) error {
 	defer unix.Close(fd)
 	if err := unix.MoveMount(fd, "", int(dir.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach the volume at %s: %w", b.Target, err)
-	}
-	return nil
-}
-
-// mountProc mounts the sandbox's own /proc, with the files that reach the
-// host kernel masked (by the sandbox's /dev/null) or read-only, and those
-// lxcfs serves (under the host directory lxcfsDir, if any) bound over
-// theirs.
-func mountProc(root, lxcfsDir string) error {
-	proc := filepath.Join(root, "proc")
-	if err := mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return err
-	}
-	for _, p := range []string{"sys", "sysrq-trigger", "irq", "bus", "fs"} {
-		target := filepath.Join(proc, p)
-		if _, err := os.Lstat(target); err != nil {
-			continue
-		}
-		if err := bindReadOnly(target, target); err != nil {
-			return err
-		}
-	}
-	for _, p := range []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "latency_stats",
-		"slabinfo", "vmallocinfo", "config.gz", "modules", "pagetypeinfo", "iomem", "ioports"} {
-		target := filepath.Join(proc, p)
-		if _, err := os.Lstat(target); err != nil {
-			continue
-		}
-		if err := mount(filepath.Join(root, "dev/null"), target, "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
-	}
-	if lxcfsDir == "" {
-		return nil
-	}
-	for _, p := range lxcfs.Files {
-		src, target := filepath.Join(lxcfsDir, "proc", p), filepath.Join(proc, p)
-		if _, err := os.Stat(src); err != nil {
-			continue // an lxcfs without it (loadavg is optional)
-		}
-		if err := mount(src, target, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind lxcfs's %s: %w", p, err)
-		}
-		// Read-only and inert where the kernel lets the remount through;
-		// lxcfs refuses writes either way.
-		_ = mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-	}
-	return nil
-}
-
-// devices are the only device nodes a sandbox gets.
-var devices = []struct {
-	name         string
-	major, minor uint32
-}{
-	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
-}
-
-// mountDev builds a minimal /dev: the nodes above (made with mknod, or
-// bound from the host's inside a user namespace, which may not mknod), a
-// private devpts with ptmx, a size-capped /dev/shm and the usual symlinks.
-func mountDev(root string, shmBytes int64, userNS bool) error {
-	dev := filepath.Join(root, "dev")
-	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=65536"); err != nil {
-		return err
-	}
-	old := unix.Umask(0)
-	defer unix.Umask(old)
-	for _, d := range devices {
-		p := filepath.Join(dev, d.name)
-		if !userNS {
-			if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
-				return fmt.Errorf("mknod %s: %w", p, err)
-			}
-			continue
-		}
-		if err := os.WriteFile(p, nil, 0o666); err != nil {
-			return err
-		}
-		if err := mount("/dev/"+d.name, p, "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
-	}
-	for _, d := range []string{"pts", "shm"} {
-		if err := os.Mkdir(filepath.Join(dev, d), 0o755); err != nil {
-			return fmt.Errorf("mkdir /dev/%s: %w", d, err)
-		}
-	}
-	if err := mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5,max="+strconv.Itoa(isolation.MaxPTYs)); err != nil {
-		return err
-	}
-	if err := mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,"+isolation.TmpfsLimits(shmBytes)); err != nil {
-		return err
-	}
-	for name, target := range map[string]string{
-		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
-		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
-	} {
-		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
-			return fmt.Errorf("symlink /dev/%s: %w", name, err)
-		}
 	}
 	return nil
 }

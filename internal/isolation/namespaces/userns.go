@@ -212,27 +212,3 @@ func setEUID(uid uint32) error {
 	}
 	return nil
 }
-
-// clearSecurebits makes sure the init's securebits are 0: with
-// SECBIT_NO_SETUID_FIXUP, say, the agent's processes would keep
-// capabilities across a change to an unprivileged user. The kernel resets
-// them for a process born in a new user namespace, nothing sets them
-// between exec and here, and every thread is cloned from the one that
-// exec'd: this thread's bits are every thread's, and only bits a starter
-// left set cost the clearing on the threads sys reaches.
-func clearSecurebits(sys threadSyscall) error {
-	bits, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0)
-	if e != 0 {
-		return fmt.Errorf("read securebits: %w", e)
-	}
-	if bits == 0 {
-		return nil
-	}
-	if err := sys(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, 0, 0); err != nil {
-		return fmt.Errorf("clear securebits: %w", err)
-	}
-	if bits, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0); e != 0 || bits != 0 {
-		return fmt.Errorf("securebits still %#x (%v)", bits, e)
-	}
-	return nil
-}

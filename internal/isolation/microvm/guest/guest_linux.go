@@ -29,7 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/inside"
 )
 
 // Config is what the host gives a guest that runs a sandbox.
@@ -109,12 +109,12 @@ func AgentMain() int {
 		fmt.Fprintf(os.Stderr, "cove-guest agent: %v\n", err)
 		return 1
 	}
-	if err := namespaces.MountSandboxProc("/"); err != nil {
+	if err := inside.MountProc("/", ""); err != nil {
 		fmt.Fprintf(os.Stderr, "cove-guest agent: /proc: %v\n", err)
 		return 1
 	}
 	unix.CloseOnExec(3)
-	return namespaces.ServeLockedDown(3)
+	return inside.ServeLockedDown(3)
 }
 
 // Ready is what the init prints on the console once the guest is up.
@@ -289,7 +289,7 @@ func becomeSandbox(raw []byte) error {
 	if err := os.MkdirAll("/newroot/dev", 0o755); err != nil {
 		return err
 	}
-	if err := namespaces.MountSandboxDev("/newroot", isolation.Limits{MemoryMB: cfg.MemoryMB}.ShmBytes()); err != nil {
+	if err := inside.MountDev("/newroot", isolation.Limits{MemoryMB: cfg.MemoryMB}.ShmBytes(), false); err != nil {
 		return fmt.Errorf("/dev: %w", err)
 	}
 	if err := os.MkdirAll("/newroot/proc", 0o555); err != nil {

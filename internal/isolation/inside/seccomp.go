@@ -1,4 +1,4 @@
-package namespaces
+package inside
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func sandboxPolicy() seccomp.Policy {
 	}
 }
 
-// loadSeccomp sets no_new_privs and installs the filter on every thread of
+// LoadSeccomp sets no_new_privs and installs the filter on every thread of
 // the process (TSYNC also sets no_new_privs on each).
 //
 // The library's program lets a system call of another architecture (the
@@ -53,7 +53,7 @@ func sandboxPolicy() seccomp.Policy {
 // its default action, allow: every denied call would be one instruction
 // away. A guard in front answers ENOSYS to every call that is not of this
 // process's own architecture; 32-bit programs do not run in a sandbox.
-func loadSeccomp() error {
+func LoadSeccomp() error {
 	native, err := arch.GetInfo("")
 	if err != nil {
 		return err

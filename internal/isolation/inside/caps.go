@@ -1,4 +1,4 @@
-package namespaces
+package inside
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ var keptCaps = []uintptr{
 	unix.CAP_NET_BIND_SERVICE, unix.CAP_AUDIT_WRITE,
 }
 
-// capMask is keptCaps as the two 32-bit words capset takes.
+// capMask is keptCaps as the two 32-bit words Capset takes.
 func capMask() [2]uint32 {
 	var mask [2]uint32
 	for _, c := range keptCaps {
@@ -27,10 +27,10 @@ func capMask() [2]uint32 {
 	return mask
 }
 
-// dropCaps shrinks the calling thread's bounding set to keptCaps and sets
+// DropCaps shrinks the calling thread's bounding set to keptCaps and sets
 // its effective, permitted and inheritable sets to them, with no ambient
 // capabilities. What this thread forks or execs keeps exactly these.
-func dropCaps() error {
+func DropCaps() error {
 	keep := map[uintptr]bool{}
 	for _, c := range keptCaps {
 		keep[c] = true
@@ -46,12 +46,12 @@ func dropCaps() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
-	return capset(thisThread)
+	return Capset(ThisThread)
 }
 
-// capset sets effective, permitted and inheritable to keptCaps on the
+// Capset sets effective, permitted and inheritable to keptCaps on the
 // threads sys reaches.
-func capset(sys threadSyscall) error {
+func Capset(sys ThreadSyscall) error {
 	mask := capMask()
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := [2]unix.CapUserData{
@@ -67,19 +67,19 @@ func capset(sys threadSyscall) error {
 	return nil
 }
 
-// threadSyscall runs a raw syscall on some threads of the process.
-type threadSyscall func(trap, a1, a2, a3 uintptr) error
+// ThreadSyscall runs a raw syscall on some threads of the process.
+type ThreadSyscall func(trap, a1, a2, a3 uintptr) error
 
-// allThreads runs it on every thread (a stop-the-world each: use sparingly).
-func allThreads(trap, a1, a2, a3 uintptr) error {
+// AllThreads runs it on every thread (a stop-the-world each: use sparingly).
+func AllThreads(trap, a1, a2, a3 uintptr) error {
 	if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 {
 		return e
 	}
 	return nil
 }
 
-// thisThread runs it on the calling (locked) thread.
-func thisThread(trap, a1, a2, a3 uintptr) error {
+// ThisThread runs it on the calling (locked) thread.
+func ThisThread(trap, a1, a2, a3 uintptr) error {
 	if _, _, e := syscall.RawSyscall(trap, a1, a2, a3); e != 0 {
 		return e
 	}
