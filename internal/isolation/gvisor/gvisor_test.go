@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -175,54 +173,6 @@ func TestConformance(t *testing.T) {
 		Spec:  func(*testing.T) isolation.Spec { return e.spec() },
 		Leaks: e.leaks,
 	})
-}
-
-// TestCheckpointRestore saves a running sandbox whole and brings it back:
-// a process's memory (a counter a web server keeps) goes on where it was,
-// the sandbox's files are there, its end in between is reported as a
-// checkpoint, and nothing is left after Destroy.
-func TestCheckpointRestore(t *testing.T) {
-	e := testEnv(t)
-	d := e.driver(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id := isolationtest.NewID()
-	if _, err := d.Create(ctx, id, e.spec()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Destroy(context.Background(), id); err != nil {
-			t.Error(err)
-		}
-		if left := e.leaks(t, id); len(left) > 0 {
-			t.Errorf("left: %v", left)
-		}
-	}()
-	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, 49983) })
-	defer c.Close()
-	if _, err := c.Run(ctx, "root", "echo kept > /tmp/file; (setsid python3 -c '"+counterServer+"' >/dev/null 2>&1 &)", 0); err != nil {
-		t.Fatal(err)
-	}
-	if a, b := count(t, ctx, d, id), count(t, ctx, d, id); a != "1" || b != "2" {
-		t.Fatalf("counter before the checkpoint: %q %q", a, b)
-	}
-	image := t.TempDir()
-	if err := d.Checkpoint(ctx, id, image); err != nil {
-		t.Fatal(err)
-	}
-	if exit, err := d.Wait(ctx, id); err != nil || exit.Reason != isolation.ExitCheckpointed {
-		t.Errorf("end at the checkpoint: %+v %v", exit, err)
-	}
-	if _, err := d.Restore(ctx, id, image, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := count(t, ctx, d, id); got != "3" {
-		t.Errorf("counter after the restore: %q, want 3 (its memory kept)", got)
-	}
-	res, err := c.Run(ctx, "root", "cat /tmp/file", 0)
-	if err != nil || string(res.Stdout) != "kept\n" {
-		t.Errorf("a file after the restore: %q %v", res.Stdout, err)
-	}
 }
 
 // count asks the counter server in sandbox id for its count.

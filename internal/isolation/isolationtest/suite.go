@@ -1,7 +1,9 @@
 // Package isolationtest is the conformance suite every isolation driver
 // passes: create, agent reachable, limits enforced, containment, destroy
 // idempotent, bad input refused without a trace, a cancelled create leaks
-// nothing, recover after the node restarts. Drivers run it from their own tests:
+// nothing, recover after the node restarts, and what a driver offers of
+// the optional behaviours (a layer saved, a checkpoint restored). Drivers
+// run it from their own tests:
 //
 //	isolationtest.Run(t, isolationtest.Config{New: …, Spec: …, Leaks: …})
 package isolationtest
@@ -47,6 +49,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("AgentDeathIsReported", s.agentDeath)
 	t.Run("RecoverAfterRestart", s.recoverAfterRestart)
 	t.Run("SaveLayer", s.saveLayer)
+	t.Run("Checkpoint", s.checkpoint)
 	t.Run("Volume", s.volume)
 	if d.Capabilities().UserNamespaces {
 		t.Run("UserNamespace", s.userNamespace)
