@@ -3,7 +3,6 @@ package gvisor
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/fsutil"
@@ -174,35 +172,3 @@ func TestConformance(t *testing.T) {
 		Leaks: e.leaks,
 	})
 }
-
-// count asks the counter server in sandbox id for its count.
-func count(t *testing.T, ctx context.Context, d *Driver, id string) string {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		conn, err := d.Dial(ctx, id, 8000)
-		if err == nil {
-			fmt.Fprint(conn, "GET / HTTP/1.0\r\n\r\n")
-			b, _ := io.ReadAll(conn)
-			conn.Close()
-			if _, body, ok := strings.Cut(string(b), "\r\n\r\n"); ok {
-				return body
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the counter in %s does not answer: %v", id, err)
-		}
-	}
-}
-
-// counterServer answers each request with how many it has answered.
-const counterServer = `
-import http.server
-n = 0
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        global n
-        n += 1
-        self.send_response(200); self.end_headers(); self.wfile.write(str(n).encode())
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
-`

@@ -2,7 +2,8 @@
 // passes: create, agent reachable, limits enforced, containment, destroy
 // idempotent, bad input refused without a trace, a cancelled create leaks
 // nothing, recover after the node restarts, and what a driver offers of
-// the optional behaviours (a layer saved, a checkpoint restored). Drivers
+// the optional behaviours (a layer saved, a checkpoint restored, a
+// running sandbox copied). Drivers
 // run it from their own tests:
 //
 //	isolationtest.Run(t, isolationtest.Config{New: …, Spec: …, Leaks: …})
@@ -50,6 +51,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("RecoverAfterRestart", s.recoverAfterRestart)
 	t.Run("SaveLayer", s.saveLayer)
 	t.Run("Checkpoint", s.checkpoint)
+	t.Run("Clone", s.clone)
 	t.Run("Volume", s.volume)
 	if d.Capabilities().UserNamespaces {
 		t.Run("UserNamespace", s.userNamespace)
