@@ -13,7 +13,7 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // dirs are the group's directories in every hierarchy it joined.
@@ -45,7 +45,7 @@ func (g *Group) pidsDir() string {
 }
 
 func TestDestroy(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	for _, nested := range []bool{false, true} {
 		t.Run(fmt.Sprintf("nested=%v", nested), func(t *testing.T) {
 			name := fmt.Sprintf("cove-test-%d/sb", time.Now().UnixNano())
@@ -128,7 +128,7 @@ func TestDestroy(t *testing.T) {
 // TestStats: what a group's Stats reads is what its files say: its
 // processes, its memory limit, the memory and CPU its process used.
 func TestStats(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	name := fmt.Sprintf("cove-test-%d/stats", time.Now().UnixNano())
 	t.Cleanup(func() { RemoveEmpty(filepath.Dir(name)) })
 	g, err := New(name, Limits{CPUMillis: 1000, MemoryBytes: 64 << 20, PIDs: 32})

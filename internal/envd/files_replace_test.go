@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
@@ -21,7 +21,7 @@ import (
 // make it read-only) and unmounts it at the end.
 func tmpfs(t *testing.T, size string, flags uintptr) string {
 	t.Helper()
-	testenv.NeedRoot(t, "needs root to mount a tmpfs")
+	testkit.NeedRoot(t, "needs root to mount a tmpfs")
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "size="+size); err != nil {
 		t.Fatal(err)

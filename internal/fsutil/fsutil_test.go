@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestCopyTreeOpaque: a build step's upper marks the directories it made
@@ -15,7 +15,7 @@ import (
 // came up with a lower layer's directory and must not make the copy hide
 // the lower layers.
 func TestCopyTreeOpaque(t *testing.T) {
-	testenv.NeedRoot(t, "trusted.* attributes need root")
+	testkit.NeedRoot(t, "trusted.* attributes need root")
 	src := t.TempDir()
 	for _, tc := range []struct{ dir, xattr string }{{"made", "trusted.overlay.opaque"}, {"copied-up", "user.overlay.opaque"}, {"plain", ""}} {
 		p := filepath.Join(src, tc.dir)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 const streamBytes = 256 << 20
@@ -43,7 +43,7 @@ func stream(b *testing.B, conn net.Conn) {
 // BenchmarkTCPStream compares one TCP stream over the host's loopback with
 // one from a sandbox network through NAT to a fake internet host.
 func BenchmarkTCPStream(b *testing.B) {
-	testenv.NeedRoot(b, "")
+	testkit.NeedRoot(b, "")
 	b.Run("host-loopback", func(b *testing.B) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 func TestMatchDomain(t *testing.T) {
@@ -38,7 +38,7 @@ func TestMatchDomain(t *testing.T) {
 // ports 80 (HTTP Host) and 443 (TLS SNI) to the same server that refuses
 // every other name; other ports stay closed.
 func TestDomainEgress(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.249.0/24"), Table: fmt.Sprintf("cove-test-d%d", os.Getpid()), PoolSize: 1}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)

@@ -10,13 +10,13 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestRangeInUse: a second node with a range another node on the host
 // uses is refused, told which node; once the first closes, it may start.
 func TestRangeInUse(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	r := netip.MustParsePrefix("198.19.246.0/24")
 	cfg := func(n int) Config {
 		return Config{Range: r, PoolSize: 1, Table: fmt.Sprintf("cove-test-l%d-%d", os.Getpid(), n), Owner: fmt.Sprintf("data dir /first-%d", n)}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // inNS runs fn on a thread inside the network namespace ns.
@@ -75,7 +75,7 @@ func get(t *testing.T, n *Net, addr string) string {
 }
 
 func TestEgressAndIsolation(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	table := fmt.Sprintf("cove-test-%d", os.Getpid())
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.250.0/24"), PoolSize: 2, Table: table}, logx.Discard())
 	if err != nil {
@@ -217,7 +217,7 @@ func hostAddr(t *testing.T) string {
 // kept returns to the pool without its rules, egress setting or flows, and
 // works for the next sandbox.
 func TestReleasedNetworkComesBackClean(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.246.0/24"), Table: fmt.Sprintf("cove-test-c%d", os.Getpid()), PoolSize: 4}, logx.Discard())
 	must(t, err)
 	defer m.Close()
@@ -250,7 +250,7 @@ func TestReleasedNetworkComesBackClean(t *testing.T) {
 // interfaces once it exists before the node starts) is reachable on port
 // 53 only, not on its other ports.
 func TestResolverPortOnly(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	testutil.FakeInternet(t) // before New: its network is one of the host's, so blocked
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.247.0/24"), Table: fmt.Sprintf("cove-test-r%d", os.Getpid()), PoolSize: 1,
 		DNS: []netip.Addr{netip.MustParseAddr(testutil.InternetAddr)}}, logx.Discard())

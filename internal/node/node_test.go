@@ -18,7 +18,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 var hostSeq atomic.Int32
@@ -30,7 +30,7 @@ type host struct {
 
 func newHost(t *testing.T) host {
 	t.Helper()
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	dir := t.TempDir()
 	store, err := template.NewStore(filepath.Join(dir, "templates"), logx.Discard())
 	if err != nil {

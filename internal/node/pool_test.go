@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // warm waits until m has n warm sandboxes of base ready and returns their
@@ -146,15 +148,13 @@ func TestWarmOutdated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The outdated ones go; two new ones take their place.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, time.Minute, func() error {
 		warm := testutil.WaitWarm(t, h.dir, 2)
 		if !slices.ContainsFunc(slices.Collect(maps.Keys(warm)), func(id string) bool { return old[id] }) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool still holds outdated sandboxes: %v (outdated: %v)", warm, old)
-		}
-	}
+		return fmt.Errorf("the pool still holds outdated sandboxes: %v (outdated: %v)", warm, old)
+	})
 }
 
 // TestWarmToken: a warm sandbox starts with the token its user will get,

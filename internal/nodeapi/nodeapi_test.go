@@ -27,7 +27,7 @@ import (
 	"github.com/covesandbox/cove/internal/nodeapi"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 const token = "node-token-0123456789abcdef0123456789"
@@ -49,7 +49,7 @@ type testNode struct {
 
 func startNode(t *testing.T) *testNode {
 	t.Helper()
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	dir := t.TempDir()
 	store, err := template.NewStore(filepath.Join(dir, "templates"), logx.Discard())
 	if err != nil {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestClusterNodeSweeps: a node ends, at its next sweep, a sandbox it
@@ -28,15 +30,13 @@ func TestClusterNodeSweeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		ms, err := st.Members(t.Context())
 		if err == nil && len(ms) == 1 && ms[0].Warm["base"] == 1 && slices.Contains(ms[0].Cached, "base") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node's heartbeat does not report its warm base sandbox and layers: %+v %v", ms, err)
-		}
-	}
+		return fmt.Errorf("the node's heartbeat does not report its warm base sandbox and layers: %+v %v", ms, err)
+	})
 	var ids []string
 	for range 2 {
 		code, m, raw := api.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120}`)

@@ -30,6 +30,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 const nodeToken = "cluster-test-node-token-0123456789abcdef"
@@ -394,19 +395,17 @@ func TestClusterTemplates(t *testing.T) {
 		}
 		// Its metric history, kept by each replica from one call per node.
 		for _, a := range apis {
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			testkit.Eventually(t, 20*time.Second, func() error {
 				_, _, raw := a.do(t, "GET", "/sandboxes/"+sid+"/metrics", keyA, "")
 				var samples []struct {
 					MemUsed  int64 `json:"memUsed"`
 					MemTotal int64 `json:"memTotal"`
 				}
 				if json.Unmarshal(raw, &samples) == nil && len(samples) > 0 && samples[0].MemUsed > 0 && samples[0].MemTotal > 0 {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("metrics through %s: %s", a.url, raw)
-				}
-			}
+				return fmt.Errorf("metrics through %s: %s", a.url, raw)
+			})
 		}
 		break
 	}
@@ -421,14 +420,12 @@ func TestClusterTemplates(t *testing.T) {
 	}
 	apis[1].killAll(t)
 	fetched := filepath.Join(c.nodes[other], "templates/layers", own)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		if _, err := os.Stat(fetched); err != nil {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted template's layer %s is still on %s", own, other)
-		}
-	}
+		return fmt.Errorf("the deleted template's layer %s is still on %s", own, other)
+	})
 }
 
 // sharedCluster is a cluster whose nodes share an object store: two

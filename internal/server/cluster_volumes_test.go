@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestClusterVolumes: a cluster's volume lives on one node. Made through
@@ -142,14 +144,12 @@ func TestClusterVolumes(t *testing.T) {
 		t.Fatalf("the image before the node is back: %v", err)
 	}
 	back := startRole(t, false, on, dsn, nodes[on].dataDir, "")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if _, err := os.Stat(img); os.IsNotExist(err) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node back kept the files of a volume deleted while it was away")
-		}
-	}
+		return errors.New("the node back kept the files of a volume deleted while it was away")
+	})
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, r := range []role{back, nodes[otherOn]} {
 		if strings.Contains(string(mounts), filepath.Join(r.dataDir, "volumes")) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestMetricsWindow: a sandbox's use is sampled into a history kept for
@@ -33,15 +34,13 @@ func TestMetricsWindow(t *testing.T) {
 	// Wait for samples spread over four whole seconds at least: windows
 	// end before the last one, which may still get samples.
 	var all []sample
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		all = get("")
 		if len(all) > 0 && all[len(all)-1].TimestampUnix-all[0].TimestampUnix >= 3 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("samples after 30 s: %+v", all)
-		}
-	}
+		return fmt.Errorf("samples after 30 s: %+v", all)
+	})
 	for i, m := range all {
 		if m.MemTotal <= 0 || m.CPUCount < 1 || (i > 0 && m.TimestampUnix < all[i-1].TimestampUnix) {
 			t.Fatalf("sample %d of %+v", i, all)

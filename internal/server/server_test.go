@@ -23,7 +23,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 )
@@ -78,7 +78,7 @@ func (s srv) killAll(t *testing.T) {
 // config; stop (idempotent) shuts it down.
 func startStoppable(t *testing.T, edit func(*server.Config)) (srv, func()) {
 	t.Helper()
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	dataDir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dataDir, "cove.db"))
 	if err != nil {

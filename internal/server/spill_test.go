@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestPauseToDisk: a gVisor sandbox paused with its memory is written to
@@ -174,14 +176,12 @@ func TestPauseToDiskInterrupted(t *testing.T) {
 	if code, _, raw := first.do(t, "POST", "/sandboxes/"+done+"/pause", keyA, `{}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, raw)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, time.Minute, func() error {
 		if rec, _ := os.ReadFile(filepath.Join(record, done+".json")); strings.Contains(string(rec), `"sha256"`) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the paused sandbox was not written to disk")
-		}
-	}
+		return errors.New("the paused sandbox was not written to disk")
+	})
 	stop()
 	editRecord(done, func(m map[string]any) { m["spilled"].(map[string]any)["files"] = nil })
 

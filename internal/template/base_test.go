@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/fsutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestBaseLayerReused: a restart reuses the base layer it built (nothing
 // it is made from changed), and builds it again, identical, when the layer
 // is gone or the recorded fingerprint does not match.
 func TestBaseLayerReused(t *testing.T) {
-	testenv.NeedRoot(t, "the base layer's owners need root")
+	testkit.NeedRoot(t, "the base layer's owners need root")
 	dir := t.TempDir()
 	layer := func() string {
 		t.Helper()

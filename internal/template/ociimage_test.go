@@ -10,7 +10,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/ociimage"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestCoveImage writes Cove's container image (make image's, over a small
@@ -19,7 +19,7 @@ import (
 // root file system as it was (modes, owners, links) and the binaries in
 // /usr/local/bin, byte for byte, with cove as its entry point.
 func TestCoveImage(t *testing.T) {
-	testenv.NeedRoot(t, "owners need root")
+	testkit.NeedRoot(t, "owners need root")
 	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(filepath.Dir(file), "../../bin")
 	var bins []string

@@ -19,7 +19,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -123,7 +123,7 @@ func TestLayerThroughTheObjectStore(t *testing.T) {
 //
 //	go test -run - -bench LayerThrough ./internal/template
 func BenchmarkLayerThroughTheObjectStore(b *testing.B) {
-	testenv.NeedRoot(b, "")
+	testkit.NeedRoot(b, "")
 	ctx := context.Background()
 	url, creds := testutil.ObjectStore(b)
 	bucket, err := objstore.Open(ctx, url, creds)

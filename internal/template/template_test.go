@@ -27,7 +27,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // entry is one member of a test archive.
@@ -97,7 +97,7 @@ func testImage(t *testing.T) v1.Image {
 
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	testenv.NeedRoot(t, "needs root (owners, whiteout devices, trusted xattrs)")
+	testkit.NeedRoot(t, "needs root (owners, whiteout devices, trusted xattrs)")
 	s, err := NewStore(t.TempDir(), logx.Discard())
 	if err != nil {
 		t.Fatal(err)

@@ -12,14 +12,14 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestVolumeLifecycle: a volume is a mounted, size-capped file system
 // owned by the sandboxes' user; a reopened store reuses its mount (never
 // a second one); names are a team's own; delete leaves nothing.
 func TestVolumeLifecycle(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(dir, 16, logx.Discard())

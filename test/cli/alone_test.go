@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestCoveAlone runs the cove binary by itself (no cove-sandbox beside it,
 // runsc named by flag) as the README says it works: a sandbox on every
 // driver this host has starts from cove itself and runs a command.
 func TestCoveAlone(t *testing.T) {
-	testenv.NeedRoot(t, "cove server needs root")
+	testkit.NeedRoot(t, "cove server needs root")
 	testutil.NeedRunsc(t)
 	dir := t.TempDir()
 	alone := filepath.Join(dir, "cove")

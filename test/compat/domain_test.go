@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"errors"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestDomainMode runs the official SDK as E2B's cloud is used: E2B_DOMAIN
@@ -23,15 +25,13 @@ func TestDomainMode(t *testing.T) {
 	ln.Close()
 	domain := "cove.localhost:" + strconv.Itoa(port)
 	srv := testutil.StartServer(t, apiKey, "--domain", domain, "--tls-listen", "127.0.0.1:"+strconv.Itoa(port))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 			c.Close()
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the HTTPS listener did not open")
-		}
-	}
+		return errors.New("the HTTPS listener did not open")
+	})
 	npmInstall(t)
 	runNode(t, []string{"E2B_DOMAIN=" + domain, "E2B_API_KEY=" + apiKey,
 		"NODE_EXTRA_CA_CERTS=" + filepath.Join(srv.DataDir, "tls", "ca.pem")}, "domain.test.mjs")

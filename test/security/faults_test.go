@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -246,15 +246,13 @@ func TestAgentKilled(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("a command's stream hung after its agent died")
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		_, err := c.Info(ctx, sb.ID)
 		if errors.Is(err, cove.ErrNotFound) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sandbox is still reported after its agent died: %v", err)
-		}
-	}
+		return fmt.Errorf("the sandbox is still reported after its agent died: %v", err)
+	})
 	if _, err := sb.Commands.Run(ctx, "true"); err == nil {
 		t.Errorf("a command ran in a sandbox whose agent died")
 	}
@@ -281,7 +279,7 @@ func TestAgentKilled(t *testing.T) {
 // error and leave nothing, running sandboxes go on, and once space returns
 // creates work again.
 func TestDataDiskFull(t *testing.T) {
-	testenv.NeedRoot(t, "")
+	testkit.NeedRoot(t, "")
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=48m"); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -44,7 +44,7 @@ var procSeq int
 // sandbox directories, mounts, cgroups, processes, veths.
 func newCove(t testing.TB, dataDir string, extra ...string) *coveProc {
 	t.Helper()
-	testenv.NeedRoot(t, "cove server needs root")
+	testkit.NeedRoot(t, "cove server needs root")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

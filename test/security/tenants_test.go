@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -561,15 +562,13 @@ func TestKeyAPI(t *testing.T) {
 		t.Errorf("GET /teams: %d %+v", code, teams)
 	}
 	// Its last use shows (written in the background).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		_, raw := admin("other", "GET", "/api-keys", "")
 		if strings.Contains(raw, `"lastUsed":"`) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no key's last use shows: %s", raw)
-		}
-	}
+		return fmt.Errorf("no key's last use shows: %s", raw)
+	})
 	if code, raw := admin("other", "PATCH", "/api-keys/"+made.ID, `{"name":"deploy"}`); code != 200 || !strings.Contains(raw, `"name":"deploy"`) {
 		t.Errorf("rename: %d %s", code, raw)
 	}

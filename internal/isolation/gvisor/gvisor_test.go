@@ -17,7 +17,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // env is one test binary's host state: a data directory, the base
@@ -45,7 +45,7 @@ func repoBin(name string) string {
 
 func testEnv(t *testing.T) env {
 	t.Helper()
-	testenv.NeedRoot(t, "the gvisor driver needs root")
+	testkit.NeedRoot(t, "the gvisor driver needs root")
 	runsc := repoBin("runsc")
 	if runsc == "" {
 		runsc, _ = exec.LookPath("runsc")

@@ -13,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestBindImages gives guests a read-only bind of a host directory as an
@@ -135,15 +136,13 @@ func TestBindImages(t *testing.T) {
 	if err := d.Destroy(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, time.Minute, func() error {
 		waitBindImage(t, d, src, "") // a check, which prunes
 		if _, err := os.Stat(v1); errors.Is(err, os.ErrNotExist) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the old image stays with no guest recording it")
-		}
-	}
+		return errors.New("the old image stays with no guest recording it")
+	})
 	if _, err := os.Stat(v2); err != nil {
 		t.Errorf("the current image: %v", err)
 	}

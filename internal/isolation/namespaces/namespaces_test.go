@@ -15,7 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // env is one test binary's host state: a data directory, the base
@@ -33,7 +33,7 @@ var (
 
 func testEnv(t *testing.T) env {
 	t.Helper()
-	testenv.NeedRoot(t, "the namespaces driver needs root")
+	testkit.NeedRoot(t, "the namespaces driver needs root")
 	sharedOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "cove-ns-test-")
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testenv"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestTemplatesShared runs three template stores — an API replica's and
@@ -26,7 +26,7 @@ import (
 // at once through all three are all kept; a delete through one is seen by
 // all; a node that restarts fails its own unfinished builds, no other's.
 func TestTemplatesShared(t *testing.T) {
-	testenv.NeedRoot(t, "needs root (layers keep owners)")
+	testkit.NeedRoot(t, "needs root (layers keep owners)")
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, testutil.Postgres(t))
 	if err != nil {
