@@ -476,15 +476,16 @@ func buildTemplate(t *testing.T, through, poll srv, id, build, body string) {
 	if code, _, raw := through.do(t, "POST", "/v2/templates/"+id+"/builds/"+build, keyA, body); code != 202 {
 		t.Fatalf("start the build: %d %s", code, raw)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 2*time.Minute, func() error {
 		_, st, _ := poll.do(t, "GET", "/templates/"+id+"/builds/"+build+"/status", keyA, "")
-		if st["status"] == "ready" {
-			return
-		}
-		if st["status"] == "error" || time.Now().After(deadline) {
+		switch st["status"] {
+		case "ready":
+			return nil
+		case "error":
 			t.Fatalf("build: %v", st)
 		}
-	}
+		return fmt.Errorf("build: %v", st)
+	})
 }
 
 // filesArchive is a gzipped tar of files (name → content) and a hash to

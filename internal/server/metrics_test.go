@@ -98,19 +98,18 @@ func TestTeamMetrics(t *testing.T) {
 	// until polls the team's samples until the last has want sandboxes.
 	until := func(want int) []sample {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			var all []sample
+		var all []sample
+		testkit.Eventually(t, 30*time.Second, func() error {
 			code, _, raw := s.do(t, "GET", "/teams/default/metrics", keyA, "")
-			if code != 200 || json.Unmarshal(raw, &all) != nil {
+			if all = nil; code != 200 || json.Unmarshal(raw, &all) != nil {
 				t.Fatalf("team metrics: %d %s", code, raw)
 			}
 			if len(all) > 0 && all[len(all)-1].ConcurrentSandboxes == want {
-				return all
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("team metrics after 30 s: %+v, want %d running", all, want)
-			}
-		}
+			return fmt.Errorf("team metrics: %+v, want %d running", all, want)
+		})
+		return all
 	}
 	s.create(t, keyA)
 	before := len(until(1))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/layertar"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestMicroVMWithMemory: a microVM sandbox of an image template (no host
@@ -147,15 +149,13 @@ func keepsMemory(t *testing.T, ctx context.Context, s srv, create string) {
 	if code, _, raw := s.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, raw)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, time.Minute, func() error {
 		rec, _ := os.ReadFile(filepath.Join(s.dataDir, "node", id+".json"))
 		if strings.Contains(string(rec), `"spilled"`) && strings.Contains(string(rec), `"sha256"`) { // the manifest: done
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the paused guest was not written to disk")
-		}
-	}
+		return errors.New("the paused guest was not written to disk")
+	})
 	if out, _ := exec.Command("pgrep", "-f", filepath.Join(s.dataDir, "microvm", id)).Output(); len(out) > 0 {
 		t.Errorf("QEMU runs for the guest on disk: %s", out)
 	}

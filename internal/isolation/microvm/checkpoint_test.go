@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestCheckpointRestore saves a running guest whole and brings it back: a
@@ -311,14 +313,16 @@ func startLoop(t *testing.T, ctx context.Context, c *agentclient.Client, first s
 // guest on a loaded host writes slowly).
 func loopState(t *testing.T, ctx context.Context, c *agentclient.Client) (string, int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	var mark string
+	var n int
+	testkit.Eventually(t, 30*time.Second, func() error {
 		res, err := c.Run(ctx, "root", "cat /tmp/state", time.Minute)
 		if f := strings.Fields(string(res.Stdout)); err == nil && len(f) == 2 {
-			n, _ := strconv.Atoi(f[1])
-			return f[0], n
+			mark = f[0]
+			n, _ = strconv.Atoi(f[1])
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
-		}
-	}
+		return fmt.Errorf("the loop's state: %v %q %q", err, res.Stdout, res.Stderr)
+	})
+	return mark, n
 }
