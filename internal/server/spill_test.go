@@ -50,21 +50,19 @@ func TestPauseToDisk(t *testing.T) {
 	}
 	image := filepath.Join(dataDir, "node", "saved", id)
 	var files []string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, time.Minute, func() error {
 		rec, _ := os.ReadFile(filepath.Join(dataDir, "node", id+".json"))
-		if strings.Contains(string(rec), `"spilled"`) && strings.Contains(string(rec), `"sha256"`) { // the manifest: done
-			filepath.WalkDir(image, func(p string, d os.DirEntry, err error) error {
-				if err == nil && d.Type().IsRegular() {
-					files = append(files, p)
-				}
-				return nil
-			})
-			break
+		if !strings.Contains(string(rec), `"spilled"`) || !strings.Contains(string(rec), `"sha256"`) { // no manifest yet
+			return errors.New("the paused sandbox was not written to disk")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the paused sandbox was not written to disk")
+		return nil
+	})
+	filepath.WalkDir(image, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, p)
 		}
-	}
+		return nil
+	})
 	if len(files) == 0 {
 		t.Fatal("no image files")
 	}

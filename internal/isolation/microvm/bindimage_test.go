@@ -3,6 +3,7 @@ package microvm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,15 +171,15 @@ func TestBindImages(t *testing.T) {
 // two on a loaded machine).
 func waitBindImage(t *testing.T, d *Driver, source, old string) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	var img string
+	testkit.Eventually(t, 10*time.Minute, func() error {
 		d.binds.use.RLock()
-		img := d.binds.image(source)
+		img = d.binds.image(source)
 		d.binds.use.RUnlock()
-		if img != "" && img != old {
-			return img
+		if img == "" || img == old {
+			return fmt.Errorf("no new image of %s", source)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new image of %s after 10 minutes", source)
-		}
-	}
+		return nil
+	})
+	return img
 }
