@@ -22,11 +22,12 @@ import (
 // ids.
 func (h host) warm(t *testing.T, m *node.Manager, n int) map[string]bool {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); m.Warmed("base") < n; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool did not reach %d warm sandboxes", n)
+	testkit.Eventually(t, time.Minute, func() error {
+		if w := m.Warmed("base"); w < n {
+			return fmt.Errorf("the pool has %d warm sandboxes, not %d", w, n)
 		}
-	}
+		return nil
+	})
 	return testutil.WaitWarm(t, h.dir, n)
 }
 

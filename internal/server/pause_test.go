@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestPauseSurvivesRestart: a sandbox paused with its memory stays paused
@@ -112,11 +114,12 @@ func TestPauseCycles(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode == 200
 	}
-	for deadline := time.Now().Add(30 * time.Second); !serves(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox's server did not start")
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if !serves() {
+			return errors.New("the sandbox's server did not start")
 		}
-	}
+		return nil
+	})
 	last := 0
 	for i := range cycles {
 		file := "/tmp/data-" + strconv.Itoa(i)
@@ -140,12 +143,12 @@ func TestPauseCycles(t *testing.T) {
 		// It moves on (polled: on a loaded machine the thawed loop may
 		// wait a while for a CPU).
 		after := before
-		for deadline := time.Now().Add(20 * time.Second); after <= before; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("cycle %d: the counter did not move on in 20 s after the resume (%d, then %d)", i, before, after)
+		testkit.Eventually(t, 20*time.Second, func() error {
+			if after, _ = strconv.Atoi(get("cat /tmp/count")); after <= before {
+				return fmt.Errorf("cycle %d: the counter did not move on after the resume (%d, then %d)", i, before, after)
 			}
-			after, _ = strconv.Atoi(get("cat /tmp/count"))
-		}
+			return nil
+		})
 		if !serves() {
 			t.Fatalf("cycle %d: the sandbox's server does not answer after the resume", i)
 		}

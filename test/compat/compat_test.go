@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 const apiKey = "e2b_00000000000000000000000000000000c0ffee00"
@@ -258,18 +260,17 @@ func TestClusterNodeKilled(t *testing.T) {
 		t.Fatalf("start the build: %d %v", code, m)
 	}
 	victim := -1
-	for deadline := time.Now().Add(30 * time.Second); victim < 0; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		recs, _ := st.Templates(context.Background())
 		for _, r := range recs {
 			if b := r.Build(buildID); b != nil && b.Status == "building" && b.Node != "" {
 				victim, _ = strconv.Atoi(strings.TrimPrefix(b.Node, "n"))
 				victim--
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the build did not start on a node")
-		}
-	}
+		return errors.New("the build did not start on a node")
+	})
 	victimName := fmt.Sprintf("n%d", victim+1)
 	ids, err := st.SandboxesOn(context.Background(), victimName)
 	if err != nil || len(ids) == 0 {

@@ -117,17 +117,17 @@ func TestTenantFiles(t *testing.T) {
 		if code := apiJSON(t, p, key, "POST", "/v2/templates/"+c.TemplateID+"/builds/"+c.BuildID, start, nil); code != 202 {
 			t.Fatalf("start build: %d", code)
 		}
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		testkit.Eventually(t, 2*time.Minute, func() error {
 			var st struct{ Status string }
 			apiJSON(t, p, key, "GET", "/templates/"+c.TemplateID+"/builds/"+c.BuildID+"/status", nil, &st)
 			switch st.Status {
 			case "ready":
-				return
+				return nil
 			case "error":
 				t.Fatalf("build of %s failed", c.TemplateID)
 			}
-		}
-		t.Fatal("build did not end")
+			return fmt.Errorf("the build of %s is %q", c.TemplateID, st.Status)
+		})
 	}
 	contents := func(key, tpl string) string {
 		c, err := cove.NewClient(cove.WithAPIURL(p.srv.URL), cove.WithSandboxURL(p.srv.URL), cove.WithAPIKey(key))
