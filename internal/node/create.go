@@ -16,6 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/phase"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/tokens"
 )
 
 // CreateRequest describes a new sandbox.
@@ -32,12 +33,11 @@ type CreateRequest struct {
 	AccessToken string // "" = the agent accepts every caller
 	// TrafficToken, when set, guards the sandbox's ports through the proxy.
 	TrafficToken string
-	// Tokens, when set, derives both tokens from the sandbox's id once it
-	// is known (a warm sandbox has its id already) and replaces the two.
-	Tokens func(id string) (access, traffic string)
-	// Secure and PublicTraffic say which tokens Tokens derives (a secure
-	// sandbox's agent has one; private ports have one): a remote node,
-	// which cannot be sent the function, derives them itself by these.
+	// DeriveTokens has the node derive both tokens from the sandbox's id
+	// once it is known (a warm sandbox has its id already) with its secret
+	// (Config.Secret), replacing the two: the agent's when Secure, the
+	// ports' unless PublicTraffic.
+	DeriveTokens          bool
 	Secure, PublicTraffic bool
 	// NoInternet turns the sandbox's egress off (it has some by default).
 	NoInternet bool
@@ -94,6 +94,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	}
 	if req.Timeout > m.cfg.MaxTimeout {
 		return Info{}, errs.New(errs.InvalidArgument, "timeout cannot be greater than %s", m.cfg.MaxTimeout)
+	}
+	if req.DeriveTokens && len(m.cfg.Secret) == 0 {
+		return Info{}, errs.New(errs.InvalidArgument, "this node derives no tokens: it was started without the cluster's secret")
 	}
 	var tpl template.Template
 	switch {
@@ -168,8 +171,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if req.ID == "" {
 		req.ID = NewID()
 	}
-	if req.Tokens != nil {
-		req.AccessToken, req.TrafficToken = req.Tokens(req.ID)
+	if req.DeriveTokens {
+		req.AccessToken, req.TrafficToken = tokens.Sandbox(m.cfg.Secret, req.ID, req.Secure, req.PublicTraffic)
 	}
 	env := maps.Clone(tpl.Env)
 	if env == nil {

@@ -87,10 +87,12 @@ type Config struct {
 	// PoolSize is how many warm sandboxes the node keeps ready per template
 	// it has been asked for (0: none).
 	PoolSize int
-	// WarmToken, when set, is the agent token a warm sandbox starts with:
-	// the one its user will get (the control plane derives tokens from
-	// ids), so a hand-over usually needs no call to the agent.
-	WarmToken func(id string) string
+	// Secret, when set, is what sandboxes' tokens derive from (package
+	// tokens; the control plane derives the same): a create may ask the
+	// node to derive them (CreateRequest.DeriveTokens), and a warm
+	// sandbox starts with the agent token its user will get, so a
+	// hand-over usually needs no call to the agent.
+	Secret []byte
 	// Drivers are isolation drivers besides the default one, chosen per
 	// sandbox (CreateRequest.Isolation).
 	Drivers []isolation.Driver

@@ -48,14 +48,15 @@ func newHost(t *testing.T) host {
 // manager starts a node over the host's state, as a (re)started process would.
 func (h host) manager(t *testing.T) *node.Manager { return h.managerWith(t, 0) }
 
-// managerWith starts a node keeping pool warm sandboxes per template.
-func (h host) managerWith(t *testing.T, pool int, warmToken ...func(string) string) *node.Manager {
+// managerWith starts a node keeping pool warm sandboxes per template,
+// deriving tokens from secret (none: no tokens derived).
+func (h host) managerWith(t *testing.T, pool int, secret ...[]byte) *node.Manager {
 	t.Helper()
-	var wt func(string) string
-	if len(warmToken) > 0 {
-		wt = warmToken[0]
+	var s []byte
+	if len(secret) > 0 {
+		s = secret[0]
 	}
-	return h.managerOn(t, h.driver(t), pool, wt)
+	return h.managerOn(t, h.driver(t), pool, s)
 }
 
 // driver is the host's namespaces driver.
@@ -69,9 +70,9 @@ func (h host) driver(t *testing.T) *namespaces.Driver {
 }
 
 // managerOn starts a node on driver d.
-func (h host) managerOn(t *testing.T, d isolation.Driver, pool int, warmToken func(string) string) *node.Manager {
+func (h host) managerOn(t *testing.T, d isolation.Driver, pool int, secret []byte) *node.Manager {
 	t.Helper()
-	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool, WarmToken: warmToken,
+	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: pool, Secret: secret,
 		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256}}, d, h.templates, logx.Discard())
 	if err != nil {
 		t.Fatal(err)

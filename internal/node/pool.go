@@ -14,6 +14,7 @@ import (
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/phase"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/tokens"
 )
 
 // pool keeps warm sandboxes per template: started with the template's
@@ -257,8 +258,8 @@ func (p *pool) fill(tpl template.Template) error {
 	}()
 	info := Info{ID: NewID(), TemplateID: tpl.ID, BuildID: tpl.BuildID, State: StateCreating, Limits: m.templateLimits(tpl),
 		Layers: tpl.RootFS.Layers, EnvVars: maps.Clone(tpl.Env)}
-	if m.cfg.WarmToken != nil {
-		info.AccessToken = m.cfg.WarmToken(info.ID)
+	if m.cfg.Secret != nil {
+		info.AccessToken = tokens.Envd(m.cfg.Secret, info.ID)
 	}
 	// Made at a low CPU priority: sandboxes in use come first.
 	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true}, true, nil)
@@ -358,8 +359,8 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 	}
 	maps.Copy(info.EnvVars, req.EnvVars)
 	info.AccessToken, info.TrafficToken = req.AccessToken, req.TrafficToken
-	if req.Tokens != nil {
-		info.AccessToken, info.TrafficToken = req.Tokens(info.ID)
+	if req.DeriveTokens {
+		info.AccessToken, info.TrafficToken = tokens.Sandbox(m.cfg.Secret, info.ID, req.Secure, req.PublicTraffic)
 	}
 	info.Team, info.MaskRequestHost = req.Team, req.MaskRequestHost
 	info.AutoPause, info.AutoResume, info.AutoPauseFiles, info.Timeout = req.AutoPause, req.AutoResume, req.AutoPauseFiles, req.Timeout
@@ -399,7 +400,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 			return fail(err)
 		}
 	}
-	// The agent started with the token its user gets (WarmToken): only
+	// The agent started with the token its user gets (Config.Secret): only
 	// another token or variables of the request need a call to it.
 	if info.AccessToken != w.info.AccessToken || len(req.EnvVars) > 0 {
 		token := info.AccessToken

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
+	"github.com/covesandbox/cove/internal/tokens"
 )
 
 // warm waits until m has n warm sandboxes of base ready and returns their
@@ -163,20 +165,19 @@ func TestWarmOutdated(t *testing.T) {
 func TestWarmToken(t *testing.T) {
 	t.Parallel()
 	h := newHost(t)
-	token := func(id string) string { return "tok-" + id }
-	m := h.managerWith(t, 1, token)
+	secret := []byte("the node's secret")
+	m := h.managerWith(t, 1, secret)
 	defer m.Close()
 	ctx := ctxT(t)
 	if err := m.Warm(ctx, "base"); err != nil {
 		t.Fatal(err)
 	}
 	warm := h.warm(t, m, 1)
-	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute,
-		Tokens: func(id string) (string, string) { return token(id), "" }})
+	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, DeriveTokens: true, Secure: true, PublicTraffic: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !warm[info.ID] || info.AccessToken != "tok-"+info.ID {
+	if !warm[info.ID] || info.AccessToken != tokens.Envd(secret, info.ID) || info.TrafficToken != "" {
 		t.Fatalf("hand-over: %+v", info)
 	}
 	agent, err := m.Agent(info.ID)
@@ -187,9 +188,25 @@ func TestWarmToken(t *testing.T) {
 		t.Errorf("with its token: %q %v", res.Stdout, err)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agent.Base+"/init", strings.NewReader(`{}`))
-	req.Header.Set("X-Access-Token", "tok-someone-else")
+	req.Header.Set("X-Access-Token", tokens.Envd(secret, "someone-else"))
 	if resp, err := agent.HTTP.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("another token: %v %v", resp, err)
 	}
 	m.Kill(ctx, info.ID)
+}
+
+// TestTokensNeedTheSecret: a node started without the secret derives no
+// tokens, and a create that asks for them is refused before anything is
+// made.
+func TestTokensNeedTheSecret(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	m := h.manager(t)
+	defer m.Close()
+	if _, err := m.Create(ctxT(t), node.CreateRequest{Timeout: time.Minute, DeriveTokens: true, Secure: true}); !errs.Is(err, errs.InvalidArgument) {
+		t.Errorf("a create asking for tokens on a node without the secret: %v, want InvalidArgument", err)
+	}
+	if list := m.List(); len(list) != 0 {
+		t.Errorf("sandboxes after the refusal: %v", list)
+	}
 }

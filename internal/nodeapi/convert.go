@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/node"
@@ -115,7 +114,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 	}
 	out := &pb.CreateRequest{
 		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits),
-		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.Tokens != nil, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
+		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.DeriveTokens, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
@@ -125,9 +124,8 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 	return out, nil
 }
 
-// createFromPB is a create as the node takes it; secret derives a
-// sandbox's tokens when the request asks for that.
-func createFromPB(r *pb.CreateRequest, secret []byte) (node.CreateRequest, error) {
+// createFromPB is a create as the node takes it.
+func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 	allow, err := parsePrefixes(r.GetAllowOut())
 	if err != nil {
 		return node.CreateRequest{}, err
@@ -140,18 +138,11 @@ func createFromPB(r *pb.CreateRequest, secret []byte) (node.CreateRequest, error
 		ID: r.GetId(), Template: r.GetTemplate(), BuildID: r.GetBuildId(), Timeout: r.GetTimeout().AsDuration(),
 		Limits: limitsFromPB(r.GetLimits()), EnvVars: r.GetEnvVars(), Metadata: r.GetMetadata(),
 		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
+		DeriveTokens: r.GetDeriveTokens(), Secure: r.GetSecure(), PublicTraffic: r.GetPublicTraffic(),
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
 		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
 		Volumes: mountsFromPB(r.GetVolumes()),
-	}
-	if r.GetDeriveTokens() {
-		if len(secret) == 0 {
-			return out, errs.New(errs.InvalidArgument, "this node derives no tokens: it was started without the cluster's secret")
-		}
-		secure, public := r.GetSecure(), r.GetPublicTraffic()
-		out.Secure, out.PublicTraffic = secure, public
-		out.Tokens = func(id string) (string, string) { return auth.SandboxTokens(secret, id, secure, public) }
 	}
 	return out, nil
 }

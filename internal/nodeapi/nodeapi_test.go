@@ -18,7 +18,6 @@ import (
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/cgroups"
-	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
@@ -28,13 +27,14 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
+	"github.com/covesandbox/cove/internal/tokens"
 )
 
 const token = "node-token-0123456789abcdef0123456789"
 
 var secret = []byte("the cluster's secret")
 
-func tokens(id string) (string, string) { return auth.SandboxTokens(secret, id, true, false) }
+func sandboxTokens(id string) (string, string) { return tokens.Sandbox(secret, id, true, false) }
 
 // testNode is a real node (namespaces driver, no network) served over
 // loopback, and what it reported ended.
@@ -62,7 +62,7 @@ func startNode(t *testing.T) *testNode {
 	}
 	tn := &testNode{}
 	var srv *nodeapi.Server
-	mgr, err := node.New(node.Config{Dir: filepath.Join(dir, "node"), MaxTimeout: time.Hour,
+	mgr, err := node.New(node.Config{Dir: filepath.Join(dir, "node"), MaxTimeout: time.Hour, Secret: secret,
 		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256},
 		OnEnd: func(info node.Info) {
 			tn.mu.Lock()
@@ -73,7 +73,7 @@ func startNode(t *testing.T) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv, err = nodeapi.NewServer(mgr, token, secret, logx.Discard()); err != nil {
+	if srv, err = nodeapi.NewServer(mgr, token, logx.Discard()); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
@@ -111,12 +111,12 @@ func TestSameInProcessAndRemote(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			a := tc.api
-			info, err := a.Create(ctx, node.CreateRequest{Timeout: time.Minute, Team: "t1", Tokens: tokens, Secure: true,
+			info, err := a.Create(ctx, node.CreateRequest{Timeout: time.Minute, Team: "t1", DeriveTokens: true, Secure: true,
 				Metadata: map[string]string{"k": "v"}, EnvVars: map[string]string{"GREETING": "hello"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			access, traffic := tokens(info.ID)
+			access, traffic := sandboxTokens(info.ID)
 			if info.State != node.StateRunning || info.AccessToken != access || traffic == "" || info.TrafficToken != traffic || info.Metadata["k"] != "v" || info.Team != "t1" {
 				t.Errorf("created: %+v", info)
 			}
@@ -220,7 +220,7 @@ func TestRemoteOnly(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if _, err := nodeapi.NewServer(tn.mgr, "short", nil, logx.Discard()); err == nil {
+	if _, err := nodeapi.NewServer(tn.mgr, "short", logx.Discard()); err == nil {
 		t.Error("a node token of 5 characters was taken")
 	}
 

@@ -12,35 +12,23 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
 	"github.com/covesandbox/cove/internal/nodeapi/nodepb/nodepbconnect"
 	"github.com/covesandbox/cove/internal/volume"
 )
 
-// Manager is what a node serves: its sandbox manager (*node.Manager).
+// Manager is what a node serves: its sandbox manager (*node.Manager), as
+// node.Sandboxes and what only the API replicas ask besides (the proxy's
+// wake and dial, a takeover's receive).
 type Manager interface {
-	Create(ctx context.Context, req node.CreateRequest) (node.Info, error)
-	Kill(ctx context.Context, id string) error
-	Get(id string) (node.Info, error)
-	List() []node.Info
-	SetTimeout(id string, timeout time.Duration) (node.Info, error)
-	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
-	Stats(ctx context.Context, id string) (isolation.Stats, error)
-	AgentLog(ctx context.Context, id string) ([]byte, error)
-	UpdateNetwork(id string, u node.NetworkUpdate) error
-	Pause(ctx context.Context, id string) (node.Info, error)
-	PauseFiles(ctx context.Context, id string) (node.Info, error)
-	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
+	node.Sandboxes
 	Wake(ctx context.Context, id string) bool
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
-	SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
 	Receive(ctx context.Context, info node.Info) (node.Info, error)
 }
 
@@ -48,7 +36,6 @@ type Manager interface {
 type Server struct {
 	mgr    Manager
 	token  string
-	secret []byte
 	log    *slog.Logger
 	events *hub
 	// builder, when set, runs template builds (ServeBuilds); layerPath
@@ -72,14 +59,12 @@ type Server struct {
 
 var _ nodepbconnect.NodeHandler = (*Server)(nil)
 
-// NewServer serves mgr to callers that present token; secret (the
-// cluster's, which API replicas share) derives a sandbox's tokens when a
-// create asks for that.
-func NewServer(mgr Manager, token string, secret []byte, log *slog.Logger) (*Server, error) {
+// NewServer serves mgr to callers that present token.
+func NewServer(mgr Manager, token string, log *slog.Logger) (*Server, error) {
 	if len(token) < 32 {
 		return nil, errs.New(errs.InvalidArgument, "the node token must have at least 32 characters")
 	}
-	return &Server{mgr: mgr, token: token, secret: secret, log: log, events: newHub(), copies: map[string]*keptCopy{},
+	return &Server{mgr: mgr, token: token, log: log, events: newHub(), copies: map[string]*keptCopy{},
 		tunnels: map[net.Conn]struct{}{}}, nil
 }
 
@@ -163,7 +148,7 @@ func sandbox(info node.Info, err error) (*connect.Response[pb.Sandbox], error) {
 
 // Create implements nodepbconnect.NodeHandler.
 func (s *Server) Create(ctx context.Context, r *connect.Request[pb.CreateRequest]) (*connect.Response[pb.Sandbox], error) {
-	req, err := createFromPB(r.Msg, s.secret)
+	req, err := createFromPB(r.Msg)
 	if err == nil {
 		err = s.savedFromPB(r.Msg, &req)
 	}

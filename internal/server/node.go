@@ -64,8 +64,8 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	nodeCfg := node.Config{
 		Drivers: more, Unavailable: unavailable,
 		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
-		WarmToken: func(id string) string { return auth.EnvdToken(secret, id) },
-		OnState:   func(info node.Info) { api.StateChanged(info) },
+		Secret:  secret,
+		OnState: func(info node.Info) { api.StateChanged(info) },
 		OnEnd: func(info node.Info) {
 			api.Ended(info)
 			// The layers of templates deleted (by any replica) go once their
@@ -90,7 +90,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer mgr.Close()
-	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, secret, log); err != nil {
+	if api, err = nodeapi.NewServer(mgr, cfg.NodeToken, log); err != nil {
 		return err
 	}
 	api.ServeLayers(templates)

@@ -204,7 +204,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		PoolSize:   cfg.PoolSize,
 		SpillAfter: cfg.PauseToDiskAfter,
 		Admission:  cfg.Admission,
-		WarmToken:  func(id string) string { return auth.EnvdToken(secret, id) },
+		Secret:     secret,
 		OnState: func(info node.Info) {
 			if !info.ForBuild() {
 				svc.StateChanged(info)

@@ -1,9 +1,9 @@
 // Package auth holds Cove's credentials: API keys ("e2b_" + 40 hex, kept
-// only as hashes) and the per-sandbox tokens derived from a server secret.
+// only as hashes) and the server's secret (package tokens derives the
+// per-sandbox tokens from it).
 package auth
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -35,39 +35,6 @@ func NewSecret() ([]byte, error) {
 	b := make([]byte, 32)
 	_, err := rand.Read(b)
 	return b, err
-}
-
-// EnvdToken is a sandbox's agent access token: hex(HMAC-SHA256(secret, id)).
-func EnvdToken(secret []byte, sandboxID string) string {
-	return mac(secret, sandboxID)
-}
-
-// TrafficToken guards a sandbox's private ports.
-func TrafficToken(secret []byte, sandboxID string) string {
-	return mac(secret, "sandbox-traffic-"+sandboxID)
-}
-
-// SandboxTokens are a sandbox's tokens: the agent's when it is secure,
-// the ports' when its traffic is not public ("" for each it has not).
-func SandboxTokens(secret []byte, sandboxID string, secure, publicTraffic bool) (access, traffic string) {
-	if secure {
-		access = EnvdToken(secret, sandboxID)
-	}
-	if !publicTraffic {
-		traffic = TrafficToken(secret, sandboxID)
-	}
-	return access, traffic
-}
-
-func mac(secret []byte, msg string) string {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(msg))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// VolumeToken guards a volume's content API.
-func VolumeToken(secret []byte, volumeID string) string {
-	return mac(secret, "volume-"+volumeID)
 }
 
 // Mask is what a listing shows of a key: the first 2 and the last 4

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/tokens"
 )
 
 // CreateRequest is a validated POST /sandboxes.
@@ -69,10 +69,10 @@ type Sandbox struct {
 func (s *Service) view(sb store.Sandbox) Sandbox {
 	v := Sandbox{Sandbox: sb, Domain: s.cfg.Domain}
 	if sb.Secure {
-		v.EnvdAccessToken = auth.EnvdToken(s.secret, sb.ID)
+		v.EnvdAccessToken = tokens.Envd(s.secret, sb.ID)
 	}
 	if !sb.PublicTraffic {
-		v.TrafficAccessToken = auth.TrafficToken(s.secret, sb.ID)
+		v.TrafficAccessToken = tokens.Traffic(s.secret, sb.ID)
 	}
 	return v
 }
@@ -120,17 +120,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if !req.PublicTraffic && !req.Secure {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "allowPublicTraffic=false requires a secure sandbox")
 	}
-	// The node names the sandbox (a warm one has its id already); the
-	// tokens derive from the id.
-	tokens := func(id string) (token, traffic string) {
-		return auth.SandboxTokens(s.secret, id, req.Secure, req.PublicTraffic)
-	}
 	quota, err := s.TeamQuota(ctx, req.Team)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	info, err := s.node.Create(ctx, node.CreateRequest{
-		Quota: &quota, Template: req.TemplateID, Timeout: req.Timeout, Tokens: tokens, Secure: req.Secure, PublicTraffic: req.PublicTraffic,
+		Quota: &quota, Template: req.TemplateID, Timeout: req.Timeout,
+		// The node names the sandbox (a warm one has its id already) and
+		// derives its tokens from the id, as view does here.
+		DeriveTokens: true, Secure: req.Secure, PublicTraffic: req.PublicTraffic,
 		EnvVars: req.EnvVars, Metadata: req.Metadata,
 		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
 		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,

@@ -20,21 +20,7 @@ import (
 
 // Node is where sandboxes run: the in-process node manager in `cove
 // server`, the cluster's nodes (cluster.Cluster) in `cove api`.
-type Node interface {
-	Create(ctx context.Context, req node.CreateRequest) (node.Info, error)
-	Kill(ctx context.Context, id string) error
-	Get(id string) (node.Info, error)
-	List() []node.Info
-	SetTimeout(id string, timeout time.Duration) (node.Info, error)
-	ExtendTimeout(id string, timeout time.Duration) (node.Info, error)
-	Stats(ctx context.Context, id string) (isolation.Stats, error)
-	AgentLog(ctx context.Context, id string) ([]byte, error)
-	UpdateNetwork(id string, u node.NetworkUpdate) error
-	Pause(ctx context.Context, id string) (node.Info, error)
-	PauseFiles(ctx context.Context, id string) (node.Info, error)
-	Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error)
-	SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
-}
+type Node = node.Sandboxes
 
 // Snapshots records snapshots as templates (template.Store).
 type Snapshots interface {

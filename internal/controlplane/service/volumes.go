@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/tokens"
 	"github.com/covesandbox/cove/internal/volume"
 )
 
@@ -43,7 +43,7 @@ func (v *Volumes) Create(ctx context.Context, team, name string) (volume.Volume,
 	if err != nil {
 		return volume.Volume{}, "", err
 	}
-	return vol, auth.VolumeToken(v.secret, vol.ID), nil
+	return vol, tokens.Volume(v.secret, vol.ID), nil
 }
 
 // Get returns a team's volume (by id or name) and its content token.
@@ -52,7 +52,7 @@ func (v *Volumes) Get(ctx context.Context, team, ref string) (volume.Volume, str
 	if err != nil {
 		return volume.Volume{}, "", err
 	}
-	return vol, auth.VolumeToken(v.secret, vol.ID), nil
+	return vol, tokens.Volume(v.secret, vol.ID), nil
 }
 
 // List returns a team's volumes.
@@ -69,7 +69,7 @@ func (v *Volumes) Delete(ctx context.Context, team, ref string) error {
 // Authorize checks a content API token for volume id and returns the
 // volume.
 func (v *Volumes) Authorize(ctx context.Context, id, token string) (volume.Volume, error) {
-	want := auth.VolumeToken(v.secret, id)
+	want := tokens.Volume(v.secret, id)
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1 {
 		return volume.Volume{}, errs.New(errs.Unauthenticated, "invalid volume token")
 	}
