@@ -1,12 +1,15 @@
 package node_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
@@ -14,16 +17,14 @@ func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 // waitDead waits until pid is gone or a zombie.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
-			return
+			return nil
 		}
 		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			return
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("process %d did not die", pid)
+		return fmt.Errorf("process %d did not die", pid)
+	})
 }

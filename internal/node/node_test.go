@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -150,14 +151,13 @@ func TestReaperEndsSandboxAtTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := m.Get(info.ID); errs.Is(err, errs.NotFound) && len(h.leftovers(t)) == 0 {
-			return
+	testkit.Eventually(t, 30*time.Second, func() error {
+		_, err := m.Get(info.ID)
+		if left := h.leftovers(t); !errs.Is(err, errs.NotFound) || len(left) > 0 {
+			return fmt.Errorf("sandbox outlived its timeout (%v); left: %v", err, left)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("sandbox outlived its timeout; left: %v", h.leftovers(t))
+		return nil
+	})
 }
 
 func TestBadRequestsLeaveNothing(t *testing.T) {

@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 type logEntry struct {
@@ -134,18 +137,14 @@ func TestSandboxLogs(t *testing.T) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	short := m["sandboxID"].(string)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		ls := s.logs(t, keyA, short, "search=ended", 200)
-		if len(ls) == 1 {
-			if ls[0].Fields["reason"] != "destroyed" || ls[0].Fields["detail"] != "timeout" {
-				t.Errorf("end line %+v", ls[0])
-			}
-			break
+		if len(ls) != 1 {
+			return fmt.Errorf("no end line after a 1 s timeout: %s", messages(s.logs(t, keyA, short, "", 200)))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no end line 30 s after a 1 s timeout: %s", messages(s.logs(t, keyA, short, "", 200)))
+		if ls[0].Fields["reason"] != "destroyed" || ls[0].Fields["detail"] != "timeout" {
+			t.Errorf("end line %+v", ls[0])
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

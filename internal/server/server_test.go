@@ -325,16 +325,12 @@ func TestPorts(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _ := get("8080", "", traffic); code == 200 {
-			break
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if code, _ := get("8080", "", traffic); code != 200 {
+			return fmt.Errorf("the sandbox's server answers %d through the proxy", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox's server never answered through the proxy")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	_, port, _ := strings.Cut(strings.TrimPrefix(s.url, "http://"), ":")
 	tests := []struct {
 		name, port, host, token string
