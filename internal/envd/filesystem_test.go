@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	fspb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
@@ -163,15 +164,14 @@ func TestWatchDirAndPolledWatcher(t *testing.T) {
 		t.Errorf("upload events: %v, want create and write", got)
 	}
 	var events []*fspb.FilesystemEvent
-	deadline := time.Now().Add(5 * time.Second)
-	for len(events) == 0 && time.Now().Before(deadline) {
+	testkit.Wait(5*time.Second, func() bool {
 		r, err := a.fs.GetWatcherEvents(ctx(t), req(&fspb.GetWatcherEventsRequest{WatcherId: w.Msg.GetWatcherId()}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		events = r.Msg.GetEvents()
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(events) > 0
+	})
 	if len(events) == 0 || events[0].GetName() != "new.txt" {
 		t.Errorf("polled watcher events: %v", events)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
@@ -301,11 +302,15 @@ func TestTimeoutBoundsProcessAndKeepalive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(list.Msg.GetProcesses()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		list, _ = a.proc.List(ctx(t), req(&pb.ListRequest{}))
-	}
+	testkit.Wait(5*time.Second, func() bool {
+		if len(list.Msg.GetProcesses()) == 0 {
+			return true
+		}
+		if l, err := a.proc.List(ctx(t), req(&pb.ListRequest{})); err == nil {
+			list = l
+		}
+		return false
+	})
 	if n := len(list.Msg.GetProcesses()); n != 0 {
 		t.Errorf("%d processes still run after their deadline", n)
 	}

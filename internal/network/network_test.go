@@ -87,17 +87,9 @@ func TestEgressAndIsolation(t *testing.T) {
 		// ip_forward is host-wide and shared with other nodes (other test
 		// packages run at the same time): restoreForwarding owns it.
 		// The kernel removes a released network's veth in the background.
-		deadline := time.Now().Add(10 * time.Second)
 		for _, n := range []*Net{open, closed, neighbour} {
-			for {
-				if _, err := netlink.LinkByName(n.Veth); err != nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("veth %s left after its network was released", n.Veth)
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !testkit.Wait(10*time.Second, func() bool { _, err := netlink.LinkByName(n.Veth); return err != nil }) {
+				t.Errorf("veth %s left after its network was released", n.Veth)
 			}
 		}
 		c, _ := nftables.New()

@@ -120,11 +120,9 @@ func keepsMemory(t *testing.T, ctx context.Context, s srv, create string) {
 		if a < from {
 			t.Errorf("sandbox %s's counter: %d, want from %d on", id, a, from)
 		}
-		for deadline := time.Now().Add(30 * time.Second); readCount(t, ctx, s, id, tok) <= a; {
-			if time.Now().After(deadline) {
-				t.Errorf("sandbox %s's counter stays at %d", id, a)
-				return
-			}
+		if !testkit.Wait(30*time.Second, func() bool { return readCount(t, ctx, s, id, tok) > a }) {
+			t.Errorf("sandbox %s's counter stays at %d", id, a)
+			return
 		}
 	}
 	before := readCount(t, ctx, s, id, tok)

@@ -365,10 +365,10 @@ class H(socketserver.StreamRequestHandler):
 socketserver.ThreadingTCPServer(("127.0.0.1", 8090), H).serve_forever()
 '`)
 	var upgraded string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && upgraded != "ping"; time.Sleep(50 * time.Millisecond) {
+	if !testkit.Wait(20*time.Second, func() bool {
 		upgraded = upgrade(t, strings.TrimPrefix(s.url, "http://"), "8090-"+id+".localhost:"+port, traffic)
-	}
-	if upgraded != "ping" {
+		return upgraded == "ping"
+	}) {
 		t.Errorf("through an upgraded connection: %q, want the echo", upgraded)
 	}
 	if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // A Dockerfile with every instruction Cove builds, from the base template.
@@ -234,12 +235,10 @@ func TestPrepareInBackground(t *testing.T) {
 
 	progress := regexp.MustCompile(`(?m)^code-interpreter-v1\s.*(?:waiting|building) (\d+)%`)
 	var list string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testkit.Wait(30*time.Second, func() bool {
 		list, _, _ = c.run(t, "", "template", "list")
-		if progress.MatchString(list) && strings.Contains(list, "debootstrap: downloading packages") {
-			break
-		}
-	}
+		return progress.MatchString(list) && strings.Contains(list, "debootstrap: downloading packages")
+	})
 	if m := progress.FindStringSubmatch(list); m == nil || !regexp.MustCompile(`code-interpreter-v1 is \d+% done, now debian: debootstrap: downloading packages`).MatchString(list) {
 		t.Fatalf("code-interpreter-v1 is not listed as being prepared:\n%s", list)
 	} else if pct, _ := strconv.Atoi(m[1]); pct < 1 || pct > 20 {

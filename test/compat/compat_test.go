@@ -330,15 +330,9 @@ func TestClusterNodeKilled(t *testing.T) {
 		}
 	}
 	c.RestartNode(t, victim)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		left := testutil.Leftovers(c.Nodes[victim].DataDir)
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the node came back with the sandboxes the cluster forgot: %v", left)
-			break
-		}
+	var left []string
+	if !testkit.Wait(10*time.Second, func() bool { left = testutil.Leftovers(c.Nodes[victim].DataDir); return len(left) == 0 }) {
+		t.Errorf("the node came back with the sandboxes the cluster forgot: %v", left)
 	}
 }
 

@@ -163,23 +163,18 @@ func TestServerKilledUnderLoad(t *testing.T) {
 
 	// Nothing half-created: every sandbox directory is a listed sandbox or
 	// one of the new pool's (at most its size), once the leftovers went.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		warm := 0
+	warm := 0
+	if !testkit.Wait(30*time.Second, func() bool {
+		warm = 0
 		entries, _ := os.ReadDir(filepath.Join(p.srv.DataDir, "sandboxes"))
 		for _, e := range entries {
 			if !listed[e.Name()] {
 				warm++
 			}
 		}
-		if warm <= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d sandbox directories neither listed nor warm", warm-2)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		return warm <= 2
+	}) {
+		t.Errorf("%d sandbox directories neither listed nor warm", warm-2)
 	}
 	for _, s := range list {
 		if err := c.Kill(ctx, s.ID); err != nil {
@@ -257,11 +252,8 @@ func TestAgentKilled(t *testing.T) {
 		t.Errorf("a command ran in a sandbox whose agent died")
 	}
 	// The API forgets it first; the node's teardown follows.
-	left := p.srv.Leftovers()
-	for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = p.srv.Leftovers() {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(left) > 0 {
+	var left []string
+	if !testkit.Wait(10*time.Second, func() bool { left = p.srv.Leftovers(); return len(left) == 0 }) {
 		t.Errorf("left after the agent died: %v", left)
 	}
 	if len(sandboxPIDs(p.cgroup+"/"+sb.ID)) > 0 {

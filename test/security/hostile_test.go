@@ -20,6 +20,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -585,14 +586,12 @@ func (e *hostileEnv) lasting(t *testing.T, ctx context.Context, hc hostile) stri
 	}
 	// What the attack is expected to show (an OOM kill …) may take a while
 	// on a busy machine: wait for it before ending the sandbox.
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testkit.Wait(30*time.Second, func() bool {
 		mu.Lock()
 		got := out.String()
 		mu.Unlock()
-		if !slices.ContainsFunc(hc.want, func(w string) bool { return !strings.Contains(got, w) }) {
-			break
-		}
-	}
+		return !slices.ContainsFunc(hc.want, func(w string) bool { return !strings.Contains(got, w) })
+	})
 	// The attacking sandbox's agent still answers its owner (without a new
 	// process: a fork bomb leaves none to start) and the sandbox goes when
 	// killed.

@@ -120,10 +120,8 @@ func (p *coveProc) cleanup() {
 		p.stop()
 	}
 	// The kernel removes a dead namespace's veths in the background.
-	leaks := p.leaks()
-	for deadline := time.Now().Add(20 * time.Second); len(leaks) > 0 && time.Now().Before(deadline); leaks = p.leaks() {
-		time.Sleep(100 * time.Millisecond)
-	}
+	var leaks []string
+	testkit.Wait(20*time.Second, func() bool { leaks = p.leaks(); return len(leaks) == 0 })
 	for _, leak := range leaks {
 		t.Errorf("left after the server stopped: %s", leak)
 	}

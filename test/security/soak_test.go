@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -82,12 +83,10 @@ func TestSoak(t *testing.T) {
 	wg.Wait()
 	// Settle: background teardown, pool refills, idle connections.
 	var fds1, g1 int
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	testkit.Wait(30*time.Second, func() bool {
 		fds1, g1 = openFiles(t, pid), goroutines(t, debug)
-		if (fds1 <= fds0+16 && g1 <= g0+32) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return fds1 <= fds0+16 && g1 <= g0+32
+	})
 	rss1 := rss(t, pid)
 	t.Logf("%d cycles in %v: open files %d → %d, goroutines %d → %d, RSS %.1f → %.1f MiB",
 		cycles.Load(), d, fds0, fds1, g0, g1, float64(rss0)/(1<<20), float64(rss1)/(1<<20))

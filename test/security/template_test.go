@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -157,26 +158,24 @@ func TestWarmFailureShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Kill(ctx)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	var why string
+	testkit.Eventually(t, time.Minute, func() error {
 		list, err := c.ListTemplates(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var why string
 		for _, tpl := range list {
 			if slices.Contains(tpl.Names, "nouser") {
 				why = tpl.WarmError
 			}
 		}
-		if why != "" {
-			t.Logf("the template says: %s", why)
-			if !strings.Contains(why, "user") {
-				t.Errorf("warm error %q does not name the user", why)
-			}
-			return
+		if why == "" {
+			return errors.New("the template never said why its warm sandboxes fail")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the template never said why its warm sandboxes fail")
-		}
+		return nil
+	})
+	t.Logf("the template says: %s", why)
+	if !strings.Contains(why, "user") {
+		t.Errorf("warm error %q does not name the user", why)
 	}
 }

@@ -257,14 +257,8 @@ func TestClone(t *testing.T) {
 	// Both loops go on (a loaded host gives emulated guests little time).
 	for _, c := range []*agentclient.Client{cs, cd} {
 		_, n := state(c)
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if _, m := state(c); m > n {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("a loop stands still after the copy at %d", n)
-				break
-			}
+		if !testkit.Wait(30*time.Second, func() bool { _, m := state(c); return m > n }) {
+			t.Errorf("a loop stands still after the copy at %d", n)
 		}
 	}
 	// A paused sandbox forked and then written to disk, as the node's

@@ -18,6 +18,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestDriver runs the base template (its layer and the host's /usr, both
@@ -220,11 +221,8 @@ print([l.split()[1] for l in open('/proc/meminfo') if l.startswith('AnonHugePage
 		t.Fatalf("the burst: %v %+v %s", err, res, res.Stderr)
 	}
 	peak := usage()
-	for deadline := time.Now().Add(time.Minute); usage() > peak-100<<20; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("the guest's host memory stays at %d MiB a minute after a 160 MiB burst ended (%d MiB then)", usage()>>20, peak>>20)
-			break
-		}
+	if !testkit.Wait(time.Minute, func() bool { return usage() <= peak-100<<20 }) {
+		t.Errorf("the guest's host memory stays at %d MiB a minute after a 160 MiB burst ended (%d MiB then)", usage()>>20, peak>>20)
 	}
 	t.Logf("host memory after a 160 MiB burst: %d MiB, then %d MiB", peak>>20, usage()>>20)
 	// The init's export of the writable layer is the node's alone: a

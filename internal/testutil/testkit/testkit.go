@@ -37,3 +37,17 @@ func Eventually(tb testing.TB, timeout time.Duration, check func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Wait calls cond every 50 ms until it reports true or timeout has
+// passed, and reports whether it did: for a test that goes on either way
+// and says itself what it saw.
+func Wait(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
