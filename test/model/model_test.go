@@ -1,0 +1,364 @@
+// Package model_test drives random histories of sandbox operations —
+// create, write files, start a process that counts in its memory, pause
+// with and without memory, resume, snapshot, create from a snapshot, fork,
+// kill — through the Go SDK against a real `cove server`, and after every
+// step checks each sandbox against a simple model of it: the state the
+// API reports, every file written before (byte for byte, whatever paths
+// led to the running sandbox), and the counting process, which runs
+// exactly while no operation dropped the sandbox's memory. Once every
+// sandbox is killed nothing of them is left on the host.
+//
+// A failure prints the seed and the history; COVE_MODEL_SEED replays one,
+// COVE_MODEL_STEPS sets the length (60 steps; 300 in make test-long).
+package model_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
+	cove "github.com/covesandbox/cove/sdk/go"
+)
+
+const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+// counter is the counting process: its count lives in its memory and is
+// written to /tmp/count; its command line carries a mark pgrep finds.
+const counter = `setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done # cove-model-counter' >/dev/null 2>&1 &`
+
+// sandbox is the model of one sandbox.
+type sandbox struct {
+	id       string
+	state    string            // "running", "paused", "killed"
+	files    map[string]string // path → content
+	counting bool              // the counting process runs (or is frozen, paused with memory)
+	count    int               // the last count seen
+	memory   bool              // paused with its memory
+}
+
+// snapshot is the model of a snapshot: the files of its sandbox then.
+type snapshot struct {
+	id    string
+	files map[string]string
+}
+
+type run struct {
+	t         *testing.T
+	ctx       context.Context
+	c         *cove.Client
+	rnd       *mrand.Rand
+	sandboxes []*sandbox
+	snapshots []snapshot
+	history   []string
+	files     int
+}
+
+func TestRandomHistories(t *testing.T) {
+	srv := testutil.StartServer(t, apiKey)
+	c, err := cove.NewClient(cove.WithAPIURL(srv.URL), cove.WithSandboxURL(srv.URL), cove.WithAPIKey(apiKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, steps := uint64(time.Now().UnixNano()), 60
+	if os.Getenv("COVE_LONG") != "" {
+		steps = 300
+	}
+	if s := os.Getenv("COVE_MODEL_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("COVE_MODEL_SEED: %v", err)
+		}
+	}
+	if s := os.Getenv("COVE_MODEL_STEPS"); s != "" {
+		if steps, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("COVE_MODEL_STEPS: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r := &run{t: t, ctx: ctx, c: c, rnd: mrand.New(mrand.NewPCG(seed, seed^0x5eed))}
+	t.Cleanup(func() { // shown on a failure, and with -v
+		t.Logf("seed %d (COVE_MODEL_SEED=%d replays it); the history:\n  %s", seed, seed, strings.Join(r.history, "\n  "))
+	})
+	r.create()
+	for range steps {
+		r.step()
+		r.check()
+	}
+	for _, sb := range r.sandboxes {
+		if sb.state != "killed" {
+			r.do("kill "+sb.id, func() error { return c.Kill(ctx, sb.id) })
+			sb.state = "killed"
+		}
+	}
+	r.check()
+	for _, s := range r.snapshots {
+		if err := c.DeleteSnapshot(ctx, s.id); err != nil {
+			t.Errorf("delete snapshot %s: %v", s.id, err)
+		}
+	}
+	if left := srv.Leftovers(); len(left) > 0 {
+		t.Errorf("left on the host once every sandbox was killed: %v", left)
+	}
+}
+
+// do runs one operation, recorded in the history; a failure ends the run.
+func (r *run) do(what string, op func() error) {
+	r.t.Helper()
+	r.history = append(r.history, what)
+	if err := op(); err != nil {
+		r.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// pick returns a random sandbox in state ("" when none).
+func (r *run) pick(state string) *sandbox {
+	var in []*sandbox
+	for _, sb := range r.sandboxes {
+		if sb.state == state {
+			in = append(in, sb)
+		}
+	}
+	if len(in) == 0 {
+		return nil
+	}
+	return in[r.rnd.IntN(len(in))]
+}
+
+func (r *run) live() int {
+	n := 0
+	for _, sb := range r.sandboxes {
+		if sb.state != "killed" {
+			n++
+		}
+	}
+	return n
+}
+
+// step runs one operation its state allows, chosen at random.
+func (r *run) step() {
+	r.t.Helper()
+	for {
+		running, paused := r.pick("running"), r.pick("paused")
+		switch r.rnd.IntN(10) {
+		case 0:
+			if r.live() < 3 {
+				r.create()
+				return
+			}
+		case 1, 2:
+			if running != nil {
+				r.write(running)
+				return
+			}
+		case 3:
+			if running != nil && !running.counting {
+				r.startCounting(running)
+				return
+			}
+		case 4:
+			if running != nil {
+				r.pause(running, r.rnd.IntN(2) == 0)
+				return
+			}
+		case 5:
+			if paused != nil {
+				r.resume(paused)
+				return
+			}
+		case 6:
+			if running != nil && len(r.snapshots) < 2 {
+				r.snapshot(running)
+				return
+			}
+		case 7:
+			if len(r.snapshots) > 0 && r.live() < 3 {
+				r.fromSnapshot(r.snapshots[r.rnd.IntN(len(r.snapshots))])
+				return
+			}
+		case 8:
+			if running != nil && r.live() < 3 {
+				r.fork(running)
+				return
+			}
+		case 9:
+			if sb := r.pick([]string{"running", "paused"}[r.rnd.IntN(2)]); sb != nil && r.live() > 1 {
+				r.do("kill "+sb.id, func() error { return r.c.Kill(r.ctx, sb.id) })
+				sb.state = "killed"
+				return
+			}
+		}
+	}
+}
+
+func (r *run) add(what string, s *cove.Sandbox, files map[string]string) {
+	r.history[len(r.history)-1] = what + " → " + s.ID
+	r.sandboxes = append(r.sandboxes, &sandbox{id: s.ID, state: "running", files: clone(files)})
+}
+
+func (r *run) create() {
+	var s *cove.Sandbox
+	r.do("create", func() (err error) {
+		s, err = r.c.Create(r.ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+		return err
+	})
+	r.add("create", s, nil)
+}
+
+func (r *run) write(sb *sandbox) {
+	r.files++
+	path := fmt.Sprintf("/home/user/f%d", r.files)
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	content := hex.EncodeToString(b[:]) + "\n" + strings.Repeat("x", r.rnd.IntN(64<<10))
+	r.do("write "+path+" in "+sb.id, func() error {
+		return r.sandboxOf(sb).Files.WriteFile(r.ctx, path, []byte(content))
+	})
+	sb.files[path] = content
+}
+
+func (r *run) startCounting(sb *sandbox) {
+	r.do("start counting in "+sb.id, func() error {
+		_, err := r.sandboxOf(sb).Commands.Run(r.ctx, counter)
+		return err
+	})
+	sb.counting, sb.count = true, 0
+}
+
+func (r *run) pause(sb *sandbox, memory bool) {
+	if memory {
+		r.do("pause "+sb.id, func() error { return r.c.Pause(r.ctx, sb.id) })
+	} else {
+		r.do("pause without memory "+sb.id, func() error { return r.c.PauseWithoutMemory(r.ctx, sb.id) })
+	}
+	sb.state, sb.memory = "paused", memory
+}
+
+func (r *run) resume(sb *sandbox) {
+	r.do("resume "+sb.id, func() error {
+		_, err := r.c.Connect(r.ctx, sb.id, 10*time.Minute)
+		return err
+	})
+	sb.state = "running"
+	if !sb.memory { // booted again from its files
+		sb.counting, sb.count = false, 0
+	}
+}
+
+func (r *run) snapshot(sb *sandbox) {
+	var snap cove.Snapshot
+	r.do("snapshot "+sb.id, func() (err error) {
+		snap, err = r.c.CreateSnapshot(r.ctx, sb.id, "")
+		return err
+	})
+	r.history[len(r.history)-1] += " → " + snap.ID
+	r.snapshots = append(r.snapshots, snapshot{id: snap.ID, files: clone(sb.files)})
+}
+
+func (r *run) fromSnapshot(snap snapshot) {
+	var s *cove.Sandbox
+	r.do("create from "+snap.id, func() (err error) {
+		s, err = r.c.Create(r.ctx, cove.CreateOptions{Template: snap.id, Timeout: 10 * time.Minute})
+		return err
+	})
+	r.add("create from "+snap.id, s, snap.files) // its files; no process (namespaces keep none)
+}
+
+func (r *run) fork(sb *sandbox) {
+	var kids []*cove.Sandbox
+	r.do("fork "+sb.id, func() (err error) {
+		kids, err = r.c.Fork(r.ctx, sb.id, 1, 10*time.Minute)
+		if err == nil && len(kids) != 1 {
+			err = fmt.Errorf("%d sandboxes, want 1", len(kids))
+		}
+		return err
+	})
+	r.add("fork "+sb.id, kids[0], sb.files) // its files; no process (namespaces keep none)
+}
+
+// sandboxOf is the SDK's handle of a running sandbox.
+func (r *run) sandboxOf(sb *sandbox) *cove.Sandbox {
+	r.t.Helper()
+	s, err := r.c.Connect(r.ctx, sb.id, 10*time.Minute)
+	if err != nil {
+		r.t.Fatalf("connect to running %s: %v", sb.id, err)
+	}
+	return s
+}
+
+// check compares every sandbox with its model.
+func (r *run) check() {
+	r.t.Helper()
+	for _, sb := range r.sandboxes {
+		info, err := r.c.Info(r.ctx, sb.id)
+		if sb.state == "killed" {
+			if !errors.Is(err, cove.ErrNotFound) {
+				r.t.Fatalf("%s, killed: %+v %v, want not found", sb.id, info, err)
+			}
+			continue
+		}
+		if err != nil || info.State != sb.state {
+			r.t.Fatalf("%s: the API says %q (%v), the model %q", sb.id, info.State, err, sb.state)
+		}
+		if sb.state == "running" {
+			r.checkRunning(sb)
+		}
+	}
+}
+
+func (r *run) checkRunning(sb *sandbox) {
+	r.t.Helper()
+	s := r.sandboxOf(sb)
+	for path, want := range sb.files {
+		got, err := s.Files.ReadFile(r.ctx, path)
+		if err != nil || string(got) != want {
+			r.t.Fatalf("%s's %s: %d bytes (%v), want the %d written", sb.id, path, len(got), err, len(want))
+		}
+	}
+	res, err := s.Commands.Run(r.ctx, "pgrep -f 'cove-model-[c]ounter' | wc -l; cat /tmp/count 2>/dev/null || echo 0")
+	if err != nil {
+		r.t.Fatalf("%s: look at the counting process: %v", sb.id, err)
+	}
+	out := strings.Fields(res.Stdout)
+	if len(out) != 2 {
+		r.t.Fatalf("%s: counting process %q", sb.id, res.Stdout)
+	}
+	running := out[0] != "0"
+	if running != sb.counting {
+		r.t.Fatalf("%s: the counting process runs: %v, the model says %v", sb.id, running, sb.counting)
+	}
+	if !sb.counting {
+		return
+	}
+	// It goes on from its count (its memory kept), and counts.
+	n, _ := strconv.Atoi(out[1])
+	if n < sb.count {
+		r.t.Fatalf("%s: the count went back from %d to %d", sb.id, sb.count, n)
+	}
+	testkit.Eventually(r.t, 30*time.Second, func() error {
+		res, err := s.Commands.Run(r.ctx, "cat /tmp/count")
+		m, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
+		if err != nil || m <= n {
+			return fmt.Errorf("%s: the count stands at %d (%v)", sb.id, m, err)
+		}
+		sb.count = m
+		return nil
+	})
+}
+
+func clone(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
