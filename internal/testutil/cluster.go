@@ -120,13 +120,8 @@ func startRole(t *testing.T, args, env []string) (Server, *role) {
 // until it listens.
 func startProc(t *testing.T, name string, s Server, args, env []string) *role {
 	t.Helper()
-	cmd := exec.Command(Binary(t), append(append([]string{}, args...), "--listen", s.Addr, "--data-dir", s.DataDir)...)
-	cmd.Env = append(os.Environ(), env...)
 	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := launch(t, Binary(t), name, s, append(append([]string{}, args...), "--listen", s.Addr, "--data-dir", s.DataDir), env, logs)
 	r := &role{name: name, args: args, env: env, cmd: cmd}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil { // not killed by the test
@@ -138,12 +133,27 @@ func startProc(t *testing.T, name string, s Server, args, env []string) *role {
 		logs.mu.Unlock()
 		CheckLog(t, log)
 	})
+	return r
+}
+
+// launch starts bin with args (and env beside this process's), its
+// output into logs, and waits until s's address listens.
+func launch(t *testing.T, bin, name string, s Server, args, env []string, logs *lockedBuffer) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", s.Addr); err == nil {
 			c.Close()
-			return r
+			return cmd
 		}
 	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 	t.Fatalf("cove %s did not listen on %s", name, s.Addr)
-	return r
+	return cmd
 }

@@ -3,7 +3,6 @@ package testutil
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -87,39 +86,71 @@ func StartServer(t *testing.T, apiKey string, extra ...string) Server {
 // StartServerBinary is StartServer with the cove binary at bin.
 func StartServerBinary(t *testing.T, bin, apiKey string, extra ...string) Server {
 	t.Helper()
-	s := newServer(t)
-	addr := s.Addr
-	ctx, cancel := context.WithCancel(context.Background())
-	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
-	args := append([]string{"server", "--listen", addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false", "--prepare-templates=false"}, extra...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	return startServerProc(t, bin, apiKey, extra).Server
+}
+
+// Proc is a `cove server` process a test can stop, cleanly or with
+// SIGKILL, and start again on the same address and data directory.
+type Proc struct {
+	Server
+	t    *testing.T
+	bin  string
+	args []string
+	logs *lockedBuffer
+	cmd  *exec.Cmd // nil while stopped
+}
+
+// StartProc is StartServer for a test that restarts the server (Restart).
+func StartProc(t *testing.T, apiKey string, extra ...string) *Proc {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("cove server needs root")
 	}
+	return startServerProc(t, Binary(t), apiKey, extra)
+}
+
+func startServerProc(t *testing.T, bin, apiKey string, extra []string) *Proc {
+	t.Helper()
+	s := newServer(t)
+	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
+	p := &Proc{Server: s, t: t, bin: bin, logs: &lockedBuffer{},
+		args: append([]string{"server", "--listen", s.Addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false", "--prepare-templates=false"}, extra...)}
 	t.Cleanup(func() {
 		killAll(s.URL, apiKey) // what a failed test left; the server keeps sandboxes on purpose
-		cancel()
-		_ = cmd.Wait()
+		p.stop(false)
 		// Stopped with no sandbox of a user left: its warm ones went too.
 		if left := allOf(s.DataDir); len(left) > 0 {
 			t.Errorf("left on disk after the server stopped: %v", left)
 		}
-		logs.mu.Lock()
-		log := logs.b.String()
-		logs.mu.Unlock()
+		p.logs.mu.Lock()
+		log := p.logs.b.String()
+		p.logs.mu.Unlock()
 		CheckLog(t, log)
 	})
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return s
-		}
+	p.cmd = launch(t, bin, "server", s, p.args, nil, p.logs)
+	return p
+}
+
+// stop ends the server: SIGINT, or SIGKILL when kill (its sandboxes live
+// on either way, for the next start to adopt).
+func (p *Proc) stop(kill bool) {
+	if p.cmd == nil {
+		return
 	}
-	t.Fatalf("cove server did not listen on %s", addr)
-	return s
+	if kill {
+		_ = p.cmd.Process.Kill()
+	} else {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+	}
+	_ = p.cmd.Wait()
+	p.cmd = nil
+}
+
+// Restart stops the server (with SIGKILL when kill) and starts it again.
+func (p *Proc) Restart(kill bool) {
+	p.t.Helper()
+	p.stop(kill)
+	p.cmd = launch(p.t, p.bin, "server", p.Server, p.args, nil, p.logs)
 }
 
 // Leftovers lists the sandboxes of users a server's node still holds.

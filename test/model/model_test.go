@@ -1,7 +1,8 @@
 // Package model_test drives random histories of sandbox operations —
 // create, write files, start a process that counts in its memory, pause
 // with and without memory, resume, snapshot, create from a snapshot, fork,
-// kill — through the Go SDK against a real `cove server`, and after every
+// kill, the server stopped (cleanly or with SIGKILL) and started again —
+// through the Go SDK against a real `cove server`, and after every
 // step checks each sandbox against a simple model of it: the state the
 // API reports, every file written before (byte for byte, whatever paths
 // led to the running sandbox), and the counting process, which runs
@@ -54,6 +55,7 @@ type snapshot struct {
 
 type run struct {
 	t         *testing.T
+	srv       *testutil.Proc
 	ctx       context.Context
 	c         *cove.Client
 	rnd       *mrand.Rand
@@ -64,7 +66,7 @@ type run struct {
 }
 
 func TestRandomHistories(t *testing.T) {
-	srv := testutil.StartServer(t, apiKey)
+	srv := testutil.StartProc(t, apiKey)
 	c, err := cove.NewClient(cove.WithAPIURL(srv.URL), cove.WithSandboxURL(srv.URL), cove.WithAPIKey(apiKey))
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +87,7 @@ func TestRandomHistories(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := &run{t: t, ctx: ctx, c: c, rnd: mrand.New(mrand.NewPCG(seed, seed^0x5eed))}
+	r := &run{t: t, srv: srv, ctx: ctx, c: c, rnd: mrand.New(mrand.NewPCG(seed, seed^0x5eed))}
 	t.Cleanup(func() { // shown on a failure, and with -v
 		t.Logf("seed %d (COVE_MODEL_SEED=%d replays it); the history:\n  %s", seed, seed, strings.Join(r.history, "\n  "))
 	})
@@ -149,7 +151,7 @@ func (r *run) step() {
 	r.t.Helper()
 	for {
 		running, paused := r.pick("running"), r.pick("paused")
-		switch r.rnd.IntN(10) {
+		switch r.rnd.IntN(11) {
 		case 0:
 			if r.live() < 3 {
 				r.create()
@@ -196,6 +198,15 @@ func (r *run) step() {
 				sb.state = "killed"
 				return
 			}
+		case 10:
+			// The server stops, cleanly or killed, and starts again: it
+			// adopts its sandboxes as they were, processes and all.
+			kill := r.rnd.IntN(2) == 0
+			r.do(map[bool]string{false: "restart the server", true: "kill the server and start it again"}[kill], func() error {
+				r.srv.Restart(kill)
+				return nil
+			})
+			return
 		}
 	}
 }
