@@ -19,24 +19,25 @@ func init() {
 	// Started as the agent (by a sandbox's init, or by another runtime at
 	// AgentPath); with arguments it is a command of main's.
 	if (os.Args[0] == AgentArg0 || os.Args[0] == AgentPath) && len(os.Args) == 1 {
-		os.Exit(AgentMain())
+		os.Exit(agentMain())
 	}
 }
 
-// AgentMain is the agent as the sandbox's PID 1, exec'd by sandboxInit.
-func AgentMain() int {
-	fixed, settings, err := AgentEnv()
+// agentMain is the agent as the sandbox's PID 1, exec'd by the namespaces
+// driver's sandbox init (or started by another runtime).
+func agentMain() int {
+	fixed, settings, err := agentEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	ready, oom := AgentFDs()
-	return RunAgent(fixed, settings, ready, oom, nil)
+	return runAgent(fixed, settings, ready, oom, nil)
 }
 
-// AgentEnv takes the agent's start-up settings out of the environment
+// agentEnv takes the agent's start-up settings out of the environment
 // (EnvSandboxEnv, EnvAgentSettings).
-func AgentEnv() (fixed map[string]string, settings isolation.AgentSettings, err error) {
+func agentEnv() (fixed map[string]string, settings isolation.AgentSettings, err error) {
 	for name, v := range map[string]any{EnvSandboxEnv: &fixed, EnvAgentSettings: &settings} {
 		if s := os.Getenv(name); s != "" {
 			if err := json.Unmarshal([]byte(s), v); err != nil {
@@ -98,16 +99,16 @@ const agentLogMax = 8 << 20
 // the thread whose capabilities and filter they inherit.
 func RunAgentHere(env map[string]string, a isolation.AgentSettings, ready, oom int) {
 	forks := make(chan forkRequest)
-	go func() { os.Exit(RunAgent(env, a, ready, oom, spawnOn(forks))) }()
+	go func() { os.Exit(runAgent(env, a, ready, oom, spawnOn(forks))) }()
 	for req := range forks {
 		pid, err := req.fork()
 		req.done <- forkResult{pid, err}
 	}
 }
 
-// RunAgent serves the agent until it fails, with its readiness pipe and
+// runAgent serves the agent until it fails, with its readiness pipe and
 // OOM counter (0: none). spawn, when set, runs the agent's forks.
-func RunAgent(fixed map[string]string, a isolation.AgentSettings, ready, oom int, spawn func(func() (int, error)) (int, error)) int {
+func runAgent(fixed map[string]string, a isolation.AgentSettings, ready, oom int, spawn func(func() (int, error)) (int, error)) int {
 	// Its stderr is a file on the host (agent.log), and code in the
 	// sandbox can make it log (a failed download, say): capped. Its JSON
 	// lines are the agent's part of the sandbox's logs.

@@ -21,7 +21,7 @@ import (
 // returns only on failure.
 func ServeLockedDown(oom int) int {
 	runtime.LockOSThread()
-	fixed, a, err := AgentEnv()
+	fixed, a, err := agentEnv()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cove agent: %v\n", err)
 		return 1
