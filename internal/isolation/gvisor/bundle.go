@@ -64,6 +64,7 @@ func (d *Driver) bundleSpec(id, rootfs, netnsPath, oomFile string, spec isolatio
 				inside.EnvSandboxEnv + "=" + string(sandboxEnv),
 				inside.EnvAgentSettings + "=" + string(agent),
 				inside.EnvNoFDs + "=1",
+				inside.EnvOOMFile + "=" + inside.OOMPath,
 			},
 			Cwd: "/",
 			Capabilities: &specs.LinuxCapabilities{
