@@ -2,7 +2,6 @@ package isolationtest
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -93,14 +92,7 @@ func (s *suite) clone(t *testing.T) {
 		if _, err := cl.Clone(ctx, child, cspec, image); err != nil {
 			t.Fatal(err)
 		}
-		cc := agentclient.New(func(ctx context.Context) (net.Conn, error) { return s.d.Dial(ctx, child, 49983) })
-		t.Cleanup(func() {
-			cc.Close()
-			if err := s.d.Destroy(context.Background(), child); err != nil {
-				t.Errorf("destroy %s: %v", child, err)
-			}
-			s.noLeaks(t, child)
-		})
+		cc := s.own(t, child)
 		if n := readCount(t, cc); n < before {
 			t.Errorf("a copy starts at %d, the source was at %d before its image", n, before)
 		}

@@ -91,6 +91,12 @@ func (s *suite) createHandle(t *testing.T, spec isolation.Spec) (string, isolati
 	if err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
+	return id, h, s.own(t, id)
+}
+
+// own makes the test own sandbox id: its agent's client, and its destroy
+// (checked for leaks) when the test ends.
+func (s *suite) own(t *testing.T, id string) *agentclient.Client {
 	c := agentclient.New(func(ctx context.Context) (net.Conn, error) { return s.d.Dial(ctx, id, 49983) })
 	t.Cleanup(func() {
 		c.Close()
@@ -99,7 +105,7 @@ func (s *suite) createHandle(t *testing.T, spec isolation.Spec) (string, isolati
 		}
 		s.noLeaks(t, id)
 	})
-	return id, h, c
+	return c
 }
 
 func (s *suite) noLeaks(t *testing.T, id string) {
