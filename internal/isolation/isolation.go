@@ -69,11 +69,11 @@ type AgentLogger interface {
 	AgentLog(ctx context.Context, id string, max int64) ([]byte, error)
 }
 
-// Prioritizer is implemented by drivers that can set a sandbox's CPU
-// priority: a warm sandbox starts in the background (Spec.Background) and
-// gets the normal priority when it is handed over.
-type Prioritizer interface {
-	Foreground(ctx context.Context, id string) error
+// HandOverer is implemented by drivers with work to do when a warm
+// sandbox, made ahead of time (Spec.Background), is handed to its user:
+// the normal CPU priority back, and its uptime counted from now.
+type HandOverer interface {
+	HandOver(ctx context.Context, id string) error
 }
 
 // Pauser is implemented by drivers that can freeze a sandbox in place.
@@ -164,8 +164,8 @@ type Spec struct {
 	// DNS are the resolvers written to the sandbox's /etc/resolv.conf.
 	DNS []string
 	// Background starts the sandbox at a low CPU priority (nice 10), so
-	// making it ahead of time yields to sandboxes in use; Foreground
-	// (Prioritizer) restores it.
+	// making it ahead of time yields to sandboxes in use; HandOver
+	// (HandOverer) restores it.
 	Background bool
 }
 

@@ -60,10 +60,12 @@ func (h host) managerWith(t *testing.T, pool int, secret ...[]byte) *node.Manage
 	return h.managerOn(t, h.driver(t), pool, s)
 }
 
-// driver is the host's namespaces driver.
+// driver is the host's namespaces driver, starting sandboxes from the
+// sandbox binary as a server does.
 func (h host) driver(t *testing.T) *namespaces.Driver {
 	t.Helper()
-	d, err := namespaces.New(namespaces.Config{Dir: filepath.Join(h.dir, "sandboxes"), CgroupParent: h.cgroupParent}, logx.Discard())
+	d, err := namespaces.New(namespaces.Config{Dir: filepath.Join(h.dir, "sandboxes"), CgroupParent: h.cgroupParent,
+		SandboxBinary: testutil.SandboxBinary(t)}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

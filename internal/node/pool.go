@@ -2,9 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/envd"
@@ -268,11 +272,7 @@ func (p *pool) fill(tpl template.Template) error {
 	}
 	w := &warmSandbox{info: info, tpl: tpl, net: n, agent: m.agentFor(info.ID)}
 	w.agent.SetToken(info.AccessToken)
-	// One command through the agent while nobody waits: its first costs
-	// (the process service's set-up, the spawn path, a login shell's
-	// files) are paid here, not by the user's first command.
-	var res agentclient.Result
-	if err := w.agent.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-l", "-c", "true"}}, func(_, _ []byte) {}, &res); err != nil {
+	if err := warmUp(ctx, w.agent); err != nil {
 		p.discard(w)
 		return err
 	}
@@ -293,6 +293,27 @@ func (p *pool) fill(tpl template.Template) error {
 	}
 	p.warm[tpl.ID] = append(p.warm[tpl.ID], w)
 	p.mu.Unlock()
+	return nil
+}
+
+// warmUp sends a warm sandbox's agent one command while nobody waits, so
+// that its first costs (the process service's set-up, the spawn path, the
+// fork) are paid here, not by the user's first command: a command that
+// forks but never runs. Its argument is longer than the kernel takes
+// (MAX_ARG_STRLEN, 128 KiB), so its exec fails before the program is
+// loaded. A process that ran would enter the sandbox's time namespace,
+// whose clocks its hand-over must still be able to set
+// (isolation.HandOverer), and a sandbox's uptime would count from the
+// pool. gVisor's kernel refuses it too (ENAMETOOLONG); one that took it
+// would run `true`. The agent answers a failed start with InvalidArgument;
+// any other error is the agent's.
+func warmUp(ctx context.Context, agent *agentclient.Client) error {
+	var res agentclient.Result
+	long := strings.Repeat("x", 128<<10+1)
+	err := agent.Exec(ctx, agentclient.Command{Cmd: "/bin/bash", Args: []string{"-c", "true", long}}, func(_, _ []byte) {}, &res)
+	if err != nil && connect.CodeOf(err) != connect.CodeInvalidArgument {
+		return fmt.Errorf("warm up the agent: %w", err)
+	}
 	return nil
 }
 
@@ -395,8 +416,8 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		want.Slot, want.Addr = w.net.Slot, w.net.Addr.String()
 		info.Network = &want
 	}
-	if pr, ok := m.driver.(isolation.Prioritizer); ok {
-		if err := pr.Foreground(ctx, info.ID); err != nil {
+	if h, ok := m.driver.(isolation.HandOverer); ok {
+		if err := h.HandOver(ctx, info.ID); err != nil {
 			return fail(err)
 		}
 	}

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/node"
@@ -42,6 +44,10 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	warm := h.warm(t, m, 2)
+	// The warm sandboxes wait a while; the one handed out counts its
+	// uptime from the create.
+	time.Sleep(2 * time.Second)
+	asked := time.Now()
 
 	// A create takes a warm sandbox and gives it the request's settings.
 	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Metadata: map[string]string{"k": "v"},
@@ -64,6 +70,7 @@ func TestWarmPool(t *testing.T) {
 	if got, want := string(res.Stdout), "hi user /home/user "+info.ID+" "+info.ID+" 0\n"; got != want {
 		t.Errorf("in the handed-out sandbox: %q, want %q", got, want)
 	}
+	checkUptime(t, agent, asked)
 	// The token set at hand-out guards the agent.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agent.Base+"/init", strings.NewReader(`{"accessToken":"mine"}`))
 	req.Header.Set("X-Access-Token", "wrong")
@@ -91,9 +98,15 @@ func TestWarmPool(t *testing.T) {
 	}
 	h.warm(t, m, 2)
 	// Other limits than the template's: not from the pool.
+	asked = time.Now()
 	big, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Limits: node.DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if agent, err := m.Agent(big.ID); err != nil {
+		t.Error(err)
+	} else {
+		checkUptime(t, agent, asked)
 	}
 	if h.warm(t, m, 2)[big.ID] {
 		t.Errorf("a sandbox with other limits came from the pool")
@@ -107,6 +120,28 @@ func TestWarmPool(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(h.dir, "sandboxes")); len(entries) > 0 {
 		t.Errorf("warm sandboxes left after close: %d", len(entries))
+	}
+}
+
+// checkUptime checks that a sandbox's uptime (/proc/uptime, which uptime
+// and top read) counts from a moment after since, give or take the whole
+// second its clocks are set to.
+func checkUptime(t *testing.T, agent *agentclient.Client, since time.Time) {
+	t.Helper()
+	res, err := agent.Run(t.Context(), "", "cat /proc/uptime", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(res.Stdout))
+	if len(fields) != 2 {
+		t.Fatalf("/proc/uptime: %q", res.Stdout)
+	}
+	up, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		t.Fatalf("/proc/uptime: %q", res.Stdout)
+	}
+	if limit := time.Since(since).Seconds() + 1; up > limit {
+		t.Errorf("uptime %.2f s, more than the %.2f s since the create was asked for", up, limit)
 	}
 }
 

@@ -29,6 +29,18 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
+// SandboxBinary returns bin/cove-sandbox of the repository (make build
+// makes it): a sandbox's init and agent as they run in production, built
+// without cgo, where a test binary is built with it.
+func SandboxBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(filepath.Dir(Binary(t)), "cove-sandbox")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run make build (make test does)", bin)
+	}
+	return bin
+}
+
 // NeedRunsc skips t when bin/runsc, which a server's gVisor driver runs
 // (make test installs it), is missing.
 func NeedRunsc(t testing.TB) {

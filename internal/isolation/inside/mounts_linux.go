@@ -15,8 +15,10 @@ import (
 // MountProc mounts the sandbox's own /proc, with the files that reach the
 // host kernel masked (by the sandbox's /dev/null) or read-only, and those
 // lxcfs serves (under the host directory lxcfsDir, if any) bound over
-// theirs.
-func MountProc(root, lxcfsDir string) error {
+// theirs — but for uptime when ownClock: the sandbox's processes have a
+// time namespace whose clocks count from the sandbox's create, and the
+// kernel's /proc/uptime tells that.
+func MountProc(root, lxcfsDir string, ownClock bool) error {
 	proc := filepath.Join(root, "proc")
 	if err := Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
@@ -44,6 +46,9 @@ func MountProc(root, lxcfsDir string) error {
 		return nil
 	}
 	for _, p := range lxcfs.Files {
+		if p == "uptime" && ownClock {
+			continue
+		}
 		src, target := filepath.Join(lxcfsDir, "proc", p), filepath.Join(proc, p)
 		if _, err := os.Stat(src); err != nil {
 			continue // an lxcfs without it (loadavg is optional)

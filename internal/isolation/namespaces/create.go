@@ -93,6 +93,9 @@ func (d *Driver) Create(ctx context.Context, id string, spec isolation.Spec) (h 
 		return h, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	phase.Mark(ctx, "agent_ready")
+	if err := d.startClocks(id, proc.pid); err != nil {
+		return h, err
+	}
 	netns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", proc.pid))
 	if err != nil {
 		return h, fmt.Errorf("open sandbox network namespace: %w", err)

@@ -59,6 +59,9 @@ type Driver struct {
 
 	// spawner clones the sandboxes' inits (spawner_linux.go).
 	spawner *spawner
+	// hostTime names the node's own time namespace, which a sandbox
+	// whose init has no other for its processes shares (startClocks).
+	hostTime string
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
@@ -66,9 +69,10 @@ type Driver struct {
 }
 
 var (
-	_ isolation.Driver = (*Driver)(nil)
-	_ isolation.Lister = (*Driver)(nil)
-	_ isolation.Stater = (*Driver)(nil)
+	_ isolation.Driver     = (*Driver)(nil)
+	_ isolation.Lister     = (*Driver)(nil)
+	_ isolation.Stater     = (*Driver)(nil)
+	_ isolation.HandOverer = (*Driver)(nil)
 )
 
 // sandbox is one live sandbox the driver owns.
@@ -131,12 +135,17 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}
+	hostTime, err := os.Readlink("/proc/self/ns/time")
+	if err != nil {
+		host.Close()
+		return nil, fmt.Errorf("read own time namespace: %w", err)
+	}
 	// The spawner runs the smaller sandbox binary where there is one.
 	spawnerBinary := cfg.Binary
 	if cfg.SandboxBinary != "" {
 		spawnerBinary = cfg.SandboxBinary
 	}
-	return &Driver{cfg: cfg, log: log, host: host, agent: agent, spawner: &spawner{binary: spawnerBinary, log: log},
+	return &Driver{cfg: cfg, log: log, host: host, agent: agent, spawner: &spawner{binary: spawnerBinary, log: log}, hostTime: hostTime,
 		sandboxes: map[string]*sandbox{}, ids: newIDRanges(cfg.UserNSBase)}, nil
 }
 

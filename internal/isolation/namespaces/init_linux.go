@@ -77,6 +77,13 @@ func sandboxInit() error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("unshare cgroup namespace: %w", err)
 	}
+	// A time namespace for the processes this thread forks, not for the
+	// init itself: the node sets its clocks (uptime) to count from the
+	// create, or from a warm sandbox's hand-over, while no process is in
+	// it yet. A kernel without time namespaces leaves uptime to lxcfs, and
+	// so does a cgo build: its exec of the agent would enter the namespace
+	// before the node could set it.
+	cfg.ownClock = inPlace && unix.Unshare(unix.CLONE_NEWTIME) == nil
 	// The host's cgroup file system is still in view: keep the OOM counter
 	// open for the agent.
 	oom, err := unix.Open(cfg.OOMFile, unix.O_RDONLY, 0)

@@ -39,4 +39,7 @@ type initConfig struct {
 	// layerFDs and bindFDs are the id-mapped mounts of Layers and Binds
 	// that came with the config (UserNS).
 	layerFDs, bindFDs []int
+	// ownClock is set when the sandbox's processes get a time namespace
+	// of their own, whose /proc/uptime the node sets.
+	ownClock bool
 }

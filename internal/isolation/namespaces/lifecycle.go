@@ -154,13 +154,18 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 // backgroundNice is the niceness of a sandbox made ahead of time.
 const backgroundNice = 10
 
-// Foreground gives every process of a sandbox the normal CPU priority
-// (isolation.Prioritizer): the processes a warm sandbox started while it
-// waited (its agent, a template's start command) inherited nice 10.
-func (d *Driver) Foreground(ctx context.Context, id string) error {
+// HandOver (isolation.HandOverer) starts the sandbox's clocks again, so
+// that its uptime counts from the hand-over (startClocks), and gives every
+// process the normal CPU priority: the processes a warm sandbox started
+// while it waited (its agent, a template's start command) inherited nice
+// 10.
+func (d *Driver) HandOver(ctx context.Context, id string) error {
 	sb := d.get(id)
 	if sb == nil {
 		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if err := d.startClocks(id, sb.handle.PID); err != nil {
+		return err
 	}
 	pids, err := sb.cg.Procs()
 	if err != nil {

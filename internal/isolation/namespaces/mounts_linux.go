@@ -117,7 +117,7 @@ func buildRoot(cfg initConfig) (string, error) {
 	if err := inside.MountDev(root, cfg.ShmBytes, cfg.UserNS); err != nil {
 		return "", err
 	}
-	if err := inside.MountProc(root, cfg.LXCFS); err != nil {
+	if err := inside.MountProc(root, cfg.LXCFS, cfg.ownClock); err != nil {
 		return "", err
 	}
 	if err := isolation.WriteIdentity(root, cfg.ID, cfg.DNS); err != nil {

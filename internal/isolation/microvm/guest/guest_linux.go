@@ -109,7 +109,7 @@ func AgentMain() int {
 		fmt.Fprintf(os.Stderr, "cove-guest agent: %v\n", err)
 		return 1
 	}
-	if err := inside.MountProc("/", ""); err != nil {
+	if err := inside.MountProc("/", "", false); err != nil {
 		fmt.Fprintf(os.Stderr, "cove-guest agent: /proc: %v\n", err)
 		return 1
 	}
