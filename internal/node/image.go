@@ -36,7 +36,11 @@ func (m *Manager) image(ctx context.Context, sb *sandbox) (*template.ProcessImag
 		return nil, err
 	}
 	img := &template.ProcessImage{Dir: dir, Driver: d.Name(), Token: sb.info.AccessToken}
-	if err = d.(isolation.Cloner).Image(ctx, id, dir); err == nil {
+	cloner, err := driverCan[isolation.Cloner](d, "copy a sandbox's processes")
+	if err == nil {
+		err = cloner.Image(ctx, id, dir)
+	}
+	if err == nil {
 		img.Files, err = template.SumFiles(dir)
 	}
 	if err != nil {

@@ -150,8 +150,12 @@ type Manager struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
-	wg        sync.WaitGroup
-	closing   chan struct{}
+	// recorded is the phase of each sandbox's record on disk, which its
+	// next record must leave along a legal transition (writeRecord).
+	recMu    sync.Mutex
+	recorded map[string]Phase
+	wg       sync.WaitGroup
+	closing  chan struct{}
 }
 
 // New returns a manager over driver. Call Recover before serving.
@@ -170,7 +174,7 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 		return nil, fmt.Errorf("create node directory: %w", err)
 	}
 	m := &Manager{cfg: cfg, driver: driver, templates: templates, log: log, usage: newMeter(),
-		drivers: map[string]isolation.Driver{driver.Name(): driver}, sandboxes: map[string]*sandbox{}, closing: make(chan struct{})}
+		drivers: map[string]isolation.Driver{driver.Name(): driver}, sandboxes: map[string]*sandbox{}, recorded: map[string]Phase{}, closing: make(chan struct{})}
 	for _, d := range cfg.Drivers {
 		m.drivers[d.Name()] = d
 	}
@@ -209,14 +213,23 @@ func (m *Manager) driverNamed(name string) (isolation.Driver, error) {
 }
 
 // driverOf is the driver running sandbox id (the default's for one the
-// table does not hold: warm sandboxes).
+// table does not hold: warm sandboxes). It takes the sandbox's lock: a
+// caller holding it asks recordDriver instead.
 func (m *Manager) driverOf(id string) isolation.Driver {
 	if sb := m.lookup(id); sb != nil {
-		if d, ok := m.drivers[sb.snapshot().Isolation]; ok {
-			return d
-		}
+		return m.recordDriver(sb.snapshot())
 	}
 	return m.driver
+}
+
+// driverCan is d as the optional interface T (isolation.Pauser, …), or
+// Unimplemented naming what it cannot do.
+func driverCan[T any](d isolation.Driver, what string) (T, error) {
+	t, ok := d.(T)
+	if !ok {
+		return t, errs.New(errs.Unimplemented, "the %s driver cannot %s", d.Name(), what)
+	}
+	return t, nil
 }
 
 // Get returns a sandbox's info.
@@ -321,16 +334,28 @@ func NewID() string { return ids.New("i", 19) }
 func (m *Manager) recordPath(id string) string { return filepath.Join(m.cfg.Dir, id+".json") }
 
 // writeRecord writes a sandbox's record: every change of its state goes
-// through here, and the usage meter takes it once written.
+// through here. It refuses a change of phase Transitions does not list;
+// once the record is written, the usage meter takes it and a change of
+// phase is logged.
 func (m *Manager) writeRecord(info Info) error {
+	from, err := m.checkPhase(info)
+	if err != nil {
+		return err
+	}
 	if err := fsutil.WriteJSON(m.recordPath(info.ID), info); err != nil {
 		return err
 	}
+	to := info.Phase()
+	m.notePhase(info.ID, to)
 	m.usage.observe(info, time.Now())
+	if from != to {
+		m.log.Debug("sandbox phase", logx.SandboxID(info.ID), "from", from, "to", to)
+	}
 	return nil
 }
 
 func (m *Manager) removeRecord(id string) {
+	m.notePhase(id, PhaseNone)
 	m.usage.end(id, time.Now())
 	if err := os.Remove(m.recordPath(id)); err != nil && !os.IsNotExist(err) {
 		m.log.Warn("remove sandbox record", logx.SandboxID(id), logx.Err(err))

@@ -48,6 +48,7 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 			continue
 		}
 		known[info.ID] = true
+		m.notePhase(info.ID, info.Phase())
 		if m.adopt(ctx, info) {
 			adopted++
 			continue
@@ -84,7 +85,8 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 }
 
 // recordDriver is the driver a record names (the default's for records
-// older than the field, or naming a driver this node no longer has).
+// older than the field, or naming a driver this node no longer has). It
+// takes no lock: the caller holds the sandbox's, or owns info.
 func (m *Manager) recordDriver(info Info) isolation.Driver {
 	if d, ok := m.drivers[info.Isolation]; ok {
 		return d

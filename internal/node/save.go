@@ -156,7 +156,11 @@ func (m *Manager) thaw(ctx context.Context, sb *sandbox) {
 	if !sb.info.Saving {
 		return
 	}
-	if err := m.recordDriver(sb.info).(isolation.Pauser).Resume(context.WithoutCancel(ctx), sb.info.ID); err != nil {
+	p, err := driverCan[isolation.Pauser](m.recordDriver(sb.info), "thaw a sandbox")
+	if err == nil {
+		err = p.Resume(context.WithoutCancel(ctx), sb.info.ID)
+	}
+	if err != nil {
 		m.log.Error("let a sandbox run again after copying it", logx.SandboxID(sb.info.ID), logx.Err(err))
 	}
 	m.unmarkSaving(sb)
