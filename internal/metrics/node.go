@@ -22,6 +22,7 @@ type Node struct {
 	resume     prometheus.Histogram
 	phases     *prometheus.HistogramVec
 	warmMisses *prometheus.CounterVec
+	phaseMoves *prometheus.CounterVec
 
 	sandboxes, warm                 *prometheus.Desc
 	cpuCapacity, cpuCommitted       *prometheus.Desc
@@ -70,6 +71,8 @@ func NewNode(reg prometheus.Registerer) *Node {
 			Buckets: phaseBuckets}, []string{"op", "phase"}),
 		warmMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_warm_pool_misses_total",
 			Help: "Creates a warm sandbox could have served that found none of their template ready."}, []string{"template"}),
+		phaseMoves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cove_sandbox_transitions_total",
+			Help: "Changes of phase of sandboxes' records (running, saving, paused, spilling, paused on disk, paused as files; none: no record), by the phases they left and entered."}, []string{"from", "to"}),
 		sandboxes: prometheus.NewDesc("cove_sandboxes", "Sandboxes on the node, by state, template and driver (warm ones aside).",
 			[]string{"state", "template", "driver"}, nil),
 		warm:         prometheus.NewDesc("cove_warm_sandboxes", "Warm sandboxes ready, by template.", []string{"template"}, nil),
@@ -93,7 +96,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		usageMemory: prometheus.NewDesc("cove_team_memory_gib_seconds_total",
 			"GiB-seconds of memory a team's running sandboxes of a template held: their memory limits times the seconds they ran.", []string{"team", "template"}, nil),
 	}
-	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.phases, n.warmMisses, n.builds, n)
+	reg.MustRegister(n.create, n.kill, n.pause, n.resume, n.phases, n.warmMisses, n.phaseMoves, n.builds, n)
 	return n
 }
 
@@ -131,6 +134,11 @@ func (n *Node) Resumed(d time.Duration) { n.resume.Observe(d.Seconds()) }
 
 // WarmMissed implements node.Observer.
 func (n *Node) WarmMissed(templateID string) { n.warmMisses.WithLabelValues(templateID).Inc() }
+
+// Transitioned implements node.Observer.
+func (n *Node) Transitioned(from, to node.Phase) {
+	n.phaseMoves.WithLabelValues(string(from), string(to)).Inc()
+}
 
 // Built records a template build's end (template.Builder's Observe); a
 // nil Node (metrics off) records nothing.

@@ -48,7 +48,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		sb.mu.Unlock()
 		return errs.New(errs.Conflict, "sandbox %s is still being created", sb.info.ID)
 	}
-	paused := sb.info.State == StatePaused && sb.info.Saved == nil && sb.info.Spilled == nil // frozen, not ended
+	paused := sb.info.Phase() == PhasePaused // frozen, not ended
 	spilled := sb.info.Spilled
 	if sb.spill != nil {
 		sb.spill.Stop()

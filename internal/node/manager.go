@@ -63,6 +63,9 @@ type Observer interface {
 	// WarmMissed: a create that a warm sandbox could have served found
 	// none of its template ready.
 	WarmMissed(templateID string)
+	// Transitioned: a sandbox's record went from one phase to another
+	// (Transitions).
+	Transitioned(from, to Phase)
 	// Phase: one phase of an operation (create, warm, kill) took d.
 	phase.Recorder
 }
@@ -350,6 +353,7 @@ func (m *Manager) writeRecord(info Info) error {
 	m.usage.observe(info, time.Now())
 	if from != to {
 		m.log.Debug("sandbox phase", logx.SandboxID(info.ID), "from", from, "to", to)
+		m.observe(func(o Observer) { o.Transitioned(from, to) })
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 	if sb.spill != nil {
 		sb.spill.Stop()
 	}
-	if sb.info.Spilled != nil {
+	if sb.info.Phase() == PhaseOnDisk {
 		if err := m.restoreSpilled(ctx, sb, timeout); err != nil {
 			return Info{}, err
 		}
@@ -177,8 +177,18 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 // be the one the traffic was for (E2B's rule too).
 func (m *Manager) Wake(ctx context.Context, id string) bool {
 	info, err := m.Get(id)
-	if err != nil || info.State != StatePaused || !info.AutoResume || info.Saved != nil {
-		return err == nil && info.State == StateRunning
+	if err != nil {
+		return false
+	}
+	switch info.Phase() {
+	case PhaseRunning, PhaseSaving:
+		return true
+	case PhasePaused, PhaseOnDisk:
+		if !info.AutoResume {
+			return false
+		}
+	default: // paused as files: not woken
+		return false
 	}
 	timeout := info.Timeout
 	if timeout <= 0 {

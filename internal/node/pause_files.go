@@ -40,7 +40,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	switch {
-	case sb.info.Saved != nil:
+	case sb.info.Phase() == PhaseFiles:
 		return Info{}, errs.New(errs.Conflict, "sandbox %s is already paused", id)
 	case sb.info.State != StateRunning && sb.info.State != StatePaused:
 		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)

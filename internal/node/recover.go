@@ -102,24 +102,24 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 	case info.State != StateRunning || !time.Now().Before(info.EndAt):
 		return false
 	}
-	if info.Spilled != nil && info.Spilled.Files == nil {
+	if info.Phase() == PhaseSpilling {
 		var err error
 		if info, err = m.adoptSpilling(ctx, info); err != nil {
 			m.log.Error("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
 			return false
 		}
 	}
-	if info.Saved != nil || info.Spilled != nil {
+	if p := info.Phase(); p == PhaseFiles || p == PhaseOnDisk {
 		return m.adoptSaved(ctx, info)
 	}
 	if err := m.recordDriver(info).Recover(ctx, info.Handle); err != nil {
 		m.log.Info("sandbox lost", logx.SandboxID(info.ID), logx.Err(err))
 		return false
 	}
-	if info.Saving {
+	if info.Phase() == PhaseSaving {
 		// The node stopped while it copied the sandbox's files: it was
 		// frozen for that alone.
-		if p, ok := m.recordDriver(info).(isolation.Pauser); ok && info.State == StateRunning {
+		if p, ok := m.recordDriver(info).(isolation.Pauser); ok {
 			if err := p.Resume(ctx, info.ID); err != nil {
 				m.log.Error("let a sandbox frozen for a copy run again", logx.SandboxID(info.ID), logx.Err(err))
 			}

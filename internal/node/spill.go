@@ -59,7 +59,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	if sb.info.State != StatePaused || sb.info.Saved != nil || sb.info.Spilled != nil {
+	if sb.info.Phase() != PhasePaused {
 		return errs.New(errs.Conflict, "sandbox %s is not paused with its memory in it", id)
 	}
 	d := m.recordDriver(sb.info)

@@ -136,6 +136,8 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"cove_sandbox_phase_seconds", map[string]string{"op": "kill", "phase": "record"}, 1},
 		{"cove_sandbox_pause_seconds", map[string]string{"memory": "true"}, 2},
 		{"cove_sandbox_resume_seconds", nil, 1},
+		{"cove_sandbox_transitions_total", map[string]string{"from": "running", "to": "paused"}, 2},
+		{"cove_sandbox_transitions_total", map[string]string{"from": "paused", "to": "running"}, 1},
 		{"cove_api_requests_total", map[string]string{"route": "POST /v2/sandboxes", "code": "201"}, 3},
 		{"cove_api_requests_total", map[string]string{"route": "DELETE /sandboxes/{id}", "code": "204"}, 1},
 		{"cove_api_request_seconds", map[string]string{"route": "POST /sandboxes/{id}/pause"}, 2},

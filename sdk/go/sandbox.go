@@ -21,7 +21,26 @@ type CreateOptions struct {
 	Envs     map[string]string
 	// Volumes mounts volumes (by name) read-write: path → volume.
 	Volumes map[string]string
+	// OnTimeout is what the sandbox's timeout does to it: OnTimeoutKill
+	// (the default), OnTimeoutPause or OnTimeoutPauseFiles.
+	OnTimeout OnTimeout
+	// AutoResume resumes a sandbox its timeout paused with its memory on
+	// the first traffic to one of its ports.
+	AutoResume bool
 }
+
+// OnTimeout is what a sandbox's timeout does to it.
+type OnTimeout int
+
+const (
+	// OnTimeoutKill kills the sandbox.
+	OnTimeoutKill OnTimeout = iota
+	// OnTimeoutPause pauses it with its memory, as Pause.
+	OnTimeoutPause
+	// OnTimeoutPauseFiles pauses it keeping its files only, as
+	// PauseWithoutMemory.
+	OnTimeoutPauseFiles
+)
 
 // SandboxInfo is what the server reports of a sandbox.
 type SandboxInfo struct {
@@ -88,6 +107,13 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 			mounts = append(mounts, map[string]string{"name": name, "path": path})
 		}
 		body["volumeMounts"] = mounts
+	}
+	if opts.OnTimeout != OnTimeoutKill {
+		body["autoPause"] = true
+		body["autoPauseMemory"] = opts.OnTimeout == OnTimeoutPause
+	}
+	if opts.AutoResume {
+		body["autoResume"] = map[string]bool{"enabled": true}
 	}
 	var out sandboxJSON
 	if _, err := c.do(ctx, http.MethodPost, "/v2/sandboxes", body, &out); err != nil {

@@ -245,6 +245,42 @@ func TestSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("pause at the timeout", func(t *testing.T) {
+		for _, c := range []struct {
+			on   cove.OnTimeout
+			kept string // the file written before, and whether its process lives on
+		}{{cove.OnTimeoutPause, "kept 1"}, {cove.OnTimeoutPauseFiles, "kept 0"}} {
+			s, err := client.Create(ctx, cove.CreateOptions{Timeout: time.Minute, OnTimeout: c.on})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Kill(context.Background())
+			if _, err := s.Commands.Run(ctx, "echo kept > /home/user/f; setsid sleep 600 >/dev/null 2>&1 &"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetTimeout(ctx, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				info, err := s.Info(ctx)
+				if err == nil && info.State == "paused" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("on timeout %d: still %+v (%v) 30 s after a timeout of 1 s", c.on, info, err)
+				}
+			}
+			back, err := client.Connect(ctx, s.ID, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := back.Commands.Run(ctx, "echo $(cat /home/user/f) $(pgrep -cx sleep)")
+			if err != nil || strings.TrimSpace(res.Stdout) != c.kept {
+				t.Errorf("on timeout %d, resumed: %q %v, want %q", c.on, res.Stdout, err, c.kept)
+			}
+		}
+	})
+
 	t.Run("volumes", func(t *testing.T) {
 		vol, err := client.CreateVolume(ctx, "go-sdk-vol")
 		if err != nil {

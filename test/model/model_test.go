@@ -1,7 +1,9 @@
 // Package model_test drives random histories of sandbox operations —
 // create, write files, start a process that counts in its memory, pause
 // with and without memory, resume, snapshot, create from a snapshot, fork,
-// kill, the server stopped (cleanly or with SIGKILL) and started again —
+// kill, the timeout (which kills, or pauses with or without memory, as the
+// sandbox was created to), the server stopped (cleanly or with SIGKILL)
+// and started again —
 // through the Go SDK against a real `cove server`, and after every
 // step checks each sandbox against a simple model of it: the state the
 // API reports, every file written before (byte for byte, whatever paths
@@ -45,6 +47,8 @@ type sandbox struct {
 	counting bool              // the counting process runs (or is frozen, paused with memory)
 	count    int               // the last count seen
 	memory   bool              // paused with its memory
+	// onTimeout is what its timeout does (a fork's is its parent's).
+	onTimeout cove.OnTimeout
 }
 
 // snapshot is the model of a snapshot: the files of its sandbox then.
@@ -151,7 +155,7 @@ func (r *run) step() {
 	r.t.Helper()
 	for {
 		running, paused := r.pick("running"), r.pick("paused")
-		switch r.rnd.IntN(11) {
+		switch r.rnd.IntN(12) {
 		case 0:
 			if r.live() < 3 {
 				r.create()
@@ -198,6 +202,11 @@ func (r *run) step() {
 				sb.state = "killed"
 				return
 			}
+		case 11:
+			if running != nil && (running.onTimeout != cove.OnTimeoutKill || r.live() > 1) {
+				r.timeout(running)
+				return
+			}
 		case 10:
 			// The server stops, cleanly or killed, and starts again: it
 			// adopts its sandboxes as they were, processes and all.
@@ -211,18 +220,45 @@ func (r *run) step() {
 	}
 }
 
-func (r *run) add(what string, s *cove.Sandbox, files map[string]string) {
+func (r *run) add(what string, s *cove.Sandbox, files map[string]string, onTimeout cove.OnTimeout) {
 	r.history[len(r.history)-1] = what + " → " + s.ID
-	r.sandboxes = append(r.sandboxes, &sandbox{id: s.ID, state: "running", files: clone(files)})
+	r.sandboxes = append(r.sandboxes, &sandbox{id: s.ID, state: "running", files: clone(files), onTimeout: onTimeout})
 }
+
+var onTimeoutNames = map[cove.OnTimeout]string{cove.OnTimeoutKill: "", cove.OnTimeoutPause: " (paused at its timeout)",
+	cove.OnTimeoutPauseFiles: " (paused without memory at its timeout)"}
 
 func (r *run) create() {
 	var s *cove.Sandbox
-	r.do("create", func() (err error) {
-		s, err = r.c.Create(r.ctx, cove.CreateOptions{Timeout: 10 * time.Minute})
+	on := cove.OnTimeout(r.rnd.IntN(3))
+	what := "create" + onTimeoutNames[on]
+	r.do(what, func() (err error) {
+		s, err = r.c.Create(r.ctx, cove.CreateOptions{Timeout: 10 * time.Minute, OnTimeout: on})
 		return err
 	})
-	r.add("create", s, nil)
+	r.add(what, s, nil, on)
+}
+
+// timeout brings a sandbox's timeout to 1 s and waits for what it does:
+// the sandbox killed, or paused with or without its memory.
+func (r *run) timeout(sb *sandbox) {
+	want := map[cove.OnTimeout]string{cove.OnTimeoutKill: "killed", cove.OnTimeoutPause: "paused", cove.OnTimeoutPauseFiles: "paused"}[sb.onTimeout]
+	r.do("time out "+sb.id, func() error {
+		if err := r.sandboxOf(sb).SetTimeout(r.ctx, time.Second); err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			info, err := r.c.Info(r.ctx, sb.id)
+			switch {
+			case want == "killed" && errors.Is(err, cove.ErrNotFound), err == nil && info.State == want:
+				return nil
+			case time.Now().After(deadline):
+				return fmt.Errorf("a minute after a timeout of 1 s: %+v (%v), want %s", info, err, want)
+			}
+		}
+	})
+	sb.state = want
+	sb.memory = sb.onTimeout == cove.OnTimeoutPause
 }
 
 func (r *run) write(sb *sandbox) {
@@ -281,7 +317,7 @@ func (r *run) fromSnapshot(snap snapshot) {
 		s, err = r.c.Create(r.ctx, cove.CreateOptions{Template: snap.id, Timeout: 10 * time.Minute})
 		return err
 	})
-	r.add("create from "+snap.id, s, snap.files) // its files; no process (namespaces keep none)
+	r.add("create from "+snap.id, s, snap.files, cove.OnTimeoutKill) // its files; no process (namespaces keep none)
 }
 
 func (r *run) fork(sb *sandbox) {
@@ -293,7 +329,7 @@ func (r *run) fork(sb *sandbox) {
 		}
 		return err
 	})
-	r.add("fork "+sb.id, kids[0], sb.files) // its files; no process (namespaces keep none)
+	r.add("fork "+sb.id, kids[0], sb.files, sb.onTimeout) // its files; no process (namespaces keep none)
 }
 
 // sandboxOf is the SDK's handle of a running sandbox.
