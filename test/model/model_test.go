@@ -11,8 +11,12 @@
 // exactly while no operation dropped the sandbox's memory. Once every
 // sandbox is killed nothing of them is left on the host.
 //
-// A failure prints the seed and the history; COVE_MODEL_SEED replays one,
-// COVE_MODEL_STEPS sets the length (60 steps; 300 in make test-long).
+// It runs on namespaces (60 steps; 300 in make test-long) and, in make
+// test-long, on gVisor (100 steps), whose snapshots and forks carry the
+// sandbox's processes and whose paused sandboxes go to disk a second after
+// their pause; make test-long also replays the histories that found bugs
+// (regressions). A failure prints the seed and the history;
+// COVE_MODEL_SEED replays one, COVE_MODEL_STEPS sets the length.
 package model_test
 
 import (
@@ -23,6 +27,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,10 +56,13 @@ type sandbox struct {
 	onTimeout cove.OnTimeout
 }
 
-// snapshot is the model of a snapshot: the files of its sandbox then.
+// snapshot is the model of a snapshot: the files of its sandbox then, and
+// its counting process where snapshots carry processes.
 type snapshot struct {
-	id    string
-	files map[string]string
+	id       string
+	files    map[string]string
+	counting bool
+	count    int
 }
 
 type run struct {
@@ -67,17 +75,60 @@ type run struct {
 	snapshots []snapshot
 	history   []string
 	files     int
+	// carries: snapshots and forks carry the sandbox's processes (gVisor).
+	carries bool
+}
+
+// regressions are the histories that found bugs, replayed by their seeds
+// in make test-long.
+var regressions = []struct {
+	driver string
+	seed   uint64
+	steps  int
+	found  string
+}{
+	{"gvisor", 1796282298974546102, 100, "runsc's output files outlived a node killed during a runsc call"},
 }
 
 func TestRandomHistories(t *testing.T) {
-	srv := testutil.StartProc(t, apiKey)
+	long := os.Getenv("COVE_LONG") != ""
+	t.Run("namespaces", func(t *testing.T) {
+		history(t, map[bool]int{false: 60, true: 300}[long], 0, "namespaces")
+	})
+	t.Run("gvisor", func(t *testing.T) {
+		if !long {
+			t.Skip("make test-long runs it")
+		}
+		history(t, 100, 0, "gvisor")
+	})
+	for _, r := range regressions {
+		t.Run(fmt.Sprintf("%s/%d", r.driver, r.seed), func(t *testing.T) {
+			if !long {
+				t.Skip("make test-long runs it")
+			}
+			t.Logf("found: %s", r.found)
+			history(t, r.steps, r.seed, r.driver)
+		})
+	}
+}
+
+// history drives a random history of steps (from seed; 0: a new one) on
+// a server whose sandboxes run on driver.
+func history(t *testing.T, steps int, seed uint64, driver string) {
+	var args []string
+	carries := false // snapshots and forks carry processes
+	if driver == "gvisor" {
+		testutil.NeedRunsc(t)
+		runsc, _ := filepath.Abs(filepath.Join(filepath.Dir(testutil.Binary(t)), "runsc"))
+		args, carries = []string{"--default-isolation", "gvisor", "--runsc", runsc, "--pause-to-disk-after", "1s"}, true
+	}
+	srv := testutil.StartProc(t, apiKey, args...)
 	c, err := cove.NewClient(cove.WithAPIURL(srv.URL), cove.WithSandboxURL(srv.URL), cove.WithAPIKey(apiKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, steps := uint64(time.Now().UnixNano()), 60
-	if os.Getenv("COVE_LONG") != "" {
-		steps = 300
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
 	}
 	if s := os.Getenv("COVE_MODEL_SEED"); s != "" {
 		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
@@ -91,7 +142,7 @@ func TestRandomHistories(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := &run{t: t, srv: srv, ctx: ctx, c: c, rnd: mrand.New(mrand.NewPCG(seed, seed^0x5eed))}
+	r := &run{t: t, srv: srv, ctx: ctx, c: c, rnd: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), carries: carries}
 	t.Cleanup(func() { // shown on a failure, and with -v
 		t.Logf("seed %d (COVE_MODEL_SEED=%d replays it); the history:\n  %s", seed, seed, strings.Join(r.history, "\n  "))
 	})
@@ -308,7 +359,11 @@ func (r *run) snapshot(sb *sandbox) {
 		return err
 	})
 	r.history[len(r.history)-1] += " → " + snap.ID
-	r.snapshots = append(r.snapshots, snapshot{id: snap.ID, files: clone(sb.files)})
+	s := snapshot{id: snap.ID, files: clone(sb.files)}
+	if r.carries {
+		s.counting, s.count = sb.counting, sb.count
+	}
+	r.snapshots = append(r.snapshots, s)
 }
 
 func (r *run) fromSnapshot(snap snapshot) {
@@ -317,7 +372,9 @@ func (r *run) fromSnapshot(snap snapshot) {
 		s, err = r.c.Create(r.ctx, cove.CreateOptions{Template: snap.id, Timeout: 10 * time.Minute})
 		return err
 	})
-	r.add("create from "+snap.id, s, snap.files, cove.OnTimeoutKill) // its files; no process (namespaces keep none)
+	r.add("create from "+snap.id, s, snap.files, cove.OnTimeoutKill) // its files, and its processes if carried
+	r.sandboxes[len(r.sandboxes)-1].counting = snap.counting
+	r.sandboxes[len(r.sandboxes)-1].count = snap.count
 }
 
 func (r *run) fork(sb *sandbox) {
@@ -329,7 +386,11 @@ func (r *run) fork(sb *sandbox) {
 		}
 		return err
 	})
-	r.add("fork "+sb.id, kids[0], sb.files, sb.onTimeout) // its files; no process (namespaces keep none)
+	r.add("fork "+sb.id, kids[0], sb.files, sb.onTimeout) // its files, and its processes if carried
+	if r.carries {
+		r.sandboxes[len(r.sandboxes)-1].counting = sb.counting
+		r.sandboxes[len(r.sandboxes)-1].count = sb.count
+	}
 }
 
 // sandboxOf is the SDK's handle of a running sandbox.

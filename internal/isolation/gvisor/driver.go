@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -166,7 +167,9 @@ func (d *Driver) get(id string) *sandbox {
 // runsc runs one runsc command and returns its standard output. Its
 // output goes to files, never pipes: `runsc create` leaves the sandbox's
 // processes behind, holding whatever it was given, and a pipe would never
-// reach its end.
+// reach its end. The files are unlinked as soon as they are made and read
+// through their descriptors, so that a node killed during the call leaves
+// none behind.
 func (d *Driver) runsc(ctx context.Context, args ...string) ([]byte, error) {
 	return d.runscLogged(ctx, "", args...)
 }
@@ -177,20 +180,16 @@ func (d *Driver) runsc(ctx context.Context, args ...string) ([]byte, error) {
 func (d *Driver) runscLogged(ctx context.Context, agentLog string, args ...string) ([]byte, error) {
 	global := []string{"--root", filepath.Join(d.cfg.Dir, runscState), "--platform", d.cfg.Platform,
 		"--network", "host", "--overlay2", "none", "--oci-seccomp"}
-	stdout, err := os.CreateTemp(d.cfg.Dir, ".runsc-out-")
+	stdout, err := d.unlinkedTemp()
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(stdout.Name())
 	defer stdout.Close()
 	var stderr *os.File
 	if agentLog != "" {
 		stderr, err = os.OpenFile(agentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	} else {
-		stderr, err = os.CreateTemp(d.cfg.Dir, ".runsc-err-")
-		if err == nil {
-			defer os.Remove(stderr.Name())
-		}
+		stderr, err = d.unlinkedTemp()
 	}
 	if err != nil {
 		return nil, err
@@ -199,12 +198,35 @@ func (d *Driver) runscLogged(ctx context.Context, agentLog string, args ...strin
 	cmd := exec.CommandContext(ctx, d.cfg.Runsc, append(global, args...)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	runErr := cmd.Run()
-	out, _ := os.ReadFile(stdout.Name())
+	out, _ := readAll(stdout)
 	if runErr != nil {
-		msg, _ := os.ReadFile(stderr.Name())
+		var msg []byte
+		if agentLog != "" {
+			msg, _ = os.ReadFile(agentLog)
+		} else {
+			msg, _ = readAll(stderr)
+		}
 		return out, fmt.Errorf("runsc %s: %w: %s", args[0], runErr, lastLines(string(msg), 3))
 	}
 	return out, nil
+}
+
+// unlinkedTemp is a new file under Config.Dir with no name.
+func (d *Driver) unlinkedTemp() (*os.File, error) {
+	f, err := os.CreateTemp(d.cfg.Dir, ".runsc-output-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readAll reads all of f, whatever its offset.
+func readAll(f *os.File) ([]byte, error) {
+	return io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
 }
 
 func lastLines(s string, n int) string {
