@@ -2,8 +2,9 @@
 // create, write files, start a process that counts in its memory, pause
 // with and without memory, resume, snapshot, create from a snapshot, fork,
 // kill, the timeout (which kills, or pauses with or without memory, as the
-// sandbox was created to), the server stopped (cleanly or with SIGKILL)
-// and started again —
+// sandbox was created to), traffic to a port of a sandbox paused with
+// auto-resume, the server stopped (cleanly or with SIGKILL) and started
+// again —
 // through the Go SDK against a real `cove server`, and after every
 // step checks each sandbox against a simple model of it: the state the
 // API reports, every file written before (byte for byte, whatever paths
@@ -25,7 +26,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,9 +55,17 @@ type sandbox struct {
 	counting bool              // the counting process runs (or is frozen, paused with memory)
 	count    int               // the last count seen
 	memory   bool              // paused with its memory
-	// onTimeout is what its timeout does (a fork's is its parent's).
-	onTimeout cove.OnTimeout
+	// onTimeout is what its timeout does (a fork's is its parent's), and
+	// autoResume whether traffic resumes it then.
+	onTimeout  cove.OnTimeout
+	autoResume bool
+	// serving: its web server (on webPort, started at its create when it
+	// resumes on traffic) runs, or is frozen with its memory.
+	serving bool
 }
+
+// webPort is where a sandbox that resumes on traffic serves its home.
+const webPort = "8000"
 
 // snapshot is the model of a snapshot: the files of its sandbox then, and
 // its counting process where snapshots carry processes.
@@ -206,7 +217,7 @@ func (r *run) step() {
 	r.t.Helper()
 	for {
 		running, paused := r.pick("running"), r.pick("paused")
-		switch r.rnd.IntN(12) {
+		switch r.rnd.IntN(13) {
 		case 0:
 			if r.live() < 3 {
 				r.create()
@@ -258,6 +269,13 @@ func (r *run) step() {
 				r.timeout(running)
 				return
 			}
+		case 12:
+			for _, sb := range r.sandboxes {
+				if sb.state == "paused" && sb.memory && sb.autoResume && sb.serving {
+					r.wake(sb)
+					return
+				}
+			}
 		case 10:
 			// The server stops, cleanly or killed, and starts again: it
 			// adopts its sandboxes as they were, processes and all.
@@ -271,9 +289,11 @@ func (r *run) step() {
 	}
 }
 
-func (r *run) add(what string, s *cove.Sandbox, files map[string]string, onTimeout cove.OnTimeout) {
+func (r *run) add(what string, s *cove.Sandbox, files map[string]string, onTimeout cove.OnTimeout, autoResume bool) *sandbox {
 	r.history[len(r.history)-1] = what + " → " + s.ID
-	r.sandboxes = append(r.sandboxes, &sandbox{id: s.ID, state: "running", files: clone(files), onTimeout: onTimeout})
+	sb := &sandbox{id: s.ID, state: "running", files: clone(files), onTimeout: onTimeout, autoResume: autoResume}
+	r.sandboxes = append(r.sandboxes, sb)
+	return sb
 }
 
 var onTimeoutNames = map[cove.OnTimeout]string{cove.OnTimeoutKill: "", cove.OnTimeoutPause: " (paused at its timeout)",
@@ -282,12 +302,45 @@ var onTimeoutNames = map[cove.OnTimeout]string{cove.OnTimeoutKill: "", cove.OnTi
 func (r *run) create() {
 	var s *cove.Sandbox
 	on := cove.OnTimeout(r.rnd.IntN(3))
+	resume := on == cove.OnTimeoutPause && r.rnd.IntN(2) == 0
 	what := "create" + onTimeoutNames[on]
+	if resume {
+		what += " (serving on " + webPort + ", resumed by traffic)"
+	}
 	r.do(what, func() (err error) {
-		s, err = r.c.Create(r.ctx, cove.CreateOptions{Timeout: 10 * time.Minute, OnTimeout: on})
+		s, err = r.c.Create(r.ctx, cove.CreateOptions{Timeout: 10 * time.Minute, OnTimeout: on, AutoResume: resume})
+		if err == nil && resume {
+			_, err = s.Commands.Run(r.ctx, "setsid python3 -m http.server "+webPort+" --directory /home/user >/dev/null 2>&1 &"+
+				" for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"+webPort+") 2>/dev/null && exit 0; sleep 0.1; done; exit 1")
+		}
 		return err
 	})
-	r.add(what, s, nil, on)
+	sb := r.add(what, s, nil, on, resume)
+	sb.serving = resume
+}
+
+// wake sends a request to the web server of a sandbox paused with its
+// memory and auto-resume: it resumes, and the server answers.
+func (r *run) wake(sb *sandbox) {
+	r.do("traffic to "+sb.id, func() error {
+		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.srv.URL+"/", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("E2b-Sandbox-Id", sb.id)
+		req.Header.Set("E2b-Sandbox-Port", webPort)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		return nil
+	})
+	sb.state = "running"
 }
 
 // timeout brings a sandbox's timeout to 1 s and waits for what it does:
@@ -348,7 +401,7 @@ func (r *run) resume(sb *sandbox) {
 	})
 	sb.state = "running"
 	if !sb.memory { // booted again from its files
-		sb.counting, sb.count = false, 0
+		sb.counting, sb.count, sb.serving = false, 0, false
 	}
 }
 
@@ -372,9 +425,8 @@ func (r *run) fromSnapshot(snap snapshot) {
 		s, err = r.c.Create(r.ctx, cove.CreateOptions{Template: snap.id, Timeout: 10 * time.Minute})
 		return err
 	})
-	r.add("create from "+snap.id, s, snap.files, cove.OnTimeoutKill) // its files, and its processes if carried
-	r.sandboxes[len(r.sandboxes)-1].counting = snap.counting
-	r.sandboxes[len(r.sandboxes)-1].count = snap.count
+	sb := r.add("create from "+snap.id, s, snap.files, cove.OnTimeoutKill, false) // its files, and its processes if carried
+	sb.counting, sb.count = snap.counting, snap.count
 }
 
 func (r *run) fork(sb *sandbox) {
@@ -386,10 +438,9 @@ func (r *run) fork(sb *sandbox) {
 		}
 		return err
 	})
-	r.add("fork "+sb.id, kids[0], sb.files, sb.onTimeout) // its files, and its processes if carried
+	kid := r.add("fork "+sb.id, kids[0], sb.files, sb.onTimeout, sb.autoResume) // its files, and its processes if carried
 	if r.carries {
-		r.sandboxes[len(r.sandboxes)-1].counting = sb.counting
-		r.sandboxes[len(r.sandboxes)-1].count = sb.count
+		kid.counting, kid.count, kid.serving = sb.counting, sb.count, sb.serving
 	}
 }
 

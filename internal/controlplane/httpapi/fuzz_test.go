@@ -39,8 +39,7 @@ func FuzzCreateRequest(f *testing.F) {
 			}
 			return
 		}
-		egress, err := service.ValidateCreate(req, 24*time.Hour)
-		if err != nil {
+		if err := service.CheckCreate(&req, 24*time.Hour); err != nil {
 			if errs.HTTPStatus(err) != http.StatusBadRequest {
 				t.Fatalf("validating %q: %v (%d), want a 400", body, err, errs.HTTPStatus(err))
 			}
@@ -54,7 +53,7 @@ func FuzzCreateRequest(f *testing.F) {
 				t.Fatalf("%q: accepted the variable %q=%q", body, k, v)
 			}
 		}
-		for _, p := range append(egress.Allow, egress.Deny...) {
+		for _, p := range append(req.AllowOut, req.DenyOut...) {
 			if !p.IsValid() || !p.Addr().Is4() || p != p.Masked() {
 				t.Fatalf("%q: accepted the prefix %v", body, p)
 			}

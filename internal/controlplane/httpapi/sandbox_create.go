@@ -1,11 +1,12 @@
 package httpapi
 
 import (
-	"github.com/covesandbox/cove/internal/errs"
 	"net/http"
 	"strings"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/node"
 )
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
@@ -56,13 +57,16 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume cannot be combined with autoPauseMemory false: a sandbox paused without its memory boots afresh, so it is resumed with connect, not by traffic")
 	}
 	return service.CreateRequest{
-		TemplateID: req.TemplateID, Timeout: seconds(timeout),
-		Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
-		AllowInternetAccess: req.AllowInternetAccess, AutoPause: autoPause, AutoResume: autoResume,
-		AutoPauseFiles: autoPause && pauseFiles, Volumes: volumeMounts(req.VolumeMounts),
-		PublicTraffic: req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
-		AllowOut:      egress(req.Network, true), DenyOut: egress(req.Network, false),
-		MaskRequestHost: maskHost(req.Network),
+		CreateRequest: node.CreateRequest{
+			Template: req.TemplateID, Timeout: seconds(timeout),
+			Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
+			AutoPause: autoPause, AutoResume: autoResume, AutoPauseFiles: autoPause && pauseFiles,
+			Volumes:         volumeMounts(req.VolumeMounts),
+			PublicTraffic:   req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
+			MaskRequestHost: maskHost(req.Network),
+		},
+		AllowInternetAccess: req.AllowInternetAccess,
+		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/node"
 )
 
 // MaxForks bounds the children of one fork (E2B's limit).
@@ -45,21 +46,15 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 	}
 	defer c.Release() // the children stack the layer once started
 	info, sum := c.Info, c.Layer
-	req := CreateRequest{
-		Team: team, TemplateID: info.TemplateID, BuildID: info.BuildID, Layers: info.Layers, Saved: &sum, Alias: parent.Alias,
+	req := CreateRequest{Alias: parent.Alias, AllowInternetAccess: parent.AllowInternetAccess, CreateRequest: node.CreateRequest{
+		Team: team, Template: info.TemplateID, BuildID: info.BuildID, Layers: info.Layers, Saved: &sum,
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
-		AllowInternetAccess: parent.AllowInternetAccess, AutoPause: parent.AutoPause, AutoResume: parent.AutoResume,
-		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation, AutoPauseFiles: info.AutoPauseFiles,
+		AutoPause: parent.AutoPause, AutoResume: parent.AutoResume, AutoPauseFiles: info.AutoPauseFiles,
+		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation,
 		Volumes: info.Volumes, Image: c.Image, Node: info.Node,
-	}
-	if n := info.Network; n != nil {
-		for _, p := range n.AllowOut {
-			req.AllowOut = append(req.AllowOut, p.String())
-		}
-		req.AllowOut = append(req.AllowOut, n.AllowDomains...)
-		for _, p := range n.DenyOut {
-			req.DenyOut = append(req.DenyOut, p.String())
-		}
+	}}
+	if n := info.Network; n != nil { // its parent's rules, parsed already
+		req.AllowOut, req.DenyOut, req.AllowDomains = n.AllowOut, n.DenyOut, n.AllowDomains
 	}
 	out := make([]ForkResult, count)
 	sem := make(chan struct{}, forkParallel)

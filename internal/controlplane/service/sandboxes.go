@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,44 +18,22 @@ import (
 	"github.com/covesandbox/cove/internal/tokens"
 )
 
-// CreateRequest is a validated POST /sandboxes.
+// CreateRequest is a POST /sandboxes (or a fork's child): the node's
+// request, which Create passes on as it is — adding the team's quota, the
+// tokens' derivation, the egress rules parsed and the isolation the
+// metadata names — and what only the control plane keeps of it.
 type CreateRequest struct {
-	Team                string
-	TemplateID          string
-	Timeout             time.Duration
-	Metadata            map[string]string
-	EnvVars             map[string]string
-	Secure              bool
+	node.CreateRequest
+	// AllowInternetAccess is the request's own (nil: not said): listed as
+	// asked; false turns the sandbox's egress off (NoInternet).
 	AllowInternetAccess *bool
-	AllowOut, DenyOut   []string // IPs and CIDRs
-	AutoPause           bool
-	AutoResume          bool
-	// AutoPauseFiles: the timeout's pause keeps the files only (E2B's
-	// autoPauseMemory false).
-	AutoPauseFiles bool
-	// PublicTraffic false makes the sandbox's ports require the traffic token.
-	PublicTraffic bool
-	// MaskRequestHost, when set, is the Host header requests to the
-	// sandbox's ports arrive with (${PORT} becomes the port).
-	MaskRequestHost string
-	// Isolation, when set, names the driver (else the metadata's
-	// IsolationKey, else the template's).
-	Isolation string
-	// BuildID and Saved start the sandbox from a template build with a
-	// saved layer on top (a fork); Alias is then the name it is listed
-	// under.
-	BuildID string
-	Saved   *template.LayerSum
-	Layers  []string
-	Alias   string
-	// Image, with Saved, is a copy of the parent's processes the sandbox
-	// runs on from (a fork, on a driver that can copy them).
-	Image *template.ProcessImage
-	// Volumes are mounted read-write (Volumes.Mounts resolved them).
-	Volumes []VolumeMount
-	// Node, in a cluster, is the node the sandbox must start on (a fork's
-	// child: its parent's, which holds the copy).
-	Node string
+	// EgressAllow and EgressDeny are egress rules as asked (IPs and CIDRs;
+	// domain names too in EgressAllow): CheckCreate parses them into the
+	// node request's AllowOut, DenyOut and AllowDomains.
+	EgressAllow, EgressDeny []string
+	// Alias, when set, is the name the sandbox is listed under (a fork's:
+	// its parent's); else the template's name it was asked by.
+	Alias string
 }
 
 // Sandbox is what the API reports of a sandbox.
@@ -77,25 +56,34 @@ func (s *Service) view(sb store.Sandbox) Sandbox {
 	return v
 }
 
-// ValidateCreate checks what a create asks for before anything is made:
-// the timeout, the environment variables and the egress rules (returned
-// parsed). Every error is InvalidArgument.
-func ValidateCreate(req CreateRequest, maxTimeout time.Duration) (Egress, error) {
+// CheckCreate checks what a create asks for before anything is made: the
+// timeout, the environment variables and the egress rules, which it parses
+// into the node's request (beside rules already there: a fork's). Every
+// error is InvalidArgument.
+func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 	if req.Timeout <= 0 {
-		return Egress{}, errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
+		return errs.New(errs.InvalidArgument, "Timeout must be greater than 0")
 	}
 	if req.Timeout > maxTimeout {
-		return Egress{}, errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(maxTimeout.Hours()))
+		return errs.New(errs.InvalidArgument, "Timeout cannot be greater than %d hours", int(maxTimeout.Hours()))
 	}
 	if strings.ContainsAny(req.MaskRequestHost, " \t\r\n/") {
-		return Egress{}, errs.New(errs.InvalidArgument, "network.maskRequestHost %q: a host[:port] (${PORT} for the port)", req.MaskRequestHost)
+		return errs.New(errs.InvalidArgument, "network.maskRequestHost %q: a host[:port] (${PORT} for the port)", req.MaskRequestHost)
 	}
 	for k, v := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return Egress{}, errs.New(errs.InvalidArgument, "envVars %q: a name must be non-empty without '=' or NUL, a value without NUL", k)
+			return errs.New(errs.InvalidArgument, "envVars %q: a name must be non-empty without '=' or NUL, a value without NUL", k)
 		}
 	}
-	return ParseEgress(req.AllowOut, req.DenyOut)
+	e, err := ParseEgress(req.EgressAllow, req.EgressDeny)
+	if err != nil {
+		return err
+	}
+	// New slices: a fork's children share their request's.
+	req.AllowOut = slices.Concat(req.AllowOut, e.Allow)
+	req.DenyOut = slices.Concat(req.DenyOut, e.Deny)
+	req.AllowDomains = slices.Concat(req.AllowDomains, e.AllowDomains)
+	return nil
 }
 
 // IsolationKey is the metadata key that chooses a sandbox's isolation
@@ -108,12 +96,11 @@ const IsolationKey = "cove.isolation"
 // Create starts a sandbox for a team and records it. It answers once the
 // sandbox's agent is ready; on failure nothing is left.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error) {
-	egress, err := ValidateCreate(req, s.cfg.MaxTimeout)
-	if err != nil {
+	if err := CheckCreate(&req, s.cfg.MaxTimeout); err != nil {
 		return Sandbox{}, err
 	}
-	if s.cfg.CanUseTemplate != nil && req.TemplateID != "" {
-		if err := s.cfg.CanUseTemplate(req.Team, req.TemplateID); err != nil {
+	if s.cfg.CanUseTemplate != nil && req.Template != "" {
+		if err := s.cfg.CanUseTemplate(req.Team, req.Template); err != nil {
 			return Sandbox{}, err
 		}
 	}
@@ -124,18 +111,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	if err != nil {
 		return Sandbox{}, err
 	}
-	info, err := s.node.Create(ctx, node.CreateRequest{
-		Quota: &quota, Template: req.TemplateID, Timeout: req.Timeout,
-		// The node names the sandbox (a warm one has its id already) and
-		// derives its tokens from the id, as view does here.
-		DeriveTokens: true, Secure: req.Secure, PublicTraffic: req.PublicTraffic,
-		EnvVars: req.EnvVars, Metadata: req.Metadata,
-		NoInternet: req.AllowInternetAccess != nil && !*req.AllowInternetAccess,
-		AllowOut:   egress.Allow, DenyOut: egress.Deny, AllowDomains: egress.AllowDomains,
-		Isolation: cmp.Or(req.Isolation, req.Metadata[IsolationKey]), Team: req.Team, MaskRequestHost: req.MaskRequestHost,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, BuildID: req.BuildID, Saved: req.Saved, Layers: req.Layers, Volumes: req.Volumes, Image: req.Image,
-		Node: req.Node,
-	})
+	nreq := req.CreateRequest
+	nreq.Quota = &quota
+	// The node names the sandbox (a warm one has its id already) and
+	// derives its tokens from the id, as view does here.
+	nreq.DeriveTokens = true
+	nreq.NoInternet = nreq.NoInternet || req.AllowInternetAccess != nil && !*req.AllowInternetAccess
+	nreq.Isolation = cmp.Or(nreq.Isolation, nreq.Metadata[IsolationKey])
+	info, err := s.node.Create(ctx, nreq)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -143,8 +126,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	// A template asked for by name is listed under that name (E2B's
 	// alias); the built-in base's id is its name.
 	alias := req.Alias
-	if alias == "" && (req.TemplateID != info.TemplateID || info.TemplateID == template.BaseName) {
-		alias, _, _ = strings.Cut(req.TemplateID, ":")
+	if alias == "" && (req.Template != info.TemplateID || info.TemplateID == template.BaseName) {
+		alias, _, _ = strings.Cut(req.Template, ":")
 	}
 	sb := store.Sandbox{
 		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: "running", Isolation: info.Isolation, Node: info.Node,
