@@ -57,6 +57,12 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 			m.log.Error("remove dead sandbox", logx.SandboxID(info.ID), logx.Err(err))
 			continue
 		}
+		if info.Spilled != nil { // its memory on disk, whole or not
+			if err := fsutil.RemoveTree(m.spillDir(info.ID)); err != nil {
+				m.log.Error("remove a lost sandbox's memory on disk", logx.SandboxID(info.ID), logx.Err(err))
+				continue
+			}
+		}
 		m.removeRecord(info.ID)
 		removed++
 	}

@@ -57,6 +57,11 @@ type Driver struct {
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	saved     map[string]*os.File // checkpointed sandboxes' network namespaces, held for Restore
+
+	// orphans are the runsc checkpoints a stopped node left running, by
+	// sandbox (orphans.go), found at the first Recover.
+	orphansOnce sync.Once
+	orphans     map[string][]int
 }
 
 var (

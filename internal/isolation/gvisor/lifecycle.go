@@ -131,6 +131,9 @@ func (d *Driver) Recover(ctx context.Context, h isolation.Handle) error {
 	if d.get(h.ID) != nil {
 		return nil
 	}
+	if err := d.waitOrphans(ctx, h.ID); err != nil {
+		return err
+	}
 	st, err := hostproc.ReadRecord(d.dir(h.ID))
 	if err != nil {
 		return errs.New(errs.NotFound, "sandbox %s has no state: %v", h.ID, err)
