@@ -7,7 +7,7 @@ PKGS    := ./...
 # sandbox) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: image bench-prepare all build dashboard check-dashboard test test-long test-k8s bench bench-cluster deps tools generate check-generated run install clean runsc
+.PHONY: image bench-prepare all build dashboard check-dashboard test test-long test-k8s bench bench-ab bench-cluster deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -103,6 +103,11 @@ test-k8s:
 
 bench: deps build runsc
 	./scripts/bench.sh
+
+# Two builds on the hot path, their creates interleaved:
+# make bench-ab OLD=/path/to/old/bin NEW=bin
+bench-ab: build
+	./scripts/bench-ab.sh old=$(OLD) new=$(NEW)
 
 # A cluster (PostgreSQL, three nodes, two API replicas) beside cove server.
 bench-cluster: deps build runsc

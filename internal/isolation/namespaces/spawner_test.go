@@ -2,6 +2,7 @@ package namespaces
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestSpawner: the sandboxes' inits are the node's children, cloned by
@@ -48,6 +50,14 @@ func TestSpawner(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.spawner.mu.Unlock()
+	// Dead before the next create: a spawner killed while it reads a
+	// request may have served it, and that create fails by design.
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if state, ok := stateOf(spawnerPID); ok && state != "Z" {
+			return fmt.Errorf("the killed spawner %d is still %s", spawnerPID, state)
+		}
+		return nil
+	})
 	create()
 	d.spawner.mu.Lock()
 	if d.spawner.cmd == nil || d.spawner.cmd.Process.Pid == spawnerPID {
@@ -62,15 +72,33 @@ func TestSpawner(t *testing.T) {
 	create() // a closed spawner starts again at the next create
 }
 
+// statFields are the fields of a process's /proc stat after its command
+// (state, ppid, …), and whether it has one.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	// pid (comm) state ppid …: comm may hold spaces; the last ')' ends it.
+	return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])), true
+}
+
+// stateOf is a process's state (R, S, Z …), and whether it exists.
+func stateOf(pid int) (string, bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) == 0 {
+		return "", false
+	}
+	return f[0], true
+}
+
 // parentOf reads a process's parent pid from /proc.
 func parentOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
+		t.Fatalf("process %d has no stat", pid)
 	}
-	// pid (comm) state ppid …: comm may hold spaces; the last ')' ends it.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	ppid, err := strconv.Atoi(f[1])
 	if err != nil {
 		t.Fatal(err)
