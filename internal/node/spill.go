@@ -180,6 +180,9 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 // (a record that names an image without its manifest): still running,
 // it is paused again and kept in memory; ended, its image is complete
 // (runsc ends the sandbox once the image is written) and is listed now.
+// One whose checkpoint ended just before the driver looked is still
+// alive, on its way out, and refuses the pause: it is awaited, and its
+// image listed.
 func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 	d := m.recordDriver(info)
 	if err := d.Recover(ctx, info.Handle); err == nil {
@@ -187,7 +190,14 @@ func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 			// Thawed for the checkpoint or not yet: paused either way.
 			_ = p.Resume(ctx, info.ID)
 			if err := p.Pause(ctx, info.ID); err != nil {
-				return info, err
+				wctx, cancel := context.WithTimeout(ctx, spillExitWait)
+				_, werr := d.Wait(wctx, info.ID)
+				cancel()
+				if werr != nil {
+					return info, fmt.Errorf("pause sandbox %s again after an interrupted checkpoint: %w", info.ID, err)
+				}
+				m.log.Info("sandbox ended by the checkpoint a stopped node left", logx.SandboxID(info.ID), logx.Err(err))
+				return m.listSpilled(info)
 			}
 		}
 		fsutil.RemoveTree(info.Spilled.Dir)
@@ -195,6 +205,16 @@ func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 		m.log.Info("sandbox kept paused in memory after an interrupted checkpoint", logx.SandboxID(info.ID))
 		return info, m.writeRecord(info)
 	}
+	return m.listSpilled(info)
+}
+
+// spillExitWait bounds how long adoptSpilling waits for a sandbox its
+// checkpoint is ending.
+const spillExitWait = 30 * time.Second
+
+// listSpilled records the manifest of a finished checkpoint's image, found
+// at a restart.
+func (m *Manager) listSpilled(info Info) (Info, error) {
 	files, err := template.SumFiles(info.Spilled.Dir)
 	if err != nil || len(files) == 0 {
 		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
