@@ -49,7 +49,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 		return errs.New(errs.Conflict, "sandbox %s is still being created", sb.info.ID)
 	}
 	paused := sb.info.Phase() == PhasePaused // frozen, not ended
-	spilled := sb.info.Spilled
+	spilled := sb.info.Rest.Memory
 	if sb.spill != nil {
 		sb.spill.Stop()
 	}

@@ -1,15 +1,16 @@
 package node
 
 import (
+	"encoding/json"
+
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
 // Phase is where a sandbox is in its lifecycle. Its record holds it, as
-// State and the parts a paused or saving sandbox is made of (Saving,
-// Spilled, Saved); Info.Phase reads it from them. Every record the node
-// writes goes through writeRecord, which refuses a change of phase that
-// Transitions does not list.
+// State and, for a paused or saving sandbox, Rest; Info.Phase reads it.
+// Every record the node writes goes through writeRecord, which refuses a
+// change of phase that Transitions does not list.
 type Phase string
 
 const (
@@ -25,19 +26,98 @@ const (
 	// meanwhile lets it run again.
 	PhaseSaving Phase = "saving"
 	// PhasePaused: frozen in place with its memory; a copy of its files
-	// may be shared for another node to boot it from (Fallback).
+	// may be shared for another node to boot it from (Rest.Files).
 	PhasePaused Phase = "paused"
 	// PhaseSpilling: paused, its memory being written to disk; a node
 	// that restarts meanwhile finds out which way it went.
 	PhaseSpilling Phase = "spilling"
-	// PhaseOnDisk: paused, its memory on disk (Spilled), holding none.
+	// PhaseOnDisk: paused, its memory on disk (Rest.Memory), holding none.
 	PhaseOnDisk Phase = "paused on disk"
 	// PhaseFiles: paused without its memory: its files saved as a layer
-	// (Saved), no processes; a resume boots it again.
+	// (Rest.Files), no processes; a resume boots it again.
 	PhaseFiles Phase = "paused as files"
 	// PhaseKilled: ended; its record goes.
 	PhaseKilled Phase = "killed"
 )
+
+// Rest is what a paused or saving sandbox is made of beyond what every
+// record holds: one value, whose Phase says which parts it has. A running
+// sandbox's is zero.
+//
+//	PhaseSaving    none: it is frozen while its files are copied
+//	PhasePaused    Files, when a copy of its files is shared for another
+//	               node to boot it from if this one is lost
+//	PhaseSpilling  Memory, without its manifest yet; Files as paused
+//	PhaseOnDisk    Memory, with its manifest; Files as paused
+//	PhaseFiles     Files: what it boots from again
+type Rest struct {
+	Phase  Phase       `json:"phase,omitempty"`
+	Files  *SavedState `json:"files,omitempty"`
+	Memory *SpillState `json:"memory,omitempty"`
+}
+
+// paused is the rest of a sandbox paused with its memory, keeping a shared
+// copy of its files if it has one.
+func (r Rest) paused() Rest { return Rest{Phase: PhasePaused, Files: r.Files} }
+
+// check refuses a rest its record's state cannot have. A killed
+// sandbox's record may keep the rest it had: its parts go with it.
+func (r Rest) check(s State) error {
+	ok := s == StateKilled
+	switch r.Phase {
+	case "":
+		ok = ok || r.Files == nil && r.Memory == nil && s != StatePaused
+	case PhaseSaving:
+		ok = ok || r.Files == nil && r.Memory == nil && s == StateRunning
+	case PhasePaused:
+		ok = ok || r.Memory == nil && s == StatePaused
+	case PhaseSpilling:
+		ok = ok || r.Memory != nil && r.Memory.Files == nil && s == StatePaused
+	case PhaseOnDisk:
+		ok = ok || r.Memory != nil && r.Memory.Files != nil && s == StatePaused
+	case PhaseFiles:
+		ok = ok || r.Files != nil && r.Memory == nil && s == StatePaused
+	}
+	if !ok {
+		return errs.New(errs.Internal, "a %s sandbox cannot rest as %q (files %t, memory %t)", s, r.Phase, r.Files != nil, r.Memory != nil)
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a record, also one written before Rest, whose parts
+// were loose fields of their own (a node's records on disk, a cluster's
+// paused states in its database).
+func (i *Info) UnmarshalJSON(b []byte) error {
+	type record Info // without this method
+	var r struct {
+		record
+		Saved    *SavedState `json:"saved"`
+		Fallback *SavedState `json:"fallback"`
+		Spilled  *SpillState `json:"spilled"`
+		Saving   bool        `json:"saving"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	*i = Info(r.record)
+	if i.Rest.Phase != "" {
+		return nil
+	}
+	switch {
+	case r.Saving && i.State == StateRunning:
+		i.Rest = Rest{Phase: PhaseSaving}
+	case i.State != StatePaused:
+	case r.Saved != nil:
+		i.Rest = Rest{Phase: PhaseFiles, Files: r.Saved}
+	case r.Spilled != nil && r.Spilled.Files == nil:
+		i.Rest = Rest{Phase: PhaseSpilling, Files: r.Fallback, Memory: r.Spilled}
+	case r.Spilled != nil:
+		i.Rest = Rest{Phase: PhaseOnDisk, Files: r.Fallback, Memory: r.Spilled}
+	default:
+		i.Rest = Rest{Phase: PhasePaused, Files: r.Fallback}
+	}
+	return nil
+}
 
 // Phase is the sandbox's phase by its record.
 func (i Info) Phase() Phase {
@@ -45,20 +125,15 @@ func (i Info) Phase() Phase {
 	case StateCreating:
 		return PhaseCreating
 	case StateRunning:
-		if i.Saving {
+		if i.Rest.Phase == PhaseSaving {
 			return PhaseSaving
 		}
 		return PhaseRunning
 	case StatePaused:
-		switch {
-		case i.Saved != nil:
-			return PhaseFiles
-		case i.Spilled != nil && i.Spilled.Files == nil:
-			return PhaseSpilling
-		case i.Spilled != nil:
-			return PhaseOnDisk
+		if i.Rest.Phase == "" {
+			return PhasePaused
 		}
-		return PhasePaused
+		return i.Rest.Phase
 	case StateKilled:
 		return PhaseKilled
 	}
@@ -126,8 +201,11 @@ func (m *Manager) checkPhase(info Info) (from Phase, err error) {
 	if !ok {
 		from = PhaseNone
 	}
-	if to := info.Phase(); !legal(from, to) {
-		err := errs.New(errs.Internal, "sandbox %s cannot go from %s to %s", info.ID, from, to)
+	err = info.Rest.check(info.State)
+	if to := info.Phase(); err == nil && !legal(from, to) {
+		err = errs.New(errs.Internal, "sandbox %s cannot go from %s to %s", info.ID, from, to)
+	}
+	if err != nil {
 		m.log.Error("illegal change of a sandbox's phase refused", logx.SandboxID(info.ID), logx.Err(err))
 		return from, err
 	}

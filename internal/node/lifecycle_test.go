@@ -1,15 +1,18 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/template"
 )
 
 func TestPhaseOfRecord(t *testing.T) {
+	onDisk := &SpillState{Dir: "d", Files: []template.FileSum{{}}}
 	for _, c := range []struct {
 		info Info
 		want Phase
@@ -17,17 +20,79 @@ func TestPhaseOfRecord(t *testing.T) {
 		{Info{}, PhaseNone},
 		{Info{State: StateCreating}, PhaseCreating},
 		{Info{State: StateRunning}, PhaseRunning},
-		{Info{State: StateRunning, Saving: true}, PhaseSaving},
-		{Info{State: StatePaused}, PhasePaused},
-		{Info{State: StatePaused, Fallback: &SavedState{}}, PhasePaused},
-		{Info{State: StatePaused, Spilled: &SpillState{Dir: "d"}}, PhaseSpilling},
-		{Info{State: StatePaused, Spilled: &SpillState{Dir: "d", Files: nil}}, PhaseSpilling},
-		{Info{State: StatePaused, Spilled: &SpillState{Dir: "d", Files: []template.FileSum{{}}}}, PhaseOnDisk},
-		{Info{State: StatePaused, Saved: &SavedState{}}, PhaseFiles},
-		{Info{State: StateKilled}, PhaseKilled},
+		{Info{State: StateRunning, Rest: Rest{Phase: PhaseSaving}}, PhaseSaving},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhasePaused}}, PhasePaused},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhasePaused, Files: &SavedState{}}}, PhasePaused},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhaseSpilling, Memory: &SpillState{Dir: "d"}}}, PhaseSpilling},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhaseOnDisk, Memory: onDisk}}, PhaseOnDisk},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhaseFiles, Files: &SavedState{}}}, PhaseFiles},
+		{Info{State: StateKilled, Rest: Rest{Phase: PhaseFiles, Files: &SavedState{}}}, PhaseKilled},
 	} {
 		if got := c.info.Phase(); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.info, got, c.want)
+		}
+		if err := c.info.Rest.check(c.info.State); c.info.State != "" && err != nil {
+			t.Errorf("%+v: %v", c.info, err)
+		}
+	}
+}
+
+// TestRestParts: a rest has the parts its phase says, on a record whose
+// state can have it; writeRecord refuses any other.
+func TestRestParts(t *testing.T) {
+	files, spilling, onDisk := &SavedState{}, &SpillState{Dir: "d"}, &SpillState{Dir: "d", Files: []template.FileSum{{}}}
+	for _, c := range []struct {
+		state State
+		rest  Rest
+	}{
+		{StateRunning, Rest{Phase: PhaseSaving, Files: files}},
+		{StatePaused, Rest{Phase: PhaseSaving}},
+		{StatePaused, Rest{}},
+		{StateRunning, Rest{Phase: PhasePaused}},
+		{StateRunning, Rest{Files: files}},
+		{StatePaused, Rest{Phase: PhasePaused, Memory: onDisk}},
+		{StatePaused, Rest{Phase: PhaseSpilling}},
+		{StatePaused, Rest{Phase: PhaseSpilling, Memory: onDisk}},
+		{StatePaused, Rest{Phase: PhaseOnDisk, Memory: spilling}},
+		{StatePaused, Rest{Phase: PhaseFiles}},
+		{StatePaused, Rest{Phase: PhaseFiles, Files: files, Memory: onDisk}},
+		{StatePaused, Rest{Phase: PhaseRunning}},
+	} {
+		if err := c.rest.check(c.state); !errs.Is(err, errs.Internal) {
+			t.Errorf("%s %+v: %v, want an internal error", c.state, c.rest, err)
+		}
+	}
+}
+
+// TestRecordBeforeRest: a record written before Rest, its parts loose
+// fields, reads as the same phase with the same parts.
+func TestRecordBeforeRest(t *testing.T) {
+	for _, c := range []struct {
+		record     string
+		want       Phase
+		files, mem bool
+	}{
+		{`{"id":"a","state":"running"}`, PhaseRunning, false, false},
+		{`{"id":"a","state":"running","saving":true}`, PhaseSaving, false, false},
+		{`{"id":"a","state":"paused"}`, PhasePaused, false, false},
+		{`{"id":"a","state":"paused","fallback":{"layer":{"name":"l"}}}`, PhasePaused, true, false},
+		{`{"id":"a","state":"paused","fallback":{"layer":{"name":"l"}},"spilled":{"dir":"d"}}`, PhaseSpilling, true, true},
+		{`{"id":"a","state":"paused","spilled":{"dir":"d","files":[{"name":"p"}]}}`, PhaseOnDisk, false, true},
+		{`{"id":"a","state":"paused","saved":{"layer":{"name":"l"},"blobs":{"l":"b"}},"ownLayer":"l"}`, PhaseFiles, true, false},
+		{`{"id":"a","state":"paused","rest":{"phase":"paused as files","files":{"layer":{"name":"l"}}}}`, PhaseFiles, true, false},
+	} {
+		var info Info
+		if err := json.Unmarshal([]byte(c.record), &info); err != nil {
+			t.Fatalf("%s: %v", c.record, err)
+		}
+		if got := info.Phase(); got != c.want || (info.Rest.Files != nil) != c.files || (info.Rest.Memory != nil) != c.mem {
+			t.Errorf("%s: %s %+v, want %s (files %t, memory %t)", c.record, got, info.Rest, c.want, c.files, c.mem)
+		}
+		if err := info.Rest.check(info.State); err != nil {
+			t.Errorf("%s: %v", c.record, err)
+		}
+		if info.ID != "a" {
+			t.Errorf("%s: id %q: the record's own fields are lost", c.record, info.ID)
 		}
 	}
 }

@@ -395,7 +395,7 @@ func (m *Manager) LayersInUse() map[string]bool {
 		for _, l := range info.Layers {
 			out[l] = true
 		}
-		if f := info.Fallback; f != nil {
+		if f := info.Rest.Files; f != nil { // saved, or a shared copy
 			for _, l := range f.Template.RootFS.Layers {
 				out[l] = true
 			}

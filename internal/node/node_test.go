@@ -270,7 +270,7 @@ func TestCopyInterruptedByACrash(t *testing.T) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["state"], m["saving"] = "running", true
+	m["state"], m["rest"] = "running", map[string]string{"phase": string(node.PhaseSaving)}
 	if data, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestCopyInterruptedByACrash(t *testing.T) {
 	if adopted, _, err := second.Recover(ctx); err != nil || adopted != 1 {
 		t.Fatalf("recover: %d %v", adopted, err)
 	}
-	if info, err := second.Get(sb.ID); err != nil || info.State != node.StateRunning || info.Saving {
+	if info, err := second.Get(sb.ID); err != nil || info.Phase() != node.PhaseRunning {
 		t.Errorf("after the restart: %+v %v, want running", info, err)
 	}
 	agent, err := second.Agent(sb.ID)

@@ -45,11 +45,11 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 		return Info{}, err
 	}
 	sb.timer.Stop()
-	sb.info.State = StatePaused
+	sb.info.State, sb.info.Rest = StatePaused, Rest{Phase: PhasePaused}
 	if err := m.writeRecord(sb.info); err != nil {
 		// Unrecorded, the pause would not survive a restart: undo it.
 		_ = p.Resume(context.WithoutCancel(ctx), id)
-		sb.info.State = StateRunning
+		sb.info.State, sb.info.Rest = StateRunning, Rest{}
 		sb.timer.Reset(time.Until(sb.info.EndAt))
 		return Info{}, err
 	}
@@ -61,7 +61,7 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 
 // keepFallback copies the files of a sandbox just paused with its memory
 // (sb.mu held) and shares them (Config.Share), for another node to boot it
-// from if this one is lost: Info.Fallback. Without it the pause stands,
+// from if this one is lost: Rest.Files. Without it the pause stands,
 // bound to this node.
 func (m *Manager) keepFallback(ctx context.Context, sb *sandbox) {
 	if m.cfg.Share == nil || len(sb.info.Volumes) > 0 {
@@ -90,9 +90,9 @@ func (m *Manager) keepFallback(ctx context.Context, sb *sandbox) {
 		fail(err)
 		return
 	}
-	sb.info.Fallback = &SavedState{Layer: sum, Template: tpl, Blobs: blobs}
+	sb.info.Rest.Files = &SavedState{Layer: sum, Template: tpl, Blobs: blobs}
 	if err := m.writeRecord(sb.info); err != nil {
-		sb.info.Fallback = nil
+		sb.info.Rest.Files = nil
 		fail(err)
 	}
 }
@@ -132,15 +132,10 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 		if err := m.restoreSpilled(ctx, sb, timeout); err != nil {
 			return Info{}, err
 		}
-		if sb.info.Fallback != nil { // running again: its copy is stale
-			sb.info.Fallback = nil
-			if err := m.writeRecord(sb.info); err != nil {
-				m.log.Error("record a resumed sandbox", logx.SandboxID(id), logx.Err(err))
-			}
-		}
 		return sb.info, nil
 	}
-	if saved := sb.info.Saved; saved != nil {
+	if sb.info.Phase() == PhaseFiles {
+		saved := sb.info.Rest.Files
 		if err := m.reboot(ctx, sb, timeout); err != nil {
 			return Info{}, err
 		}
@@ -160,8 +155,7 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := p.Resume(ctx, id); err != nil {
 		return Info{}, err
 	}
-	sb.info.State = StateRunning
-	sb.info.Fallback = nil // running again: its copy is stale
+	sb.info.State, sb.info.Rest = StateRunning, Rest{} // a shared copy of its files is stale now
 	sb.info.EndAt = time.Now().UTC().Add(timeout)
 	sb.timer.Reset(timeout)
 	if err := m.writeRecord(sb.info); err != nil {

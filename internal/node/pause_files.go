@@ -65,25 +65,26 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	tpl.RootFS.Layers = append(slices.Clone(layers), m.templates.LayerPath(sum.Name))
 	tpl.Saved = nil // SavedState.Layer is what is checked at the boot
 	tpl.Image = nil // it boots: no processes carried over
-	sb.info.Saved = &SavedState{Layer: sum, Template: tpl}
-	sb.info.Fallback = nil // its files are saved now, and shared below
+	// A shared copy of its files taken at a pause with its memory is
+	// stale now: they are saved, and shared below. Its memory on disk, if
+	// any, is removed below (a restart in between removes it: adoptSaved).
+	sb.info.State = StatePaused
+	sb.info.Rest = Rest{Phase: PhaseFiles, Files: &SavedState{Layer: sum, Template: tpl}}
 	sb.info.Layers = tpl.RootFS.Layers
 	sb.info.OwnLayer = sum.Name
-	sb.info.State = StatePaused
-	sb.info.Saving = false
 	if err := m.writeRecord(sb.info); err != nil {
 		sb.info = prev
 		if p, ok := d.(isolation.Pauser); ok && wasRunning {
 			_ = p.Resume(context.WithoutCancel(ctx), id)
+			sb.info.Rest = Rest{}
 		}
-		sb.info.Saving = false
 		return Info{}, err
 	}
 	sb.timer.Stop()
 	if sb.agent != nil {
 		sb.agent.Close()
 	}
-	if p, ok := d.(isolation.Pauser); ok && prev.Spilled == nil {
+	if p, ok := d.(isolation.Pauser); ok && prev.Rest.Memory == nil {
 		// Thawed first: a runtime may not end a frozen sandbox.
 		if err := p.Resume(context.WithoutCancel(ctx), id); err != nil {
 			m.log.Warn("thaw a sandbox to end its processes", logx.SandboxID(id), logx.Err(err))
@@ -92,8 +93,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	if sb.spill != nil {
 		sb.spill.Stop()
 	}
-	if sp := prev.Spilled; sp != nil { // its memory on disk goes too
-		sb.info.Spilled = nil
+	if sp := prev.Rest.Memory; sp != nil { // its memory on disk goes too
 		if err := fsutil.RemoveTree(sp.Dir); err != nil {
 			m.log.Error("remove the saved memory of a sandbox paused without it", logx.SandboxID(id), logx.Err(err))
 		}
@@ -115,7 +115,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 		if err != nil {
 			m.log.Warn("share the files of a sandbox paused without its memory: it can resume on this node only", logx.SandboxID(id), logx.Err(err))
 		}
-		sb.info.Saved.Blobs = blobs
+		sb.info.Rest.Files.Blobs = blobs
 	}
 	if err := m.writeRecord(sb.info); err != nil {
 		m.log.Error("record a sandbox paused without its memory", logx.SandboxID(id), logx.Err(err))
@@ -129,7 +129,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 // command once it lets go of sb. Its files are checked first; on any
 // failure it stays paused.
 func (m *Manager) reboot(ctx context.Context, sb *sandbox, timeout time.Duration) error {
-	saved := sb.info.Saved
+	saved := sb.info.Rest.Files
 	if err := m.templates.VerifyLayer(saved.Layer); err != nil {
 		m.log.Error("saved files refused", logx.SandboxID(sb.info.ID), logx.Err(err))
 		return err
@@ -146,8 +146,7 @@ func (m *Manager) reboot(ctx context.Context, sb *sandbox, timeout time.Duration
 	}
 	agent := m.agentFor(info.ID)
 	agent.SetToken(info.AccessToken)
-	info.State = StateRunning
-	info.Saved = nil
+	info.State, info.Rest = StateRunning, Rest{}
 	info.EndAt = time.Now().UTC().Add(timeout)
 	if err := m.writeRecord(info); err != nil {
 		agent.Close()

@@ -19,9 +19,9 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 	if err := isolation.ValidateID(info.ID); err != nil {
 		return Info{}, err
 	}
-	saved := info.Saved
+	saved := info.Rest.Files
 	switch {
-	case info.State != StatePaused || saved == nil || len(saved.Blobs) == 0:
+	case info.Phase() != PhaseFiles || saved == nil || len(saved.Blobs) == 0:
 		return Info{}, errs.New(errs.Conflict, "sandbox %s is not paused with its files shared: it cannot move", info.ID)
 	case len(info.Volumes) > 0:
 		return Info{}, errs.New(errs.Conflict, "sandbox %s mounts volumes of its node: it cannot move", info.ID)
@@ -48,9 +48,9 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 		paths[i] = m.templates.LayerPath(n)
 	}
 	info.Layers = paths
-	info.Saved = &SavedState{Layer: saved.Layer, Template: saved.Template, Blobs: saved.Blobs}
-	info.Saved.Template.RootFS.Layers = slices.Clone(paths)
-	info.Handle, info.Spilled, info.Saving = isolation.Handle{}, nil, false
+	files := &SavedState{Layer: saved.Layer, Template: saved.Template, Blobs: saved.Blobs}
+	files.Template.RootFS.Layers = slices.Clone(paths)
+	info.Handle, info.Rest = isolation.Handle{}, Rest{Phase: PhaseFiles, Files: files}
 	if info.Network != nil {
 		info.Network = &NetworkInfo{Internet: info.Network.Internet, AllowOut: info.Network.AllowOut,
 			DenyOut: info.Network.DenyOut, AllowDomains: info.Network.AllowDomains}

@@ -22,7 +22,7 @@ func TestReceiveRefuses(t *testing.T) {
 		tpl.RootFS.Layers = []string{"/x/layers/sha256-aa", "/x/layers/sha256-bb"}
 		tpl.RootFS.Binds = []isolation.Bind{{Source: "/usr", Target: "/usr"}}
 		return node.Info{ID: "imovedfromelsewhere1", State: node.StatePaused, Layers: []string{"/y/sha256-aa", "/y/sha256-bb"},
-			Saved: &node.SavedState{Template: tpl, Blobs: map[string]string{"sha256-aa": "1", "sha256-bb": "2"}}}
+			Rest: node.Rest{Phase: node.PhaseFiles, Files: &node.SavedState{Template: tpl, Blobs: map[string]string{"sha256-aa": "1", "sha256-bb": "2"}}}}
 	}
 	tests := []struct {
 		name string
@@ -31,10 +31,11 @@ func TestReceiveRefuses(t *testing.T) {
 	}{
 		{"a bad id", func(i *node.Info) { i.ID = "../../etc" }, errs.InvalidArgument},
 		{"running", func(i *node.Info) { i.State = node.StateRunning }, errs.Conflict},
-		{"paused with nothing shared", func(i *node.Info) { i.Saved.Blobs = nil }, errs.Conflict},
+		{"paused with nothing shared", func(i *node.Info) { i.Rest.Files.Blobs = nil }, errs.Conflict},
+		{"paused as files, its files missing", func(i *node.Info) { i.Rest.Files = nil }, errs.Conflict},
 		{"mounting a volume", func(i *node.Info) { i.Volumes = []node.VolumeMount{{ID: "v1", Path: "/data"}} }, errs.Conflict},
 		{"layers that differ from its template's", func(i *node.Info) { i.Layers = i.Layers[:1] }, errs.InvalidArgument},
-		{"a host path bound writable", func(i *node.Info) { i.Saved.Template.RootFS.Binds[0].Writable = true }, errs.InvalidArgument},
+		{"a host path bound writable", func(i *node.Info) { i.Rest.Files.Template.RootFS.Binds[0].Writable = true }, errs.InvalidArgument},
 		{"an unknown driver", func(i *node.Info) { i.Isolation = "qemu" }, errs.InvalidArgument},
 		{"no object store to fetch from", func(*node.Info) {}, errs.Unavailable},
 	}

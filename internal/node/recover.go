@@ -57,11 +57,10 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 			m.log.Error("remove dead sandbox", logx.SandboxID(info.ID), logx.Err(err))
 			continue
 		}
-		if info.Spilled != nil { // its memory on disk, whole or not
-			if err := fsutil.RemoveTree(m.spillDir(info.ID)); err != nil {
-				m.log.Error("remove a lost sandbox's memory on disk", logx.SandboxID(info.ID), logx.Err(err))
-				continue
-			}
+		// Its memory on disk, whole or not, if it had any.
+		if err := fsutil.RemoveTree(m.spillDir(info.ID)); err != nil {
+			m.log.Error("remove a lost sandbox's memory on disk", logx.SandboxID(info.ID), logx.Err(err))
+			continue
 		}
 		m.removeRecord(info.ID)
 		removed++
@@ -130,7 +129,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 				m.log.Error("let a sandbox frozen for a copy run again", logx.SandboxID(info.ID), logx.Err(err))
 			}
 		}
-		info.Saving = false
+		info.Rest = Rest{}
 		if err := m.writeRecord(info); err != nil {
 			m.log.Error("record a recovered sandbox", logx.SandboxID(info.ID), logx.Err(err))
 		}
@@ -173,9 +172,13 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 // its record and saved files stay until it is resumed or killed), or with
 // its memory on disk (the driver's state of it stays for the restore).
 func (m *Manager) adoptSaved(ctx context.Context, info Info) bool {
-	if info.Saved != nil {
+	if info.Phase() == PhaseFiles {
 		if err := m.recordDriver(info).Destroy(ctx, info.ID); err != nil {
 			m.log.Error("remove what is left of a sandbox paused without its memory", logx.SandboxID(info.ID), logx.Err(err))
+		}
+		// A memory image a pause without memory had yet to remove.
+		if err := fsutil.RemoveTree(m.spillDir(info.ID)); err != nil {
+			m.log.Error("remove the memory on disk of a sandbox paused without it", logx.SandboxID(info.ID), logx.Err(err))
 		}
 		info.Handle = isolation.Handle{}
 	}

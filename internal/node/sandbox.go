@@ -73,26 +73,15 @@ type Info struct {
 	Exit       isolation.Exit `json:"exit,omitzero"`
 	// AutoPauseFiles: its timeout's pause keeps its files only (PauseFiles).
 	AutoPauseFiles bool `json:"autoPauseFiles,omitempty"`
-	// Saved, on a sandbox paused without its memory, is what it boots from
-	// again: its files, saved as a layer, over the template it started
-	// from. It has no processes meanwhile.
-	Saved *SavedState `json:"saved,omitempty"`
-	// Fallback, for a sandbox paused with its memory on a cluster's node
-	// with an object store, is a copy of its files taken at the pause and
-	// shared (Blobs): if this node is lost, another boots it from them
-	// (its processes start afresh). Its resume here drops it.
-	Fallback *SavedState `json:"fallback,omitempty"`
-	// Spilled, on a sandbox paused with its memory, is that memory on
-	// disk (Manager.Spill).
-	Spilled *SpillState `json:"spilled,omitempty"`
+	// Rest, on a paused or saving sandbox, is what it is made of
+	// meanwhile: its files saved, its memory on disk (lifecycle.go).
+	Rest Rest `json:"rest,omitzero"`
 	// OwnLayer is the layer its last pause without memory saved, the top
 	// of Layers: the next such pause merges into it, so that a sandbox
-	// stacks one saved layer however often it is paused.
-	OwnLayer string `json:"ownLayer,omitempty"`
-	// Saving: the node froze it to copy its files (SaveLayer); a node that
-	// restarts meanwhile lets it run again.
-	Saving  bool         `json:"saving,omitempty"`
-	Network *NetworkInfo `json:"network,omitempty"`
+	// stacks one saved layer however often it is paused. It belongs to
+	// the layer stack, not to Rest: it stays while the sandbox runs again.
+	OwnLayer string       `json:"ownLayer,omitempty"`
+	Network  *NetworkInfo `json:"network,omitempty"`
 }
 
 // LayerNames are the names of stored layers' paths: a replica knows a

@@ -52,14 +52,14 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 		return Copy{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
 	release := m.templates.Hold()
-	if s := sb.info.Saved; s != nil {
+	if sb.info.Phase() == PhaseFiles {
 		// Its files are saved already: the top of its layers.
 		info := sb.info
 		info.Layers = info.Layers[:len(info.Layers)-1]
-		return Copy{Info: info, Layer: s.Layer, release: release}, nil
+		return Copy{Info: info, Layer: sb.info.Rest.Files.Layer, release: release}, nil
 	}
 	_, cloner := m.recordDriver(sb.info).(isolation.Cloner)
-	memory = memory && cloner && sb.info.Spilled == nil
+	memory = memory && cloner && sb.info.Rest.Memory == nil
 	sum, err := m.copyLayer(ctx, sb, memory, "")
 	if err != nil {
 		release()
@@ -107,9 +107,9 @@ func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, o
 	if sb.info.State == StateRunning {
 		// Recorded first: a node that stops during the copy lets the
 		// sandbox run again when it comes back.
-		sb.info.Saving = true
+		sb.info.Rest = Rest{Phase: PhaseSaving}
 		if err := m.writeRecord(sb.info); err != nil {
-			sb.info.Saving = false
+			sb.info.Rest = Rest{}
 			return template.LayerSum{}, err
 		}
 		if err := pauser.Pause(ctx, id); err != nil {
@@ -153,7 +153,7 @@ func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, o
 // thaw lets a sandbox the copy froze (marked saving) run again (sb.mu
 // held); one that was paused already stays so.
 func (m *Manager) thaw(ctx context.Context, sb *sandbox) {
-	if !sb.info.Saving {
+	if sb.info.Phase() != PhaseSaving {
 		return
 	}
 	p, err := driverCan[isolation.Pauser](m.recordDriver(sb.info), "thaw a sandbox")
@@ -167,7 +167,7 @@ func (m *Manager) thaw(ctx context.Context, sb *sandbox) {
 }
 
 func (m *Manager) unmarkSaving(sb *sandbox) {
-	sb.info.Saving = false
+	sb.info.Rest = Rest{}
 	if err := m.writeRecord(sb.info); err != nil {
 		m.log.Error("record a sandbox after copying its files", logx.SandboxID(sb.info.ID), logx.Err(err))
 	}

@@ -78,13 +78,13 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	// Recorded first, without a manifest: a node that stops during the
 	// checkpoint finds out at its restart which way it went (adopt).
-	sb.info.Spilled = &SpillState{Dir: dir}
+	sb.info.Rest = Rest{Phase: PhaseSpilling, Files: sb.info.Rest.Files, Memory: &SpillState{Dir: dir}}
 	if err := m.writeRecord(sb.info); err != nil {
-		sb.info.Spilled = nil
+		sb.info.Rest = sb.info.Rest.paused()
 		return err
 	}
 	undo := func() {
-		sb.info.Spilled = nil
+		sb.info.Rest = sb.info.Rest.paused()
 		if err := m.writeRecord(sb.info); err != nil {
 			m.log.Error("record a sandbox whose checkpoint failed", logx.SandboxID(id), logx.Err(err))
 		}
@@ -105,13 +105,13 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	files, err := template.SumFiles(dir)
 	if err == nil {
-		sb.info.Spilled = &SpillState{Dir: dir, Files: files}
+		sb.info.Rest = Rest{Phase: PhaseOnDisk, Files: sb.info.Rest.Files, Memory: &SpillState{Dir: dir, Files: files}}
 		err = m.writeRecord(sb.info)
 	}
 	if err != nil {
 		// The checkpoint stopped it: unrecorded, it would be lost at a
 		// restart. It runs again from the image, paused.
-		sb.info.Spilled = nil
+		sb.info.Rest = sb.info.Rest.paused()
 		if _, rerr := cp.Restore(context.WithoutCancel(ctx), id, dir, nil); rerr == nil {
 			_ = p.Pause(context.WithoutCancel(ctx), id)
 			m.watch(sb)
@@ -133,7 +133,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 // first: damaged or incomplete, it is refused (DataLoss) and the sandbox
 // stays paused on disk.
 func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.Duration) error {
-	id, sp := sb.info.ID, sb.info.Spilled
+	id, sp := sb.info.ID, sb.info.Rest.Memory
 	if err := template.VerifyFiles(sp.Dir, sp.Files); err != nil {
 		m.log.Error("saved memory refused", logx.SandboxID(id), logx.Err(err))
 		return err
@@ -161,8 +161,7 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 		return err
 	}
 	sb.info.Handle = h
-	sb.info.Spilled = nil
-	sb.info.State = StateRunning
+	sb.info.State, sb.info.Rest = StateRunning, Rest{} // a shared copy of its files is stale now
 	sb.info.EndAt = time.Now().UTC().Add(timeout)
 	sb.timer.Reset(timeout)
 	if err := m.writeRecord(sb.info); err != nil {
@@ -200,8 +199,8 @@ func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 				return m.listSpilled(info)
 			}
 		}
-		fsutil.RemoveTree(info.Spilled.Dir)
-		info.Spilled = nil
+		fsutil.RemoveTree(info.Rest.Memory.Dir)
+		info.Rest = info.Rest.paused()
 		m.log.Info("sandbox kept paused in memory after an interrupted checkpoint", logx.SandboxID(info.ID))
 		return info, m.writeRecord(info)
 	}
@@ -215,11 +214,12 @@ const spillExitWait = 30 * time.Second
 // listSpilled records the manifest of a finished checkpoint's image, found
 // at a restart.
 func (m *Manager) listSpilled(info Info) (Info, error) {
-	files, err := template.SumFiles(info.Spilled.Dir)
+	dir := info.Rest.Memory.Dir
+	files, err := template.SumFiles(dir)
 	if err != nil || len(files) == 0 {
 		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
 	}
-	info.Spilled.Files = files
+	info.Rest = Rest{Phase: PhaseOnDisk, Files: info.Rest.Files, Memory: &SpillState{Dir: dir, Files: files}}
 	m.log.Info("sandbox's memory on disk after an interrupted checkpoint", logx.SandboxID(info.ID))
 	return info, m.writeRecord(info)
 }

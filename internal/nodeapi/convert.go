@@ -203,18 +203,18 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 // then boots afresh, paused without its memory as far as the taker
 // knows).
 func pausedState(in node.Info) []byte {
-	if in.State != node.StatePaused {
+	files := in.Rest.Files
+	if files == nil || len(files.Blobs) == 0 {
 		return nil
 	}
-	switch {
-	case in.Saved != nil && len(in.Saved.Blobs) > 0:
-	case in.Fallback != nil && len(in.Fallback.Blobs) > 0:
-		in.Saved, in.Spilled = in.Fallback, nil
-		in.Layers, in.OwnLayer = in.Fallback.Template.RootFS.Layers, in.Fallback.Layer.Name
+	switch in.Phase() {
+	case node.PhaseFiles:
+	case node.PhasePaused, node.PhaseSpilling, node.PhaseOnDisk:
+		in.Rest = node.Rest{Phase: node.PhaseFiles, Files: files}
+		in.Layers, in.OwnLayer = files.Template.RootFS.Layers, files.Layer.Name
 	default:
 		return nil
 	}
-	in.Fallback = nil
 	b, _ := json.Marshal(in) // a record marshals
 	return b
 }

@@ -149,7 +149,7 @@ func keepsMemory(t *testing.T, ctx context.Context, s srv, create string) {
 	}
 	testkit.Eventually(t, time.Minute, func() error {
 		rec, _ := os.ReadFile(filepath.Join(s.dataDir, "node", id+".json"))
-		if strings.Contains(string(rec), `"spilled"`) && strings.Contains(string(rec), `"sha256"`) { // the manifest: done
+		if strings.Contains(string(rec), `"memory"`) && strings.Contains(string(rec), `"sha256"`) { // the manifest: done
 			return nil
 		}
 		return errors.New("the paused guest was not written to disk")

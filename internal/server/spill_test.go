@@ -52,7 +52,7 @@ func TestPauseToDisk(t *testing.T) {
 	var files []string
 	testkit.Eventually(t, time.Minute, func() error {
 		rec, _ := os.ReadFile(filepath.Join(dataDir, "node", id+".json"))
-		if !strings.Contains(string(rec), `"spilled"`) || !strings.Contains(string(rec), `"sha256"`) { // no manifest yet
+		if !strings.Contains(string(rec), `"memory"`) || !strings.Contains(string(rec), `"sha256"`) { // no manifest yet
 			return errors.New("the paused sandbox was not written to disk")
 		}
 		return nil
@@ -181,7 +181,11 @@ func TestPauseToDiskInterrupted(t *testing.T) {
 		return errors.New("the paused sandbox was not written to disk")
 	})
 	stop()
-	editRecord(done, func(m map[string]any) { m["spilled"].(map[string]any)["files"] = nil })
+	editRecord(done, func(m map[string]any) {
+		rest := m["rest"].(map[string]any)
+		rest["phase"] = "spilling"
+		rest["memory"].(map[string]any)["files"] = nil
+	})
 
 	// Not begun: paused in memory, the record already names an image.
 	spillAfter = 0
@@ -193,6 +197,8 @@ func TestPauseToDiskInterrupted(t *testing.T) {
 	}
 	stop()
 	editRecord(begun, func(m map[string]any) {
+		// As a record written before Rest says it.
+		delete(m, "rest")
 		m["spilled"] = map[string]any{"dir": filepath.Join(record, "saved", begun)}
 	})
 	third := startWith(t, edit)

@@ -99,8 +99,8 @@ func (c *Cluster) PausedBlobs(ctx context.Context) (map[string]bool, error) {
 		if err := json.Unmarshal(s, &info); err != nil {
 			return nil, errs.New(errs.DataLoss, "an unreadable paused state: %v", err)
 		}
-		if info.Saved != nil {
-			for _, d := range info.Saved.Blobs {
+		if f := info.Rest.Files; f != nil {
+			for _, d := range f.Blobs {
 				out[d] = true
 			}
 		}
