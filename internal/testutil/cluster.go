@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,14 +23,19 @@ type Cluster struct {
 	APIs  []Server // the replicas (their DataDir holds no sandboxes)
 	Nodes []Server // the nodes (URL: their node API)
 	procs []*role  // the nodes' processes
+	all   []*role  // every process: the nodes', then the replicas'
 }
 
 // role is a running cove process of a cluster.
 type role struct {
-	name string
-	args []string
+	srv  Server
+	args []string // the role first
 	env  []string // beside this process's
 	cmd  *exec.Cmd
+	logs *lockedBuffer
+	// quiet: its log is not shown when the test failed (unless it holds
+	// a panic).
+	quiet bool
 }
 
 // KillNode ends node i's process with SIGKILL, as a host failing would:
@@ -42,11 +48,60 @@ func (c Cluster) KillNode(t *testing.T, i int) {
 	_ = c.procs[i].cmd.Wait()
 }
 
+// StopNode ends node i's process cleanly (SIGINT): its sandboxes keep
+// running, for its next start to adopt.
+func (c Cluster) StopNode(t *testing.T, i int) {
+	t.Helper()
+	if err := c.procs[i].cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.procs[i].cmd.Wait()
+}
+
 // RestartNode starts node i again, on its address and data directory.
 func (c Cluster) RestartNode(t *testing.T, i int) {
 	t.Helper()
-	n := c.Nodes[i]
-	c.procs[i] = startProc(t, c.procs[i].name, n, c.procs[i].args, c.procs[i].env)
+	c.procs[i].start(t)
+}
+
+// Shutdown kills every sandbox of apiKey and stops every process (SIGINT),
+// before the test ends: what its end does, for a test that runs clusters
+// one after the other.
+func (c Cluster) Shutdown(apiKey string) {
+	killAll(c.APIs[0].URL, apiKey)
+	for _, r := range c.all {
+		if r.cmd.ProcessState == nil {
+			_ = r.cmd.Process.Signal(os.Interrupt)
+			_ = r.cmd.Wait()
+		}
+	}
+}
+
+// Quiet keeps the cluster's logs from being shown when the test fails.
+func (c Cluster) Quiet() {
+	for _, r := range c.all {
+		r.quiet = true
+	}
+}
+
+// Log is what the cluster's processes wrote so far, each under its name.
+func (c Cluster) Log() string {
+	var b strings.Builder
+	for _, r := range c.all {
+		r.logs.mu.Lock()
+		fmt.Fprintf(&b, "--- cove %s on %s\n%s", r.args[0], r.srv.Addr, r.logs.b.String())
+		r.logs.mu.Unlock()
+	}
+	return b.String()
+}
+
+// Leftovers lists what the cluster's nodes still hold of users' sandboxes.
+func (c Cluster) Leftovers() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, Leftovers(n.DataDir)...)
+	}
+	return out
 }
 
 // StartCluster runs replicas `cove api` and nodes `cove node` (extra:
@@ -67,12 +122,12 @@ func StartCluster(t *testing.T, apiKey, dsn string, replicas, nodes int, extra .
 		args := append([]string{"node", "--database", dsn, "--node-token", nodeToken, "--name", name,
 			"--cgroup-parent", "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1))), "--network=false"}, extra...)
 		s, r := startRole(t, args, env)
-		c.Nodes, c.procs = append(c.Nodes, s), append(c.procs, r)
+		c.Nodes, c.procs, c.all = append(c.Nodes, s), append(c.procs, r), append(c.all, r)
 	}
 	waitForNodes(t, dsn, nodes)
 	for range replicas {
-		s, _ := startRole(t, []string{"api", "--database", dsn, "--node-token", nodeToken, "--api-key", apiKey}, env)
-		c.APIs = append(c.APIs, s)
+		s, r := startRole(t, []string{"api", "--database", dsn, "--node-token", nodeToken, "--api-key", apiKey}, env)
+		c.APIs, c.all = append(c.APIs, s), append(c.all, r)
 	}
 	t.Cleanup(func() { killAll(c.APIs[0].URL, apiKey) }) // runs before the roles stop
 	return c
@@ -112,28 +167,29 @@ func startRole(t *testing.T, args, env []string) (Server, *role) {
 			t.Errorf("left on disk after cove %s stopped: %v", args[0], left)
 		}
 	})
-	return s, startProc(t, args[0], s, args, env)
+	r := &role{srv: s, args: args, env: env, logs: &lockedBuffer{}}
+	r.start(t)
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil { // not stopped by the test
+			_ = r.cmd.Process.Signal(os.Interrupt)
+			_ = r.cmd.Wait()
+		}
+		r.logs.mu.Lock()
+		log := r.logs.b.String()
+		r.logs.mu.Unlock()
+		if !r.quiet || strings.Contains(log, "panic") {
+			CheckLog(t, log)
+		}
+	})
+	return s, r
 }
 
-// startProc runs bin/cove args (with env beside this process's) on s's
-// address and data directory until the test ends (SIGINT then), and waits
-// until it listens.
-func startProc(t *testing.T, name string, s Server, args, env []string) *role {
+// start runs bin/cove with the role's args (and env beside this
+// process's) on its address and data directory, its output added to its
+// log, and waits until it listens.
+func (r *role) start(t *testing.T) {
 	t.Helper()
-	logs := &lockedBuffer{}
-	cmd := launch(t, Binary(t), name, s, append(append([]string{}, args...), "--listen", s.Addr, "--data-dir", s.DataDir), env, logs)
-	r := &role{name: name, args: args, env: env, cmd: cmd}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil { // not killed by the test
-			_ = cmd.Process.Signal(os.Interrupt)
-			_ = cmd.Wait()
-		}
-		logs.mu.Lock()
-		log := logs.b.String()
-		logs.mu.Unlock()
-		CheckLog(t, log)
-	})
-	return r
+	r.cmd = launch(t, Binary(t), r.args[0], r.srv, append(append([]string{}, r.args...), "--listen", r.srv.Addr, "--data-dir", r.srv.DataDir), r.env, r.logs)
 }
 
 // launch starts bin with args (and env beside this process's), its

@@ -3,9 +3,9 @@
 // with and without memory, resume, snapshot, create from a snapshot, fork,
 // kill, the timeout (which kills, or pauses with or without memory, as the
 // sandbox was created to), traffic to a port of a sandbox paused with
-// auto-resume, the server stopped (cleanly or with SIGKILL) and started
-// again —
-// through the Go SDK against a real `cove server`, and after every
+// auto-resume, the server (a node of a cluster) stopped, cleanly or with
+// SIGKILL, and started again — through the Go SDK against a real `cove
+// server` (or a cluster: an API replica and two nodes), and after every
 // step checks each sandbox against a simple model of it: the state the
 // API reports, every file written before (byte for byte, whatever paths
 // led to the running sandbox), and the counting process, which runs
@@ -15,9 +15,17 @@
 // It runs on namespaces (60 steps; 300 in make test-long) and, in make
 // test-long, on gVisor (100 steps), whose snapshots and forks carry the
 // sandbox's processes and whose paused sandboxes go to disk a second after
-// their pause; make test-long also replays the histories that found bugs
-// (regressions). A failure prints the seed and the history;
-// COVE_MODEL_SEED replays one, COVE_MODEL_STEPS sets the length.
+// their pause, and in a cluster (100 steps); make test-long also replays
+// the histories that found bugs (regressions).
+//
+// Each step draws from a generator of its own (the seed and the step's
+// number), so that a history can be replayed without some of its steps. A
+// failure prints the seed and the history, then looks for the shortest
+// history that fails the same way (shrink: steps left out, each candidate
+// on a fresh server, for COVE_MODEL_SHRINK at most, 5m by default) and
+// prints it with the steps that make it. COVE_MODEL_SEED replays a seed,
+// COVE_MODEL_STEPS sets the length, COVE_MODEL_ONLY=3,17,20 plays those
+// steps alone.
 package model_test
 
 import (
@@ -31,13 +39,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/covesandbox/cove/internal/testutil"
-	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -78,7 +87,11 @@ type snapshot struct {
 
 type run struct {
 	t         *testing.T
-	srv       *testutil.Proc
+	host      host
+	seed      uint64
+	oneStream bool // one generator for the whole history (regressions found before the per-step ones)
+	cur       int  // the step being played (-1: before the first, or after the last)
+	failure   string
 	ctx       context.Context
 	c         *cove.Client
 	rnd       *mrand.Rand
@@ -97,20 +110,28 @@ var regressions = []struct {
 	seed   uint64
 	steps  int
 	found  string
+	// oneStream: found when every step drew from one generator.
+	oneStream bool
 }{
-	{"gvisor", 1796282298974546102, 100, "runsc's output files outlived a node killed during a runsc call"},
+	{"gvisor", 1796282298974546102, 100, "runsc's output files outlived a node killed during a runsc call", true},
 }
 
 func TestRandomHistories(t *testing.T) {
 	long := os.Getenv("COVE_LONG") != ""
 	t.Run("namespaces", func(t *testing.T) {
-		history(t, map[bool]int{false: 60, true: 300}[long], 0, "namespaces")
+		history(t, map[bool]int{false: 60, true: 300}[long], 0, "namespaces", false)
 	})
 	t.Run("gvisor", func(t *testing.T) {
 		if !long {
 			t.Skip("make test-long runs it")
 		}
-		history(t, 100, 0, "gvisor")
+		history(t, 100, 0, "gvisor", false)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		if !long {
+			t.Skip("make test-long runs it")
+		}
+		history(t, 100, 0, "cluster", false)
 	})
 	for _, r := range regressions {
 		t.Run(fmt.Sprintf("%s/%d", r.driver, r.seed), func(t *testing.T) {
@@ -118,29 +139,86 @@ func TestRandomHistories(t *testing.T) {
 				t.Skip("make test-long runs it")
 			}
 			t.Logf("found: %s", r.found)
-			history(t, r.steps, r.seed, r.driver)
+			history(t, r.steps, r.seed, r.driver, r.oneStream)
 		})
 	}
 }
 
+// host is what the sandboxes run on: one cove server, or a cluster.
+type host interface {
+	url() string // of the API and the sandboxes' traffic
+	// restart says which server (node) it stops, cleanly or killed, and
+	// starts again, and does it.
+	restart(rnd *mrand.Rand) (string, func())
+	leftovers() []string // of users' sandboxes, on every node
+	shutdown()           // every sandbox killed, every process stopped
+	quiet()              // its logs not shown by the test's end
+	log() string
+}
+
+// server is one cove server.
+type server struct{ *testutil.Proc }
+
+func (s server) url() string         { return s.URL }
+func (s server) leftovers() []string { return s.Leftovers() }
+func (s server) shutdown()           { s.Shutdown() }
+func (s server) quiet()              { s.Quiet() }
+func (s server) log() string         { return s.Log() }
+
+func (s server) restart(rnd *mrand.Rand) (string, func()) {
+	kill := rnd.IntN(2) == 0
+	return map[bool]string{false: "restart the server", true: "kill the server and start it again"}[kill], func() { s.Restart(kill) }
+}
+
+// cluster is an API replica and two nodes over PostgreSQL and a bucket.
+type cluster struct {
+	t *testing.T
+	testutil.Cluster
+}
+
+func (c cluster) url() string         { return c.APIs[0].URL }
+func (c cluster) shutdown()           { c.Shutdown(apiKey) }
+func (c cluster) quiet()              { c.Quiet() }
+func (c cluster) log() string         { return c.Log() }
+func (c cluster) leftovers() []string { return c.Leftovers() }
+
+func (c cluster) restart(rnd *mrand.Rand) (string, func()) {
+	n, kill := rnd.IntN(len(c.Nodes)), rnd.IntN(2) == 0
+	what := fmt.Sprintf("restart node %d", n+1)
+	if kill {
+		what = fmt.Sprintf("kill node %d and start it again", n+1)
+	}
+	return what, func() {
+		if kill {
+			c.KillNode(c.t, n)
+		} else {
+			c.StopNode(c.t, n)
+		}
+		c.RestartNode(c.t, n)
+	}
+}
+
 // history drives a random history of steps (from seed; 0: a new one) on
-// a server whose sandboxes run on driver.
-func history(t *testing.T, steps int, seed uint64, driver string) {
-	var args []string
+// a server whose sandboxes run on namespaces or gvisor, or on a cluster
+// (namespaces); a failing one is shrunk.
+func history(t *testing.T, steps int, seed uint64, on string, oneStream bool) {
+	start := func() host { return server{testutil.StartProc(t, apiKey)} }
 	carries := false // snapshots and forks carry processes
-	if driver == "gvisor" {
+	switch on {
+	case "gvisor":
 		testutil.NeedRunsc(t)
 		runsc, _ := filepath.Abs(filepath.Join(filepath.Dir(testutil.Binary(t)), "runsc"))
-		args, carries = []string{"--default-isolation", "gvisor", "--runsc", runsc, "--pause-to-disk-after", "1s"}, true
-	}
-	srv := testutil.StartProc(t, apiKey, args...)
-	c, err := cove.NewClient(cove.WithAPIURL(srv.URL), cove.WithSandboxURL(srv.URL), cove.WithAPIKey(apiKey))
-	if err != nil {
-		t.Fatal(err)
+		start = func() host {
+			return server{testutil.StartProc(t, apiKey, "--default-isolation", "gvisor", "--runsc", runsc, "--pause-to-disk-after", "1s")}
+		}
+		carries = true
+	case "cluster":
+		start = func() host { return cluster{t, testutil.StartCluster(t, apiKey, testutil.Postgres(t), 1, 2)} }
 	}
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
+	var err error
 	if s := os.Getenv("COVE_MODEL_SEED"); s != "" {
 		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
 			t.Fatalf("COVE_MODEL_SEED: %v", err)
@@ -151,41 +229,179 @@ func history(t *testing.T, steps int, seed uint64, driver string) {
 			t.Fatalf("COVE_MODEL_STEPS: %v", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	r := &run{t: t, srv: srv, ctx: ctx, c: c, rnd: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), carries: carries}
-	t.Cleanup(func() { // shown on a failure, and with -v
-		t.Logf("seed %d (COVE_MODEL_SEED=%d replays it); the history:\n  %s", seed, seed, strings.Join(r.history, "\n  "))
+	budget := 5 * time.Minute
+	if s := os.Getenv("COVE_MODEL_SHRINK"); s != "" {
+		if budget, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("COVE_MODEL_SHRINK: %v", err)
+		}
+	}
+	only := make([]int, steps)
+	for i := range only {
+		only[i] = i
+	}
+	if s := os.Getenv("COVE_MODEL_ONLY"); s != "" {
+		only = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				t.Fatalf("COVE_MODEL_ONLY: %v", err)
+			}
+			only = append(only, n)
+		}
+	}
+	play := func(steps []int, within time.Duration, quiet bool) *run {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		r := &run{t: t, ctx: ctx, seed: seed, oneStream: oneStream, carries: carries}
+		r.play(start, steps, quiet)
+		return r
+	}
+	first := play(only, 10*time.Minute, false)
+	t.Logf("seed %d (COVE_MODEL_SEED=%d replays it); the history:\n  %s", seed, seed, strings.Join(first.history, "\n  "))
+	if first.failure == "" {
+		return
+	}
+	if oneStream || budget <= 0 {
+		t.Fatal(first.failure)
+	}
+	failed := first.played()
+	deadline := time.Now().Add(budget)
+	var shortest *run
+	failed = shrink(failed, deadline, func(steps []int) bool {
+		r := play(steps, time.Until(deadline), true)
+		if r.failure != "" && sameFailure(r.failure, first.failure) {
+			shortest = r
+			return true
+		}
+		return false
 	})
+	if shortest == nil {
+		t.Fatalf("%s\n(no shorter history failed the same way within %v)", first.failure, budget)
+	}
+	t.Fatalf("%s\nthe shortest history found that fails the same way (COVE_MODEL_SEED=%d COVE_MODEL_ONLY=%s):\n  %s\nit fails with: %s\nits server's log:\n%s",
+		first.failure, seed, joinInts(failed), strings.Join(shortest.history, "\n  "), shortest.failure, shortest.host.log())
+}
+
+// play runs steps (their numbers) on a server of its own, and stops the
+// server; a failure ends it, in r.failure.
+// A quiet one's server log is not shown by the test's end.
+func (r *run) play(start func() host, steps []int, quiet bool) {
+	r.host = start()
+	if quiet {
+		r.host.quiet()
+	}
+	defer r.host.shutdown()
+	c, err := cove.NewClient(cove.WithAPIURL(r.host.url()), cove.WithSandboxURL(r.host.url()), cove.WithAPIKey(apiKey))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.c = c
+	defer func() {
+		if v := recover(); v != nil && v != errStopped {
+			panic(v)
+		}
+	}()
+	r.at(-1)
 	r.create()
-	for range steps {
+	for _, i := range steps {
+		r.at(i)
 		r.step()
 		r.check()
 	}
+	r.at(-1)
 	for _, sb := range r.sandboxes {
 		if sb.state != "killed" {
-			r.do("kill "+sb.id, func() error { return c.Kill(ctx, sb.id) })
+			r.do("kill "+sb.id, func() error { return c.Kill(r.ctx, sb.id) })
 			sb.state = "killed"
 		}
 	}
 	r.check()
 	for _, s := range r.snapshots {
-		if err := c.DeleteSnapshot(ctx, s.id); err != nil {
-			t.Errorf("delete snapshot %s: %v", s.id, err)
-		}
+		r.do("delete snapshot "+s.id, func() error { return c.DeleteSnapshot(r.ctx, s.id) })
 	}
-	if left := srv.Leftovers(); len(left) > 0 {
-		t.Errorf("left on the host once every sandbox was killed: %v", left)
+	if left := r.host.leftovers(); len(left) > 0 {
+		r.fail("left on the host once every sandbox was killed: %v", left)
 	}
 }
 
-// do runs one operation, recorded in the history; a failure ends the run.
-func (r *run) do(what string, op func() error) {
-	r.t.Helper()
-	r.history = append(r.history, what)
-	if err := op(); err != nil {
-		r.t.Fatalf("%s: %v", what, err)
+// at starts step i (-1: before the first step, or after the last): its
+// own generator, unless the whole history draws from one.
+func (r *run) at(i int) {
+	r.cur = i
+	switch {
+	case r.oneStream && r.rnd == nil:
+		r.rnd = mrand.New(mrand.NewPCG(r.seed, r.seed^0x5eed))
+	case !r.oneStream:
+		r.rnd = mrand.New(mrand.NewPCG(r.seed, uint64(i+1)))
 	}
+}
+
+// played are the numbers of the steps played up to the failure (all of
+// them when it came after the last).
+func (r *run) played() []int {
+	var out []int
+	for _, l := range r.history {
+		var n int
+		if _, err := fmt.Sscanf(l, "%d ", &n); err == nil && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// errStopped ends a run at its failure.
+var errStopped = errors.New("the run failed")
+
+// fail records the run's failure and ends it.
+func (r *run) fail(format string, args ...any) {
+	r.failure = fmt.Sprintf(format, args...)
+	panic(errStopped)
+}
+
+// do runs one operation, recorded in the history with its step's number;
+// a failure ends the run.
+func (r *run) do(what string, op func() error) {
+	step := "  -"
+	if r.cur >= 0 {
+		step = fmt.Sprintf("%3d", r.cur)
+	}
+	r.history = append(r.history, step+" "+what)
+	if err := op(); err != nil {
+		r.fail("%s: %v", what, err)
+	}
+}
+
+// shrink looks for a shorter list of steps for which fails holds, until
+// deadline: it leaves out runs of steps, halving their length, and keeps
+// any list that still fails (a simple delta debugging).
+func shrink(steps []int, deadline time.Time, fails func([]int) bool) []int {
+	for n := len(steps) / 2; n >= 1; n /= 2 {
+		for i := 0; i < len(steps) && time.Now().Before(deadline); {
+			try := slices.Concat(steps[:i], steps[min(i+n, len(steps)):])
+			if len(try) < len(steps) && fails(try) {
+				steps = try
+				continue
+			}
+			i += n
+		}
+	}
+	return steps
+}
+
+// sameFailure reports whether two failures are the same but for the ids,
+// counts and sizes in them.
+func sameFailure(a, b string) bool {
+	return normalize.ReplaceAllString(a, "#") == normalize.ReplaceAllString(b, "#")
+}
+
+var normalize = regexp.MustCompile(`[a-z0-9]{16,}|[0-9]+`)
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // pick returns a random sandbox in state ("" when none).
@@ -214,7 +430,6 @@ func (r *run) live() int {
 
 // step runs one operation its state allows, chosen at random.
 func (r *run) step() {
-	r.t.Helper()
 	for {
 		running, paused := r.pick("running"), r.pick("paused")
 		switch r.rnd.IntN(13) {
@@ -277,11 +492,12 @@ func (r *run) step() {
 				}
 			}
 		case 10:
-			// The server stops, cleanly or killed, and starts again: it
-			// adopts its sandboxes as they were, processes and all.
-			kill := r.rnd.IntN(2) == 0
-			r.do(map[bool]string{false: "restart the server", true: "kill the server and start it again"}[kill], func() error {
-				r.srv.Restart(kill)
+			// The server (a node of a cluster) stops, cleanly or killed,
+			// and starts again: it adopts its sandboxes as they were,
+			// processes and all.
+			what, restart := r.host.restart(r.rnd)
+			r.do(what, func() error {
+				restart()
 				return nil
 			})
 			return
@@ -290,7 +506,7 @@ func (r *run) step() {
 }
 
 func (r *run) add(what string, s *cove.Sandbox, files map[string]string, onTimeout cove.OnTimeout, autoResume bool) *sandbox {
-	r.history[len(r.history)-1] = what + " → " + s.ID
+	r.history[len(r.history)-1] += " → " + s.ID
 	sb := &sandbox{id: s.ID, state: "running", files: clone(files), onTimeout: onTimeout, autoResume: autoResume}
 	r.sandboxes = append(r.sandboxes, sb)
 	return sb
@@ -323,7 +539,7 @@ func (r *run) create() {
 // memory and auto-resume: it resumes, and the server answers.
 func (r *run) wake(sb *sandbox) {
 	r.do("traffic to "+sb.id, func() error {
-		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.srv.URL+"/", nil)
+		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.host.url()+"/", nil)
 		if err != nil {
 			return err
 		}
@@ -446,27 +662,25 @@ func (r *run) fork(sb *sandbox) {
 
 // sandboxOf is the SDK's handle of a running sandbox.
 func (r *run) sandboxOf(sb *sandbox) *cove.Sandbox {
-	r.t.Helper()
 	s, err := r.c.Connect(r.ctx, sb.id, 10*time.Minute)
 	if err != nil {
-		r.t.Fatalf("connect to running %s: %v", sb.id, err)
+		r.fail("connect to running %s: %v", sb.id, err)
 	}
 	return s
 }
 
 // check compares every sandbox with its model.
 func (r *run) check() {
-	r.t.Helper()
 	for _, sb := range r.sandboxes {
 		info, err := r.c.Info(r.ctx, sb.id)
 		if sb.state == "killed" {
 			if !errors.Is(err, cove.ErrNotFound) {
-				r.t.Fatalf("%s, killed: %+v %v, want not found", sb.id, info, err)
+				r.fail("%s, killed: %+v %v, want not found", sb.id, info, err)
 			}
 			continue
 		}
 		if err != nil || info.State != sb.state {
-			r.t.Fatalf("%s: the API says %q (%v), the model %q", sb.id, info.State, err, sb.state)
+			r.fail("%s: the API says %q (%v), the model %q", sb.id, info.State, err, sb.state)
 		}
 		if sb.state == "running" {
 			r.checkRunning(sb)
@@ -475,25 +689,24 @@ func (r *run) check() {
 }
 
 func (r *run) checkRunning(sb *sandbox) {
-	r.t.Helper()
 	s := r.sandboxOf(sb)
 	for path, want := range sb.files {
 		got, err := s.Files.ReadFile(r.ctx, path)
 		if err != nil || string(got) != want {
-			r.t.Fatalf("%s's %s: %d bytes (%v), want the %d written", sb.id, path, len(got), err, len(want))
+			r.fail("%s's %s: %d bytes (%v), want the %d written", sb.id, path, len(got), err, len(want))
 		}
 	}
 	res, err := s.Commands.Run(r.ctx, "pgrep -f 'cove-model-[c]ounter' | wc -l; cat /tmp/count 2>/dev/null || echo 0")
 	if err != nil {
-		r.t.Fatalf("%s: look at the counting process: %v", sb.id, err)
+		r.fail("%s: look at the counting process: %v", sb.id, err)
 	}
 	out := strings.Fields(res.Stdout)
 	if len(out) != 2 {
-		r.t.Fatalf("%s: counting process %q", sb.id, res.Stdout)
+		r.fail("%s: counting process %q", sb.id, res.Stdout)
 	}
 	running := out[0] != "0"
 	if running != sb.counting {
-		r.t.Fatalf("%s: the counting process runs: %v, the model says %v", sb.id, running, sb.counting)
+		r.fail("%s: the counting process runs: %v, the model says %v", sb.id, running, sb.counting)
 	}
 	if !sb.counting {
 		return
@@ -501,17 +714,19 @@ func (r *run) checkRunning(sb *sandbox) {
 	// It goes on from its count (its memory kept), and counts.
 	n, _ := strconv.Atoi(out[1])
 	if n < sb.count {
-		r.t.Fatalf("%s: the count went back from %d to %d", sb.id, sb.count, n)
+		r.fail("%s: the count went back from %d to %d", sb.id, sb.count, n)
 	}
-	testkit.Eventually(r.t, 30*time.Second, func() error {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		res, err := s.Commands.Run(r.ctx, "cat /tmp/count")
 		m, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
-		if err != nil || m <= n {
-			return fmt.Errorf("%s: the count stands at %d (%v)", sb.id, m, err)
+		if err == nil && m > n {
+			sb.count = m
+			return
 		}
-		sb.count = m
-		return nil
-	})
+		if time.Now().After(deadline) {
+			r.fail("%s: the count stands at %d (%v)", sb.id, m, err)
+		}
+	}
 }
 
 func clone(m map[string]string) map[string]string {
@@ -520,4 +735,46 @@ func clone(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// TestShrink: the shrinking finds the steps a failure needs, and tells
+// failures apart by their words, not their ids and numbers.
+func TestShrink(t *testing.T) {
+	all := make([]int, 60)
+	for i := range all {
+		all[i] = i
+	}
+	for _, need := range [][]int{{3, 17}, {0}, {59}, {10, 11, 12, 40}} {
+		tries := 0
+		got := shrink(all, time.Now().Add(time.Minute), func(steps []int) bool {
+			tries++
+			for _, n := range need {
+				if !slices.Contains(steps, n) {
+					return false
+				}
+			}
+			return true
+		})
+		if !slices.Equal(got, need) {
+			t.Errorf("needing %v: shrunk to %v", need, got)
+		}
+		if tries > 120 {
+			t.Errorf("needing %v: %d candidates played", need, tries)
+		}
+	}
+	if got := shrink(all, time.Now().Add(-time.Second), func([]int) bool { return true }); len(got) != len(all) {
+		t.Errorf("past its deadline: shrunk to %d steps", len(got))
+	}
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"i3x9kq0b2c7d1m4n8p5r: the API says \"paused\" (<nil>), the model \"running\"", "a8b7c6d5e4f3g2h1i0jk: the API says \"paused\" (<nil>), the model \"running\"", true},
+		{"i3x9kq0b2c7d1m4n8p5r's /home/user/f12: 10 bytes (<nil>), want the 200 written", "a8b7c6d5e4f3g2h1i0jk's /home/user/f3: 0 bytes (<nil>), want the 7 written", true},
+		{"the count went back from 5 to 2", "the counting process runs: false, the model says true", false},
+	} {
+		if got := sameFailure(c.a, c.b); got != c.same {
+			t.Errorf("%q and %q: same %v, want %v", c.a, c.b, got, c.same)
+		}
+	}
 }

@@ -49,7 +49,7 @@ func TestSpillCutShort(t *testing.T) {
 		record := filepath.Join(srv.DataDir, "node", s.ID+".json")
 		testkit.Eventually(t, time.Minute, func() error {
 			b, _ := os.ReadFile(record)
-			if !strings.Contains(string(b), `"spilled"`) {
+			if !strings.Contains(string(b), `"memory"`) {
 				return os.ErrNotExist
 			}
 			return nil
