@@ -64,6 +64,10 @@ type sandbox struct {
 	counting bool              // the counting process runs (or is frozen, paused with memory)
 	count    int               // the last count seen
 	memory   bool              // paused with its memory
+	// boot is the boot id it reads (/proc/sys/kernel/random/boot_id), ""
+	// when it booted since it was last seen: a new one, no other
+	// sandbox's and not the host's.
+	boot string
 	// onTimeout is what its timeout does (a fork's is its parent's), and
 	// autoResume whether traffic resumes it then.
 	onTimeout  cove.OnTimeout
@@ -83,6 +87,7 @@ type snapshot struct {
 	files    map[string]string
 	counting bool
 	count    int
+	boot     string // where snapshots carry processes: its sandbox's boot id
 }
 
 type run struct {
@@ -100,6 +105,8 @@ type run struct {
 	history   []string
 	files     int
 	// carries: snapshots and forks carry the sandbox's processes (gVisor).
+	// boots: the boot ids seen, and whose.
+	boots map[string]string
 	carries bool
 }
 
@@ -126,6 +133,12 @@ func TestRandomHistories(t *testing.T) {
 			t.Skip("make test-long runs it")
 		}
 		history(t, 100, 0, "gvisor", false)
+	})
+	t.Run("microvm", func(t *testing.T) {
+		if !long {
+			t.Skip("make test-long runs it")
+		}
+		history(t, 40, 0, "microvm", false)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		if !long {
@@ -212,6 +225,13 @@ func history(t *testing.T, steps int, seed uint64, on string, oneStream bool) {
 			return server{testutil.StartProc(t, apiKey, "--default-isolation", "gvisor", "--runsc", runsc, "--pause-to-disk-after", "1s")}
 		}
 		carries = true
+	case "microvm":
+		start = func() host {
+			p := testutil.StartProc(t, apiKey, "--default-isolation", "microvm", "--pause-to-disk-after", "1s")
+			waitBindImage(t, p)
+			return server{p}
+		}
+		carries = true
 	case "cluster":
 		start = func() host { return cluster{t, testutil.StartCluster(t, apiKey, testutil.Postgres(t), 1, 2)} }
 	}
@@ -282,6 +302,28 @@ func history(t *testing.T, steps int, seed uint64, on string, oneStream bool) {
 		first.failure, seed, joinInts(failed), strings.Join(shortest.history, "\n  "), shortest.failure, shortest.host.log())
 }
 
+// waitBindImage has a microVM server make its image of the host's /usr,
+// which its first guest starts: the guests after it boot from that image
+// and can then be written to disk and forked with their processes (the
+// first shares /usr over virtiofs, and is killed).
+func waitBindImage(t *testing.T, p *testutil.Proc) {
+	t.Helper()
+	c, err := cove.NewClient(cove.WithAPIURL(p.URL), cove.WithSandboxURL(p.URL), cove.WithAPIKey(apiKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	first, err := c.Create(ctx, cove.CreateOptions{Timeout: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitBindImage(t, p.DataDir, 8*time.Minute)
+	if err := c.Kill(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // play runs steps (their numbers) on a server of its own, and stops the
 // server; a failure ends it, in r.failure.
 // A quiet one's server log is not shown by the test's end.
@@ -303,6 +345,7 @@ func (r *run) play(start func() host, steps []int, quiet bool) {
 	}()
 	r.at(-1)
 	r.create()
+	r.check()
 	for _, i := range steps {
 		r.at(i)
 		r.step()
@@ -617,7 +660,7 @@ func (r *run) resume(sb *sandbox) {
 	})
 	sb.state = "running"
 	if !sb.memory { // booted again from its files
-		sb.counting, sb.count, sb.serving = false, 0, false
+		sb.counting, sb.count, sb.serving, sb.boot = false, 0, false, ""
 	}
 }
 
@@ -630,7 +673,7 @@ func (r *run) snapshot(sb *sandbox) {
 	r.history[len(r.history)-1] += " → " + snap.ID
 	s := snapshot{id: snap.ID, files: clone(sb.files)}
 	if r.carries {
-		s.counting, s.count = sb.counting, sb.count
+		s.counting, s.count, s.boot = sb.counting, sb.count, sb.boot
 	}
 	r.snapshots = append(r.snapshots, s)
 }
@@ -642,7 +685,7 @@ func (r *run) fromSnapshot(snap snapshot) {
 		return err
 	})
 	sb := r.add("create from "+snap.id, s, snap.files, cove.OnTimeoutKill, false) // its files, and its processes if carried
-	sb.counting, sb.count = snap.counting, snap.count
+	sb.counting, sb.count, sb.boot = snap.counting, snap.count, snap.boot
 }
 
 func (r *run) fork(sb *sandbox) {
@@ -656,7 +699,7 @@ func (r *run) fork(sb *sandbox) {
 	})
 	kid := r.add("fork "+sb.id, kids[0], sb.files, sb.onTimeout, sb.autoResume) // its files, and its processes if carried
 	if r.carries {
-		kid.counting, kid.count, kid.serving = sb.counting, sb.count, sb.serving
+		kid.counting, kid.count, kid.serving, kid.boot = sb.counting, sb.count, sb.serving, sb.boot
 	}
 }
 
@@ -696,14 +739,15 @@ func (r *run) checkRunning(sb *sandbox) {
 			r.fail("%s's %s: %d bytes (%v), want the %d written", sb.id, path, len(got), err, len(want))
 		}
 	}
-	res, err := s.Commands.Run(r.ctx, "pgrep -f 'cove-model-[c]ounter' | wc -l; cat /tmp/count 2>/dev/null || echo 0")
+	res, err := s.Commands.Run(r.ctx, "pgrep -f 'cove-model-[c]ounter' | wc -l; cat /tmp/count 2>/dev/null || echo 0; cat /proc/sys/kernel/random/boot_id")
 	if err != nil {
 		r.fail("%s: look at the counting process: %v", sb.id, err)
 	}
 	out := strings.Fields(res.Stdout)
-	if len(out) != 2 {
+	if len(out) != 3 {
 		r.fail("%s: counting process %q", sb.id, res.Stdout)
 	}
+	r.checkBoot(sb, out[2])
 	running := out[0] != "0"
 	if running != sb.counting {
 		r.fail("%s: the counting process runs: %v, the model says %v", sb.id, running, sb.counting)
@@ -727,6 +771,25 @@ func (r *run) checkRunning(sb *sandbox) {
 			r.fail("%s: the count stands at %d (%v)", sb.id, m, err)
 		}
 	}
+}
+
+// checkBoot compares the boot id a running sandbox reads with its model:
+// the one it read before, or a new one after a boot.
+func (r *run) checkBoot(sb *sandbox, id string) {
+	if sb.boot != "" {
+		if id != sb.boot {
+			r.fail("%s: boot id %s, the model says %s (no boot since)", sb.id, id, sb.boot)
+		}
+		return
+	}
+	if r.boots == nil {
+		host, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		r.boots = map[string]string{strings.TrimSpace(string(host)): "the host"}
+	}
+	if other, ok := r.boots[id]; ok {
+		r.fail("%s: booted with boot id %s, %s's", sb.id, id, other)
+	}
+	r.boots[id], sb.boot = sb.id, id
 }
 
 func clone(m map[string]string) map[string]string {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/isolation"
@@ -18,6 +19,7 @@ import (
 // theirs — but for uptime when ownClock: the sandbox's processes have a
 // time namespace whose clocks count from the sandbox's create, and the
 // kernel's /proc/uptime tells that.
+// Its boot id is its own (mountBootID).
 func MountProc(root, lxcfsDir string, ownClock bool) error {
 	proc := filepath.Join(root, "proc")
 	if err := Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -42,6 +44,9 @@ func MountProc(root, lxcfsDir string, ownClock bool) error {
 			return err
 		}
 	}
+	if err := mountBootID(root); err != nil {
+		return err
+	}
 	if lxcfsDir == "" {
 		return nil
 	}
@@ -61,6 +66,29 @@ func MountProc(root, lxcfsDir string, ownClock bool) error {
 		_ = Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	}
 	return nil
+}
+
+// bootIDFile is where a Linux system reads the id of its boot, a UUID.
+const bootIDFile = "proc/sys/kernel/random/boot_id"
+
+// mountBootID gives the sandbox a boot id of its own, new at every boot
+// (a create, a resume without memory; a resume with its memory keeps it):
+// a random UUID in a file of its /dev, bound read-only over the kernel's
+// (which is the host's, or a snapshot's), the file then unlinked.
+func mountBootID(root string) error {
+	target := filepath.Join(root, bootIDFile)
+	if _, err := os.Lstat(target); err != nil {
+		return nil // a kernel without it
+	}
+	src := filepath.Join(root, "dev", ".boot_id")
+	if err := os.WriteFile(src, []byte(uuid.NewString()+"\n"), 0o444); err != nil {
+		return fmt.Errorf("boot id: %w", err)
+	}
+	defer os.Remove(src)
+	if err := Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("boot id: %w", err)
+	}
+	return Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // devices are the only device nodes a sandbox gets.
