@@ -104,10 +104,11 @@ type run struct {
 	snapshots []snapshot
 	history   []string
 	files     int
-	// carries: snapshots and forks carry the sandbox's processes (gVisor).
+	// carries: snapshots and forks carry the sandbox's processes (gVisor,
+	// microVM).
+	carries bool
 	// boots: the boot ids seen, and whose.
 	boots map[string]string
-	carries bool
 }
 
 // regressions are the histories that found bugs, replayed by their seeds
