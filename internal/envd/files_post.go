@@ -118,11 +118,15 @@ func (s *Server) uploadMultipart(r *http.Request, req filesRequest, meta map[str
 	return out, nil
 }
 
-// writeFile writes body to path (truncating an existing file), creating its
-// parents, with u's rights (identity.As): new files and directories belong
-// to u, an existing file keeps its owner, and a link planted at path is
-// followed only as far as u could follow it.
+// writeFile writes body to path (truncating an existing file), with u's
+// rights (identity.As): new files and directories belong to u, an existing
+// file keeps its owner, and a link planted at path is followed only as far
+// as u could follow it. Missing parents are made first as E2B's agent
+// makes them (filesystem.MakeParents), then with u's rights.
 func writeFile(path string, u identity.User, body io.Reader, meta map[string]string) (uploadedFile, error) {
+	if err := filesystem.MakeParents(filepath.Dir(path), u); err != nil {
+		return uploadedFile{}, err
+	}
 	var out uploadedFile
 	err := identity.As(u, func() (err error) {
 		out, err = writeFileAs(path, u, body, meta)

@@ -187,6 +187,10 @@ print("own", ask((os.getpid(), 65534, 65534)))`),
 			setup: "echo root-only > /etc/cove-protected && chmod 644 /etc/cove-protected",
 			user:  "user", cmd: "ln -sf /etc/cove-protected ~/report.txt && echo planted",
 			want: []string{"planted"}, after: e.uploadThroughLink},
+		{name: "files API: missing directories made through a link the user planted", group: "escape",
+			setup: "chmod 700 /root",
+			user:  "user", cmd: "ln -sfn /etc ~/into && echo planted",
+			want: []string{"planted"}, after: e.parentsThroughLink},
 		{name: "files API: read root's home as the user", group: "escape",
 			setup: "echo root-secret > /root/secret && chmod 700 /root",
 			user:  "user", cmd: "ls /root 2>&1; true", want: []string{"Permission denied"},
@@ -689,6 +693,37 @@ func (e *hostileEnv) uploadThroughLink(t *testing.T, _ *hostileEnv, _ string) {
 	r := mustRun(t, ctx, e.attacker, "root", "stat -c '%U %a' /etc/cove-protected; cat /etc/cove-protected")
 	if r.out != "root 644\nroot-only\n" {
 		t.Errorf("the root-owned file behind the link: %q", r.out)
+	}
+}
+
+// parentsThroughLink uploads as the user to missing directories: below
+// /, which the user may not write, they are made for the user, as E2B's
+// agent makes them; through the link the case planted (to /etc), or below
+// /root, which the user cannot reach, nothing is made.
+func (e *hostileEnv) parentsThroughLink(t *testing.T, _ *hostileEnv, _ string) {
+	ctx := context.Background()
+	files := e.attacker.Files.As("user")
+	if _, err := files.Write(ctx, "/0/multi_test_file0.txt", strings.NewReader("made\n")); err != nil {
+		t.Errorf("upload as user to /0/multi_test_file0.txt: %v", err)
+	}
+	if ok, err := files.MakeDir(ctx, "/cove-made/a/b"); err != nil || !ok {
+		t.Errorf("make /cove-made/a/b as user: %v %v", ok, err)
+	}
+	r := mustRun(t, ctx, e.attacker, "root", "stat -c '%U %n' /0 /0/multi_test_file0.txt /cove-made /cove-made/a/b")
+	if r.out != "user /0\nuser /0/multi_test_file0.txt\nuser /cove-made\nuser /cove-made/a/b\n" {
+		t.Errorf("what the uploads made: %q", r.out)
+	}
+	for _, p := range []string{"/home/user/into/cove-made/f", "/root/cove-made/f"} {
+		if _, err := files.Write(ctx, p, strings.NewReader("no\n")); !deniedErr(err) {
+			t.Errorf("upload as user to %s: %v, want permission denied", p, err)
+		}
+	}
+	if ok, err := files.MakeDir(ctx, "/home/user/into/cove-made-dir"); !deniedErr(err) {
+		t.Errorf("make a directory as user through the link: %v %v, want permission denied", ok, err)
+	}
+	r = mustRun(t, ctx, e.attacker, "root", "ls -d /etc/cove-made /etc/cove-made-dir /root/cove-made 2>&1 | grep -v 'No such file'; echo checked")
+	if r.out != "checked\n" {
+		t.Errorf("made through the link or out of the user's reach: %q", r.out)
 	}
 }
 

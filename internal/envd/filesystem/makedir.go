@@ -12,14 +12,14 @@ import (
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/filesystem"
 )
 
-// MakeDir creates a directory and its parents, owned by the user. An
-// existing directory is AlreadyExists; an existing file is InvalidArgument.
+// MakeDir creates a directory and its parents, owned by the user (where
+// the user could not, as MakeParents allows). An existing directory is
+// AlreadyExists; an existing file is InvalidArgument.
 func (s *Service) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDirRequest]) (*connect.Response[pb.MakeDirResponse], error) {
 	u, p, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}
-	var e *pb.EntryInfo
 	err = identity.As(u, func() error {
 		if st, err := os.Stat(p); err == nil {
 			if st.IsDir() {
@@ -27,6 +27,16 @@ func (s *Service) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDirRe
 			}
 			return errs.New(errs.InvalidArgument, "path '%s' exists and is not a directory", p)
 		}
+		return nil
+	})
+	if err == nil {
+		err = MakeParents(p, u)
+	}
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
+	var e *pb.EntryInfo
+	err = identity.As(u, func() error {
 		if err := MkdirAllOwned(p, u); err != nil {
 			return err
 		}
