@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -270,7 +271,7 @@ func TestPythonRichResults(t *testing.T) {
 			return c["title"] == "T" && c["x_unit"] == "s" && c["y_scale"] == "log" && el["label"] == "sq" && len(el["points"].([]any)) == 3
 		}},
 		{"scatter", "plt.figure(); plt.scatter([1, 2], [3, 4])", "scatter", func(c map[string]any) bool {
-			return len(c["elements"].([]any)[0].(map[string]any)["points"].([]any)) == 2
+			return len(c["elements"].([]any)[0].(map[string]any)["points"].([]any)) == 2 && c["title"] == nil && c["x_label"] == nil
 		}},
 		{"bar", "plt.figure(); plt.bar(['a', 'b'], [3, 5])", "bar", func(c map[string]any) bool {
 			el := c["elements"].([]any)
@@ -284,6 +285,23 @@ func TestPythonRichResults(t *testing.T) {
 			el := c["elements"].([]any)[0].(map[string]any)
 			return el["label"] == "g" && el["median"] == 3.5 && len(el["outliers"].([]any)) == 1
 		}},
+		{"box with patches", "data = {'A': [85, 90, 78, 92, 88], 'B': [95, 89, 76, 91, 84, 87], 'C': [75, 82, 88, 79, 86]}\n" +
+			"fig, ax = plt.subplots(); ax.boxplot(data.values(), labels=data.keys(), patch_artist=True); ax.set_xlabel('Class')", "box_and_whisker", func(c map[string]any) bool {
+			got := map[string][]any{}
+			for _, e := range c["elements"].([]any) {
+				el := e.(map[string]any)
+				for _, k := range []string{"label", "outliers", "min", "first_quartile", "median", "third_quartile", "max"} {
+					got[k] = append(got[k], el[k])
+				}
+			}
+			want := map[string][]any{"label": {"A", "B", "C"}, "outliers": {[]any{}, []any{76.0}, []any{}}, "min": {78.0, 84.0, 75.0},
+				"first_quartile": {85.0, 84.75, 79.0}, "median": {88.0, 88.0, 82.0}, "third_quartile": {90.0, 90.5, 86.0}, "max": {92.0, 95.0, 88.0}}
+			return reflect.DeepEqual(got, want) && c["x_label"] == "Class" && c["y_label"] == nil && c["title"] == nil
+		}},
+		{"pie's angles", "plt.figure(); plt.pie([90, 10], labels=['no', 'yes'], startangle=90)", "pie", func(c map[string]any) bool {
+			el := c["elements"].([]any)
+			return el[0].(map[string]any)["angle"] == float64(324) && el[1].(map[string]any)["angle"] == float64(36) && el[0].(map[string]any)["radius"] == float64(1)
+		}},
 		{"categorical", "plt.figure(); plt.plot(['a', 'b'], [1, 2])", "line", func(c map[string]any) bool {
 			p := c["elements"].([]any)[0].(map[string]any)["points"].([]any)
 			return c["x_scale"] == "categorical" && p[1].([]any)[0] == "b" && p[1].([]any)[1] == float64(2)
@@ -294,7 +312,10 @@ func TestPythonRichResults(t *testing.T) {
 		}},
 		{"superchart", "fig, (a, b) = plt.subplots(1, 2); a.plot([1, 2]); b.bar(['u'], [1]); fig.suptitle('S')", "superchart", func(c map[string]any) bool {
 			el := c["elements"].([]any)
-			return c["title"] == "S" && len(el) == 2 && el[1].(map[string]any)["type"] == "bar"
+			return c["title"] == "S" && len(el) == 2 && el[1].(map[string]any)["type"] == "bar" && el[0].(map[string]any)["x_label"] == nil
+		}},
+		{"superchart untitled", "fig, (a, b) = plt.subplots(1, 2); a.plot([1, 2]); b.plot([3, 4])", "superchart", func(c map[string]any) bool {
+			return c["title"] == nil
 		}},
 	} {
 		e := run(tc.code)
@@ -325,6 +346,10 @@ func TestPythonRichResults(t *testing.T) {
 	e = run("from PIL import Image\nImage.new('RGB', (4, 4)).show()")
 	if r := e.of("result"); len(r) != 1 || r[0]["png"] == nil {
 		t.Errorf("PIL show: %v", e.lines)
+	}
+	e = run("import io\nim = Image.new('RGB', (4, 4))\nim.save('saved.png')\nim.save(io.BytesIO(), 'PNG')")
+	if r := e.of("result"); len(r) != 1 || r[0]["png"] == nil {
+		t.Errorf("PIL save, to a file then to memory: %v, want one PNG", e.lines)
 	}
 }
 

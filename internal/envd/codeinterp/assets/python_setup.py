@@ -67,11 +67,14 @@ def __cove_setup():
             labels = [str(t) for t in locs]
         return values(axis, locs), labels
 
+    def text(s):  # a title or label not given is null, as E2B's
+        return s or None
+
     def axes2d(ax, kind):
-        c = {"type": kind, "title": ax.get_title(), "elements": []}
+        c = {"type": kind, "title": text(ax.get_title()), "elements": []}
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             label = axis.get_label_text()
-            c[name + "_label"] = label
+            c[name + "_label"] = text(label)
             c[name + "_unit"] = unit(label)
         return c
 
@@ -98,13 +101,20 @@ def __cove_setup():
 
     def box_chart(ax, lines):
         import numpy as np
+        from matplotlib.patches import PathPatch
 
-        boxes = []
-        for ln in lines:
-            xy = np.asarray(ln.get_xydata(), float)  # through the axes' units: dates, categories
-            xs, ys = xy[:, 0], xy[:, 1]
-            if len(xs) == 5 and xs[0] == xs[-1] and ys[0] == ys[-1] and len(set(xs)) == 2 and len(set(ys)) == 2:
-                boxes.append((min(xs), max(xs), min(ys), max(ys)))
+        def rectangle(xy):  # a closed outline of 2 xs and 2 ys: a box
+            if len(xy) not in (5, 6):  # a patch's path may end with a CLOSEPOLY vertex
+                return None
+            xs, ys = xy[:5, 0], xy[:5, 1]
+            if xs[0] == xs[4] and ys[0] == ys[4] and len(set(xs)) == 2 and len(set(ys)) == 2:
+                return (min(xs), max(xs), min(ys), max(ys))
+            return None
+
+        # Boxes are lines, or patches with patch_artist=True.
+        outlines = [np.asarray(ln.get_xydata(), float) for ln in lines]  # through the axes' units: dates, categories
+        outlines += [np.asarray(p.get_path().vertices, float) for p in ax.patches if isinstance(p, PathPatch)]
+        boxes = [b for b in map(rectangle, outlines) if b is not None]
         if not boxes:
             return None
         c = axes2d(ax, "box_and_whisker")
@@ -132,9 +142,11 @@ def __cove_setup():
 
         wedges = [p for p in ax.patches if isinstance(p, Wedge)]
         if wedges:
-            c = {"type": "pie", "title": ax.get_title(), "elements": []}
+            c = {"type": "pie", "title": text(ax.get_title()), "elements": []}
             for w in wedges:
-                c["elements"].append({"label": visible_label(w), "angle": number(w.theta2 - w.theta1), "radius": number(w.r)})
+                # Rounded as E2B's are: matplotlib's angles are float32's.
+                c["elements"].append({"label": visible_label(w), "angle": number(round(w.theta2 - w.theta1, 4)),
+                                      "radius": number(round(w.r, 4))})
             return c
         bars = [b for b in ax.containers if isinstance(b, BarContainer)]
         if bars:
@@ -154,7 +166,7 @@ def __cove_setup():
             return point_chart(ax, "scatter", [(visible_label(s), s.get_offsets()[:, 0], s.get_offsets()[:, 1]) for s in scatters])
         if lines:
             return point_chart(ax, "line", [(visible_label(ln), ln.get_xydata()[:, 0], ln.get_xydata()[:, 1]) for ln in lines])
-        return {"type": "unknown", "title": ax.get_title(), "elements": []}
+        return {"type": "unknown", "title": text(ax.get_title()), "elements": []}
 
     def figure_chart(fig):
         try:
@@ -164,10 +176,10 @@ def __cove_setup():
             charts = [axes_chart(ax) for ax in axes]
             if len(charts) == 1:
                 return json.loads(json.dumps(charts[0]))
-            title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
-            return json.loads(json.dumps({"type": "superchart", "title": title, "elements": charts}))
+            title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else None
+            return json.loads(json.dumps({"type": "superchart", "title": text(title), "elements": charts}))
         except Exception:
-            return {"type": "unknown", "title": "", "elements": []}
+            return {"type": "unknown", "title": None, "elements": []}
 
     def frame_data(df):
         try:
@@ -207,6 +219,18 @@ def __cove_setup():
             display(self)
 
         Image.Image.show = show
+
+        # An image saved to a file is displayed too, as E2B's are (saved
+        # to memory, as its PNG display does, it is not).
+        save = Image.Image.save
+
+        def save_and_show(self, fp, *args, **kwargs):
+            out = save(self, fp, *args, **kwargs)
+            if isinstance(fp, (str, os.PathLike)):
+                display(self)
+            return out
+
+        Image.Image.save = save_and_show
     except ImportError:
         pass
 
