@@ -36,6 +36,8 @@ type RunConfig struct {
 	Spawn func(fork func() (int, error)) (int, error)
 	// Initial settings apply before the agent listens, as an /init would.
 	Initial settings.Update
+	// NewBoot, when set, gives the sandbox a new boot id (Config.NewBoot).
+	NewBoot func() error
 }
 
 // Run serves the agent until ctx ends. As PID 1 it also reaps orphans and
@@ -50,7 +52,7 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 			return fmt.Errorf("set non-dumpable: %w", err)
 		}
 	}
-	opts := Config{Fixed: cfg.Fixed}
+	opts := Config{Fixed: cfg.Fixed, NewBoot: cfg.NewBoot}
 	opts.Process.Init = init
 	opts.Process.Spawn = cfg.Spawn
 	if init {

@@ -17,6 +17,9 @@ type InitRequest struct {
 	Timestamp      string            `json:"timestamp,omitempty"`
 	DefaultUser    string            `json:"defaultUser,omitempty"`
 	DefaultWorkdir *string           `json:"defaultWorkdir,omitempty"`
+	// NewBoot (Cove's own): the sandbox booted anew, from another's memory
+	// (a microVM's boot snapshot): it takes a boot id of its own.
+	NewBoot bool `json:"coveNewBoot,omitempty"`
 }
 
 // init applies the node's settings. Once a token is set, changing anything
@@ -36,6 +39,12 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	if req.DefaultUser != "" {
 		if _, err := identity.Lookup(req.DefaultUser); err != nil {
 			writeError(w, errs.New(errs.InvalidArgument, "default user %q does not exist", req.DefaultUser))
+			return
+		}
+	}
+	if req.NewBoot && s.newBoot != nil {
+		if err := s.newBoot(); err != nil {
+			writeError(w, err)
 			return
 		}
 	}

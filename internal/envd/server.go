@@ -31,6 +31,9 @@ type Config struct {
 	Fixed map[string]string
 	// Process configures the process service (PID 1 reaping, OOM counter).
 	Process process.Options
+	// NewBoot, when set, gives the sandbox a new boot id (an /init's
+	// coveNewBoot).
+	NewBoot func() error
 }
 
 // compressMinBytes is the smallest RPC message the agent compresses.
@@ -42,11 +45,12 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	process  *process.Service
+	newBoot  func() error
 }
 
 // New builds the agent.
 func New(cfg Config, log *slog.Logger) *Server {
-	s := &Server{settings: settings.New(cfg.Fixed), log: log, mux: http.NewServeMux()}
+	s := &Server{settings: settings.New(cfg.Fixed), log: log, mux: http.NewServeMux(), newBoot: cfg.NewBoot}
 	s.process = process.New(s.settings, log, cfg.Process)
 	// Small messages (most process events) go uncompressed: gzip costs
 	// more than it saves on them, and its first use allocates a compressor

@@ -113,7 +113,7 @@ func runAgent(fixed map[string]string, a isolation.AgentSettings, ready, oom int
 	// sandbox can make it log (a failed download, say): capped. Its JSON
 	// lines are the agent's part of the sandbox's logs.
 	log := slog.New(slog.NewJSONHandler(logx.Capped(os.Stderr, agentLogMax), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, Initial: settings.Update{
+	cfg := envd.RunConfig{Fixed: fixed, ReadyFD: ready, OOMFD: oom, Spawn: spawn, NewBoot: NewBootID, Initial: settings.Update{
 		EnvVars: a.EnvVars, DefaultUser: a.DefaultUser,
 	}}
 	if a.AccessToken != "" {

@@ -74,21 +74,45 @@ const bootIDFile = "proc/sys/kernel/random/boot_id"
 // mountBootID gives the sandbox a boot id of its own, new at every boot
 // (a create, a resume without memory; a resume with its memory keeps it):
 // a random UUID in a file of its /dev, bound read-only over the kernel's
-// (which is the host's, or a snapshot's), the file then unlinked.
+// (which is the host's, or a snapshot's), the file then unlinked. This
+// process keeps the file open (bootID) for NewBootID.
 func mountBootID(root string) error {
 	target := filepath.Join(root, bootIDFile)
 	if _, err := os.Lstat(target); err != nil {
 		return nil // a kernel without it
 	}
 	src := filepath.Join(root, "dev", ".boot_id")
-	if err := os.WriteFile(src, []byte(uuid.NewString()+"\n"), 0o444); err != nil {
+	f, err := os.OpenFile(src, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
 	defer os.Remove(src)
+	bootID = f
+	if err := NewBootID(); err != nil {
+		return err
+	}
 	if err := Mount(src, target, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
 	return Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+// bootID is the file mountBootID bound over the kernel's boot id, in the
+// process that bound it.
+var bootID *os.File
+
+// NewBootID gives the sandbox a new boot id: a guest started from another
+// guest's memory (a microVM's boot snapshot) booted anew all the same.
+// Without a boot id of its own (another process bound it), it does
+// nothing.
+func NewBootID() error {
+	if bootID == nil {
+		return nil
+	}
+	if _, err := bootID.WriteAt([]byte(uuid.NewString()+"\n"), 0); err != nil {
+		return fmt.Errorf("boot id: %w", err)
+	}
+	return nil
 }
 
 // devices are the only device nodes a sandbox gets.

@@ -267,7 +267,7 @@ func (d *Driver) createFromSnapshot(ctx context.Context, id string, spec isolati
 	maps.Copy(vars, spec.Env)
 	workdir := spec.Agent.DefaultWorkdir
 	if err := agent.Init(ctx, envd.InitRequest{EnvVars: vars, AccessToken: &spec.Agent.AccessToken,
-		DefaultUser: spec.Agent.DefaultUser, DefaultWorkdir: &workdir}); err != nil {
+		DefaultUser: spec.Agent.DefaultUser, DefaultWorkdir: &workdir, NewBoot: true}); err != nil {
 		return h, fmt.Errorf("the agent of a guest from a boot snapshot: %w", err)
 	}
 	return h, nil
