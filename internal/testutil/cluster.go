@@ -95,6 +95,16 @@ func (c Cluster) Log() string {
 	return b.String()
 }
 
+// Leaks lists what the cluster's stopped nodes left on the host: mounts
+// under their data directories, groups under their cgroup parents.
+func (c Cluster) Leaks() []string {
+	var out []string
+	for _, r := range c.procs {
+		out = append(out, leaksOf(r.srv.DataDir, r.args)...)
+	}
+	return out
+}
+
 // Leftovers lists what the cluster's nodes still hold of users' sandboxes.
 func (c Cluster) Leftovers() []string {
 	var out []string

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,6 +160,22 @@ func (p *Proc) stop(kill bool) {
 	}
 	_ = p.cmd.Wait()
 	p.cmd = nil
+}
+
+// Leaks lists what the stopped server left on the host: mounts under its
+// data directory and groups under its cgroup parent.
+func (p *Proc) Leaks() []string { return leaksOf(p.DataDir, p.args) }
+
+// leaksOf lists the mounts under dir and the groups under the cgroup
+// parent args give (--cgroup-parent).
+func leaksOf(dir string, args []string) []string {
+	out := MountsUnder(dir)
+	if i := slices.Index(args, "--cgroup-parent"); i >= 0 && i+1 < len(args) {
+		for _, g := range CgroupsUnder(args[i+1]) {
+			out = append(out, "cgroup "+g)
+		}
+	}
+	return out
 }
 
 // Log is what the server wrote so far.

@@ -25,7 +25,9 @@ after(async () => {
   await sbx?.kill()
 })
 
-const waitUntil = async (cond, ms = 20000) => {
+// A bound on liveness, not a measure: a microVM guest under TCG on a
+// loaded 2-core machine took over 20 s to start a Python web server.
+const waitUntil = async (cond, ms = 60000) => {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (await cond()) return true

@@ -166,6 +166,7 @@ type host interface {
 	restart(rnd *mrand.Rand) (string, func())
 	leftovers() []string // of users' sandboxes, on every node
 	shutdown()           // every sandbox killed, every process stopped
+	leaks() []string     // mounts and cgroups left once shut down
 	quiet()              // its logs not shown by the test's end
 	log() string
 }
@@ -175,6 +176,7 @@ type server struct{ *testutil.Proc }
 
 func (s server) url() string         { return s.URL }
 func (s server) leftovers() []string { return s.Leftovers() }
+func (s server) leaks() []string     { return s.Leaks() }
 func (s server) shutdown()           { s.Shutdown() }
 func (s server) quiet()              { s.Quiet() }
 func (s server) log() string         { return s.Log() }
@@ -195,6 +197,7 @@ func (c cluster) shutdown()           { c.Shutdown(apiKey) }
 func (c cluster) quiet()              { c.Quiet() }
 func (c cluster) log() string         { return c.Log() }
 func (c cluster) leftovers() []string { return c.Leftovers() }
+func (c cluster) leaks() []string     { return c.Leaks() }
 
 func (c cluster) restart(rnd *mrand.Rand) (string, func()) {
 	n, kill := rnd.IntN(len(c.Nodes)), rnd.IntN(2) == 0
@@ -365,6 +368,10 @@ func (r *run) play(start func() host, steps []int, quiet bool) {
 	}
 	if left := r.host.leftovers(); len(left) > 0 {
 		r.fail("left on the host once every sandbox was killed: %v", left)
+	}
+	r.host.shutdown()
+	if left := r.host.leaks(); len(left) > 0 {
+		r.fail("left on the host once the server stopped: %v", left)
 	}
 }
 

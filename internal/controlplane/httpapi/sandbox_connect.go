@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 )
 
@@ -9,12 +10,18 @@ import (
 type resumeBody struct {
 	Timeout *int64 `json:"timeout"`
 	Memory  *bool  `json:"memory"`
+	// AutoPause (the deprecated resume's): a sandbox keeps the lifecycle
+	// of its create.
+	AutoPause json.RawMessage `json:"autoPause"`
 }
 
 // decodeResume reads a resume's timeout and whether it reboots.
 func decodeResume(w http.ResponseWriter, r *http.Request) (int64, bool, error) {
 	var body resumeBody
 	if err := decode(w, r, &body); err != nil {
+		return 0, false, err
+	}
+	if err := notServed(rawField{"autoPause", body.AutoPause}); err != nil {
 		return 0, false, err
 	}
 	reboot := body.Memory != nil && !*body.Memory

@@ -42,6 +42,13 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	if err := decode(w, r, &req); err != nil {
 		return service.CreateRequest{}, err
 	}
+	unserved := []rawField{{"iam", req.IAM}, {"mcp", req.MCP}}
+	if n := req.Network; n != nil {
+		unserved = append(unserved, rawField{"network.egressProxy", n.EgressProxy}, rawField{"network.httpsPorts", n.HTTPSPorts}, rawField{"network.rules", n.Rules})
+	}
+	if err := notServed(unserved...); err != nil {
+		return service.CreateRequest{}, err
+	}
 	timeout := int64(defaultTimeout)
 	if req.Timeout != nil {
 		timeout = *req.Timeout

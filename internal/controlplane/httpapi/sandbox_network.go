@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -8,9 +9,11 @@ import (
 
 // networkUpdate is SandboxNetworkUpdateConfig.
 type networkUpdate struct {
-	AllowInternetAccess *bool     `json:"allow_internet_access"`
-	AllowOut            *[]string `json:"allowOut"`
-	DenyOut             *[]string `json:"denyOut"`
+	AllowInternetAccess *bool           `json:"allow_internet_access"`
+	AllowOut            *[]string       `json:"allowOut"`
+	DenyOut             *[]string       `json:"denyOut"`
+	EgressProxy         json.RawMessage `json:"egressProxy"`
+	Rules               json.RawMessage `json:"rules"`
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: egress on or off and
@@ -23,6 +26,10 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	}
 	var req networkUpdate
 	if err := decode(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := notServed(rawField{"egressProxy", req.EgressProxy}, rawField{"rules", req.Rules}); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -9,7 +10,8 @@ import (
 // clientID is E2B's constant filler field.
 const clientID = "6532622b"
 
-// newSandbox is the body of POST /sandboxes (unknown fields are ignored).
+// newSandbox is the body of POST /sandboxes (SDKFields says what Cove does
+// with each field; unknown fields are ignored).
 type newSandbox struct {
 	TemplateID      string            `json:"templateID"`
 	Timeout         *int64            `json:"timeout"`
@@ -24,6 +26,8 @@ type newSandbox struct {
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	Network             *networkConfig    `json:"network"`
+	IAM                 json.RawMessage   `json:"iam"`
+	MCP                 json.RawMessage   `json:"mcp"`
 }
 
 // networkConfig is SandboxNetworkConfig; the egress rules arrive with
@@ -34,7 +38,10 @@ type networkConfig struct {
 	DenyOut            []string `json:"denyOut"`
 	// MaskRequestHost is the Host header requests to the sandbox's ports
 	// arrive with ("${PORT}" becomes the port).
-	MaskRequestHost *string `json:"maskRequestHost"`
+	MaskRequestHost *string         `json:"maskRequestHost"`
+	EgressProxy     json.RawMessage `json:"egressProxy"`
+	HTTPSPorts      json.RawMessage `json:"httpsPorts"`
+	Rules           json.RawMessage `json:"rules"`
 }
 
 // sandboxJSON is the Sandbox schema (create, connect).

@@ -12,6 +12,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 // hostSnapshot is what sandboxes could leave on the host.
@@ -24,48 +25,13 @@ type hostSnapshot struct {
 func snapshot(t *testing.T, e env) hostSnapshot {
 	t.Helper()
 	var s hostSnapshot
-	for _, h := range []string{"memory", "pids", "cpu", "freezer"} {
-		dir := v1GroupDir(h, e.cgroupParent)
-		if entries, err := os.ReadDir(dir); err == nil {
-			for _, en := range entries {
-				if en.IsDir() {
-					s.cgroups = append(s.cgroups, h+"/"+en.Name())
-				}
-			}
-		}
-	}
+	s.cgroups = testutil.CgroupsUnder(e.cgroupParent)
 	if entries, err := os.ReadDir(filepath.Join(e.dir, "sandboxes")); err == nil {
 		for _, en := range entries {
 			s.files = append(s.files, en.Name())
 		}
 	}
 	return s
-}
-
-// v1GroupDir finds the test's cgroup parent in a v1 hierarchy (or under
-// the unified mount on v2), nested under this process's own group.
-func v1GroupDir(hierarchy, parent string) string {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == hierarchy {
-				return filepath.Join("/sys/fs/cgroup", hierarchy, parts[2], parent)
-			}
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-				return filepath.Join("/sys/fs/cgroup", filepath.Dir(parts[2]), parent)
-			}
-		}
-	}
-	return ""
 }
 
 // TestNoLeaksAfterManyCycles creates and destroys 200 sandboxes, four at a

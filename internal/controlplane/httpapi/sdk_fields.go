@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// FieldUse is what Cove does with a field of a request E2B's SDK sends.
+type FieldUse string
+
+const (
+	// Served: the field does what E2B's API says.
+	Served FieldUse = "served"
+	// Refused: Cove does not serve it yet; a request that gives it a value
+	// is answered 400, naming it (notServed), never silently ignored.
+	Refused FieldUse = "refused"
+)
+
+// SDKFields lists, for each schema of E2B's API whose requests reach Cove
+// (create, connect, resume, list, network), what Cove does with each of
+// its fields. test/compat's TestSDKRequestFields reads the official
+// SDK's typings and fails on a field this table does not decide, or on
+// one it names that the SDK no longer has. "GET /v2/sandboxes" is the
+// list's query parameters.
+var SDKFields = map[string]map[string]FieldUse{
+	"NewSandbox":   newSandboxFields(true),
+	"NewSandboxV2": newSandboxFields(false),
+	"SandboxNetworkConfig": {
+		"allowOut": Served, "denyOut": Served, "allowPublicTraffic": Served, "maskRequestHost": Served,
+		"egressProxy": Refused, "httpsPorts": Refused, "rules": Refused,
+	},
+	"SandboxNetworkUpdateConfig": {
+		"allow_internet_access": Served, "allowOut": Served, "denyOut": Served,
+		"egressProxy": Refused, "rules": Refused,
+	},
+	"SandboxAutoResumeConfig": {"enabled": Served},
+	"SandboxVolumeMount":      {"name": Served, "path": Served},
+	"ConnectSandbox":          {"memory": Served, "timeout": Served},
+	"ConnectSandboxV2":        {"memory": Served, "timeout": Served},
+	// The deprecated resume: a sandbox keeps the lifecycle of its create.
+	"ResumedSandbox": {"memory": Served, "timeout": Served, "autoPause": Refused},
+	"GET /v2/sandboxes": {
+		"limit": Served, "metadata": Served, "nextToken": Served, "order": Served,
+		"startedAfter": Served, "state": Served, "template": Served,
+	},
+}
+
+func newSandboxFields(v1 bool) map[string]FieldUse {
+	m := map[string]FieldUse{
+		"templateID": Served, "timeout": Served, "metadata": Served, "envVars": Served,
+		"allow_internet_access": Served, "network": Served, "autoPause": Served, "autoPauseMemory": Served,
+		"autoResume": Served, "volumeMounts": Served,
+		"iam": Refused, "mcp": Refused,
+	}
+	if v1 {
+		m["secure"] = Served
+	}
+	return m
+}
+
+// rawField is a request's field Cove does not serve, as it came.
+type rawField struct {
+	name string
+	raw  json.RawMessage
+}
+
+// notServed refuses the first of fields that carries a value: null, {}
+// and [] carry none.
+func notServed(fields ...rawField) error {
+	for _, f := range fields {
+		switch string(bytes.TrimSpace(f.raw)) {
+		case "", "null", "{}", "[]":
+			continue
+		}
+		return errs.New(errs.InvalidArgument, "%s is not supported by Cove yet", f.name)
+	}
+	return nil
+}
