@@ -85,8 +85,11 @@ func TestSandboxNetwork(t *testing.T) {
 		status     int
 	}{
 		{`{"denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},
-		{`{"allowOut": ["` + testutil.InternetAddr + `"]}`, "hello from", 204},
-		{`{"allowOut": [], "denyOut": []}`, "hello from", 204},
+		{`{}`, "hello from", 204}, // it replaces: what it omits is cleared
+		{`{"denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},
+		{`{"allowOut": ["` + testutil.InternetAddr + `"], "denyOut": ["0.0.0.0/0"]}`, "hello from", 204},
+		{`{"allow_internet_access": false}`, "unreachable", 204},
+		{`{"allowOut": [], "denyOut": []}`, "hello from", 204}, // egress on again: omitted
 		{`{"allowOut": ["allowed.test"]}`, "hello from", 400}, // names need all else denied
 		{`{"denyOut": ["::/0"]}`, "hello from", 400},
 		{`{"allowOut": ["allowed.test", "*.wild.test"], "denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},

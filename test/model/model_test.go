@@ -13,10 +13,10 @@
 // sandbox is killed nothing of them is left on the host.
 //
 // It runs on namespaces (60 steps; 300 in make test-long) and, in make
-// test-long, on gVisor (100 steps), whose snapshots and forks carry the
-// sandbox's processes and whose paused sandboxes go to disk a second after
-// their pause, and in a cluster (100 steps); make test-long also replays
-// the histories that found bugs (regressions).
+// test-long, on gVisor (100 steps) and microVM (40 steps), whose snapshots
+// and forks carry the sandbox's processes and whose paused sandboxes go to
+// disk a second after their pause, and in a cluster (100 steps); make
+// test-long also replays the histories that found bugs (regressions).
 //
 // Each step draws from a generator of its own (the seed and the step's
 // number), so that a history can be replayed without some of its steps. A
@@ -216,8 +216,8 @@ func (c cluster) restart(rnd *mrand.Rand) (string, func()) {
 }
 
 // history drives a random history of steps (from seed; 0: a new one) on
-// a server whose sandboxes run on namespaces or gvisor, or on a cluster
-// (namespaces); a failing one is shrunk.
+// a server whose sandboxes run on namespaces, gvisor or microvm, or on a
+// cluster (namespaces); a failing one is shrunk.
 func history(t *testing.T, steps int, seed uint64, on string, oneStream bool) {
 	start := func() host { return server{testutil.StartProc(t, apiKey)} }
 	carries := false // snapshots and forks carry processes

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 
@@ -17,7 +18,9 @@ type networkUpdate struct {
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: egress on or off and
-// allowOut/denyOut (IPs, CIDRs), live; omitted fields stay as they are.
+// allowOut/denyOut, live. As E2B's SDK says, the request replaces the
+// sandbox's egress configuration: an omitted field is cleared (no rules,
+// egress on).
 func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	id, err := sandboxID(r)
 	if err != nil {
@@ -33,8 +36,10 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	err = a.svc.UpdateNetwork(r.Context(), team(r), id, service.NetworkRules{
-		Internet: req.AllowInternetAccess, AllowOut: req.AllowOut, DenyOut: req.DenyOut})
+	internet, none := true, []string{}
+	rules := service.NetworkRules{Internet: cmp.Or(req.AllowInternetAccess, &internet),
+		AllowOut: cmp.Or(req.AllowOut, &none), DenyOut: cmp.Or(req.DenyOut, &none)}
+	err = a.svc.UpdateNetwork(r.Context(), team(r), id, rules)
 	if err != nil {
 		writeError(w, err)
 		return
