@@ -90,7 +90,7 @@ func TestSandboxNetwork(t *testing.T) {
 		{`{"allowOut": ["` + testutil.InternetAddr + `"], "denyOut": ["0.0.0.0/0"]}`, "hello from", 204},
 		{`{"allow_internet_access": false}`, "unreachable", 204},
 		{`{"allowOut": [], "denyOut": []}`, "hello from", 204}, // egress on again: omitted
-		{`{"allowOut": ["allowed.test"]}`, "hello from", 400}, // names need all else denied
+		{`{"allowOut": ["allowed.test"]}`, "hello from", 400},  // names need all else denied
 		{`{"denyOut": ["::/0"]}`, "hello from", 400},
 		{`{"allowOut": ["allowed.test", "*.wild.test"], "denyOut": ["0.0.0.0/0"]}`, "unreachable", 204},
 	}
