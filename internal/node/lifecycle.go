@@ -5,6 +5,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // Phase is where a sandbox is in its lifecycle. Its record holds it, as
@@ -57,8 +58,17 @@ type Rest struct {
 }
 
 // paused is the rest of a sandbox paused with its memory, keeping a shared
-// copy of its files if it has one.
+// copy of its files if it has one; spilling and onDisk, that of one whose
+// memory is being written to dir, or is there with its manifest.
 func (r Rest) paused() Rest { return Rest{Phase: PhasePaused, Files: r.Files} }
+
+func (r Rest) spilling(dir string) Rest {
+	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &SpillState{Dir: dir}}
+}
+
+func (r Rest) onDisk(dir string, files []template.FileSum) Rest {
+	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &SpillState{Dir: dir, Files: files}}
+}
 
 // check refuses a rest its record's state cannot have. A killed
 // sandbox's record may keep the rest it had: its parts go with it.

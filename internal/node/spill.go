@@ -78,7 +78,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	// Recorded first, without a manifest: a node that stops during the
 	// checkpoint finds out at its restart which way it went (adopt).
-	sb.info.Rest = Rest{Phase: PhaseSpilling, Files: sb.info.Rest.Files, Memory: &SpillState{Dir: dir}}
+	sb.info.Rest = sb.info.Rest.spilling(dir)
 	if err := m.writeRecord(sb.info); err != nil {
 		sb.info.Rest = sb.info.Rest.paused()
 		return err
@@ -105,7 +105,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	files, err := template.SumFiles(dir)
 	if err == nil {
-		sb.info.Rest = Rest{Phase: PhaseOnDisk, Files: sb.info.Rest.Files, Memory: &SpillState{Dir: dir, Files: files}}
+		sb.info.Rest = sb.info.Rest.onDisk(dir, files)
 		err = m.writeRecord(sb.info)
 	}
 	if err != nil {
@@ -219,7 +219,7 @@ func (m *Manager) listSpilled(info Info) (Info, error) {
 	if err != nil || len(files) == 0 {
 		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
 	}
-	info.Rest = Rest{Phase: PhaseOnDisk, Files: info.Rest.Files, Memory: &SpillState{Dir: dir, Files: files}}
+	info.Rest = info.Rest.onDisk(dir, files)
 	m.log.Info("sandbox's memory on disk after an interrupted checkpoint", logx.SandboxID(info.ID))
 	return info, m.writeRecord(info)
 }

@@ -33,9 +33,6 @@ type role struct {
 	env  []string // beside this process's
 	cmd  *exec.Cmd
 	logs *lockedBuffer
-	// quiet: its log is not shown when the test failed (unless it holds
-	// a panic).
-	quiet bool
 }
 
 // KillNode ends node i's process with SIGKILL, as a host failing would:
@@ -80,7 +77,7 @@ func (c Cluster) Shutdown(apiKey string) {
 // Quiet keeps the cluster's logs from being shown when the test fails.
 func (c Cluster) Quiet() {
 	for _, r := range c.all {
-		r.quiet = true
+		r.logs.quiet = true
 	}
 }
 
@@ -88,9 +85,7 @@ func (c Cluster) Quiet() {
 func (c Cluster) Log() string {
 	var b strings.Builder
 	for _, r := range c.all {
-		r.logs.mu.Lock()
-		fmt.Fprintf(&b, "--- cove %s on %s\n%s", r.args[0], r.srv.Addr, r.logs.b.String())
-		r.logs.mu.Unlock()
+		fmt.Fprintf(&b, "--- cove %s on %s\n%s", r.args[0], r.srv.Addr, r.logs.String())
 	}
 	return b.String()
 }
@@ -184,12 +179,7 @@ func startRole(t *testing.T, args, env []string) (Server, *role) {
 			_ = r.cmd.Process.Signal(os.Interrupt)
 			_ = r.cmd.Wait()
 		}
-		r.logs.mu.Lock()
-		log := r.logs.b.String()
-		r.logs.mu.Unlock()
-		if !r.quiet || strings.Contains(log, "panic") {
-			CheckLog(t, log)
-		}
+		r.logs.check(t)
 	})
 	return s, r
 }

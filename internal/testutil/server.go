@@ -73,16 +73,34 @@ type Server struct {
 	DataDir string
 }
 
-// lockedBuffer is the server's log, written by the process, read by the test.
+// lockedBuffer is a process's log, written by the process, read by the
+// test. A quiet one is not shown when the test failed (unless it holds a
+// panic): a test that runs many servers shows the logs that matter itself.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	quiet bool
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// check is CheckLog of the log once its process stopped, unless it is
+// quiet and holds no panic.
+func (l *lockedBuffer) check(t testing.TB) {
+	t.Helper()
+	if log := l.String(); !l.quiet || strings.Contains(log, "panic") {
+		CheckLog(t, log)
+	}
 }
 
 // StartServer runs bin/cove server with apiKey (and extra flags) on a free
@@ -112,9 +130,6 @@ type Proc struct {
 	args []string
 	logs *lockedBuffer
 	cmd  *exec.Cmd // nil while stopped
-	// quiet: its log is not shown when the test failed (unless it holds
-	// a panic).
-	quiet bool
 }
 
 // StartProc is StartServer for a test that restarts the server (Restart).
@@ -139,9 +154,7 @@ func startServerProc(t *testing.T, bin, apiKey string, extra []string) *Proc {
 		if left := allOf(s.DataDir); len(left) > 0 {
 			t.Errorf("left on disk after the server stopped: %v", left)
 		}
-		if log := p.Log(); !p.quiet || strings.Contains(log, "panic") {
-			CheckLog(t, log)
-		}
+		p.logs.check(t)
 	})
 	p.cmd = launch(t, bin, "server", s, p.args, nil, p.logs)
 	return p
@@ -179,15 +192,11 @@ func leaksOf(dir string, args []string) []string {
 }
 
 // Log is what the server wrote so far.
-func (p *Proc) Log() string {
-	p.logs.mu.Lock()
-	defer p.logs.mu.Unlock()
-	return p.logs.b.String()
-}
+func (p *Proc) Log() string { return p.logs.String() }
 
-// Quiet keeps the server's log from being shown when the test fails: a
-// test that runs many servers shows the logs that matter itself.
-func (p *Proc) Quiet() { p.quiet = true }
+// Quiet keeps the server's log from being shown when the test fails
+// (lockedBuffer).
+func (p *Proc) Quiet() { p.logs.quiet = true }
 
 // Shutdown kills every sandbox of the server's key and stops it (SIGINT),
 // before its test ends: what a test's end does, for a test that runs

@@ -124,6 +124,15 @@ var regressions = []struct {
 	{"gvisor", 1796282298974546102, 100, "runsc's output files outlived a node killed during a runsc call", true},
 }
 
+// TestMain stops the PostgreSQL and the S3 server the cluster's histories
+// started, once every test ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.StopPostgres()
+	testutil.StopObjectStore()
+	os.Exit(code)
+}
+
 func TestRandomHistories(t *testing.T) {
 	long := os.Getenv("COVE_LONG") != ""
 	t.Run("namespaces", func(t *testing.T) {

@@ -24,6 +24,9 @@ func MakeParents(dir string, u identity.User) error {
 	if u.UID == 0 || !filepath.IsAbs(dir) {
 		return nil
 	}
+	if _, err := os.Lstat(dir); err == nil {
+		return nil // the common case: nothing to make, no need to act as u
+	}
 	dir = filepath.Clean(dir)
 	var have string
 	var missing []string

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -68,7 +69,7 @@ func (d *Driver) waitOrphans(ctx context.Context, id string) error {
 		}
 		d.log.Info("waiting for a checkpoint a stopped node left running", logx.SandboxID(id), logx.PID(pid))
 		start := time.Now()
-		err = waitPidfd(ctx, pidfd)
+		err = hostproc.WaitPidfdContext(ctx, pidfd)
 		unix.Close(pidfd)
 		if err != nil {
 			return err
@@ -76,21 +77,4 @@ func (d *Driver) waitOrphans(ctx context.Context, id string) error {
 		d.log.Info("the checkpoint a stopped node left running ended", logx.SandboxID(id), "waited", time.Since(start))
 	}
 	return nil
-}
-
-// waitPidfd waits for the process of pidfd to end, or for ctx to.
-func waitPidfd(ctx context.Context, pidfd int) error {
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 100)
-		if n > 0 {
-			return nil
-		}
-		if err != nil && err != unix.EINTR {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
 }

@@ -98,6 +98,24 @@ func WaitPidfd(pidfd int) {
 	}
 }
 
+// WaitPidfdContext is WaitPidfd that gives up when ctx ends (it looks
+// every 100 ms).
+func WaitPidfdContext(ctx context.Context, pidfd int) error {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 100)
+		if n > 0 {
+			return nil
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
 // InNetNS runs fn on a thread inside the network namespace ns: sockets it
 // makes and processes it forks belong there. The thread then returns to
 // host (the caller's own namespace); if it cannot, it stays locked and dies
