@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,15 +27,17 @@ import (
 // redirected connection was sent to.
 const soOriginalDst = 80
 
-// egressProxy enforces allowOut domain names. The firewall redirects the
-// TCP ports 80 and 443 of sandboxes with domain rules here; the proxy reads
-// the name the client asks for (TLS SNI, or the HTTP Host header), lets
-// allowed names through to the address the client dialled and closes the
-// rest. Nothing is decrypted.
+// egressProxy enforces allowOut domain names and applies rules'
+// transforms. The firewall redirects the TCP ports 80 and 443 of
+// sandboxes with domain names or rules here; the proxy reads the name the
+// client asks for (TLS SNI, or the HTTP Host header) and checks it, with
+// the address the client dialled, against the sandbox's policy. What no
+// rule transforms is spliced to that address, never decrypted; what a
+// rule transforms is served here (transform).
 //
 // A redirect arrives at the sandbox's gateway (the address of the host's
 // end of its veth), so the proxy listens there, on one port, and only for
-// the sandboxes with domain rules: no other address of the host has it.
+// the sandboxes it proxies: no other address of the host has it.
 // The port is held by a socket bound on loopback that never listens, so
 // nothing else on the host takes it meanwhile.
 type egressProxy struct {
@@ -42,13 +45,19 @@ type egressProxy struct {
 	blocked []netip.Prefix // never dialled, whatever the name
 	hold    int            // the socket that holds the port
 	portNum uint16
+	ca      *egressCA
+	secrets Secrets
+	// resolver checks plain-HTTP names; upstreamRoots verify upstreams
+	// (nil: the host's roots).
+	resolver      *net.Resolver
+	upstreamRoots *x509.CertPool
 
 	mu        sync.RWMutex
-	domains   map[netip.Addr][]string         // sandbox address → allowed names
+	policies  map[netip.Addr]*policy          // sandbox address → what it may do
 	listeners map[netip.Addr]*net.TCPListener // gateway → the proxy's listener there
 }
 
-func newEgressProxy(blocked []netip.Prefix, log *slog.Logger) (*egressProxy, error) {
+func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, log *slog.Logger) (*egressProxy, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("hold a port: %w", err)
@@ -63,8 +72,8 @@ func newEgressProxy(blocked []netip.Prefix, log *slog.Logger) (*egressProxy, err
 		unix.Close(fd)
 		return nil, fmt.Errorf("hold a port: %w", err)
 	}
-	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port),
-		domains: map[netip.Addr][]string{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
+	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port), ca: ca, secrets: sec,
+		resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
 }
 
 func (p *egressProxy) port() uint16 { return p.portNum }
@@ -79,29 +88,55 @@ func (p *egressProxy) close() {
 	unix.Close(p.hold)
 }
 
-// set gives the sandbox at addr, whose gateway is gw, its allowed names
-// (none: it has no domain rules) and listens at gw while it has some.
-func (p *egressProxy) set(addr, gw netip.Addr, domains []string) error {
+// update changes the policy of the sandbox at addr, whose gateway is gw,
+// and listens at gw while the sandbox is proxied; it reports whether it
+// is.
+func (p *egressProxy) update(addr, gw netip.Addr, change func(*policy)) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(domains) == 0 {
-		delete(p.domains, addr)
+	pol, ok := p.policies[addr]
+	if !ok {
+		pol = &policy{internet: true}
+	}
+	next := *pol
+	change(&next)
+	if !next.proxied() {
 		if ln, ok := p.listeners[gw]; ok {
 			ln.Close()
 			delete(p.listeners, gw)
 		}
-		return nil
-	}
-	if _, ok := p.listeners[gw]; !ok {
+	} else if _, ok := p.listeners[gw]; !ok {
 		ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(gw, p.portNum)))
 		if err != nil {
-			return fmt.Errorf("egress proxy at %s: %w", gw, err)
+			return pol.proxied(), fmt.Errorf("egress proxy at %s: %w", gw, err)
 		}
 		p.listeners[gw] = ln
 		go p.serve(ln)
 	}
-	p.domains[addr] = domains
-	return nil
+	p.policies[addr] = &next
+	return next.proxied(), nil
+}
+
+// forget drops a released sandbox's policy and its listener.
+func (p *egressProxy) forget(addr, gw netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.policies, addr)
+	if ln, ok := p.listeners[gw]; ok {
+		ln.Close()
+		delete(p.listeners, gw)
+	}
+}
+
+// policyOf is a copy of a proxied sandbox's policy.
+func (p *egressProxy) policyOf(addr netip.Addr) (policy, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	pol, ok := p.policies[addr]
+	if !ok || !pol.proxied() {
+		return policy{}, false
+	}
+	return *pol, true
 }
 
 func (p *egressProxy) serve(ln *net.TCPListener) {
@@ -115,26 +150,36 @@ func (p *egressProxy) serve(ln *net.TCPListener) {
 }
 
 func (p *egressProxy) handle(c *net.TCPConn) {
-	defer c.Close()
 	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	p.mu.RLock()
-	allowed, known := p.domains[src.Addr().Unmap()]
-	p.mu.RUnlock()
+	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	pol, known := p.policyOf(src.Addr())
 	if !known {
-		return // not a sandbox with domain rules
+		c.Close()
+		return // not a sandbox this proxy serves
 	}
 	dst, err := originalDst(c)
 	if err != nil || p.isBlocked(dst.Addr()) {
+		c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReaderSize(c, 16<<10)
 	name, err := requestedName(br)
-	if err != nil || !matchDomain(name, allowed) {
+	if err != nil {
+		name = "" // judged by its address alone
+	}
+	if !pol.allows(dst.Addr(), name) {
 		p.log.Debug("egress refused", "sandbox", src.Addr().String(), "name", name, "dst", dst.String(), logx.Err(err))
+		c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if name != "" && len(pol.rules.Match(name)) > 0 {
+		first, _ := br.Peek(1)
+		p.transform(c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), first[0] == 0x16)
+		return
+	}
+	defer c.Close()
 	var d net.Dialer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := d.DialContext(ctx, "tcp4", dst.String())

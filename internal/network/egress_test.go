@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -160,4 +162,105 @@ func listening(t *testing.T, port uint16) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestTransformEgress: a rule's headers reach the upstream of a matching
+// name over TLS, the secret filled in on the node; the sandbox sees the
+// node's CA, trusts nothing else for it, and never the secret; names
+// without rules are spliced (the upstream's own certificate); a request
+// for another name on the connection, a denied address, or plain HTTP to
+// an address the name does not resolve to get no header.
+func TestTransformEgress(t *testing.T) {
+	testkit.NeedRoot(t, "")
+	vault := secretsFunc(func(_ context.Context, team, name string) (string, error) {
+		if team == "team-a" && name == "tok" {
+			return "s3cret-value", nil
+		}
+		return "", fmt.Errorf("secret %s not found", name)
+	})
+	upstreamRoots := x509.NewCertPool() // filled below: the fake internet comes after the node, whose blocked ranges would hold its network
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.243.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
+		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: upstreamRoots}, logx.Discard())
+	must(t, err)
+	defer m.Close()
+	ns := testutil.FakeInternet(t)
+	up := testutil.TLSUpstream(t, ns, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s auth=%q", r.Host, r.Header.Get("Authorization"))
+	}), "api.upstream.test", "other.upstream.test", "x.deep.upstream.test", "none.test")
+	*upstreamRoots = *up.Roots
+	n, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	defer m.Release(n)
+	must(t, m.SetTransforms(n, "team-a", Rules{
+		"api.upstream.test":    {{Transform: &Transform{Headers: map[string]string{"Authorization": "Bearer ${e2b.secrets.tok}"}}}},
+		"*.deep.upstream.test": {{Transform: &Transform{Headers: map[string]string{"Authorization": "deep ${e2b.secrets.missing}"}}}},
+		"*.upstream.test":      {{Transform: &Transform{Headers: map[string]string{"Authorization": "wild"}}}},
+	}))
+	nodeCA := x509.NewCertPool()
+	nodeCA.AppendCertsFromPEM(m.EgressCA())
+	get := func(name, host string, roots *x509.CertPool) string {
+		var c net.Conn
+		inNS(t, n.NS, func() {
+			c, _ = net.DialTimeout("tcp", testutil.InternetAddr+":443", 3*time.Second)
+		})
+		if c == nil {
+			return "no connection"
+		}
+		tc := tls.Client(c, &tls.Config{ServerName: name, RootCAs: roots})
+		defer tc.Close()
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			return "handshake: " + err.Error()
+		}
+		fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: mine\r\nConnection: close\r\n\r\n", host)
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			return "response: " + err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(b))
+	}
+	tests := []struct{ what, got, want string }{
+		{"exact rule: the secret filled in", get("api.upstream.test", "api.upstream.test", nodeCA), `200 api.upstream.test auth="Bearer s3cret-value"`},
+		{"the longest wildcard wins, no secret in it", get("other.upstream.test", "other.upstream.test", nodeCA), `200 other.upstream.test auth="wild"`},
+		{"an unknown secret fails the request", get("x.deep.upstream.test", "x.deep.upstream.test", nodeCA), "502 cove egress: header Authorization for x.deep.upstream.test: secret missing not found"},
+		{"another Host on the connection", get("api.upstream.test", "other.upstream.test", nodeCA), "421 cove egress: this connection was opened for api.upstream.test"},
+		{"no rule: spliced, the upstream's own certificate", get("none.test", "none.test", up.Roots), `200 none.test auth="mine"`},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+	if got := get("api.upstream.test", "api.upstream.test", up.Roots); !strings.HasPrefix(got, "handshake:") {
+		t.Errorf("a transformed name shows the upstream's certificate, not the node CA's: %q", got)
+	}
+	// Plain HTTP: the name does not resolve to the fake internet.
+	var c net.Conn
+	inNS(t, n.NS, func() { c, _ = net.DialTimeout("tcp", testutil.InternetAddr+":80", 3*time.Second) })
+	if c != nil {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: api.upstream.test\r\nConnection: close\r\n\r\n")
+		if b, _ := io.ReadAll(c); len(b) != 0 {
+			t.Errorf("plain HTTP to an address the name does not resolve to answered: %q", b)
+		}
+		c.Close()
+	}
+	// Rules grant no access: with the address denied, nothing passes.
+	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix(testutil.InternetAddr + "/32")}))
+	if got := get("api.upstream.test", "api.upstream.test", nodeCA); !strings.HasPrefix(got, "handshake:") && got != "no connection" {
+		t.Errorf("denied address, transformed name: %q", got)
+	}
+	must(t, m.SetRules(n, nil, nil))
+	must(t, m.SetInternet(n, false))
+	if got := get("api.upstream.test", "api.upstream.test", nodeCA); !strings.HasPrefix(got, "handshake:") && got != "no connection" {
+		t.Errorf("egress off, transformed name: %q", got)
+	}
+}
+
+type secretsFunc func(ctx context.Context, team, name string) (string, error)
+
+func (f secretsFunc) Reveal(ctx context.Context, team, name string) (string, error) {
+	return f(ctx, team, name)
 }

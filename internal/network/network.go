@@ -9,6 +9,7 @@ package network
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -48,6 +49,15 @@ type Config struct {
 	// Owner describes the node for the message another node with the same
 	// range gets ("data dir /var/lib/cove").
 	Owner string
+	// CADir keeps the egress proxy's CA (its key the owner's only); ""
+	// makes one in memory at each start.
+	CADir string
+	// Secrets reveals teams' secrets to the rules that name them; nil: a
+	// rule that names one fails its requests.
+	Secrets Secrets
+	// UpstreamRoots verify the servers transformed requests go to (nil:
+	// the host's roots).
+	UpstreamRoots *x509.CertPool
 }
 
 // DefaultRange is the default sandbox address range.
@@ -112,11 +122,17 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := newEgressProxy(append(blocked, cfg.Range), log)
+	ca, err := loadEgressCA(cfg.CADir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, log)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
+	proxy.upstreamRoots = cfg.UpstreamRoots
 	fw, err := newFirewall(cfg.Table, nodePrefix(cfg.Range), cfg.Range, blocked, cfg.DNS, proxy.port())
 	if err != nil {
 		proxy.close()
@@ -214,11 +230,10 @@ func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 		}
 	}
 	if !internet { // a pooled network is released with egress on
-		if err := m.fw.setInternet(n.Addr, false); err != nil {
+		if err := m.SetInternet(n, false); err != nil {
 			m.discard(n)
 			return nil, fmt.Errorf("set egress of %s: %w", n.Addr, err)
 		}
-		n.custom = true
 	}
 	m.mu.Lock()
 	m.out++
@@ -251,7 +266,10 @@ func (m *Manager) InUse() []int {
 // blocked whatever allow says. Empty lists remove the rules.
 func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
 	n.custom = n.custom || len(allow) > 0 || len(deny) > 0
-	return m.fw.setRules(n.Slot, n.Addr, allow, deny)
+	if err := m.fw.setRules(n.Slot, n.Addr, allow, deny); err != nil {
+		return err
+	}
+	return m.setPolicy(n, func(p *policy) { p.allow, p.deny = allow, deny })
 }
 
 // SetDomains lets a network reach these names (exact, or "*.example.com")
@@ -260,16 +278,39 @@ func (m *Manager) SetRules(n *Net, allow, deny []netip.Prefix) error {
 // off.
 func (m *Manager) SetDomains(n *Net, domains []string) error {
 	n.custom = n.custom || len(domains) > 0
-	if err := m.proxy.set(n.Addr, n.Gateway, domains); err != nil {
+	return m.setPolicy(n, func(p *policy) { p.domains = domains })
+}
+
+// SetTransforms gives a network rules that transform its requests to
+// their domains (ports 80 and 443, through the egress proxy), their
+// secrets the team's; empty rules turn it off. Rules grant no access.
+func (m *Manager) SetTransforms(n *Net, team string, rules Rules) error {
+	n.custom = n.custom || len(rules) > 0
+	return m.setPolicy(n, func(p *policy) { p.team, p.rules = team, rules })
+}
+
+// setPolicy changes what the egress proxy enforces for a network, and
+// sends its ports 80 and 443 there while it has names or rules.
+func (m *Manager) setPolicy(n *Net, change func(*policy)) error {
+	proxied, err := m.proxy.update(n.Addr, n.Gateway, change)
+	if err != nil {
 		return err
 	}
-	return m.fw.setProxied(n.Addr, len(domains) > 0)
+	return m.fw.setProxied(n.Addr, proxied)
 }
+
+// EgressCA is the PEM certificate of the CA the egress proxy shows
+// sandboxes for the names whose requests it transforms: what a sandbox
+// with such rules trusts.
+func (m *Manager) EgressCA() []byte { return m.proxy.ca.certPEM }
 
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error {
 	n.custom = n.custom || !allowed
-	return m.fw.setInternet(n.Addr, allowed)
+	if err := m.fw.setInternet(n.Addr, allowed); err != nil {
+		return err
+	}
+	return m.setPolicy(n, func(p *policy) { p.internet = allowed })
 }
 
 // Adopt marks the slot of a network a restarted node finds in use; ns (may
@@ -281,7 +322,7 @@ func (m *Manager) Adopt(slot int, ns *os.File, internet bool) (*Net, error) {
 	m.mu.Unlock()
 	gw, addr := m.slotAddrs(slot)
 	n := &Net{Slot: slot, Addr: addr, Gateway: gw, Veth: m.vethName(slot), NS: ns, custom: true} // rules unknown: reset on release
-	return n, m.fw.setInternet(addr, internet)
+	return n, m.SetInternet(n, internet)
 }
 
 // forgetFlows drops the connection-tracking entries of an address, so a
@@ -388,7 +429,8 @@ func (m *Manager) Release(n *Net) {
 	if n.custom { // back to the default, in the firewall and the egress proxy
 		_ = m.fw.setInternet(n.Addr, true)
 		_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
-		_ = m.SetDomains(n, nil)
+		_ = m.fw.setProxied(n.Addr, false)
+		m.proxy.forget(n.Addr, n.Gateway)
 		n.custom = false
 	}
 	// Its flows are forgotten in the background (forget), and only then is

@@ -102,6 +102,13 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 	a.handle("GET /teams", a.listTeams)
 	a.handle("GET /teams/{teamID}/metrics", a.teamMetrics)
 	a.handle("GET /teams/{teamID}/metrics/max", a.teamMetricsMax)
+	a.handle("GET /secrets", a.listSecrets)
+	a.handle("POST /secrets", a.createSecret)
+	a.handle("GET /secrets/{secretID}", a.getSecret)
+	for _, p := range []string{"POST /secrets/{secretID}", "PATCH /secrets/{secretID}"} {
+		a.handle(p, a.updateSecret)
+	}
+	a.handle("DELETE /secrets/{secretID}", a.deleteSecret)
 	a.handleManage("GET /api-keys", a.listAPIKeys)
 	a.handleManage("POST /api-keys", a.createAPIKey)
 	a.handleManage("PATCH /api-keys/{apiKeyID}", a.updateAPIKey)

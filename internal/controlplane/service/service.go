@@ -15,6 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/secrets"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -51,6 +52,9 @@ type Config struct {
 	// what each team's sandboxes hold together over every node. A create
 	// past it is QuotaExceeded, nothing left.
 	TeamQuota node.TeamQuota
+	// SecretsKey seals teams' secrets (internal/secrets); without it the
+	// secrets API and rules that name a secret are Unimplemented.
+	SecretsKey *secrets.Key
 }
 
 // Service implements the use cases.

@@ -208,6 +208,20 @@ type Store interface {
 	// Secret returns the named secret, storing gen()'s value on first use.
 	Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error)
 
+	// AddTeamSecret records a team's secret (errs.AlreadyExists when the
+	// team has one so named).
+	AddTeamSecret(ctx context.Context, s TeamSecret) error
+	// TeamSecret finds a team's secret by id, else by name (errs.NotFound).
+	TeamSecret(ctx context.Context, team, ref string) (TeamSecret, error)
+	// TeamSecrets lists a team's secrets by name, from the first named
+	// after after, at most limit.
+	TeamSecrets(ctx context.Context, team, after string, limit int) ([]TeamSecret, error)
+	// UpdateTeamSecret stores a new sealed value as the secret's next
+	// version, and its metadata unless nil (errs.NotFound).
+	UpdateTeamSecret(ctx context.Context, team, id string, sealed []byte, metadata map[string]string, at time.Time) (TeamSecret, error)
+	// DeleteTeamSecret removes a team's secret, every version (errs.NotFound).
+	DeleteTeamSecret(ctx context.Context, team, id string) error
+
 	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	SetSandboxEnd(ctx context.Context, id string, end time.Time) error
@@ -231,6 +245,16 @@ type Store interface {
 	PruneSandboxLogs(ctx context.Context, before time.Time) error
 
 	Close() error
+}
+
+// TeamSecret is a team's secret as stored: its value sealed with the
+// operator's key (internal/secrets), never in the clear.
+type TeamSecret struct {
+	ID, Team, Name       string
+	Version              int64 // 1 for a new secret, one more at each update
+	Metadata             map[string]string
+	Sealed               []byte
+	CreatedAt, UpdatedAt time.Time
 }
 
 // TeamUse is what a team's recorded sandboxes hold together.

@@ -155,6 +155,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Errorf("secret changed: %v %v (%d generations)", a, b, calls)
 		}
 	})
+	t.Run("TeamSecrets", func(t *testing.T) { teamSecrets(t, open(t)) })
 	t.Run("Sandboxes", func(t *testing.T) {
 		s := open(t)
 		ctx := context.Background()
@@ -320,4 +321,89 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Errorf("after prune: %d lines %v", len(got), err)
 		}
 	})
+}
+
+// teamSecrets: a team's secrets are found by id or name, listed by name a
+// page at a time, updated a version at a time (metadata kept unless
+// given), removed, and never seen by another team; a team's removal takes
+// its secrets with it.
+func teamSecrets(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for _, team := range []string{"t1", "t2"} {
+		if err := s.AddAPIKey(ctx, store.APIKey{Hash: "h" + team, Team: team, Name: team, CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(id, team, name string) {
+		t.Helper()
+		sec := store.TeamSecret{ID: id, Team: team, Name: name, Version: 1, Metadata: map[string]string{"k": id},
+			Sealed: []byte("sealed " + id), CreatedAt: at, UpdatedAt: at}
+		if err := s.AddTeamSecret(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("sec_1", "t1", "b-key")
+	add("sec_2", "t1", "a-key")
+	add("sec_3", "t1", "c-key")
+	add("sec_4", "t2", "b-key") // the same name in another team
+	if err := s.AddTeamSecret(ctx, store.TeamSecret{ID: "sec_5", Team: "t1", Name: "a-key", Version: 1, Sealed: []byte("x"), CreatedAt: at, UpdatedAt: at}); !errs.Is(err, errs.AlreadyExists) {
+		t.Errorf("a second a-key: %v, want AlreadyExists", err)
+	}
+	for _, ref := range []string{"sec_1", "b-key"} {
+		got, err := s.TeamSecret(ctx, "t1", ref)
+		if err != nil || got.ID != "sec_1" || string(got.Sealed) != "sealed sec_1" || got.Metadata["k"] != "sec_1" || !got.CreatedAt.Equal(at) || got.Version != 1 {
+			t.Errorf("TeamSecret(t1, %s) = %+v, %v", ref, got, err)
+		}
+	}
+	if _, err := s.TeamSecret(ctx, "t2", "sec_1"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("t2 reads t1's secret by id: %v", err)
+	}
+	var names []string
+	for after := ""; ; {
+		page, err := s.TeamSecrets(ctx, "t1", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, p := range page {
+			names = append(names, p.Name)
+		}
+		after = page[len(page)-1].Name
+	}
+	if strings.Join(names, ",") != "a-key,b-key,c-key" {
+		t.Errorf("t1's secrets by pages of 2: %v", names)
+	}
+	later := at.Add(time.Minute)
+	up, err := s.UpdateTeamSecret(ctx, "t1", "sec_1", []byte("sealed again"), nil, later)
+	if err != nil || up.Version != 2 || string(up.Sealed) != "sealed again" || up.Metadata["k"] != "sec_1" || !up.UpdatedAt.Equal(later) || !up.CreatedAt.Equal(at) {
+		t.Errorf("update keeping metadata: %+v, %v", up, err)
+	}
+	up, err = s.UpdateTeamSecret(ctx, "t1", "sec_1", []byte("third"), map[string]string{}, later)
+	if err != nil || up.Version != 3 || len(up.Metadata) != 0 {
+		t.Errorf("update clearing metadata: %+v, %v", up, err)
+	}
+	if _, err := s.UpdateTeamSecret(ctx, "t2", "sec_1", []byte("x"), nil, later); !errs.Is(err, errs.NotFound) {
+		t.Errorf("t2 updates t1's secret: %v", err)
+	}
+	if err := s.DeleteTeamSecret(ctx, "t2", "sec_1"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("t2 deletes t1's secret: %v", err)
+	}
+	if err := s.DeleteTeamSecret(ctx, "t1", "sec_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TeamSecret(ctx, "t1", "b-key"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("deleted secret still found: %v", err)
+	}
+	if err := s.DeleteTeam(ctx, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddAPIKey(ctx, store.APIKey{Hash: "ht2b", Team: "t2", Name: "again", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TeamSecret(ctx, "t2", "b-key"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a removed team's secret outlived it: %v", err)
+	}
 }

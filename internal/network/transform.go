@@ -1,0 +1,233 @@
+package network
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/secrets"
+)
+
+// Rule is one of a domain's egress rules (E2B's SandboxNetworkRule).
+type Rule struct {
+	Transform *Transform `json:"transform,omitempty"`
+}
+
+// Transform changes a matching outbound request: Headers are set on it,
+// replacing any of the same name; a value may name a team's secret as
+// "${e2b.secrets.NAME}", filled in by the proxy for each request.
+type Transform struct {
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Rules are a sandbox's rules by domain: an exact name or "*.suffix"
+// (any name below suffix, not suffix itself).
+type Rules map[string][]Rule
+
+// Match returns the rules for name: an exact key first, else the longest
+// wildcard that covers it. Rule sets are not merged.
+func (r Rules) Match(name string) []Rule {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if rs, ok := r[name]; ok {
+		return rs
+	}
+	var best string
+	for k := range r {
+		if suffix, ok := strings.CutPrefix(k, "*."); ok && strings.HasSuffix(name, "."+suffix) && len(k) > len(best) {
+			best = k
+		}
+	}
+	if best == "" {
+		return nil
+	}
+	return r[best]
+}
+
+// Secrets reveals a team's secrets to the egress proxy.
+type Secrets interface {
+	Reveal(ctx context.Context, team, name string) (string, error)
+}
+
+// policy is what the egress proxy enforces for one sandbox: the firewall's
+// verdict for what it redirected (its own allowOut/denyOut, egress on or
+// off), the names allowOut lets through, and the rules that transform
+// requests.
+type policy struct {
+	team        string
+	internet    bool
+	allow, deny []netip.Prefix
+	domains     []string
+	rules       Rules
+}
+
+// proxied: the sandbox's ports 80 and 443 go through the proxy.
+func (p *policy) proxied() bool { return len(p.domains) > 0 || len(p.rules) > 0 }
+
+// allows says whether the sandbox may reach dst, asking for name there.
+func (p *policy) allows(dst netip.Addr, name string) bool {
+	if !p.internet {
+		return false
+	}
+	if name != "" && matchDomain(name, p.domains) {
+		return true
+	}
+	if slices.ContainsFunc(p.allow, func(a netip.Prefix) bool { return a.Contains(dst) }) {
+		return true
+	}
+	return !slices.ContainsFunc(p.deny, func(d netip.Prefix) bool { return d.Contains(dst) })
+}
+
+// transform serves the HTTP requests of a connection for name (from its
+// TLS SNI or its first Host) whose rules transform them. TLS is
+// terminated with a certificate of the node's CA; each request is sent on
+// to dst — over TLS that verifies dst's certificate for name, as a client
+// would — with the rules' headers set. Plain HTTP is sent on only when
+// name resolves, on the node, to dst: otherwise a sandbox could dial any
+// address with a Host that draws a secret.
+func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, name string, overTLS bool) {
+	conn := net.Conn(&bufferedConn{Conn: c, r: br})
+	if overTLS {
+		conn = tls.Server(conn, &tls.Config{
+			NextProtos: []string{"http/1.1"},
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return p.ca.leaf(name)
+			},
+		})
+	} else if !p.resolvesTo(name, dst.Addr()) {
+		p.log.Debug("egress refused: a transformed name over plain HTTP not at its address", "sandbox", src.Addr().String(), "name", name, "dst", dst.String())
+		c.Close()
+		return
+	}
+	upstream := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp4", dst.String())
+		},
+		TLSClientConfig:       &tls.Config{ServerName: name, RootCAs: p.upstreamRoots, NextProtos: []string{"http/1.1"}},
+		ForceAttemptHTTP2:     false,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	defer upstream.CloseIdleConnections()
+	scheme := "http"
+	if overTLS {
+		scheme = "https"
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = scheme, pr.In.Host, pr.In.Host
+		},
+		Transport:     upstream,
+		FlushInterval: -1, // streamed answers (server-sent events) pass as they come
+		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.log.Debug("egress transform upstream", "sandbox", src.Addr().String(), "name", name, logx.Err(err))
+			http.Error(w, "cove egress: "+name+": "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !strings.EqualFold(strings.TrimSuffix(host, "."), name) {
+			http.Error(w, "cove egress: this connection was opened for "+name, http.StatusMisdirectedRequest)
+			return
+		}
+		pol, ok := p.policyOf(src.Addr())
+		if !ok || !pol.allows(dst.Addr(), name) {
+			http.Error(w, "cove egress: "+name+" is not allowed", http.StatusForbidden)
+			return
+		}
+		for _, rule := range pol.rules.Match(name) {
+			if rule.Transform == nil {
+				continue
+			}
+			for k, v := range rule.Transform.Headers {
+				val, err := secrets.Expand(v, func(secret string) (string, error) {
+					if p.secrets == nil {
+						return "", errors.New("this node reveals no secrets")
+					}
+					return p.secrets.Reveal(r.Context(), pol.team, secret)
+				})
+				if err != nil {
+					p.log.Info("egress transform: a secret did not resolve", "sandbox", src.Addr().String(), "name", name, "header", k, logx.Err(err))
+					http.Error(w, fmt.Sprintf("cove egress: header %s for %s: %v", k, name, err), http.StatusBadGateway)
+					return
+				}
+				r.Header.Set(k, val)
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})
+	serveOne(conn, handler)
+}
+
+// resolvesTo says whether the node's resolver gives addr for name.
+func (p *egressProxy) resolvesTo(name string, addr netip.Addr) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := p.resolver.LookupNetIP(ctx, "ip4", name)
+	return err == nil && slices.Contains(addrs, addr)
+}
+
+// serveOne serves HTTP on one connection until it closes (or is taken
+// over: an upgrade, which the reverse proxy carries on).
+func serveOne(c net.Conn, h http.Handler) {
+	done := make(chan struct{})
+	var once sync.Once
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelDebug),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				once.Do(func() { close(done) })
+			}
+		},
+	}
+	_ = srv.Serve(&oneConn{c: c, done: done})
+}
+
+// oneConn is a listener of one connection: its second Accept waits until
+// that connection is done.
+type oneConn struct {
+	c    net.Conn
+	done chan struct{}
+	used bool
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	if !l.used {
+		l.used = true
+		return l.c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error   { return nil }
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
+
+// bufferedConn reads what the name check peeked before the rest.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
