@@ -40,6 +40,7 @@ func (r *runFlags) common(f *pflag.FlagSet, listen, listenHelp string) {
 	f.StringVar(&r.cfg.Listen, "listen", envOr("COVE_LISTEN", listen), listenHelp+" (COVE_LISTEN)")
 	f.StringVar(&r.cfg.DataDir, "data-dir", envOr("COVE_DATA_DIR", defaultDataDir()), "where state, templates and sandboxes live (COVE_DATA_DIR)")
 	f.StringVar(&r.cfg.Database, "database", os.Getenv("COVE_DATABASE"), "a PostgreSQL connection string (postgres://user:pass@host/db, or key=value pairs): the state lives there (cove server: instead of SQLite in the data directory, one server per database; a cluster's api and node share one) (COVE_DATABASE)")
+	f.StringVar(&r.cfg.SecretsKeyFile, "secrets-key-file", os.Getenv("COVE_SECRETS_KEY_FILE"), "the operator's key that seals teams' secrets: a file of 64 hex digits (openssl rand -hex 32) readable by its owner only (COVE_SECRETS_KEY_FILE); cove server: default secrets.key in the data directory, made at the first start; cove api and cove node: every API replica and node of a cluster needs the same one for secrets (/secrets and rules that name one)")
 	f.BoolVarP(&r.verbose, "verbose", "v", false, "log debug messages")
 }
 

@@ -2,6 +2,7 @@ package envd
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/envd/identity"
@@ -20,6 +21,9 @@ type InitRequest struct {
 	// NewBoot (Cove's own): the sandbox booted anew, from another's memory
 	// (a microVM's boot snapshot): it takes a boot id of its own.
 	NewBoot bool `json:"coveNewBoot,omitempty"`
+	// EgressCA (Cove's own) is the node's egress CA in PEM, for a sandbox
+	// whose requests its rules transform: the sandbox trusts it.
+	EgressCA string `json:"coveEgressCA,omitempty"`
 }
 
 // init applies the node's settings. Once a token is set, changing anything
@@ -48,8 +52,25 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	env := req.EnvVars
+	if req.EgressCA != "" {
+		vars, err := trustEgressCA(req.EgressCA, s.settings.EnvVars())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		for k, v := range vars {
+			if _, set := env[k]; !set {
+				env[k] = v
+			}
+		}
+	}
 	s.settings.Apply(settings.Update{
-		EnvVars:        req.EnvVars,
+		EnvVars:        env,
 		AccessToken:    req.AccessToken,
 		DefaultUser:    req.DefaultUser,
 		DefaultWorkdir: req.DefaultWorkdir,

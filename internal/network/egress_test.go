@@ -178,16 +178,16 @@ func TestTransformEgress(t *testing.T) {
 		}
 		return "", fmt.Errorf("secret %s not found", name)
 	})
-	upstreamRoots := x509.NewCertPool() // filled below: the fake internet comes after the node, whose blocked ranges would hold its network
+	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test", "x.deep.upstream.test", "none.test")
+	// The node before the fake internet: its blocked ranges would hold the
+	// fake internet's network.
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.243.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
-		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: upstreamRoots}, logx.Discard())
+		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: up.Roots}, logx.Discard())
 	must(t, err)
 	defer m.Close()
-	ns := testutil.FakeInternet(t)
-	up := testutil.TLSUpstream(t, ns, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up.Serve(t, testutil.FakeInternet(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s auth=%q", r.Host, r.Header.Get("Authorization"))
-	}), "api.upstream.test", "other.upstream.test", "x.deep.upstream.test", "none.test")
-	*upstreamRoots = *up.Roots
+	}))
 	n, err := m.Acquire(context.Background(), true)
 	must(t, err)
 	defer m.Release(n)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/agentclient"
+	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
@@ -45,6 +46,9 @@ type CreateRequest struct {
 	// AllowDomains are names reachable on ports 80 and 443.
 	AllowOut, DenyOut []netip.Prefix
 	AllowDomains      []string
+	// Rules transform requests to their domains (network.Rules), with the
+	// team's secrets.
+	Rules network.Rules
 	// Isolation names the driver ("" = the node's default).
 	Isolation string
 	// Team owns the sandbox: its quota applies ("" = none).
@@ -200,7 +204,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.mu.Unlock()
 
 	info := sb.snapshot()
-	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}, false, req.Image)
+	n, err := m.launch(ctx, &info, tpl, req.network(), false, req.Image)
 	if err == nil {
 		err = m.admit(sb, &info, n, m.agentFor(info.ID))
 		phase.Mark(ctx, "record")
@@ -211,14 +215,20 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		m.mu.Unlock()
 		return Info{}, err
 	}
+	killFailed := func(err error, what string) (Info, error) {
+		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if kerr := m.Kill(cleanup, info.ID); kerr != nil {
+			m.log.Error("kill sandbox whose "+what+" failed", logx.SandboxID(info.ID), logx.Err(kerr))
+		}
+		return Info{}, err
+	}
+	if err := m.trustEgressCA(ctx, m.agentOf(info.ID), info.Network); err != nil {
+		return killFailed(err, "egress CA")
+	}
 	if tpl.StartCmd != "" && req.Image == nil { // a clone's processes run already
 		if err := startCommand(ctx, m.agentOf(info.ID), tpl); err != nil {
-			cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if kerr := m.Kill(cleanup, info.ID); kerr != nil {
-				m.log.Error("kill sandbox whose start command failed", logx.SandboxID(info.ID), logx.Err(kerr))
-			}
-			return Info{}, err
+			return killFailed(err, "start command")
 		}
 		phase.Mark(ctx, "start_command")
 	}
@@ -325,7 +335,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		if n, err = nets.Acquire(ctx, want.Internet); err != nil {
 			return nil, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
 		}
-		if err := applyRules(nets, n, want); err != nil {
+		if err := applyRules(nets, n, want, info.Team); err != nil {
 			nets.Release(n)
 			return nil, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
 		}
@@ -423,15 +433,40 @@ func withDefaults(l, def isolation.Limits) isolation.Limits {
 	return l
 }
 
-// applyRules installs a network's own egress rules, if it has any.
-func applyRules(nets Networks, n *network.Net, ni *NetworkInfo) error {
+// network is the network a create asks for.
+func (r CreateRequest) network() *NetworkInfo {
+	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules}
+}
+
+// applyRules installs a network's own egress rules, if it has any; the
+// secrets its transforms name are team's.
+func applyRules(nets Networks, n *network.Net, ni *NetworkInfo, team string) error {
 	if len(ni.AllowOut) > 0 || len(ni.DenyOut) > 0 {
 		if err := nets.SetRules(n, ni.AllowOut, ni.DenyOut); err != nil {
 			return err
 		}
 	}
 	if len(ni.AllowDomains) > 0 {
-		return nets.SetDomains(n, ni.AllowDomains)
+		if err := nets.SetDomains(n, ni.AllowDomains); err != nil {
+			return err
+		}
+	}
+	if len(ni.Rules) > 0 {
+		return nets.SetTransforms(n, team, ni.Rules)
+	}
+	return nil
+}
+
+// trustEgressCA has a sandbox whose rules transform requests trust the
+// node's egress CA (the proxy's certificates for those names); it writes
+// the sandbox's files, so a boot from them has it still, and a later
+// call replaces another node's.
+func (m *Manager) trustEgressCA(ctx context.Context, agent *agentclient.Client, ni *NetworkInfo) error {
+	if ni == nil || len(ni.Rules) == 0 || m.cfg.Networks == nil || agent == nil {
+		return nil
+	}
+	if err := agent.Init(ctx, envd.InitRequest{EgressCA: string(m.cfg.Networks.EgressCA())}); err != nil {
+		return fmt.Errorf("trust the egress CA: %w", err)
 	}
 	return nil
 }

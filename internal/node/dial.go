@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // Running reports whether a sandbox is in the table and running.
@@ -55,6 +56,7 @@ type NetworkUpdate struct {
 	Internet          *bool
 	AllowOut, DenyOut *[]netip.Prefix
 	AllowDomains      *[]string
+	Rules             *network.Rules
 }
 
 // UpdateNetwork applies an update to a running sandbox's network.
@@ -90,6 +92,18 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 		ni.AllowDomains = *u.AllowDomains
 		if err := m.cfg.Networks.SetDomains(sb.net, ni.AllowDomains); err != nil {
 			return err
+		}
+	}
+	if u.Rules != nil {
+		had := len(ni.Rules) > 0
+		ni.Rules = *u.Rules
+		if err := m.cfg.Networks.SetTransforms(sb.net, sb.info.Team, ni.Rules); err != nil {
+			return err
+		}
+		if !had && sb.info.State == StateRunning {
+			if err := m.trustEgressCA(context.Background(), sb.agent, &ni); err != nil {
+				return err
+			}
 		}
 	}
 	sb.info.Network = &ni

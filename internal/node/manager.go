@@ -134,6 +134,9 @@ type Networks interface {
 	SetInternet(n *network.Net, allowed bool) error
 	SetRules(n *network.Net, allow, deny []netip.Prefix) error
 	SetDomains(n *network.Net, domains []string) error
+	SetTransforms(n *network.Net, team string, rules network.Rules) error
+	// EgressCA is the PEM certificate sandboxes with rules trust.
+	EgressCA() []byte
 	DNS() []netip.Addr
 }
 

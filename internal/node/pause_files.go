@@ -148,7 +148,11 @@ func (m *Manager) reboot(ctx context.Context, sb *sandbox, timeout time.Duration
 	agent.SetToken(info.AccessToken)
 	info.State, info.Rest = StateRunning, Rest{}
 	info.EndAt = time.Now().UTC().Add(timeout)
-	if err := m.writeRecord(info); err != nil {
+	err = m.trustEgressCA(ctx, agent, info.Network)
+	if err == nil {
+		err = m.writeRecord(info)
+	}
+	if err != nil {
 		agent.Close()
 		if derr := m.recordDriver(info).Destroy(context.WithoutCancel(ctx), info.ID); derr != nil {
 			m.log.Error("destroy a sandbox whose boot was not recorded", logx.SandboxID(info.ID), logx.Err(derr))

@@ -404,13 +404,13 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		return Info{}, err
 	}
 	if nets := m.cfg.Networks; nets != nil && w.net != nil {
-		want := NetworkInfo{Internet: !req.NoInternet, AllowOut: req.AllowOut, DenyOut: req.DenyOut, AllowDomains: req.AllowDomains}
+		want := *req.network()
 		if !want.Internet {
 			if err := nets.SetInternet(w.net, false); err != nil {
 				return fail(err)
 			}
 		}
-		if err := applyRules(nets, w.net, &want); err != nil {
+		if err := applyRules(nets, w.net, &want, info.Team); err != nil {
 			return fail(err)
 		}
 		want.Slot, want.Addr = w.net.Slot, w.net.Addr.String()
@@ -428,6 +428,9 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		if err := w.agent.Init(ctx, envd.InitRequest{EnvVars: req.EnvVars, AccessToken: &token}); err != nil {
 			return fail(err)
 		}
+	}
+	if err := m.trustEgressCA(ctx, w.agent, info.Network); err != nil {
+		return fail(err)
 	}
 	if err := m.admit(sb, &info, w.net, w.agent); err != nil {
 		m.mu.Lock()

@@ -126,6 +126,8 @@ type NetworkInfo struct {
 	DenyOut  []netip.Prefix `json:"denyOut,omitempty"`
 	// AllowDomains pass the egress proxy (ports 80 and 443, by SNI or Host).
 	AllowDomains []string `json:"allowDomains,omitempty"`
+	// Rules transform requests to their domains (with the team's secrets).
+	Rules network.Rules `json:"rules,omitempty"`
 }
 
 // sandbox is a live entry of the table.

@@ -10,6 +10,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/network"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
 )
 
@@ -57,7 +58,7 @@ func infoToPB(in node.Info) *pb.Sandbox {
 	out.PausedState = pausedState(in)
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
-			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains}
+			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains, Rules: rulesToPB(n.Rules)}
 	}
 	return out
 }
@@ -83,9 +84,48 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 			return out, err
 		}
 		out.Network = &node.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
-			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains()}
+			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains(), Rules: rulesFromPB(n.GetRules())}
 	}
 	return out, nil
+}
+
+// rulesToPB are egress rules as they cross the wire.
+func rulesToPB(r network.Rules) map[string]*pb.Rules {
+	if len(r) == 0 {
+		return nil
+	}
+	out := make(map[string]*pb.Rules, len(r))
+	for domain, rules := range r {
+		list := &pb.Rules{}
+		for _, rule := range rules {
+			var headers map[string]string
+			if rule.Transform != nil {
+				headers = rule.Transform.Headers
+			}
+			list.Rules = append(list.Rules, &pb.Rule{Headers: headers})
+		}
+		out[domain] = list
+	}
+	return out
+}
+
+func rulesFromPB(r map[string]*pb.Rules) network.Rules {
+	if len(r) == 0 {
+		return nil
+	}
+	out := make(network.Rules, len(r))
+	for domain, list := range r {
+		rules := []network.Rule{}
+		for _, rule := range list.GetRules() {
+			var t *network.Transform
+			if h := rule.GetHeaders(); len(h) > 0 {
+				t = &network.Transform{Headers: h}
+			}
+			rules = append(rules, network.Rule{Transform: t})
+		}
+		out[domain] = rules
+	}
+	return out
 }
 
 // mountsToPB are a sandbox's volumes as they cross the wire: by id; the
@@ -118,7 +158,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
-		Volumes: mountsToPB(r.Volumes),
+		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules),
 	}
 	savedToPB(r, out)
 	return out, nil
@@ -142,7 +182,7 @@ func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
 		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
-		Volumes: mountsFromPB(r.GetVolumes()),
+		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()),
 	}
 	return out, nil
 }
@@ -169,6 +209,10 @@ func networkToPB(id string, u node.NetworkUpdate) *pb.NetworkUpdate {
 	if u.AllowDomains != nil {
 		out.AllowDomains = &pb.StringList{Values: *u.AllowDomains}
 	}
+	if u.Rules != nil {
+		set := true
+		out.SetRules, out.Rules = &set, rulesToPB(*u.Rules)
+	}
 	return out
 }
 
@@ -193,6 +237,10 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 	if d := u.GetAllowDomains(); d != nil {
 		vals := append([]string{}, d.GetValues()...)
 		out.AllowDomains = &vals
+	}
+	if u.GetSetRules() {
+		rules := rulesFromPB(u.GetRules())
+		out.Rules = &rules
 	}
 	return out, nil
 }

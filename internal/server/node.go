@@ -76,7 +76,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bucket != nil { // a sandbox paused without its memory outlives the node
 		nodeCfg.Share = templates.PushLayers
 	}
-	nets, err := openNetworks(cfg, log)
+	key, err := secretsKey(cfg, false)
+	if err != nil {
+		return err
+	}
+	nets, err := openNetworks(cfg, st, key, log)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
+	"github.com/covesandbox/cove/internal/secrets"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -135,6 +136,12 @@ type Config struct {
 	// NodeURL is where API replicas reach its node API (default: http://
 	// and the listen address).
 	NodeName, NodeURL string
+	// SecretsKeyFile is the operator's key that seals teams' secrets
+	// (64 hex digits, owner-only). cove server: default the data
+	// directory's secrets.key, made at the first start; cove api and cove
+	// node: none unless given (no secrets are kept, and rules that name
+	// one are refused).
+	SecretsKeyFile string
 	// NodeLease is how long a node may go without a heartbeat before an
 	// API replica takes it for lost (default 8 s).
 	NodeLease time.Duration
@@ -226,7 +233,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		},
 	}
-	nets, err := openNetworks(cfg, log)
+	key, err := secretsKey(cfg, true)
+	if err != nil {
+		return err
+	}
+	nets, err := openNetworks(cfg, st, key, log)
 	if err != nil {
 		return err
 	}
@@ -258,7 +269,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer ln.Close()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
-		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team}, st, mgr, secret, log)
+		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
@@ -442,13 +453,21 @@ func startLXCFS(ctx context.Context, want string, log *slog.Logger) string {
 	return dir
 }
 
-// openNetworks makes the sandboxes' networks (nil without cfg.Network).
-func openNetworks(cfg Config, log *slog.Logger) (*network.Manager, error) {
+// openNetworks makes the sandboxes' networks (nil without cfg.Network):
+// its egress proxy keeps its CA in the data directory and reveals the
+// secrets of st that key opens (none without a key).
+func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger) (*network.Manager, error) {
 	if cfg.Network == nil {
 		return nil, nil
 	}
 	netCfg := *cfg.Network
 	netCfg.Owner = "data dir " + cfg.DataDir + ", listening on " + cfg.Listen
+	if netCfg.CADir == "" {
+		netCfg.CADir = filepath.Join(cfg.DataDir, "egress-ca")
+	}
+	if key != nil {
+		netCfg.Secrets = secrets.Vault{Store: st, Key: key}
+	}
 	nets, err := network.New(netCfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
@@ -682,4 +701,17 @@ func loopbackAddr(listen string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// secretsKey loads the operator's secrets key (Config.SecretsKeyFile); a
+// server (own) makes the data directory's on its first start, other roles
+// go without unless given one.
+func secretsKey(cfg Config, own bool) (*secrets.Key, error) {
+	if cfg.SecretsKeyFile != "" {
+		return secrets.LoadKey(cfg.SecretsKeyFile, false)
+	}
+	if !own {
+		return nil, nil
+	}
+	return secrets.LoadKey(filepath.Join(cfg.DataDir, "secrets.key"), true)
 }

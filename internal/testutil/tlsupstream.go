@@ -27,11 +27,13 @@ type Upstream struct {
 	// (SSL_CERT_FILE).
 	Roots  *x509.CertPool
 	CAFile string
+	cert   tls.Certificate
 }
 
-// TLSUpstream serves h over HTTPS at InternetAddr:443 in the fake
-// internet ns, its certificate for names, until the test ends.
-func TLSUpstream(t testing.TB, ns netns.NsHandle, h http.Handler, names ...string) Upstream {
+// NewUpstream makes an upstream's CA and its certificate for names (the
+// CA first: a node that verifies upstreams may need it before the fake
+// internet exists).
+func NewUpstream(t testing.TB, names ...string) *Upstream {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake internet CA"},
@@ -49,17 +51,24 @@ func TLSUpstream(t testing.TB, ns netns.NsHandle, h http.Handler, names ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := ListenIn(ns, InternetAddr+":443")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0), TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
-	up := Upstream{Roots: x509.NewCertPool(), CAFile: filepath.Join(t.TempDir(), "fake-internet-ca.pem")}
+	up := &Upstream{Roots: x509.NewCertPool(), CAFile: filepath.Join(t.TempDir(), "fake-internet-ca.pem"),
+		cert: tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}}
 	up.Roots.AddCert(ca)
 	if err := os.WriteFile(up.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return up
+}
+
+// Serve serves h over HTTPS at InternetAddr:443 in the fake internet ns
+// until the test ends.
+func (u *Upstream) Serve(t testing.TB, ns netns.NsHandle, h http.Handler) {
+	t.Helper()
+	ln, err := ListenIn(ns, InternetAddr+":443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0), TLSConfig: &tls.Config{Certificates: []tls.Certificate{u.cert}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
 }

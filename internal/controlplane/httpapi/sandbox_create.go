@@ -7,6 +7,8 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/node"
+
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
@@ -44,7 +46,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	}
 	unserved := []rawField{{"iam", req.IAM}, {"mcp", req.MCP}}
 	if n := req.Network; n != nil {
-		unserved = append(unserved, rawField{"network.egressProxy", n.EgressProxy}, rawField{"network.httpsPorts", n.HTTPSPorts}, rawField{"network.rules", n.Rules})
+		unserved = append(unserved, rawField{"network.egressProxy", n.EgressProxy}, rawField{"network.httpsPorts", n.HTTPSPorts})
 	}
 	if err := notServed(unserved...); err != nil {
 		return service.CreateRequest{}, err
@@ -71,6 +73,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 			Volumes:         volumeMounts(req.VolumeMounts),
 			PublicTraffic:   req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 			MaskRequestHost: maskHost(req.Network),
+			Rules:           rules(req.Network),
 		},
 		AllowInternetAccess: req.AllowInternetAccess,
 		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),
@@ -82,6 +85,13 @@ func maskHost(n *networkConfig) string {
 		return ""
 	}
 	return *n.MaskRequestHost
+}
+
+func rules(n *networkConfig) network.Rules {
+	if n == nil {
+		return nil
+	}
+	return n.Rules
 }
 
 func egress(n *networkConfig, allow bool) []string {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
+
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // networkUpdate is SandboxNetworkUpdateConfig.
@@ -14,11 +16,11 @@ type networkUpdate struct {
 	AllowOut            *[]string       `json:"allowOut"`
 	DenyOut             *[]string       `json:"denyOut"`
 	EgressProxy         json.RawMessage `json:"egressProxy"`
-	Rules               json.RawMessage `json:"rules"`
+	Rules               network.Rules   `json:"rules"`
 }
 
-// updateNetwork serves PUT /sandboxes/{id}/network: egress on or off and
-// allowOut/denyOut, live. As E2B's SDK says, the request replaces the
+// updateNetwork serves PUT /sandboxes/{id}/network: egress on or off,
+// allowOut/denyOut and rules, live. As E2B's SDK says, the request replaces the
 // sandbox's egress configuration: an omitted field is cleared (no rules,
 // egress on).
 func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
@@ -32,13 +34,13 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := notServed(rawField{"egressProxy", req.EgressProxy}, rawField{"rules", req.Rules}); err != nil {
+	if err := notServed(rawField{"egressProxy", req.EgressProxy}); err != nil {
 		writeError(w, err)
 		return
 	}
 	internet, none := true, []string{}
 	rules := service.NetworkRules{Internet: cmp.Or(req.AllowInternetAccess, &internet),
-		AllowOut: cmp.Or(req.AllowOut, &none), DenyOut: cmp.Or(req.DenyOut, &none)}
+		AllowOut: cmp.Or(req.AllowOut, &none), DenyOut: cmp.Or(req.DenyOut, &none), Rules: &req.Rules}
 	err = a.svc.UpdateNetwork(r.Context(), team(r), id, rules)
 	if err != nil {
 		writeError(w, err)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
+
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // clientID is E2B's constant filler field.
@@ -41,7 +43,7 @@ type networkConfig struct {
 	MaskRequestHost *string         `json:"maskRequestHost"`
 	EgressProxy     json.RawMessage `json:"egressProxy"`
 	HTTPSPorts      json.RawMessage `json:"httpsPorts"`
-	Rules           json.RawMessage `json:"rules"`
+	Rules           network.Rules   `json:"rules"`
 }
 
 // sandboxJSON is the Sandbox schema (create, connect).

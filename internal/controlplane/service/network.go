@@ -2,18 +2,25 @@ package service
 
 import (
 	"context"
+	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/secrets"
 )
 
 // NetworkRules are egress settings as the API gives them.
 type NetworkRules struct {
 	Internet          *bool
 	AllowOut, DenyOut *[]string // IPs and CIDRs; nil = unchanged
+	Rules             *network.Rules
 }
 
 var domainPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?$`)
@@ -70,6 +77,16 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 		return err
 	}
 	u := node.NetworkUpdate{Internet: r.Internet}
+	if r.Rules != nil {
+		rules, err := ParseRules(*r.Rules)
+		if err != nil {
+			return err
+		}
+		if err := s.checkSecretRefs(ctx, team, ruleSecretValues(rules)); err != nil {
+			return err
+		}
+		u.Rules = &rules
+	}
 	if r.AllowOut != nil || r.DenyOut != nil {
 		info, err := s.node.Get(id)
 		if err != nil {
@@ -104,4 +121,79 @@ func egressStrings(ni *node.NetworkInfo) (allow, deny []string) {
 		deny = append(deny, p.String())
 	}
 	return allow, deny
+}
+
+// Caps on a sandbox's rules: what the egress proxy reads per request.
+const (
+	maxRuleDomains = 100
+	maxDomainRules = 16
+	maxRuleHeaders = 32
+)
+
+// ParseRules checks a sandbox's egress rules and returns them with their
+// domains lower-cased: a domain is an exact name or "*." and a name (not
+// a bare "*"); a header is a valid HTTP field the proxy may set (not one
+// that frames the request), its value one line; a value's placeholders
+// name secrets (Refs).
+func ParseRules(rules network.Rules) (network.Rules, error) {
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	if len(rules) > maxRuleDomains {
+		return nil, errs.New(errs.InvalidArgument, "network.rules: %d domains, at most %d", len(rules), maxRuleDomains)
+	}
+	out := make(network.Rules, len(rules))
+	for domain, list := range rules {
+		d := strings.TrimSuffix(strings.ToLower(domain), ".")
+		if !domainPattern.MatchString(d) {
+			return nil, errs.New(errs.InvalidArgument, "network.rules %q: want a domain name or *. and a domain name", domain)
+		}
+		if _, dup := out[d]; dup {
+			return nil, errs.New(errs.InvalidArgument, "network.rules: %q given twice", d)
+		}
+		if len(list) > maxDomainRules {
+			return nil, errs.New(errs.InvalidArgument, "network.rules %q: %d rules, at most %d", d, len(list), maxDomainRules)
+		}
+		for _, r := range list {
+			if r.Transform == nil {
+				continue
+			}
+			if len(r.Transform.Headers) > maxRuleHeaders {
+				return nil, errs.New(errs.InvalidArgument, "network.rules %q: %d headers, at most %d", d, len(r.Transform.Headers), maxRuleHeaders)
+			}
+			for k, v := range r.Transform.Headers {
+				if !httpguts.ValidHeaderFieldName(k) || framing[http.CanonicalHeaderKey(k)] {
+					return nil, errs.New(errs.InvalidArgument, "network.rules %q: header %q cannot be set", d, k)
+				}
+				if !httpguts.ValidHeaderFieldValue(v) {
+					return nil, errs.New(errs.InvalidArgument, "network.rules %q: header %q: its value must be one line of text", d, k)
+				}
+				if _, err := secrets.Refs(v); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out[d] = slices.Clone(list)
+	}
+	return out, nil
+}
+
+// framing are the headers that frame a request or route it: a rule that
+// set them would change what reaches the upstream, not what it reads.
+var framing = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
+	"Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
+
+// ruleSecretValues are the header values of rules, for checkSecretRefs.
+func ruleSecretValues(rules network.Rules) []string {
+	var out []string
+	for _, list := range rules {
+		for _, r := range list {
+			if r.Transform != nil {
+				for _, v := range r.Transform.Headers {
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -83,7 +83,8 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 	req.AllowOut = slices.Concat(req.AllowOut, e.Allow)
 	req.DenyOut = slices.Concat(req.DenyOut, e.Deny)
 	req.AllowDomains = slices.Concat(req.AllowDomains, e.AllowDomains)
-	return nil
+	req.Rules, err = ParseRules(req.Rules)
+	return err
 }
 
 // IsolationKey is the metadata key that chooses a sandbox's isolation
@@ -106,6 +107,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	}
 	if !req.PublicTraffic && !req.Secure {
 		return Sandbox{}, errs.New(errs.InvalidArgument, "allowPublicTraffic=false requires a secure sandbox")
+	}
+	if err := s.checkSecretRefs(ctx, req.Team, ruleSecretValues(req.Rules)); err != nil {
+		return Sandbox{}, err
 	}
 	quota, err := s.TeamQuota(ctx, req.Team)
 	if err != nil {

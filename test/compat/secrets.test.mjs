@@ -1,0 +1,155 @@
+// Secrets and network rules through the official e2b SDK against a real
+// `cove server` (secrets_test.go starts it, with a fake upstream at
+// COMPAT_UPSTREAM that answers "<host> auth=v1|v2|none|other": which
+// secret value its Authorization header carried).
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, Secret } from 'e2b'
+
+const V1 = process.env.COMPAT_SECRET_V1
+const V2 = process.env.COMPAT_SECRET_V2
+const UPSTREAM = process.env.COMPAT_UPSTREAM
+const name = `upstream-token-${process.pid}`
+const api = async (path) => {
+  const res = await fetch(`${process.env.E2B_API_URL}${path}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })
+  return { status: res.status, text: await res.text(), next: res.headers.get('x-next-token') }
+}
+const sandboxes = []
+after(async () => {
+  for (const s of sandboxes) await s.kill().catch(() => {})
+  for (const n of [name, `${name}-b`]) await Secret.destroy(n).catch(() => {})
+})
+
+test('secrets: create, read by id or name, list by pages, update, destroy; no answer holds a value', async () => {
+  const info = await Secret.create(name, V1, { metadata: { owner: 'compat' } })
+  assert.match(info.secretId, /^sec_/)
+  assert.equal(info.name, name)
+  assert.equal(info.version, 1)
+  assert.deepEqual(info.metadata, { owner: 'compat' })
+  assert.ok(info.createdAt instanceof Date && !isNaN(info.createdAt))
+  const byId = await Secret.getInfo(info.secretId)
+  const byName = await Secret.getInfo(name.toUpperCase()) // names are lower-cased
+  assert.equal(byId.secretId, info.secretId)
+  assert.equal(byName.secretId, info.secretId)
+  await assert.rejects(Secret.create(name, 'again'), /exists/)
+  const b = await Secret.create(`${name}-b`, 'another value')
+  const seen = []
+  const pages = Secret.list({ limit: 1 })
+  while (pages.hasNext) {
+    for (const s of await pages.nextItems()) seen.push(s.name)
+  }
+  assert.deepEqual(seen.filter((n) => n.startsWith(name)), [name, `${name}-b`])
+  for (const path of ['/secrets', `/secrets/${info.secretId}`, `/secrets/${name}`]) {
+    const res = await api(path)
+    assert.equal(res.status, 200, path)
+    assert.ok(!res.text.includes(V1), `${path} answered with the value`)
+  }
+  assert.equal(await Secret.exists(b.secretId), true)
+  assert.equal(await Secret.destroy(b.secretId), true)
+  assert.equal(await Secret.destroy(b.secretId), false)
+  assert.equal(await Secret.exists(`${name}-b`), false)
+  await assert.rejects(Secret.create('sec_reserved', 'x'), /reserved/)
+})
+
+// curl verifies the certificate unless insecure: a transformed name's is
+// the node CA's, which the sandbox trusts; any other is the upstream's
+// own, of a CA only the server was told of.
+const curl = async (sbx, host, insecure = false) => {
+  const r = await sbx.commands.run(`curl -sS -m 10 ${insecure ? '-k ' : ''}--resolve ${host}:443:${UPSTREAM} https://${host}/ 2>&1 || true`)
+  return r.stdout.trim()
+}
+
+test('rules put the secret into matching HTTPS requests, resolved at each request; the sandbox never holds it', async () => {
+  const rules = { 'api.upstream.test': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] }
+  const sbx = await Sandbox.create({ network: { allowOut: ['*.upstream.test'], denyOut: ['0.0.0.0/0'], rules } })
+  sandboxes.push(sbx)
+  // The sandbox's own header is replaced; a name without a rule gets none.
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v1')
+  assert.equal(await curl(sbx, 'other.upstream.test', true), 'other.upstream.test auth=none')
+  // An update counts from the next request on.
+  const updated = await Secret.update(name, V2)
+  assert.equal(updated.version, 2)
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
+  // Runtimes find the node's CA.
+  const env = await sbx.commands.run('echo "$NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE"')
+  assert.equal(env.stdout.trim(), '/etc/ssl/certs/cove-egress-ca.pem /etc/ssl/certs/ca-certificates.crt')
+  // Every file, variable and process memory root and user can read:
+  // no value of the secret. The script is given the values reversed, and
+  // skips its own memory, where it turns them around.
+  const scan = `
+import os, sys
+want = [v[::-1].encode() for v in sys.argv[1:]]
+me = str(os.getpid())
+found = []
+root_dev = os.stat('/').st_dev
+for d, dirs, files in os.walk('/'):
+    dirs[:] = [x for x in dirs if os.path.join(d, x) not in ('/proc', '/sys', '/dev') and os.lstat(os.path.join(d, x)).st_dev == root_dev]
+    for f in files:
+        p = os.path.join(d, f)
+        try:
+            with open(p, 'rb') as fh:
+                data = fh.read(64 << 20)
+        except OSError:
+            continue
+        if any(w in data for w in want):
+            found.append(p)
+for pid in [p for p in os.listdir('/proc') if p.isdigit() and p != me]:
+    for part in ('environ', 'cmdline'):
+        try:
+            data = open(f'/proc/{pid}/{part}', 'rb').read()
+        except OSError:
+            continue
+        if any(w in data for w in want):
+            found.append(f'/proc/{pid}/{part}')
+    try:
+        maps = open(f'/proc/{pid}/maps').read().splitlines()
+        mem = open(f'/proc/{pid}/mem', 'rb', 0)
+    except OSError:
+        continue
+    for line in maps:
+        lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
+        if 'r' not in line.split()[1] or hi - lo > (1 << 30):
+            continue
+        try:
+            mem.seek(lo)
+            data = mem.read(hi - lo)
+        except (OSError, ValueError, OverflowError):
+            continue
+        if any(w in data for w in want):
+            found.append(f'/proc/{pid}/mem {line}')
+print('found: ' + ', '.join(found) if found else 'clean')
+`
+  await sbx.files.write('/tmp/scan.py', scan)
+  const reversed = [V1, V2].map((v) => v.split('').reverse().join(''))
+  for (const user of ['root', 'user']) { // root may not read the memory of user's processes
+    const res = await sbx.commands.run(`python3 /tmp/scan.py ${reversed.join(' ')}`, { user, timeoutMs: 120000 })
+    assert.equal(res.stdout.trim(), 'clean', user)
+  }
+  // updateNetwork replaces the rules: without them, no header.
+  await sbx.updateNetwork({ allowOut: ['*.upstream.test'], denyOut: ['0.0.0.0/0'] })
+  assert.equal(await curl(sbx, 'api.upstream.test', true), 'api.upstream.test auth=none')
+  await sbx.updateNetwork({ allowOut: ['*.upstream.test'], denyOut: ['0.0.0.0/0'], rules })
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
+  // Rules grant no access: a name outside allowOut stays closed.
+  await sbx.updateNetwork({ allowOut: ['other.upstream.test'], denyOut: ['0.0.0.0/0'], rules })
+  assert.doesNotMatch(await curl(sbx, 'api.upstream.test'), /auth=/)
+})
+
+test('rules are given to a sandbox without them by updateNetwork, which makes it trust the node CA', async () => {
+  const sbx = await Sandbox.create()
+  sandboxes.push(sbx)
+  assert.equal(await curl(sbx, 'api.upstream.test', true), 'api.upstream.test auth=none')
+  await sbx.updateNetwork({ rules: { 'api.upstream.test': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] } })
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
+})
+
+test('a rule that names a missing secret, or a workload token, is refused at create', async () => {
+  await assert.rejects(
+    Sandbox.create({ network: { rules: { 'api.upstream.test': [{ transform: { headers: { Authorization: Secret.fill('no-such-secret') } } }] } } }),
+    /no-such-secret/,
+  )
+  await assert.rejects(
+    Sandbox.create({ network: { rules: { '*': [{ transform: { headers: { A: 'b' } } }] } } }),
+    /network\.rules/,
+  )
+})
