@@ -52,9 +52,7 @@ func TestSDKRequestFields(t *testing.T) {
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
 		{"POST", "/sandboxes", `{"templateID":"base","network":{"egressProxy":{"address":"127.0.0.1:1080"}}}`, "network.egressProxy"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"httpsPorts":[8443]}}`, "network.httpsPorts"},
-		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"rules":{"api.example.com":[{"transform":{"headers":{"X":"y"}}}]}}}`, "network.rules"},
 		{"PUT", "/sandboxes/" + id + "/network", `{"egressProxy":{"address":"127.0.0.1:1080"}}`, "egressProxy"},
-		{"PUT", "/sandboxes/" + id + "/network", `{"rules":{"*.example.com":[{}]}}`, "rules"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
@@ -73,7 +71,7 @@ func TestSDKRequestFields(t *testing.T) {
 		}
 	}
 	// Empty values carry nothing: the SDK may send them.
-	req, _ := http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","mcp":null,"network":{"rules":{}}}`))
+	req, _ := http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","mcp":null,"iam":{},"network":{"egressProxy":null}}`))
 	req.Header.Set("X-API-Key", apiKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -81,7 +79,7 @@ func TestSDKRequestFields(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		t.Errorf("a create with empty mcp and rules: %d, want 201", resp.StatusCode)
+		t.Errorf("a create with empty mcp, iam and egressProxy: %d, want 201", resp.StatusCode)
 	}
 }
 
