@@ -187,6 +187,21 @@ func TestMain(m *testing.M) {
 // would: templates are built on one node, their sandboxes run on any, a
 // build's status and log come from either replica.
 func TestOfficialJSSDKCluster(t *testing.T) {
+	url, passed := balanced(t, func() testutil.Cluster { return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 3) })
+	npmInstall(t)
+	runNode(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey},
+		"sdk.test.mjs", "template.test.mjs")
+	if n := passed(); n < 20 {
+		t.Errorf("the balancer passed on %d requests", n)
+	}
+}
+
+// balanced starts a cluster and a balancer before its API replicas, which
+// sends each request to the next replica, and returns the balancer's URL
+// and how many requests it passed on so far. The replicas' sandbox domain
+// is the balancer's, as it would be behind a real one. When the test ends
+// no node may hold a user's sandbox.
+func balanced(t *testing.T, start func() testutil.Cluster) (string, func() uint32) {
 	var next atomic.Uint32
 	var targets []*url.URL
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
@@ -202,27 +217,22 @@ func TestOfficialJSSDKCluster(t *testing.T) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 		proxy.ServeHTTP(w, r)
 	}))
-	// The replicas' sandbox domain is the balancer's, as it would be
-	// behind a real one.
 	t.Setenv("COVE_DOMAIN", "localhost:"+strconv.Itoa(balancer.Listener.Addr().(*net.TCPAddr).Port))
-	c := testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 3)
+	c := start()
 	for _, a := range c.APIs {
 		u, _ := url.Parse(a.URL)
 		targets = append(targets, u)
 	}
 	balancer.Start()
-	defer balancer.Close()
-	npmInstall(t)
-	runNode(t, []string{"E2B_API_URL=" + balancer.URL, "E2B_SANDBOX_URL=" + balancer.URL, "E2B_API_KEY=" + apiKey},
-		"sdk.test.mjs", "template.test.mjs")
-	if n := next.Load(); n < 20 {
-		t.Errorf("the balancer passed on %d requests", n)
-	}
-	for _, n := range c.Nodes {
-		if left := testutil.Leftovers(n.DataDir); len(left) > 0 {
-			t.Errorf("the suite left sandboxes on a node: %v", left)
+	t.Cleanup(func() {
+		balancer.Close()
+		for _, n := range c.Nodes {
+			if left := testutil.Leftovers(n.DataDir); len(left) > 0 {
+				t.Errorf("the suite left sandboxes on a node: %v", left)
+			}
 		}
-	}
+	})
+	return balancer.URL, next.Load
 }
 
 // TestClusterNodeKilled: a node SIGKILLed under load and during a
