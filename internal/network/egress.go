@@ -162,11 +162,13 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 		c.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReaderSize(c, 16<<10)
-	name, err := requestedName(br)
-	if err != nil {
-		name = "" // judged by its address alone
+	var name string
+	if port := dst.Port(); port == 80 || port == 443 { // other ports (tunneled) are judged by address alone
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if name, err = requestedName(br); err != nil {
+			name = ""
+		}
 	}
 	if !pol.allows(dst.Addr(), name) {
 		p.log.Debug("egress refused", "sandbox", src.Addr().String(), "name", name, "dst", dst.String(), logx.Err(err))
@@ -176,23 +178,33 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 	_ = c.SetReadDeadline(time.Time{})
 	if name != "" && len(pol.rules.Match(name)) > 0 {
 		first, _ := br.Peek(1)
-		p.transform(c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), first[0] == 0x16)
+		p.transform(c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), first[0] == 0x16, &pol)
 		return
 	}
 	defer c.Close()
-	var d net.Dialer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	up, err := d.DialContext(ctx, "tcp4", dst.String())
+	up, err := p.dial(ctx, &pol, dst)
 	cancel()
 	if err != nil {
+		p.log.Debug("egress dial", "sandbox", src.Addr().String(), "dst", dst.String(), logx.Err(err))
 		return
 	}
 	defer up.Close()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, br); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(up, br); closeWrite(up); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(c, up); c.CloseWrite(); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// closeWrite ends the sending half of a connection that has one (TCP,
+// directly or under a SOCKS5 tunnel), else closes it.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
 }
 
 func (p *egressProxy) isBlocked(a netip.Addr) bool {

@@ -264,3 +264,75 @@ type secretsFunc func(ctx context.Context, team, name string) (string, error)
 func (f secretsFunc) Reveal(ctx context.Context, team, name string) (string, error) {
 	return f(ctx, team, name)
 }
+
+// TestUpstreamEgressProxy: with an upstream SOCKS5 proxy a sandbox's TCP
+// on any port leaves through it (with its credentials, from the node),
+// rules first: a denied address never reaches it; wrong credentials fail;
+// a proxy the node may not reach is refused.
+func TestUpstreamEgressProxy(t *testing.T) {
+	testkit.NeedRoot(t, "")
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.241.0/24"), Table: fmt.Sprintf("cove-test-u%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	must(t, err)
+	defer m.Close()
+	ns := testutil.FakeInternet(t)
+	socks := testutil.ServeSOCKS(t, ns, testutil.InternetAddr+":1080", "u", "p")
+	n, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	defer m.Release(n)
+	ctx := context.Background()
+	get := func(port int) string {
+		var c net.Conn
+		inNS(t, n.NS, func() {
+			c, _ = net.DialTimeout("tcp", fmt.Sprintf("%s:%d", testutil.InternetAddr, port), 3*time.Second)
+		})
+		if c == nil {
+			return "no connection"
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x.test\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "no answer"
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	direct := get(8080)
+	if !strings.HasPrefix(direct, "hello from") || len(socks.Reached()) != 0 {
+		t.Fatalf("without an upstream: %q (the upstream reached %v)", direct, socks.Reached())
+	}
+	must(t, m.SetEgressProxy(ctx, n, &EgressProxy{Address: testutil.InternetAddr + ":1080", Username: "u", Password: "p"}))
+	if got := get(8080); got != direct {
+		t.Errorf("through the upstream, port 8080: %q, want %q", got, direct)
+	}
+	if got := get(80); got != "served x.test" {
+		t.Errorf("through the upstream, port 80: %q", got)
+	}
+	if got, want := socks.Reached(), []string{"u@" + testutil.InternetAddr + ":8080", "u@" + testutil.InternetAddr + ":80"}; !slices.Equal(got, want) {
+		t.Errorf("the upstream reached %v, want %v", got, want)
+	}
+	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix(testutil.InternetAddr + "/32")}))
+	if got := get(8080); strings.HasPrefix(got, "hello") {
+		t.Errorf("a denied address through the upstream: %q", got)
+	}
+	if len(socks.Reached()) != 2 {
+		t.Errorf("a denied connection reached the upstream: %v", socks.Reached())
+	}
+	must(t, m.SetRules(n, nil, nil))
+	must(t, m.SetEgressProxy(ctx, n, &EgressProxy{Address: testutil.InternetAddr + ":1080", Username: "u", Password: "wrong"}))
+	if got := get(8080); strings.HasPrefix(got, "hello") {
+		t.Errorf("wrong credentials: %q", got)
+	}
+	for _, addr := range []string{"127.0.0.1:1080", "169.254.169.254:1080", "10.1.2.3:1080", n.Gateway.String() + ":1080"} {
+		if err := m.SetEgressProxy(ctx, n, &EgressProxy{Address: addr}); err == nil {
+			t.Errorf("an upstream at %s was taken", addr)
+		}
+	}
+	must(t, m.SetEgressProxy(ctx, n, nil))
+	before := len(socks.Reached())
+	if got := get(8080); got != direct || len(socks.Reached()) != before {
+		t.Errorf("the upstream removed: %q, want %q (the upstream reached %v)", got, direct, socks.Reached())
+	}
+}

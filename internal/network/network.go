@@ -289,6 +289,26 @@ func (m *Manager) SetTransforms(n *Net, team string, rules Rules) error {
 	return m.setPolicy(n, func(p *policy) { p.team, p.rules = team, rules })
 }
 
+// SetEgressProxy sends a network's outbound TCP through an upstream SOCKS5
+// proxy (nil: directly), after its own rules; the rest of its egress but
+// DNS is refused meanwhile. A proxy the node may not reach (a private,
+// loopback, link-local or host address) is InvalidArgument.
+func (m *Manager) SetEgressProxy(ctx context.Context, n *Net, e *EgressProxy) error {
+	if e != nil {
+		if err := e.Check(); err != nil {
+			return err
+		}
+		if _, err := m.proxy.resolveUpstream(ctx, e); err != nil {
+			return err
+		}
+	}
+	n.custom = n.custom || e != nil
+	if err := m.setPolicy(n, func(p *policy) { p.upstream = e }); err != nil {
+		return err
+	}
+	return m.fw.setTunneled(n.Addr, e != nil)
+}
+
 // setPolicy changes what the egress proxy enforces for a network, and
 // sends its ports 80 and 443 there while it has names or rules.
 func (m *Manager) setPolicy(n *Net, change func(*policy)) error {
@@ -430,6 +450,7 @@ func (m *Manager) Release(n *Net) {
 		_ = m.fw.setInternet(n.Addr, true)
 		_ = m.fw.setRules(n.Slot, n.Addr, nil, nil)
 		_ = m.fw.setProxied(n.Addr, false)
+		_ = m.fw.setTunneled(n.Addr, false)
 		m.proxy.forget(n.Addr, n.Gateway)
 		n.custom = false
 	}

@@ -23,14 +23,16 @@ import (
 //	  set blocked    { ipv4_addr, interval }  private, link-local, loopback, host and sandbox networks
 //	  map rules      { ipv4_addr : verdict }  sandbox → jump s<slot> { daddr @a<slot> return; daddr @d<slot> reject }
 //	  (cv<tag>*: this node's veths; another node on the host has its own tag)
+//	  set tunneled   { ipv4_addr }            sandboxes whose TCP goes through an upstream SOCKS5 proxy
 //	  chain forward  { iifname cv<tag>*: not IPv4 → reject, established → accept, nointernet → reject,
-//	                   dns and udp/tcp port 53 → accept, blocked → reject, else accept;
+//	                   dns and udp/tcp port 53 → accept, tunneled → reject, blocked → reject, else accept;
 //	                   oifname cv<tag>*: not IPv4 → drop, established → accept, else drop }
 //	  chain input    { iifname cv<tag>*: not IPv4 → reject, established → accept,
 //	                   redirected to the egress proxy → accept, else reject;
 //	                   any other to the egress proxy's port → reject }   (the host itself)
 //	  chain postrouting (nat) { IPv4, saddr in sandbox range, oifname not cv* → masquerade }
-//	  chain prerouting (nat)  { IPv4, saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
+//	  chain prerouting (nat)  { IPv4, saddr in @tunneled, tcp → redirect to the egress proxy;
+//	                            IPv4, saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
 //	}
 type firewall struct {
 	conn       *nftables.Conn
@@ -39,12 +41,14 @@ type firewall struct {
 	dns        *nftables.Set
 	rules      *nftables.Set // vmap: sandbox address → jump to its own chain
 	proxied    *nftables.Set // sandboxes whose ports 80 and 443 go to the egress proxy
+	tunneled   *nftables.Set // sandboxes whose every TCP port goes there (an upstream proxy)
 
 	mu      sync.Mutex
 	offline map[netip.Addr]bool // what noInternet holds
 	ruled   map[int]bool        // slots with rules of their own
 
-	proxiedAddrs map[netip.Addr]bool // what proxied holds
+	proxiedAddrs  map[netip.Addr]bool // what proxied holds
+	tunneledAddrs map[netip.Addr]bool // what tunneled holds
 }
 
 // vethPrefix names the host ends of sandbox veths; rules match on it.
@@ -57,7 +61,7 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}, ruled: map[int]bool{}, proxiedAddrs: map[netip.Addr]bool{}}
+	fw := &firewall{conn: c, offline: map[netip.Addr]bool{}, ruled: map[int]bool{}, proxiedAddrs: map[netip.Addr]bool{}, tunneledAddrs: map[netip.Addr]bool{}}
 	// An IPv4-only table of this name (before both families were filtered)
 	// goes too.
 	old := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: name}
@@ -89,6 +93,10 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	}
 	fw.proxied = &nftables.Set{Table: fw.table, Name: "proxied", KeyType: nftables.TypeIPAddr}
 	if err := c.AddSet(fw.proxied, nil); err != nil {
+		return nil, err
+	}
+	fw.tunneled = &nftables.Set{Table: fw.table, Name: "tunneled", KeyType: nftables.TypeIPAddr}
+	if err := c.AddSet(fw.tunneled, nil); err != nil {
 		return nil, err
 	}
 	accept := nftables.ChainPolicyAccept
@@ -124,6 +132,7 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} { // the resolvers' DNS, nothing else of theirs
 		rule(fwd, cat(fromSandbox, lookup(16, fw.dns), dport(proto, 53), verdict(expr.VerdictAccept))...)
 	}
+	rule(fwd, cat(fromSandbox, lookup(12, fw.tunneled), rejectAdmin())...) // its TCP was redirected: nothing else leaves
 	rule(fwd, cat(fromSandbox, lookup(16, blockedSet), rejectAdmin())...)
 	rule(fwd, cat(fromSandbox, verdict(expr.VerdictAccept))...)
 	rule(fwd, cat(toSandbox, established(), verdict(expr.VerdictAccept))...)
@@ -135,6 +144,12 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	rule(in, cat(fromSandbox, tcpDport(proxyPort), redirected(), verdict(expr.VerdictAccept))...)
 	rule(in, cat(fromSandbox, rejectAdmin())...)
 	rule(in, cat(tcpDport(proxyPort), rejectAny())...)
+	rule(pre, cat(fromSandbox, isIPv4(), lookup(12, fw.tunneled), []expr.Any{ // every TCP port, through the upstream proxy
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(proxyPort)},
+		&expr.Redir{RegisterProtoMin: 1},
+	})...)
 	for _, port := range []uint16{80, 443} { // name-checked egress
 		rule(pre, cat(fromSandbox, isIPv4(), lookup(12, fw.proxied), tcpDport(port), []expr.Any{
 			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(proxyPort)},
@@ -338,6 +353,12 @@ func (fw *firewall) setRules(slot int, addr netip.Addr, allow, deny []netip.Pref
 // egress proxy.
 func (fw *firewall) setProxied(addr netip.Addr, on bool) error {
 	return fw.setMember(fw.proxied, fw.proxiedAddrs, addr, on)
+}
+
+// setTunneled sends (or stops sending) a sandbox's every TCP connection
+// to the egress proxy and refuses the rest of its egress but DNS.
+func (fw *firewall) setTunneled(addr netip.Addr, on bool) error {
+	return fw.setMember(fw.tunneled, fw.tunneledAddrs, addr, on)
 }
 
 func (fw *firewall) close() error {

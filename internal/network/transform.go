@@ -70,10 +70,12 @@ type policy struct {
 	allow, deny []netip.Prefix
 	domains     []string
 	rules       Rules
+	upstream    *EgressProxy // nil: out directly
 }
 
-// proxied: the sandbox's ports 80 and 443 go through the proxy.
-func (p *policy) proxied() bool { return len(p.domains) > 0 || len(p.rules) > 0 }
+// proxied: the sandbox's ports 80 and 443 (every TCP port, with an
+// upstream) go through the proxy.
+func (p *policy) proxied() bool { return len(p.domains) > 0 || len(p.rules) > 0 || p.upstream != nil }
 
 // allows says whether the sandbox may reach dst, asking for name there.
 func (p *policy) allows(dst netip.Addr, name string) bool {
@@ -96,7 +98,7 @@ func (p *policy) allows(dst netip.Addr, name string) bool {
 // would — with the rules' headers set. Plain HTTP is sent on only when
 // name resolves, on the node, to dst: otherwise a sandbox could dial any
 // address with a Host that draws a secret.
-func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, name string, overTLS bool) {
+func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, name string, overTLS bool, pol *policy) {
 	conn := net.Conn(&bufferedConn{Conn: c, r: br})
 	if overTLS {
 		conn = tls.Server(conn, &tls.Config{
@@ -112,8 +114,7 @@ func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.Add
 	}
 	upstream := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp4", dst.String())
+			return p.dial(ctx, pol, dst)
 		},
 		TLSClientConfig:       &tls.Config{ServerName: name, RootCAs: p.upstreamRoots, NextProtos: []string{"http/1.1"}},
 		ForceAttemptHTTP2:     false,

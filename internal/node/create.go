@@ -49,6 +49,9 @@ type CreateRequest struct {
 	// Rules transform requests to their domains (network.Rules), with the
 	// team's secrets.
 	Rules network.Rules
+	// EgressProxy, when set, is the upstream SOCKS5 proxy its outbound
+	// TCP goes through.
+	EgressProxy *network.EgressProxy
 	// Isolation names the driver ("" = the node's default).
 	Isolation string
 	// Team owns the sandbox: its quota applies ("" = none).
@@ -335,7 +338,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		if n, err = nets.Acquire(ctx, want.Internet); err != nil {
 			return nil, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
 		}
-		if err := applyRules(nets, n, want, info.Team); err != nil {
+		if err := applyRules(ctx, nets, n, want, info.Team); err != nil {
 			nets.Release(n)
 			return nil, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
 		}
@@ -435,12 +438,12 @@ func withDefaults(l, def isolation.Limits) isolation.Limits {
 
 // network is the network a create asks for.
 func (r CreateRequest) network() *NetworkInfo {
-	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules}
+	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules, EgressProxy: r.EgressProxy}
 }
 
 // applyRules installs a network's own egress rules, if it has any; the
 // secrets its transforms name are team's.
-func applyRules(nets Networks, n *network.Net, ni *NetworkInfo, team string) error {
+func applyRules(ctx context.Context, nets Networks, n *network.Net, ni *NetworkInfo, team string) error {
 	if len(ni.AllowOut) > 0 || len(ni.DenyOut) > 0 {
 		if err := nets.SetRules(n, ni.AllowOut, ni.DenyOut); err != nil {
 			return err
@@ -452,7 +455,12 @@ func applyRules(nets Networks, n *network.Net, ni *NetworkInfo, team string) err
 		}
 	}
 	if len(ni.Rules) > 0 {
-		return nets.SetTransforms(n, team, ni.Rules)
+		if err := nets.SetTransforms(n, team, ni.Rules); err != nil {
+			return err
+		}
+	}
+	if ni.EgressProxy != nil {
+		return nets.SetEgressProxy(ctx, n, ni.EgressProxy)
 	}
 	return nil
 }

@@ -57,6 +57,10 @@ type NetworkUpdate struct {
 	AllowOut, DenyOut *[]netip.Prefix
 	AllowDomains      *[]string
 	Rules             *network.Rules
+	// SetEgressProxy replaces the upstream proxy with EgressProxy (nil:
+	// none).
+	SetEgressProxy bool
+	EgressProxy    *network.EgressProxy
 }
 
 // UpdateNetwork applies an update to a running sandbox's network.
@@ -71,6 +75,14 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
 	}
 	ni := *sb.info.Network // snapshots share the old one
+	// The upstream first: the one change refused for what it names (an
+	// address the node may not reach), before anything else changed.
+	if u.SetEgressProxy {
+		if err := m.cfg.Networks.SetEgressProxy(context.Background(), sb.net, u.EgressProxy); err != nil {
+			return err
+		}
+		ni.EgressProxy = u.EgressProxy
+	}
 	if u.Internet != nil {
 		if err := m.cfg.Networks.SetInternet(sb.net, *u.Internet); err != nil {
 			return err

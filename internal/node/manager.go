@@ -135,6 +135,7 @@ type Networks interface {
 	SetRules(n *network.Net, allow, deny []netip.Prefix) error
 	SetDomains(n *network.Net, domains []string) error
 	SetTransforms(n *network.Net, team string, rules network.Rules) error
+	SetEgressProxy(ctx context.Context, n *network.Net, e *network.EgressProxy) error
 	// EgressCA is the PEM certificate sandboxes with rules trust.
 	EgressCA() []byte
 	DNS() []netip.Addr

@@ -128,6 +128,8 @@ type NetworkInfo struct {
 	AllowDomains []string `json:"allowDomains,omitempty"`
 	// Rules transform requests to their domains (with the team's secrets).
 	Rules network.Rules `json:"rules,omitempty"`
+	// EgressProxy is the upstream proxy its TCP goes through (nil: none).
+	EgressProxy *network.EgressProxy `json:"egressProxy,omitempty"`
 }
 
 // sandbox is a live entry of the table.

@@ -58,7 +58,8 @@ func infoToPB(in node.Info) *pb.Sandbox {
 	out.PausedState = pausedState(in)
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
-			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains, Rules: rulesToPB(n.Rules)}
+			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains, Rules: rulesToPB(n.Rules),
+			EgressProxy: egressProxyToPB(n.EgressProxy)}
 	}
 	return out
 }
@@ -84,9 +85,24 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 			return out, err
 		}
 		out.Network = &node.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
-			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains(), Rules: rulesFromPB(n.GetRules())}
+			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains(), Rules: rulesFromPB(n.GetRules()),
+			EgressProxy: egressProxyFromPB(n.GetEgressProxy())}
 	}
 	return out, nil
+}
+
+func egressProxyToPB(e *network.EgressProxy) *pb.EgressProxy {
+	if e == nil {
+		return nil
+	}
+	return &pb.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+}
+
+func egressProxyFromPB(e *pb.EgressProxy) *network.EgressProxy {
+	if e == nil {
+		return nil
+	}
+	return &network.EgressProxy{Address: e.GetAddress(), Username: e.GetUsername(), Password: e.GetPassword()}
 }
 
 // rulesToPB are egress rules as they cross the wire.
@@ -158,7 +174,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
-		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules),
+		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules), EgressProxy: egressProxyToPB(r.EgressProxy),
 	}
 	savedToPB(r, out)
 	return out, nil
@@ -182,7 +198,7 @@ func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
 		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
-		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()),
+		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()), EgressProxy: egressProxyFromPB(r.GetEgressProxy()),
 	}
 	return out, nil
 }
@@ -213,6 +229,7 @@ func networkToPB(id string, u node.NetworkUpdate) *pb.NetworkUpdate {
 		set := true
 		out.SetRules, out.Rules = &set, rulesToPB(*u.Rules)
 	}
+	out.SetEgressProxy, out.EgressProxy = u.SetEgressProxy, egressProxyToPB(u.EgressProxy)
 	return out
 }
 
@@ -238,6 +255,7 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 		vals := append([]string{}, d.GetValues()...)
 		out.AllowDomains = &vals
 	}
+	out.SetEgressProxy, out.EgressProxy = u.GetSetEgressProxy(), egressProxyFromPB(u.GetEgressProxy())
 	if u.GetSetRules() {
 		rules := rulesFromPB(u.GetRules())
 		out.Rules = &rules

@@ -50,9 +50,7 @@ func TestSDKRequestFields(t *testing.T) {
 	for _, c := range []struct{ method, path, body, field string }{
 		{"POST", "/v2/sandboxes", `{"templateID":"base","iam":{"tokens":{"t":{"audience":"a","tokenType":"jwt"}}}}`, "iam"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
-		{"POST", "/sandboxes", `{"templateID":"base","network":{"egressProxy":{"address":"127.0.0.1:1080"}}}`, "network.egressProxy"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"httpsPorts":[8443]}}`, "network.httpsPorts"},
-		{"PUT", "/sandboxes/" + id + "/network", `{"egressProxy":{"address":"127.0.0.1:1080"}}`, "egressProxy"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))

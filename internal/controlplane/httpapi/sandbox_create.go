@@ -46,7 +46,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	}
 	unserved := []rawField{{"iam", req.IAM}, {"mcp", req.MCP}}
 	if n := req.Network; n != nil {
-		unserved = append(unserved, rawField{"network.egressProxy", n.EgressProxy}, rawField{"network.httpsPorts", n.HTTPSPorts})
+		unserved = append(unserved, rawField{"network.httpsPorts", n.HTTPSPorts})
 	}
 	if err := notServed(unserved...); err != nil {
 		return service.CreateRequest{}, err
@@ -74,6 +74,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 			PublicTraffic:   req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 			MaskRequestHost: maskHost(req.Network),
 			Rules:           rules(req.Network),
+			EgressProxy:     egressProxy(req.Network),
 		},
 		AllowInternetAccess: req.AllowInternetAccess,
 		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),
@@ -85,6 +86,13 @@ func maskHost(n *networkConfig) string {
 		return ""
 	}
 	return *n.MaskRequestHost
+}
+
+func egressProxy(n *networkConfig) *network.EgressProxy {
+	if n == nil {
+		return nil
+	}
+	return n.EgressProxy
 }
 
 func rules(n *networkConfig) network.Rules {

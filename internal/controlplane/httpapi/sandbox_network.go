@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"cmp"
-	"encoding/json"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -12,15 +11,15 @@ import (
 
 // networkUpdate is SandboxNetworkUpdateConfig.
 type networkUpdate struct {
-	AllowInternetAccess *bool           `json:"allow_internet_access"`
-	AllowOut            *[]string       `json:"allowOut"`
-	DenyOut             *[]string       `json:"denyOut"`
-	EgressProxy         json.RawMessage `json:"egressProxy"`
-	Rules               network.Rules   `json:"rules"`
+	AllowInternetAccess *bool                `json:"allow_internet_access"`
+	AllowOut            *[]string            `json:"allowOut"`
+	DenyOut             *[]string            `json:"denyOut"`
+	EgressProxy         *network.EgressProxy `json:"egressProxy"`
+	Rules               network.Rules        `json:"rules"`
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: egress on or off,
-// allowOut/denyOut and rules, live. As E2B's SDK says, the request replaces the
+// allowOut/denyOut, rules and the upstream proxy, live. As E2B's SDK says, the request replaces the
 // sandbox's egress configuration: an omitted field is cleared (no rules,
 // egress on).
 func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
@@ -34,13 +33,10 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := notServed(rawField{"egressProxy", req.EgressProxy}); err != nil {
-		writeError(w, err)
-		return
-	}
 	internet, none := true, []string{}
 	rules := service.NetworkRules{Internet: cmp.Or(req.AllowInternetAccess, &internet),
-		AllowOut: cmp.Or(req.AllowOut, &none), DenyOut: cmp.Or(req.DenyOut, &none), Rules: &req.Rules}
+		AllowOut: cmp.Or(req.AllowOut, &none), DenyOut: cmp.Or(req.DenyOut, &none), Rules: &req.Rules,
+		EgressProxy: req.EgressProxy, SetEgressProxy: true}
 	err = a.svc.UpdateNetwork(r.Context(), team(r), id, rules)
 	if err != nil {
 		writeError(w, err)

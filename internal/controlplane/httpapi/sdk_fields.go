@@ -29,11 +29,11 @@ var SDKFields = map[string]map[string]FieldUse{
 	"NewSandboxV2": newSandboxFields(false),
 	"SandboxNetworkConfig": {
 		"allowOut": Served, "denyOut": Served, "allowPublicTraffic": Served, "maskRequestHost": Served,
-		"egressProxy": Refused, "httpsPorts": Refused, "rules": Served,
+		"egressProxy": Served, "httpsPorts": Refused, "rules": Served,
 	},
 	"SandboxNetworkUpdateConfig": {
 		"allow_internet_access": Served, "allowOut": Served, "denyOut": Served,
-		"egressProxy": Refused, "rules": Served,
+		"egressProxy": Served, "rules": Served,
 	},
 	"SandboxAutoResumeConfig": {"enabled": Served},
 	"SandboxVolumeMount":      {"name": Served, "path": Served},

@@ -40,10 +40,10 @@ type networkConfig struct {
 	DenyOut            []string `json:"denyOut"`
 	// MaskRequestHost is the Host header requests to the sandbox's ports
 	// arrive with ("${PORT}" becomes the port).
-	MaskRequestHost *string         `json:"maskRequestHost"`
-	EgressProxy     json.RawMessage `json:"egressProxy"`
-	HTTPSPorts      json.RawMessage `json:"httpsPorts"`
-	Rules           network.Rules   `json:"rules"`
+	MaskRequestHost *string              `json:"maskRequestHost"`
+	EgressProxy     *network.EgressProxy `json:"egressProxy"`
+	HTTPSPorts      json.RawMessage      `json:"httpsPorts"`
+	Rules           network.Rules        `json:"rules"`
 }
 
 // sandboxJSON is the Sandbox schema (create, connect).

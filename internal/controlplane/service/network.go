@@ -21,6 +21,9 @@ type NetworkRules struct {
 	Internet          *bool
 	AllowOut, DenyOut *[]string // IPs and CIDRs; nil = unchanged
 	Rules             *network.Rules
+	// SetEgressProxy replaces the upstream proxy with EgressProxy.
+	SetEgressProxy bool
+	EgressProxy    *network.EgressProxy
 }
 
 var domainPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?$`)
@@ -76,7 +79,12 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return err
 	}
-	u := node.NetworkUpdate{Internet: r.Internet}
+	u := node.NetworkUpdate{Internet: r.Internet, SetEgressProxy: r.SetEgressProxy, EgressProxy: r.EgressProxy}
+	if r.EgressProxy != nil {
+		if err := r.EgressProxy.Check(); err != nil {
+			return err
+		}
+	}
 	if r.Rules != nil {
 		rules, err := ParseRules(*r.Rules)
 		if err != nil {

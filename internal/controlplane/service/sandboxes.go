@@ -83,6 +83,11 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 	req.AllowOut = slices.Concat(req.AllowOut, e.Allow)
 	req.DenyOut = slices.Concat(req.DenyOut, e.Deny)
 	req.AllowDomains = slices.Concat(req.AllowDomains, e.AllowDomains)
+	if req.EgressProxy != nil {
+		if err := req.EgressProxy.Check(); err != nil {
+			return err
+		}
+	}
 	req.Rules, err = ParseRules(req.Rules)
 	return err
 }

@@ -7,26 +7,42 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// TestSecretsAndRules runs secrets.test.mjs: the official SDK's Secret
-// calls, and sandboxes whose network rules put a secret into their HTTPS
-// requests to a fake upstream (in the fake internet, with a certificate
-// of its own CA, which the server is told to trust) that reports which
-// value it received; the sandbox never holds the value.
-func TestSecretsAndRules(t *testing.T) {
+// TestEgress runs egress.test.mjs: the official SDK's Secret calls,
+// sandboxes whose network rules put a secret into their HTTPS requests to
+// a fake upstream (in the fake internet, with a certificate of its own
+// CA, which the server is told to trust) that reports which value it
+// received — the sandbox never holds the value —, and an upstream SOCKS5
+// proxy their TCP goes through.
+func TestEgress(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
 	t.Setenv("SSL_CERT_FILE", up.CAFile) // the server verifies upstreams with this CA alone
 	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.19.236.0/24")
 	npmInstall(t)
-	v1, v2 := secretValue(), secretValue()
-	up.Serve(t, testutil.FakeInternet(t), upstreamHandler(v1, v2))
-	runNode(t, append(sdkEnv(srv.Addr), "COMPAT_SECRET_V1="+v1, "COMPAT_SECRET_V2="+v2, "COMPAT_UPSTREAM="+testutil.InternetAddr), "secrets.test.mjs")
+	runEgress(t, up, sdkEnv(srv.Addr))
 	if left := srv.Leftovers(); len(left) > 0 {
 		t.Errorf("the suite left sandboxes behind: %v", left)
+	}
+}
+
+// runEgress serves the upstream and a SOCKS5 proxy in the fake internet
+// and runs egress.test.mjs with env; the proxy must have carried the
+// sandbox's connections to the upstream, with the suite's credentials.
+func runEgress(t *testing.T, up *testutil.Upstream, env []string) {
+	t.Helper()
+	v1, v2 := secretValue(), secretValue()
+	ns := testutil.FakeInternet(t)
+	up.Serve(t, ns, upstreamHandler(v1, v2))
+	socks := testutil.ServeSOCKS(t, ns, testutil.InternetAddr+":1080", "proxy-user", secretValue())
+	runNode(t, append(env, "COMPAT_SECRET_V1="+v1, "COMPAT_SECRET_V2="+v2, "COMPAT_UPSTREAM="+testutil.InternetAddr,
+		"COMPAT_SOCKS="+socks.Addr, "COMPAT_SOCKS_USER="+socks.User, "COMPAT_SOCKS_PASS="+socks.Pass), "egress.test.mjs")
+	if got, want := socks.Reached(), "proxy-user@"+testutil.InternetAddr+":443"; !slices.Contains(got, want) {
+		t.Errorf("the upstream proxy reached %v, not %s", got, want)
 	}
 }
 
@@ -53,11 +69,11 @@ func secretValue() string {
 	return "cove-test-secret-" + hex.EncodeToString(b)
 }
 
-// TestSecretsCluster runs secrets.test.mjs against a cluster: two API
+// TestEgressCluster runs egress.test.mjs against a cluster: two API
 // replicas behind a balancer (one seals what the other lists) and a node
 // that reveals the secrets from the cluster's database, all with the
 // operator's one key file.
-func TestSecretsCluster(t *testing.T) {
+func TestEgressCluster(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
 	t.Setenv("SSL_CERT_FILE", up.CAFile)
 	key := filepath.Join(t.TempDir(), "secrets.key")
@@ -71,8 +87,5 @@ func TestSecretsCluster(t *testing.T) {
 		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.19.234.0/24")
 	})
 	npmInstall(t)
-	v1, v2 := secretValue(), secretValue()
-	up.Serve(t, testutil.FakeInternet(t), upstreamHandler(v1, v2))
-	runNode(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey,
-		"COMPAT_SECRET_V1=" + v1, "COMPAT_SECRET_V2=" + v2, "COMPAT_UPSTREAM=" + testutil.InternetAddr}, "secrets.test.mjs")
+	runEgress(t, up, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey})
 }

@@ -1,7 +1,8 @@
-// Secrets and network rules through the official e2b SDK against a real
-// `cove server` (secrets_test.go starts it, with a fake upstream at
-// COMPAT_UPSTREAM that answers "<host> auth=v1|v2|none|other": which
-// secret value its Authorization header carried).
+// Secrets, network rules and an upstream egress proxy through the
+// official e2b SDK against a real `cove server` (egress_test.go starts
+// it, with a fake upstream at COMPAT_UPSTREAM that answers "<host>
+// auth=v1|v2|none|other": which secret value its Authorization header
+// carried, and a SOCKS5 proxy at COMPAT_SOCKS).
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox, Secret } from 'e2b'
@@ -9,6 +10,7 @@ import { Sandbox, Secret } from 'e2b'
 const V1 = process.env.COMPAT_SECRET_V1
 const V2 = process.env.COMPAT_SECRET_V2
 const UPSTREAM = process.env.COMPAT_UPSTREAM
+const SOCKS = { address: process.env.COMPAT_SOCKS, username: process.env.COMPAT_SOCKS_USER, password: process.env.COMPAT_SOCKS_PASS }
 const name = `upstream-token-${process.pid}`
 const api = async (path) => {
   const res = await fetch(`${process.env.E2B_API_URL}${path}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })
@@ -59,24 +61,7 @@ const curl = async (sbx, host, insecure = false) => {
   return r.stdout.trim()
 }
 
-test('rules put the secret into matching HTTPS requests, resolved at each request; the sandbox never holds it', async () => {
-  const rules = { 'api.upstream.test': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] }
-  const sbx = await Sandbox.create({ network: { allowOut: ['*.upstream.test'], denyOut: ['0.0.0.0/0'], rules } })
-  sandboxes.push(sbx)
-  // The sandbox's own header is replaced; a name without a rule gets none.
-  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v1')
-  assert.equal(await curl(sbx, 'other.upstream.test', true), 'other.upstream.test auth=none')
-  // An update counts from the next request on.
-  const updated = await Secret.update(name, V2)
-  assert.equal(updated.version, 2)
-  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
-  // Runtimes find the node's CA.
-  const env = await sbx.commands.run('echo "$NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE"')
-  assert.equal(env.stdout.trim(), '/etc/ssl/certs/cove-egress-ca.pem /etc/ssl/certs/ca-certificates.crt')
-  // Every file, variable and process memory root and user can read:
-  // no value of the secret. The script is given the values reversed, and
-  // skips its own memory, where it turns them around.
-  const scan = `
+const scan = `
 import os, sys
 want = [v[::-1].encode() for v in sys.argv[1:]]
 me = str(os.getpid())
@@ -119,12 +104,39 @@ for pid in [p for p in os.listdir('/proc') if p.isdigit() and p != me]:
             found.append(f'/proc/{pid}/mem {line}')
 print('found: ' + ', '.join(found) if found else 'clean')
 `
+
+// scanFor reads, as each user, every file, variable and process memory
+// that user can read in the sandbox, and answers what holds one of
+// values ("clean": nothing). The script is given the values reversed,
+// and skips its own memory, where it turns them around.
+const scanFor = async (sbx, values, users = ['root', 'user']) => {
   await sbx.files.write('/tmp/scan.py', scan)
-  const reversed = [V1, V2].map((v) => v.split('').reverse().join(''))
-  for (const user of ['root', 'user']) { // root may not read the memory of user's processes
+  const reversed = values.map((v) => v.split('').reverse().join(''))
+  const out = []
+  for (const user of users) { // root may not read the memory of user's processes
     const res = await sbx.commands.run(`python3 /tmp/scan.py ${reversed.join(' ')}`, { user, timeoutMs: 120000 })
-    assert.equal(res.stdout.trim(), 'clean', user)
+    out.push(res.stdout.trim())
   }
+  return out
+}
+
+test('rules put the secret into matching HTTPS requests, resolved at each request; the sandbox never holds it', async () => {
+  const rules = { 'api.upstream.test': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] }
+  const sbx = await Sandbox.create({ network: { allowOut: ['*.upstream.test'], denyOut: ['0.0.0.0/0'], rules } })
+  sandboxes.push(sbx)
+  // The sandbox's own header is replaced; a name without a rule gets none.
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v1')
+  assert.equal(await curl(sbx, 'other.upstream.test', true), 'other.upstream.test auth=none')
+  // An update counts from the next request on.
+  const updated = await Secret.update(name, V2)
+  assert.equal(updated.version, 2)
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
+  // Runtimes find the node's CA.
+  const env = await sbx.commands.run('echo "$NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE"')
+  assert.equal(env.stdout.trim(), '/etc/ssl/certs/cove-egress-ca.pem /etc/ssl/certs/ca-certificates.crt')
+  // Every file, variable and process memory root and user can read:
+  // no value of the secret.
+  assert.deepEqual(await scanFor(sbx, [V1, V2]), ['clean', 'clean'])
   // updateNetwork replaces the rules: without them, no header.
   await sbx.updateNetwork({ allowOut: ['*.upstream.test'], denyOut: ['0.0.0.0/0'] })
   assert.equal(await curl(sbx, 'api.upstream.test', true), 'api.upstream.test auth=none')
@@ -152,4 +164,20 @@ test('a rule that names a missing secret, or a workload token, is refused at cre
     Sandbox.create({ network: { rules: { '*': [{ transform: { headers: { A: 'b' } } }] } } }),
     /network\.rules/,
   )
+})
+
+test('an upstream SOCKS5 proxy carries the sandbox\'s TCP, rules first; its password is nowhere in the sandbox', async () => {
+  const rules = { 'api.upstream.test': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] }
+  const sbx = await Sandbox.create({ network: { egressProxy: SOCKS, allowOut: ['api.upstream.test'], denyOut: ['0.0.0.0/0'], rules } })
+  sandboxes.push(sbx)
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
+  // Denied names never reach the proxy.
+  assert.doesNotMatch(await curl(sbx, 'other.upstream.test', true), /auth=/)
+  assert.deepEqual(await scanFor(sbx, [SOCKS.password, V2]), ['clean', 'clean'])
+  // A proxy at an address the node may not reach is refused; updateNetwork
+  // sets and removes one live.
+  await assert.rejects(Sandbox.create({ network: { egressProxy: { address: '127.0.0.1:1080' } } }), /egressProxy/)
+  await assert.rejects(sbx.updateNetwork({ egressProxy: { address: '10.0.0.1:1080' } }), /egressProxy/)
+  await sbx.updateNetwork({ allowOut: ['api.upstream.test'], denyOut: ['0.0.0.0/0'], rules })
+  assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
 })
