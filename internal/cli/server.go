@@ -25,13 +25,14 @@ import (
 // runFlags are the flags of the commands that run Cove's roles (server,
 // node, api), each adding the groups it uses.
 type runFlags struct {
-	cfg      server.Config
-	apiKey   string
-	verbose  bool
-	netOn    bool
-	userNS   bool
-	netRange string
-	netAllow []string
+	cfg       server.Config
+	apiKey    string
+	verbose   bool
+	netOn     bool
+	userNS    bool
+	netRange  string
+	netAllow  []string
+	hookAllow []string
 }
 
 // common are every role's flags: where it listens, keeps its data and
@@ -52,6 +53,8 @@ func (r *runFlags) api(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.TLSListen, "tls-listen", os.Getenv("COVE_TLS_LISTEN"), "serve HTTPS here too, E2B's domain mode: E2B_DOMAIN=<domain> alone points the SDK at https://api.<domain> (default :443 when --domain names a domain without a port, off to turn it off; COVE_TLS_LISTEN)")
 	f.StringVar(&r.cfg.TLSCert, "tls-cert", os.Getenv("COVE_TLS_CERT"), "the HTTPS certificate (PEM) for api.<domain> and *.<domain>; default: one from a local CA in the data directory (COVE_TLS_CERT)")
 	f.StringVar(&r.cfg.TLSKey, "tls-key", os.Getenv("COVE_TLS_KEY"), "the HTTPS certificate's key (PEM; COVE_TLS_KEY)")
+	f.StringSliceVar(&r.hookAllow, "webhook-allow", splitEnv("COVE_WEBHOOK_ALLOW"), "CIDRs webhooks may be sent to although they are loopback, private or this host's (COVE_WEBHOOK_ALLOW, comma-separated); link-local and the rest stay refused unless listed")
+	f.DurationVar(&r.cfg.EventsKept, "events-kept", envDuration("COVE_EVENTS_KEPT", 7*24*time.Hour), "how long sandboxes' lifecycle events are kept (COVE_EVENTS_KEPT)")
 	f.DurationVar(&r.cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each sandbox's CPU, memory and disk are sampled into its metric history")
 	f.StringVar(&r.cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
 }
@@ -143,6 +146,13 @@ func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, erro
 			cfg.Network.Allow = append(cfg.Network.Allow, p)
 		}
 	}
+	for _, a := range r.hookAllow {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("--webhook-allow %q: want a CIDR: %w", a, err)
+		}
+		cfg.WebhookAllow = append(cfg.WebhookAllow, p)
+	}
 	cfg.NoUserNamespaces = !r.userNS
 	cfg.Out = cmd.OutOrStdout()
 	return cfg, log, nil
@@ -190,6 +200,13 @@ func besideSelf(name string) string {
 		return ""
 	}
 	return p
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
 }
 
 func envInt(name string, def int) int {

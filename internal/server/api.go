@@ -61,7 +61,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key}
+	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow}
 	if bucket != nil { // kept where every node reaches them
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
 	}
@@ -75,6 +75,8 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go nodes.Run(running)
 	go svc.RunSampler(running)
 	go svc.PruneLogs(running)
+	go svc.PruneEvents(running, cfg.EventsKept)
+	go svc.RunWebhooks(running)
 	if bucket != nil {
 		go collectBucket(running, templates, nodes, log)
 	}

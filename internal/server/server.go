@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,6 +137,11 @@ type Config struct {
 	// NodeURL is where API replicas reach its node API (default: http://
 	// and the listen address).
 	NodeName, NodeURL string
+	// WebhookAllow are ranges webhooks may be sent to although loopback,
+	// private or the host's; EventsKept is how long lifecycle events are
+	// kept (default 7 days).
+	WebhookAllow []netip.Prefix
+	EventsKept   time.Duration
 	// SecretsKeyFile is the operator's key that seals teams' secrets
 	// (64 hex digits, owner-only). cove server: default the data
 	// directory's secrets.key, made at the first start; cove api and cove
@@ -269,7 +275,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer ln.Close()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
-		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key}, st, mgr, secret, log)
+		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
@@ -293,6 +299,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stopSampling()
 	go svc.RunSampler(sampling)
 	go svc.PruneLogs(sampling)
+	go svc.PruneEvents(sampling, cfg.EventsKept)
+	go svc.RunWebhooks(sampling)
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
 	api.AdminToken = cfg.AdminToken

@@ -45,6 +45,17 @@ func (c Cluster) KillNode(t *testing.T, i int) {
 	_ = c.procs[i].cmd.Wait()
 }
 
+// KillAPI ends API replica i's process with SIGKILL, as a host failing
+// would.
+func (c Cluster) KillAPI(t *testing.T, i int) {
+	t.Helper()
+	r := c.all[len(c.procs)+i]
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.cmd.Wait()
+}
+
 // StopNode ends node i's process cleanly (SIGINT): its sandboxes keep
 // running, for its next start to adopt.
 func (c Cluster) StopNode(t *testing.T, i int) {

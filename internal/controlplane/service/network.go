@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
@@ -117,7 +118,11 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 		}
 		u.AllowOut, u.DenyOut, u.AllowDomains = &e.Allow, &e.Deny, &e.AllowDomains
 	}
-	return s.node.UpdateNetwork(id, u)
+	if err := s.node.UpdateNetwork(id, u); err != nil {
+		return err
+	}
+	s.eventOf(ctx, id, store.EventUpdated, store.ReasonAPI)
+	return nil
 }
 
 func egressStrings(ni *node.NetworkInfo) (allow, deny []string) {

@@ -158,6 +158,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	}
 	s.teams.created(sb.Team, id)
 	s.logLine(ctx, sb.Team, id, "info", "sandbox created", createdFields(sb))
+	s.event(ctx, sb, store.EventCreated, store.ReasonAPI)
 	// The history starts at the start.
 	go func() {
 		if _, err := s.sample(context.WithoutCancel(ctx), info); err != nil && !errs.Is(err, errs.NotFound) {
@@ -231,9 +232,13 @@ func (s *Service) Kill(ctx context.Context, team, id string) error {
 	if err := s.node.Kill(ctx, id); err != nil && !errs.Is(err, errs.NotFound) {
 		return err
 	}
+	rec, rerr := s.store.Sandbox(ctx, id)
 	deleted, err := s.store.DeleteSandbox(ctx, id)
 	if deleted {
 		s.logLine(ctx, team, id, "info", "sandbox killed", nil)
+		if rerr == nil {
+			s.event(ctx, rec, store.EventKilled, store.ReasonAPI)
+		}
 	}
 	return err
 }
@@ -244,6 +249,7 @@ func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.
 		return err
 	}
 	s.logLine(ctx, team, id, "info", "sandbox timeout set", map[string]string{"timeout": timeout.String()})
+	s.eventOf(ctx, id, store.EventUpdated, store.ReasonAPI)
 	return nil
 }
 
@@ -289,7 +295,11 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 		return err
 	}
 	s.logLine(ctx, team, id, "info", "sandbox paused", map[string]string{"memory": fmt.Sprint(memory)})
-	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt)
+	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt); err != nil {
+		return err
+	}
+	s.eventOf(ctx, id, store.EventPaused, store.ReasonAPI)
+	return nil
 }
 
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
@@ -316,6 +326,7 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StateRunning), info.EndAt); err != nil {
 		return Sandbox{}, err
 	}
+	s.eventOf(ctx, id, store.EventResumed, store.ReasonAPI)
 	return s.Get(ctx, team, id)
 }
 

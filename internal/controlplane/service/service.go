@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ type Config struct {
 	// what each team's sandboxes hold together over every node. A create
 	// past it is QuotaExceeded, nothing left.
 	TeamQuota node.TeamQuota
+	// WebhookAllow are ranges webhooks may be sent to although they are
+	// loopback, private or the host's (an operator's opt-in).
+	WebhookAllow []netip.Prefix
 	// SecretsKey seals teams' secrets (internal/secrets); without it the
 	// secrets API and rules that name a secret are Unimplemented.
 	SecretsKey *secrets.Key
@@ -69,6 +73,8 @@ type Service struct {
 	history map[string]*history // metric samples per sandbox
 	teams   *teamMetrics        // each team's concurrent sandboxes and start rate
 	quotas  quotaCache          // teams' quotas as last read (TeamQuota)
+
+	webhooks *webhookSender
 }
 
 // New returns the service; secret derives sandbox tokens.
@@ -82,8 +88,10 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	if cfg.MetricsKept <= 0 {
 		cfg.MetricsKept = 1440
 	}
-	return &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics(),
+	s := &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics(),
 		quotas: quotaCache{read: map[string]cachedQuota{}}}
+	s.webhooks = s.newWebhookSender()
+	return s
 }
 
 // Ended forgets a sandbox that ended on the node (timeout, crash, kill)
@@ -101,7 +109,9 @@ func (s *Service) Ended(id string, exit isolation.Exit) {
 			s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
 		case deleted && exit.Detail == node.KilledDetail:
 			s.logLine(ctx, sb.Team, id, "info", "sandbox killed", nil)
+			s.event(ctx, sb, store.EventKilled, store.ReasonAPI)
 		case deleted:
+			s.event(ctx, sb, store.EventKilled, endReason(exit))
 			level := "info"
 			if exit.Reason == isolation.ExitOOM || exit.Reason == isolation.ExitCrashed {
 				level = "error"
@@ -133,6 +143,12 @@ func (s *Service) StateChanged(info node.Info) {
 	if sb.State != string(info.State) { // another replica's news, else
 		msg := map[node.State]string{node.StatePaused: "sandbox paused at its timeout", node.StateRunning: "sandbox resumed by traffic"}[info.State]
 		s.logLine(ctx, sb.Team, info.ID, "info", cmp.Or(msg, "sandbox "+string(info.State)), nil)
+		typ, reason := store.EventResumed, store.ReasonTraffic
+		if info.State == node.StatePaused {
+			typ, reason = store.EventPaused, store.ReasonAutoPause
+		}
+		sb.State = string(info.State)
+		s.event(ctx, sb, typ, reason)
 	}
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"github.com/covesandbox/cove/internal/controlplane/store"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
@@ -44,6 +45,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 		return template.Record{}, err
 	}
 	s.log.Info("snapshot created", logx.SandboxID(id), "snapshot", rec.SnapshotID(), "layer", sum.Name, "processes", c.Image != nil)
+	s.eventOf(ctx, id, store.EventCheckpointed, store.ReasonAPI)
 	return rec, nil
 }
 

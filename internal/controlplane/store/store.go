@@ -222,6 +222,32 @@ type Store interface {
 	// DeleteTeamSecret removes a team's secret, every version (errs.NotFound).
 	DeleteTeamSecret(ctx context.Context, team, id string) error
 
+	// AddEvent records a lifecycle event and, for each of its team's
+	// enabled webhooks that asks for its type, a delivery due now.
+	AddEvent(ctx context.Context, e Event) error
+	// Events returns the events q selects, newest first unless Ascending.
+	Events(ctx context.Context, q EventQuery) ([]Event, error)
+	// PruneEvents removes events older than before (deliveries with them).
+	PruneEvents(ctx context.Context, before time.Time) error
+	// AddWebhook records a team's webhook.
+	AddWebhook(ctx context.Context, w Webhook) error
+	// Webhook finds a team's webhook (errs.NotFound).
+	Webhook(ctx context.Context, team, id string) (Webhook, error)
+	// TeamWebhooks are a team's webhooks, oldest first.
+	TeamWebhooks(ctx context.Context, team string) ([]Webhook, error)
+	// UpdateWebhook stores a team's webhook as w (errs.NotFound).
+	UpdateWebhook(ctx context.Context, w Webhook) error
+	// DeleteWebhook removes a team's webhook and what is on its way to it
+	// (errs.NotFound).
+	DeleteWebhook(ctx context.Context, team, id string) error
+	// ClaimDeliveries takes up to limit deliveries due at now and moves
+	// them lease on, so that no other sender takes them meanwhile.
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
+	// FinishDelivery forgets a delivery (taken, or given up).
+	FinishDelivery(ctx context.Context, id string) error
+	// RetryDelivery counts a failed attempt and makes it due at next.
+	RetryDelivery(ctx context.Context, id string, next time.Time) error
+
 	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	SetSandboxEnd(ctx context.Context, id string, end time.Time) error

@@ -72,22 +72,25 @@ func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, e
 		if _, err := tx.Exec(ctx, `UPDATE sandboxes SET node = '' WHERE node = $1 AND paused_state IS NOT NULL`, node); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING id, team`, node)
+		rows, err := tx.Query(ctx, `DELETE FROM sandboxes WHERE node = $1 RETURNING `+columns, node)
 		if err != nil {
 			return err
 		}
-		type gone struct{ ID, Team string }
-		lost, err := pgx.CollectRows(rows, pgx.RowToStructByPos[gone])
+		lost, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) { return scan(r) })
 		if err != nil {
 			return err
 		}
 		// Each sandbox's log says how it ended: the API tells a later
-		// request for it that its node was lost, not that it timed out.
-		at := time.Now().UnixNano()
+		// request for it that its node was lost, not that it timed out;
+		// its end is an event, in the same transaction.
+		now := time.Now()
 		for _, g := range lost {
 			ids = append(ids, g.ID)
 			if _, err := tx.Exec(ctx, `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, 'error', $4, $5)`,
-				g.ID, g.Team, at, store.LostMessage, map[string]string{"reason": store.ReasonNodeLost, "node": node}); err != nil {
+				g.ID, g.Team, now.UnixNano(), store.LostMessage, map[string]string{"reason": store.ReasonNodeLost, "node": node}); err != nil {
+				return err
+			}
+			if err := addEventTx(ctx, tx, store.NewEvent(g, store.EventKilled, store.ReasonNodeLost, now)); err != nil {
 				return err
 			}
 		}

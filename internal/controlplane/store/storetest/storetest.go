@@ -3,6 +3,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	})
 	t.Run("TeamSecrets", func(t *testing.T) { teamSecrets(t, open(t)) })
+	t.Run("EventsAndWebhooks", func(t *testing.T) { eventsAndWebhooks(t, open(t)) })
 	t.Run("Sandboxes", func(t *testing.T) {
 		s := open(t)
 		ctx := context.Background()
@@ -405,5 +407,138 @@ func teamSecrets(t *testing.T, s store.Store) {
 	}
 	if _, err := s.TeamSecret(ctx, "t2", "b-key"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("a removed team's secret outlived it: %v", err)
+	}
+}
+
+// eventsAndWebhooks: events are listed by team and sandbox, by type, in
+// either order and by pages, and pruned by age; an event is due to each
+// enabled webhook of its team that asks for its type, once, until it is
+// finished; a claim hides a delivery for its lease; a retry counts.
+func eventsAndWebhooks(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for _, team := range []string{"t1", "t2"} {
+		if err := s.AddAPIKey(ctx, store.APIKey{Hash: "h" + team, Team: team, Name: team, CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hooks := []store.Webhook{
+		{ID: "w1", Team: "t1", Name: "all", URL: "http://a.test/", Enabled: true, Events: store.EventTypes, Secret: "s1", CreatedAt: at},
+		{ID: "w2", Team: "t1", Name: "kills", URL: "http://b.test/", Enabled: true, Events: []string{store.EventKilled}, CreatedAt: at.Add(time.Second)},
+		{ID: "w3", Team: "t1", Name: "off", URL: "http://c.test/", Enabled: false, Events: store.EventTypes, CreatedAt: at.Add(2 * time.Second)},
+		{ID: "w4", Team: "t2", Name: "other team", URL: "http://d.test/", Enabled: true, Events: store.EventTypes, CreatedAt: at},
+	}
+	for _, w := range hooks {
+		if err := s.AddWebhook(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := store.Sandbox{ID: "isb1", Team: "t1", TemplateID: "base", StartedAt: at, CPUCount: 2, MemoryMB: 512}
+	var events []store.Event
+	for i, typ := range []string{store.EventCreated, store.EventPaused, store.EventResumed, store.EventKilled} {
+		e := store.NewEvent(sb, typ, store.ReasonAPI, at.Add(time.Duration(i)*time.Minute))
+		events = append(events, e)
+		if err := s.AddEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := store.NewEvent(store.Sandbox{ID: "isb2", Team: "t1", StartedAt: at}, store.EventCreated, store.ReasonAPI, at.Add(30*time.Second))
+	if err := s.AddEvent(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	list := func(q store.EventQuery) string {
+		t.Helper()
+		got, err := s.Events(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range got {
+			out = append(out, e.SandboxID+":"+strings.TrimPrefix(e.Type, "sandbox.lifecycle."))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		q    store.EventQuery
+		want string
+	}{
+		{store.EventQuery{Team: "t1", SandboxID: "isb1", Limit: 10}, "isb1:killed,isb1:resumed,isb1:paused,isb1:created"},
+		{store.EventQuery{Team: "t1", Limit: 10, Ascending: true}, "isb1:created,isb2:created,isb1:paused,isb1:resumed,isb1:killed"},
+		{store.EventQuery{Team: "t1", SandboxID: "isb1", Limit: 2, Offset: 1, Ascending: true}, "isb1:paused,isb1:resumed"},
+		{store.EventQuery{Team: "t1", Types: []string{store.EventCreated, store.EventKilled}, Limit: 10}, "isb1:killed,isb2:created,isb1:created"},
+		{store.EventQuery{Team: "t2", Limit: 10}, ""},
+	} {
+		if got := list(tc.q); got != tc.want {
+			t.Errorf("Events(%+v) = %s, want %s", tc.q, got, tc.want)
+		}
+	}
+	got, _ := s.Events(ctx, store.EventQuery{Team: "t1", SandboxID: "isb1", Limit: 1})
+	if len(got) != 1 || got[0].ID != events[3].ID || string(got[0].Body) != string(events[3].Body) || !got[0].Time.Equal(events[3].Time) {
+		t.Errorf("an event read back: %+v, want %+v", got, events[3])
+	}
+	// Deliveries: w1 takes all five, w2 the kill; w3 (off) and w4 (t2) none.
+	now := at.Add(time.Hour)
+	claimed, err := s.ClaimDeliveries(ctx, now, time.Minute, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, d := range claimed {
+		per[d.WebhookID]++
+		if d.WebhookID == "w1" && (d.URL != "http://a.test/" || d.Secret != "s1" || len(d.Body) == 0) {
+			t.Errorf("a claimed delivery: %+v", d)
+		}
+	}
+	if per["w1"] != 5 || per["w2"] != 1 || len(per) != 2 {
+		t.Errorf("deliveries by webhook: %v, want w1 5, w2 1", per)
+	}
+	if again, _ := s.ClaimDeliveries(ctx, now, time.Minute, 100); len(again) != 0 {
+		t.Errorf("claimed deliveries claimed again within their lease: %d", len(again))
+	}
+	for _, d := range claimed[1:] {
+		if err := s.FinishDelivery(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.RetryDelivery(ctx, claimed[0].ID, now.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := s.ClaimDeliveries(ctx, now.Add(5*time.Second), time.Minute, 100); len(due) != 0 {
+		t.Errorf("a retry is due before its time: %d", len(due))
+	}
+	due, _ := s.ClaimDeliveries(ctx, now.Add(10*time.Second), time.Minute, 100)
+	if len(due) != 1 || due[0].ID != claimed[0].ID || due[0].Attempt != 1 {
+		t.Errorf("the retried delivery: %+v", due)
+	}
+	// Webhooks: listed oldest first, updated, deleted with their deliveries.
+	ws, err := s.TeamWebhooks(ctx, "t1")
+	if err != nil || len(ws) != 3 || ws[0].ID != "w1" || ws[2].ID != "w3" || !slices.Equal(ws[1].Events, []string{store.EventKilled}) {
+		t.Errorf("t1's webhooks: %+v, %v", ws, err)
+	}
+	w := hooks[2]
+	w.Enabled, w.Name = true, "on"
+	if err := s.UpdateWebhook(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Webhook(ctx, "t1", "w3"); err != nil || !got.Enabled || got.Name != "on" {
+		t.Errorf("updated webhook: %+v, %v", got, err)
+	}
+	if _, err := s.Webhook(ctx, "t2", "w3"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("t2 reads t1's webhook: %v", err)
+	}
+	if err := s.DeleteWebhook(ctx, "t2", "w1"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("t2 deletes t1's webhook: %v", err)
+	}
+	if err := s.DeleteWebhook(ctx, "t1", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := s.ClaimDeliveries(ctx, now.Add(time.Hour), time.Minute, 100); len(due) != 0 {
+		t.Errorf("a deleted webhook's delivery is still due: %+v", due)
+	}
+	if err := s.PruneEvents(ctx, at.Add(90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(store.EventQuery{Team: "t1", Limit: 10, Ascending: true}); got != "isb1:resumed,isb1:killed" {
+		t.Errorf("after pruning: %s", got)
 	}
 }

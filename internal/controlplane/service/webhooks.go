@@ -1,0 +1,287 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/ids"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Delivery's bounds: a receiver has deliveryTimeout to answer; a failed
+// delivery is tried again after 1, 2, 4 … s (at most maxBackoff), at most
+// maxAttempts times in all (about 40 minutes), then given up and logged.
+const (
+	deliveryTimeout = 10 * time.Second
+	deliveryLease   = 2 * deliveryTimeout // a claim outlives its attempt
+	maxBackoff      = 5 * time.Minute
+	maxAttempts     = 12
+	maxSending      = 16
+)
+
+// WebhookChange is a webhook as a team creates it, or what an update
+// changes (nil: kept).
+type WebhookChange struct {
+	Name, URL, Secret *string
+	Enabled           *bool
+	Events            *[]string
+}
+
+// CreateWebhook records a team's webhook: its URL http or https, its
+// events E2B's types (none: all), enabled unless it says not.
+func (s *Service) CreateWebhook(ctx context.Context, team string, c WebhookChange) (store.Webhook, error) {
+	w := store.Webhook{ID: ids.UUID(), Team: team, Enabled: true, Events: store.EventTypes, CreatedAt: time.Now().UTC()}
+	if c.URL == nil {
+		return store.Webhook{}, errs.New(errs.InvalidArgument, "a webhook needs a url")
+	}
+	if err := s.applyWebhook(&w, c); err != nil {
+		return store.Webhook{}, err
+	}
+	if err := s.store.AddWebhook(ctx, w); err != nil {
+		return store.Webhook{}, err
+	}
+	return w, nil
+}
+
+// UpdateWebhook changes what c gives of a team's webhook.
+func (s *Service) UpdateWebhook(ctx context.Context, team, id string, c WebhookChange) (store.Webhook, error) {
+	w, err := s.store.Webhook(ctx, team, id)
+	if err != nil {
+		return store.Webhook{}, err
+	}
+	if err := s.applyWebhook(&w, c); err != nil {
+		return store.Webhook{}, err
+	}
+	return w, s.store.UpdateWebhook(ctx, w)
+}
+
+// Webhook returns a team's webhook.
+func (s *Service) Webhook(ctx context.Context, team, id string) (store.Webhook, error) {
+	return s.store.Webhook(ctx, team, id)
+}
+
+// Webhooks are a team's webhooks.
+func (s *Service) Webhooks(ctx context.Context, team string) ([]store.Webhook, error) {
+	return s.store.TeamWebhooks(ctx, team)
+}
+
+// DeleteWebhook removes a team's webhook; what was on its way is dropped.
+func (s *Service) DeleteWebhook(ctx context.Context, team, id string) error {
+	return s.store.DeleteWebhook(ctx, team, id)
+}
+
+func (s *Service) applyWebhook(w *store.Webhook, c WebhookChange) error {
+	if c.Name != nil {
+		if len(*c.Name) > 200 {
+			return errs.New(errs.InvalidArgument, "a webhook's name has at most 200 bytes")
+		}
+		w.Name = *c.Name
+	}
+	if c.URL != nil {
+		if err := s.checkWebhookURL(*c.URL); err != nil {
+			return err
+		}
+		w.URL = *c.URL
+	}
+	if c.Secret != nil {
+		if len(*c.Secret) > 1024 {
+			return errs.New(errs.InvalidArgument, "signatureSecret has at most 1024 bytes")
+		}
+		w.Secret = *c.Secret
+	}
+	if c.Enabled != nil {
+		w.Enabled = *c.Enabled
+	}
+	if c.Events != nil {
+		events := slices.Clone(*c.Events)
+		if len(events) == 0 {
+			events = store.EventTypes
+		}
+		for _, e := range events {
+			if !slices.Contains(store.EventTypes, e) {
+				return errs.New(errs.InvalidArgument, "events: %q is not an event type (%v)", e, store.EventTypes)
+			}
+		}
+		slices.Sort(events)
+		w.Events = slices.Compact(events)
+	}
+	return nil
+}
+
+// checkWebhookURL refuses what a webhook may not be sent to: a URL not
+// http(s), with credentials, or at an address the sender refuses (the
+// sender checks each address it connects to again).
+func (s *Service) checkWebhookURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(raw) > 2048 {
+		return errs.New(errs.InvalidArgument, "webhook url %q: want an http or https URL without credentials", raw)
+	}
+	if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+		if err := s.webhookAddrAllowed(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhookAddrAllowed refuses loopback, link-local (cloud metadata),
+// private, unspecified and multicast addresses and the host's own —
+// where the node, the API and the host's services listen — unless the
+// operator allows them (Config.WebhookAllow).
+func (s *Service) webhookAddrAllowed(a netip.Addr) error {
+	a = a.Unmap()
+	for _, p := range s.cfg.WebhookAllow {
+		if p.Contains(a) {
+			return nil
+		}
+	}
+	if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsPrivate() || a.IsUnspecified() || a.IsMulticast() ||
+		netip.MustParsePrefix("100.64.0.0/10").Contains(a) || hostAddr(a) {
+		return errs.New(errs.InvalidArgument, "webhook address %s: loopback, link-local, private and this host's addresses are not sent to (the operator may allow some: --webhook-allow)", a)
+	}
+	return nil
+}
+
+func hostAddr(a netip.Addr) bool {
+	addrs, _ := net.InterfaceAddrs()
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if h, ok := netip.AddrFromSlice(n.IP); ok && h.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Signature is a delivery's e2b-signature: the SHA-256 of the webhook's
+// secret followed by the raw body, in unpadded standard base64.
+func Signature(secret string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(secret))
+	h.Write(body)
+	return base64.RawStdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// webhookSender delivers due deliveries; wake has it look at once.
+type webhookSender struct {
+	kick   chan struct{}
+	client *http.Client
+}
+
+func (w *webhookSender) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) newWebhookSender() *webhookSender {
+	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return err
+		}
+		return s.webhookAddrAllowed(ap.Addr())
+	}}
+	return &webhookSender{kick: make(chan struct{}, 1), client: &http.Client{
+		Timeout: deliveryTimeout,
+		Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: deliveryTimeout,
+			MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// RunWebhooks delivers the team's events to their webhooks until ctx
+// ends: each delivery at least once (it stays recorded until a receiver
+// answers 2xx), tried again with backoff; a claimed delivery is hidden
+// from other replicas for its lease, so one whose replica died is sent
+// by another after it. Sandbox operations never wait for it.
+func (s *Service) RunWebhooks(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	sem := make(chan struct{}, maxSending)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		due, err := s.store.ClaimDeliveries(ctx, time.Now(), deliveryLease, maxSending)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("claim webhook deliveries", logx.Err(err))
+		}
+		for _, d := range due {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				s.deliver(ctx, d)
+			}()
+		}
+		if len(due) == maxSending {
+			continue // more may be due
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.webhooks.kick:
+		}
+	}
+}
+
+// deliver sends one delivery and records the outcome.
+func (s *Service) deliver(ctx context.Context, d store.Delivery) {
+	err := s.post(ctx, d)
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case err == nil:
+		err = s.store.FinishDelivery(done, d.ID)
+	case d.Attempt+1 >= maxAttempts:
+		s.log.Warn("webhook delivery given up", "webhook", d.WebhookID, "event", d.EventID, "attempts", d.Attempt+1, logx.Err(err))
+		err = s.store.FinishDelivery(done, d.ID)
+	default:
+		s.log.Debug("webhook delivery failed", "webhook", d.WebhookID, "event", d.EventID, "attempt", d.Attempt+1, logx.Err(err))
+		err = s.store.RetryDelivery(done, d.ID, time.Now().Add(min(time.Second<<d.Attempt, maxBackoff)))
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("record a webhook delivery", "delivery", d.ID, logx.Err(err))
+	}
+}
+
+func (s *Service) post(ctx context.Context, d store.Delivery) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "cove-webhooks")
+	req.Header.Set("e2b-webhook-id", d.WebhookID)
+	req.Header.Set("e2b-delivery-id", d.ID)
+	req.Header.Set("e2b-signature-version", "v1")
+	if d.Secret != "" {
+		req.Header.Set("e2b-signature", Signature(d.Secret, d.Body))
+	}
+	resp, err := s.webhooks.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("the receiver answered %s", resp.Status)
+	}
+	return nil
+}

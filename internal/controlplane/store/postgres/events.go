@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// AddEvent implements store.Store.
+func (s *Store) AddEvent(ctx context.Context, e store.Event) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return addEventTx(ctx, tx, e) })
+}
+
+// addEventTx records e and its deliveries in tx.
+func addEventTx(ctx context.Context, tx pgx.Tx, e store.Event) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO events (id, team, sandbox_id, type, at, body) VALUES ($1, $2, $3, $4, $5, $6)`,
+		e.ID, e.Team, e.SandboxID, e.Type, e.Time, e.Body); err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at)
+		SELECT gen_random_uuid()::text, id, $1, $2 FROM webhooks WHERE team = $3 AND enabled AND events ? $4`,
+		e.ID, e.Time, e.Team, e.Type); err != nil {
+		return fmt.Errorf("add event's deliveries: %w", err)
+	}
+	return nil
+}
+
+// Events implements store.Store.
+func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
+	order := "DESC"
+	if q.Ascending {
+		order = "ASC"
+	}
+	types := q.Types
+	if types == nil {
+		types = []string{}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, team, sandbox_id, type, at, body FROM events
+		WHERE team = $1 AND ($2 = '' OR sandbox_id = $2) AND (cardinality($3::text[]) = 0 OR type = ANY($3))
+		ORDER BY at `+order+`, id `+order+` LIMIT $4 OFFSET $5`, q.Team, q.SandboxID, types, q.Limit, q.Offset)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
+		var e store.Event
+		err := r.Scan(&e.ID, &e.Team, &e.SandboxID, &e.Type, &e.Time, &e.Body)
+		e.Time = e.Time.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM events WHERE at < $1`, before); err != nil {
+		return fmt.Errorf("prune events: %w", err)
+	}
+	return nil
+}
+
+const webhookColumns = `id, team, name, url, enabled, events, secret, created_at`
+
+func scanWebhook(row pgx.Row) (store.Webhook, error) {
+	var w store.Webhook
+	err := row.Scan(&w.ID, &w.Team, &w.Name, &w.URL, &w.Enabled, &w.Events, &w.Secret, &w.CreatedAt)
+	w.CreatedAt = w.CreatedAt.UTC()
+	return w, err
+}
+
+func webhookNotFound(id string) error { return errs.New(errs.NotFound, "webhook %s not found", id) }
+
+// AddWebhook implements store.Store.
+func (s *Store) AddWebhook(ctx context.Context, w store.Webhook) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		w.ID, w.Team, w.Name, w.URL, w.Enabled, w.Events, w.Secret, w.CreatedAt); err != nil {
+		return fmt.Errorf("add webhook: %w", err)
+	}
+	return nil
+}
+
+// Webhook implements store.Store.
+func (s *Store) Webhook(ctx context.Context, team, id string) (store.Webhook, error) {
+	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE team = $1 AND id = $2`, team, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w, webhookNotFound(id)
+	}
+	if err != nil {
+		return w, fmt.Errorf("look up webhook: %w", err)
+	}
+	return w, nil
+}
+
+// TeamWebhooks implements store.Store.
+func (s *Store) TeamWebhooks(ctx context.Context, team string) ([]store.Webhook, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE team = $1 ORDER BY created_at, id`, team)
+	if err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Webhook, error) { return scanWebhook(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateWebhook implements store.Store.
+func (s *Store) UpdateWebhook(ctx context.Context, w store.Webhook) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE webhooks SET name = $1, url = $2, enabled = $3, events = $4, secret = $5 WHERE team = $6 AND id = $7`,
+		w.Name, w.URL, w.Enabled, w.Events, w.Secret, w.Team, w.ID)
+	if err != nil {
+		return fmt.Errorf("update webhook: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return webhookNotFound(w.ID)
+	}
+	return nil
+}
+
+// DeleteWebhook implements store.Store.
+func (s *Store) DeleteWebhook(ctx context.Context, team, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM webhooks WHERE team = $1 AND id = $2`, team, id)
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return webhookNotFound(id)
+	}
+	return nil
+}
+
+// ClaimDeliveries implements store.Store: rows another replica holds
+// locked are skipped.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Delivery, error) {
+	rows, err := s.pool.Query(ctx, `WITH due AS (
+			SELECT id FROM deliveries WHERE next_at <= $1 ORDER BY next_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+		UPDATE deliveries d SET next_at = $3 FROM due, webhooks w, events e
+		WHERE d.id = due.id AND w.id = d.webhook_id AND e.id = d.event_id
+		RETURNING d.id, d.webhook_id, d.event_id, d.attempt, w.url, w.secret, e.body`, now, limit, now.Add(lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Delivery, error) {
+		var d store.Delivery
+		err := r.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &d.URL, &d.Secret, &d.Body)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// FinishDelivery implements store.Store.
+func (s *Store) FinishDelivery(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM deliveries WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("finish delivery: %w", err)
+	}
+	return nil
+}
+
+// RetryDelivery implements store.Store.
+func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE deliveries SET attempt = attempt + 1, next_at = $2 WHERE id = $1`, id, next); err != nil {
+		return fmt.Errorf("retry delivery: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/ids"
+)
+
+// AddEvent implements store.Store.
+func (s *Store) AddEvent(ctx context.Context, e store.Event) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	defer tx.Rollback()
+	if err := addEventTx(ctx, tx, e); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// addEventTx records e and its deliveries in tx.
+func addEventTx(ctx context.Context, tx *sql.Tx, e store.Event) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, team, sandbox_id, type, at, body) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Team, e.SandboxID, e.Type, e.Time.UnixNano(), e.Body); err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, events FROM webhooks WHERE team = ? AND enabled = 1`, e.Team)
+	if err != nil {
+		return fmt.Errorf("add event's deliveries: %w", err)
+	}
+	var hooks []string
+	for rows.Next() {
+		var id, types string
+		if err := rows.Scan(&id, &types); err != nil {
+			rows.Close()
+			return err
+		}
+		var want []string
+		_ = json.Unmarshal([]byte(types), &want)
+		if slices.Contains(want, e.Type) {
+			hooks = append(hooks, id)
+		}
+	}
+	rows.Close()
+	for _, h := range hooks {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at) VALUES (?, ?, ?, ?)`,
+			ids.UUID(), h, e.ID, e.Time.UnixNano()); err != nil {
+			return fmt.Errorf("add event's deliveries: %w", err)
+		}
+	}
+	return nil
+}
+
+// Events implements store.Store.
+func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
+	where, args := []string{"team = ?"}, []any{q.Team}
+	if q.SandboxID != "" {
+		where, args = append(where, "sandbox_id = ?"), append(args, q.SandboxID)
+	}
+	if len(q.Types) > 0 {
+		where = append(where, "type IN (?"+strings.Repeat(", ?", len(q.Types)-1)+")")
+		for _, t := range q.Types {
+			args = append(args, t)
+		}
+	}
+	order := "DESC"
+	if q.Ascending {
+		order = "ASC"
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, team, sandbox_id, type, at, body FROM events WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY at `+order+`, id `+order+` LIMIT ? OFFSET ?`, append(args, q.Limit, q.Offset)...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var e store.Event
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Team, &e.SandboxID, &e.Type, &at, &e.Body); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		e.Time = time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE at < ?`, before.UnixNano()); err != nil {
+		return fmt.Errorf("prune events: %w", err)
+	}
+	return nil
+}
+
+const webhookColumns = `id, team, name, url, enabled, events, secret, created_at`
+
+func scanWebhook(row interface{ Scan(...any) error }) (store.Webhook, error) {
+	var w store.Webhook
+	var types string
+	var created int64
+	if err := row.Scan(&w.ID, &w.Team, &w.Name, &w.URL, &w.Enabled, &types, &w.Secret, &created); err != nil {
+		return w, err
+	}
+	if err := json.Unmarshal([]byte(types), &w.Events); err != nil {
+		return w, fmt.Errorf("webhook %s's events: %w", w.ID, err)
+	}
+	w.CreatedAt = time.Unix(0, created).UTC()
+	return w, nil
+}
+
+func webhookNotFound(id string) error { return errs.New(errs.NotFound, "webhook %s not found", id) }
+
+// AddWebhook implements store.Store.
+func (s *Store) AddWebhook(ctx context.Context, w store.Webhook) error {
+	types, _ := json.Marshal(w.Events)
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		w.ID, w.Team, w.Name, w.URL, w.Enabled, string(types), w.Secret, w.CreatedAt.UnixNano()); err != nil {
+		return fmt.Errorf("add webhook: %w", err)
+	}
+	return nil
+}
+
+// Webhook implements store.Store.
+func (s *Store) Webhook(ctx context.Context, team, id string) (store.Webhook, error) {
+	w, err := scanWebhook(s.db.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE team = ? AND id = ?`, team, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, webhookNotFound(id)
+	}
+	if err != nil {
+		return w, fmt.Errorf("look up webhook: %w", err)
+	}
+	return w, nil
+}
+
+// TeamWebhooks implements store.Store.
+func (s *Store) TeamWebhooks(ctx context.Context, team string) ([]store.Webhook, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE team = ? ORDER BY created_at, id`, team)
+	if err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Webhook
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list webhooks: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// UpdateWebhook implements store.Store.
+func (s *Store) UpdateWebhook(ctx context.Context, w store.Webhook) error {
+	types, _ := json.Marshal(w.Events)
+	res, err := s.db.ExecContext(ctx, `UPDATE webhooks SET name = ?, url = ?, enabled = ?, events = ?, secret = ? WHERE team = ? AND id = ?`,
+		w.Name, w.URL, w.Enabled, string(types), w.Secret, w.Team, w.ID)
+	if err != nil {
+		return fmt.Errorf("update webhook: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return webhookNotFound(w.ID)
+	}
+	return nil
+}
+
+// DeleteWebhook implements store.Store.
+func (s *Store) DeleteWebhook(ctx context.Context, team, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM webhooks WHERE team = ? AND id = ?`, team, id)
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return webhookNotFound(id)
+	}
+	return nil
+}
+
+// ClaimDeliveries implements store.Store.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Delivery, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.webhook_id, d.event_id, d.attempt, d.next_at, w.url, w.secret, e.body
+		FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN events e ON e.id = d.event_id
+		WHERE d.next_at <= ? ORDER BY d.next_at LIMIT ?`, now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	var out []store.Delivery
+	for rows.Next() {
+		var d store.Delivery
+		var next int64
+		if err := rows.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &next, &d.URL, &d.Secret, &d.Body); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim deliveries: %w", err)
+		}
+		d.NextAt = time.Unix(0, next).UTC()
+		out = append(out, d)
+	}
+	rows.Close()
+	for _, d := range out {
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_at = ? WHERE id = ?`, now.Add(lease).UnixNano(), d.ID); err != nil {
+			return nil, fmt.Errorf("claim deliveries: %w", err)
+		}
+	}
+	return out, tx.Commit()
+}
+
+// FinishDelivery implements store.Store.
+func (s *Store) FinishDelivery(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM deliveries WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("finish delivery: %w", err)
+	}
+	return nil
+}
+
+// RetryDelivery implements store.Store.
+func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE deliveries SET attempt = attempt + 1, next_at = ? WHERE id = ?`, next.UnixNano(), id); err != nil {
+		return fmt.Errorf("retry delivery: %w", err)
+	}
+	return nil
+}
