@@ -9,8 +9,8 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
 )
 

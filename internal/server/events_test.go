@@ -59,7 +59,7 @@ func newReceiver(t *testing.T, secret string, fail int) *receiver {
 		r.deliveries = append(r.deliveries, delivery{webhook: req.Header.Get("e2b-webhook-id"), id: req.Header.Get("e2b-delivery-id"),
 			typ: strings.TrimPrefix(e.Type, "sandbox.lifecycle."), sandbox: e.SandboxID, reason: e.EventData.Reason,
 			signed: req.Header.Get("e2b-signature") == signature(r.secret, body) && req.Header.Get("e2b-signature-version") == "v1",
-			body: string(body)})
+			body:   string(body)})
 	}))
 	t.Cleanup(r.Close)
 	return r
@@ -138,7 +138,9 @@ func TestEventsAndWebhooks(t *testing.T) {
 	timedOut := m["sandboxID"].(string)
 
 	want := []string{"created/api", "updated/api", "paused/api", "resumed/api", "killed/api"}
-	waitFor(t, func() bool { return strings.Join(good.of(id), ",") == strings.Join(want, ",") && len(good.of(timedOut)) == 2 })
+	waitFor(t, func() bool {
+		return strings.Join(good.of(id), ",") == strings.Join(want, ",") && len(good.of(timedOut)) == 2
+	})
 	if got := good.of(timedOut); strings.Join(got, ",") != "created/api,killed/timeout" {
 		t.Errorf("the timed-out sandbox's deliveries: %v", got)
 	}
