@@ -17,18 +17,47 @@ const DefaultEventsKept = 7 * 24 * time.Hour
 // MaxEventsPage bounds a page of events.
 const MaxEventsPage = 1000
 
-// event records a sandbox's lifecycle event (and its deliveries) and
-// wakes the sender. A failure is logged, never the operation's: the
-// event is the operation's record, not a part of it.
+// event has a sandbox's lifecycle event recorded, stamped now: by
+// RecordEvents, in order, so that the operation does not wait for the
+// write (a full queue is written at once). A failure is logged, never
+// the operation's: the event is the operation's record, not a part of it.
 func (s *Service) event(ctx context.Context, sb store.Sandbox, typ, reason string) {
+	e := store.NewEvent(sb, typ, reason, time.Now())
+	select {
+	case s.eventq <- e:
+	default:
+		s.recordEvent(ctx, e)
+	}
+}
+
+// recordEvent writes an event (and its deliveries) and wakes the sender.
+func (s *Service) recordEvent(ctx context.Context, e store.Event) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.store.AddEvent(ctx, store.NewEvent(sb, typ, reason, time.Now())); err != nil {
-		s.log.Error("record a lifecycle event", logx.SandboxID(sb.ID), "type", typ, logx.Err(err))
+	if err := s.store.AddEvent(ctx, e); err != nil {
+		s.log.Error("record a lifecycle event", logx.SandboxID(e.SandboxID), "type", e.Type, logx.Err(err))
 		return
 	}
-	if s.webhooks != nil {
-		s.webhooks.wake()
+	s.webhooks.wake()
+}
+
+// RecordEvents writes the queued events until ctx ends, then what is
+// queued still; the store must stay open until it returns.
+func (s *Service) RecordEvents(ctx context.Context) {
+	for {
+		select {
+		case e := <-s.eventq:
+			s.recordEvent(ctx, e)
+		case <-ctx.Done():
+			for {
+				select {
+				case e := <-s.eventq:
+					s.recordEvent(ctx, e)
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 

@@ -75,6 +75,7 @@ type Service struct {
 	quotas  quotaCache          // teams' quotas as last read (TeamQuota)
 
 	webhooks *webhookSender
+	eventq   chan store.Event // to RecordEvents
 }
 
 // New returns the service; secret derives sandbox tokens.
@@ -91,6 +92,7 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	s := &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics(),
 		quotas: quotaCache{read: map[string]cachedQuota{}}}
 	s.webhooks = s.newWebhookSender()
+	s.eventq = make(chan store.Event, 4096)
 	return s
 }
 

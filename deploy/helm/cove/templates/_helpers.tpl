@@ -64,6 +64,10 @@ app.kubernetes.io/component: {{ .component }}
       name: {{ .Values.objectStore.existingSecret | default (include "cove.secret" .) }}
       key: secret-key
 {{- end }}
+{{- if .Values.secretsKey.existingSecret }}
+- name: COVE_SECRETS_KEY_FILE
+  value: /etc/cove/secrets-key/secrets.key
+{{- end }}
 {{- if .Values.nodeTLS.existingSecret }}
 - name: COVE_NODE_TLS_CERT
   value: /etc/cove/node-tls/tls.crt
@@ -76,11 +80,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
-{{/* The node API's TLS files, mounted where cove.clusterEnv says. */}}
+{{/* The node API's TLS files and the secrets key, mounted where cove.clusterEnv says. */}}
 {{- define "cove.nodeTLSMount" -}}
 {{- if .Values.nodeTLS.existingSecret }}
 - name: node-tls
   mountPath: /etc/cove/node-tls
+  readOnly: true
+{{- end }}
+{{- if .Values.secretsKey.existingSecret }}
+- name: secrets-key
+  mountPath: /etc/cove/secrets-key
   readOnly: true
 {{- end }}
 {{- end -}}
@@ -91,6 +100,15 @@ app.kubernetes.io/component: {{ .component }}
   secret:
     secretName: {{ .Values.nodeTLS.existingSecret }}
     defaultMode: 0400
+{{- end }}
+{{- if .Values.secretsKey.existingSecret }}
+- name: secrets-key
+  secret:
+    secretName: {{ .Values.secretsKey.existingSecret }}
+    defaultMode: 0400
+    items:
+      - key: secrets.key
+        path: secrets.key
 {{- end }}
 {{- end -}}
 
