@@ -322,7 +322,7 @@ func (m *Manager) setPolicy(n *Net, change func(*policy)) error {
 // EgressCA is the PEM certificate of the CA the egress proxy shows
 // sandboxes for the names whose requests it transforms: what a sandbox
 // with such rules trusts.
-func (m *Manager) EgressCA() []byte { return m.proxy.ca.certPEM }
+func (m *Manager) EgressCA() []byte { return m.proxy.ca.PEM }
 
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error {
