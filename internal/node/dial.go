@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/network"
@@ -75,10 +76,14 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
 	}
 	ni := *sb.info.Network // snapshots share the old one
+	// What waits on the outside (a name's resolution, the agent) is bounded:
+	// the sandbox's lock is held.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	// The upstream first: the one change refused for what it names (an
 	// address the node may not reach), before anything else changed.
 	if u.SetEgressProxy {
-		if err := m.cfg.Networks.SetEgressProxy(context.Background(), sb.net, u.EgressProxy); err != nil {
+		if err := m.cfg.Networks.SetEgressProxy(ctx, sb.net, u.EgressProxy); err != nil {
 			return err
 		}
 		ni.EgressProxy = u.EgressProxy
@@ -113,7 +118,7 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 			return err
 		}
 		if !had && sb.info.State == StateRunning {
-			if err := m.trustEgressCA(context.Background(), sb.agent, &ni); err != nil {
+			if err := m.trustEgressCA(ctx, sb.agent, &ni); err != nil {
 				return err
 			}
 		}
