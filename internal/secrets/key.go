@@ -1,6 +1,7 @@
-// Package secrets keeps teams' secret values sealed with a key the
-// operator holds (not the database), and reveals them to the egress proxy
-// only, which writes them into the headers of matching outbound requests.
+// Package secrets seals teams' secret values with a key the operator
+// holds (not the database), checks their names and reads the
+// "${e2b.secrets.NAME}" placeholders of network rules. It imports nothing
+// of the control plane: the node's egress proxy uses it too.
 package secrets
 
 import (

@@ -477,7 +477,7 @@ func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger
 		netCfg.CADir = filepath.Join(cfg.DataDir, "egress-ca")
 	}
 	if key != nil {
-		netCfg.Secrets = secrets.Vault{Store: st, Key: key}
+		netCfg.Secrets = service.Vault{Store: st, Key: key}
 	}
 	nets, err := network.New(netCfg, log)
 	if err != nil {

@@ -1,17 +1,19 @@
-package secrets
+package service
 
 import (
 	"context"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/secrets"
 )
 
-// Vault reveals a team's secrets by name: what the egress proxy asks for
-// each request it transforms, so an updated secret counts from the next
-// request on.
+// Vault reveals a team's secrets by name (network.Secrets): what the
+// node's egress proxy asks for each request it transforms, so an updated
+// secret counts from the next request on. It lives on the control plane's
+// side, over its store: the node holds it without importing either.
 type Vault struct {
 	Store store.Store
-	Key   *Key
+	Key   *secrets.Key
 }
 
 // Reveal returns the current value of a team's secret (errs.NotFound).
