@@ -303,7 +303,30 @@ func TestUpstreamEgressProxy(t *testing.T) {
 	if !strings.HasPrefix(direct, "hello from") || len(socks.Reached()) != 0 {
 		t.Fatalf("without an upstream: %q (the upstream reached %v)", direct, socks.Reached())
 	}
+	udp, err := testutil.ListenUDPIn(ns, testutil.InternetAddr+":5353")
+	must(t, err)
+	defer udp.Close()
+	// sendUDP sends a datagram from the sandbox and says whether the fake
+	// internet received it.
+	sendUDP := func() bool {
+		inNS(t, n.NS, func() {
+			if c, err := net.Dial("udp4", testutil.InternetAddr+":5353"); err == nil {
+				c.Write([]byte("ping"))
+				c.Close()
+			}
+		})
+		udp.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 16)
+		k, _, err := udp.ReadFrom(buf)
+		return err == nil && string(buf[:k]) == "ping"
+	}
+	if !sendUDP() {
+		t.Fatal("UDP without an upstream did not arrive")
+	}
 	must(t, m.SetEgressProxy(ctx, n, &EgressProxy{Address: testutil.InternetAddr + ":1080", Username: "u", Password: "p"}))
+	if sendUDP() {
+		t.Error("UDP left the sandbox beside its upstream proxy")
+	}
 	if got := get(8080); got != direct {
 		t.Errorf("through the upstream, port 8080: %q, want %q", got, direct)
 	}

@@ -123,6 +123,27 @@ func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
 	return ln, err
 }
 
+// ListenUDPIn opens a UDP socket inside the network namespace ns.
+func ListenUDPIn(ns netns.NsHandle, addr string) (net.PacketConn, error) {
+	host, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	fd, err := unix.Dup(int(ns)) // the caller keeps ns
+	if err != nil {
+		return nil, err
+	}
+	target := os.NewFile(uintptr(fd), "netns")
+	defer target.Close()
+	var pc net.PacketConn
+	err = hostproc.InNetNS(target, host, func() (err error) {
+		pc, err = net.ListenPacket("udp4", addr)
+		return err
+	})
+	return pc, err
+}
+
 func mustAddr(s string) *netlink.Addr {
 	a, err := netlink.ParseAddr(s)
 	if err != nil {
