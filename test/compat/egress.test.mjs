@@ -171,6 +171,12 @@ test('an upstream SOCKS5 proxy carries the sandbox\'s TCP, rules first; its pass
   const sbx = await Sandbox.create({ network: { egressProxy: SOCKS, allowOut: ['api.upstream.test'], denyOut: ['0.0.0.0/0'], rules } })
   sandboxes.push(sbx)
   assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
+  // Its details show its egress, never the proxy's password.
+  const { network } = await sbx.getInfo()
+  assert.deepEqual(network.egressProxy, { address: SOCKS.address, username: SOCKS.username })
+  assert.deepEqual(network.rules, rules)
+  assert.deepEqual(network.allowOut, ['api.upstream.test'])
+  assert.deepEqual(network.denyOut, ['0.0.0.0/0'])
   // Denied names never reach the proxy.
   assert.doesNotMatch(await curl(sbx, 'other.upstream.test', true), /auth=/)
   assert.deepEqual(await scanFor(sbx, [SOCKS.password, V2]), ['clean', 'clean'])

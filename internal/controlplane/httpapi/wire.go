@@ -100,6 +100,7 @@ type sandboxDetail struct {
 	Metadata            map[string]string `json:"metadata"`
 	Lifecycle           *lifecycle        `json:"lifecycle,omitempty"`
 	VolumeMounts        []volumeMountJSON `json:"volumeMounts"`
+	Network             *networkJSON      `json:"network,omitempty"`
 	// Isolation is Cove's own field: the driver the sandbox runs on.
 	// Clients that do not know it ignore it.
 	Isolation string `json:"isolation,omitempty"`
@@ -122,6 +123,9 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 		d.EnvdAccessToken, d.AllowInternetAccess, d.Domain = s.EnvdAccessToken, s.AllowInternetAccess, &s.Domain
 		d.Lifecycle = &lifecycle{OnTimeout: onTimeout, AutoResume: s.AutoResume}
 	}
+	if withSecrets {
+		d.Network = toNetworkJSON(s)
+	}
 	if d.Metadata == nil {
 		d.Metadata = map[string]string{}
 	}
@@ -130,6 +134,34 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 		d.VolumeMounts = append(d.VolumeMounts, volumeMountJSON{Name: v.Name, Path: v.Path})
 	}
 	return d
+}
+
+// networkJSON is a sandbox's SandboxNetworkConfig as its details show
+// it: never the upstream proxy's password.
+type networkJSON struct {
+	AllowOut           []string             `json:"allowOut,omitempty"`
+	DenyOut            []string             `json:"denyOut,omitempty"`
+	Rules              network.Rules        `json:"rules,omitempty"`
+	EgressProxy        *network.EgressProxy `json:"egressProxy,omitempty"`
+	AllowPublicTraffic bool                 `json:"allowPublicTraffic"`
+}
+
+func toNetworkJSON(s service.Sandbox) *networkJSON {
+	out := &networkJSON{AllowPublicTraffic: s.PublicTraffic}
+	if n := s.Network; n != nil {
+		for _, p := range n.AllowOut {
+			out.AllowOut = append(out.AllowOut, p.String())
+		}
+		out.AllowOut = append(out.AllowOut, n.AllowDomains...)
+		for _, p := range n.DenyOut {
+			out.DenyOut = append(out.DenyOut, p.String())
+		}
+		out.Rules = n.Rules
+		if e := n.EgressProxy; e != nil {
+			out.EgressProxy = &network.EgressProxy{Address: e.Address, Username: e.Username}
+		}
+	}
+	return out
 }
 
 // metricJSON is the SandboxMetric schema.

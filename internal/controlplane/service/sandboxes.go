@@ -43,6 +43,8 @@ type Sandbox struct {
 	TrafficAccessToken string // "" unless its traffic is private
 	Domain             string
 	VolumeMounts       []VolumeMount
+	// Network is its egress as its node has it (Get's answer only).
+	Network *node.NetworkInfo
 }
 
 func (s *Service) view(sb store.Sandbox) Sandbox {
@@ -213,7 +215,7 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	v := s.view(sb)
-	v.VolumeMounts = info.Volumes
+	v.VolumeMounts, v.Network = info.Volumes, info.Network
 	if info.State == node.StateRunning || info.State == node.StatePaused {
 		// The node's: a pause or resume it made itself (a timeout, traffic)
 		// reaches the store a moment later when another replica's node
