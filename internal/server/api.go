@@ -77,9 +77,6 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go svc.PruneLogs(running)
 	go svc.PruneEvents(running, cfg.EventsKept)
 	go svc.RunWebhooks(running)
-	recorded := make(chan struct{})
-	go func() { defer close(recorded); svc.RecordEvents(running) }()
-	defer func() { stop(); <-recorded }() // before the store closes
 	if bucket != nil {
 		go collectBucket(running, templates, nodes, log)
 	}

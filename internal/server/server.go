@@ -301,9 +301,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go svc.PruneLogs(sampling)
 	go svc.PruneEvents(sampling, cfg.EventsKept)
 	go svc.RunWebhooks(sampling)
-	recorded := make(chan struct{})
-	go func() { defer close(recorded); svc.RecordEvents(sampling) }()
-	defer func() { stopSampling(); <-recorded }() // before the store closes
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
 	api.AdminToken = cfg.AdminToken

@@ -17,58 +17,27 @@ const DefaultEventsKept = 7 * 24 * time.Hour
 // MaxEventsPage bounds a page of events.
 const MaxEventsPage = 1000
 
-// event has a sandbox's lifecycle event recorded, stamped now: by
-// RecordEvents, in order, so that the operation does not wait for the
-// write (a full queue is written at once). A failure is logged, never
-// the operation's: the event is the operation's record, not a part of it.
-func (s *Service) event(ctx context.Context, sb store.Sandbox, typ, reason string) {
-	e := store.NewEvent(sb, typ, reason, time.Now())
-	select {
-	case s.eventq <- e:
-	default:
-		s.recordEvent(ctx, e)
-	}
+// event is a sandbox's lifecycle event now, for logLine to record with
+// the operation's log line, as the operation's record.
+func event(sb store.Sandbox, typ, reason string) store.Event {
+	return store.NewEvent(sb, typ, reason, time.Now())
 }
 
-// recordEvent writes an event (and its deliveries) and wakes the sender.
-func (s *Service) recordEvent(ctx context.Context, e store.Event) {
+// eventOf records an event of a sandbox known by id (its record read)
+// that has no log line of its own. A failure is logged, never the
+// operation's.
+func (s *Service) eventOf(ctx context.Context, id, typ, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.store.AddEvent(ctx, e); err != nil {
-		s.log.Error("record a lifecycle event", logx.SandboxID(e.SandboxID), "type", e.Type, logx.Err(err))
-		return
-	}
-	s.webhooks.wake()
-}
-
-// RecordEvents writes the queued events until ctx ends, then what is
-// queued still; the store must stay open until it returns.
-func (s *Service) RecordEvents(ctx context.Context) {
-	for {
-		select {
-		case e := <-s.eventq:
-			s.recordEvent(ctx, e)
-		case <-ctx.Done():
-			for {
-				select {
-				case e := <-s.eventq:
-					s.recordEvent(ctx, e)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-// eventOf records an event of a sandbox known by id (its record read).
-func (s *Service) eventOf(ctx context.Context, id, typ, reason string) {
 	sb, err := s.store.Sandbox(ctx, id)
+	if err == nil {
+		err = s.store.AddEvent(ctx, event(sb, typ, reason))
+	}
 	if err != nil {
 		s.log.Warn("record a lifecycle event", logx.SandboxID(id), "type", typ, logx.Err(err))
 		return
 	}
-	s.event(ctx, sb, typ, reason)
+	s.webhooks.wake()
 }
 
 // endReason is why a sandbox that ended on its node did.

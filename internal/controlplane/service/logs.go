@@ -36,13 +36,18 @@ func LevelsFrom(min string) ([]string, error) {
 	return logLevels[i:], nil
 }
 
-// logLine appends a line to a sandbox's lifecycle log. The log is a
-// record of what happened, not part of it: a failure to write it is
-// logged here and the operation goes on.
-func (s *Service) logLine(ctx context.Context, team, id, level, msg string, fields map[string]string) {
+// logLine appends a line to a sandbox's lifecycle log, with the
+// lifecycle events it records (one write: the events cost the operation
+// nothing more). The log is a record of what happened, not part of it: a
+// failure to write it is logged here and the operation goes on.
+func (s *Service) logLine(ctx context.Context, team, id, level, msg string, fields map[string]string, events ...store.Event) {
 	l := store.SandboxLog{SandboxID: id, Team: team, Time: time.Now(), Level: level, Message: msg, Fields: fields}
-	if err := s.store.AddSandboxLog(context.WithoutCancel(ctx), l); err != nil {
+	if err := s.store.AddSandboxLog(context.WithoutCancel(ctx), l, events...); err != nil {
 		s.log.Warn("write a sandbox's log", logx.SandboxID(id), logx.Err(err))
+		return
+	}
+	if len(events) > 0 {
+		s.webhooks.wake()
 	}
 }
 

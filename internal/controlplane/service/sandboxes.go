@@ -159,8 +159,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		return Sandbox{}, err
 	}
 	s.teams.created(sb.Team, id)
-	s.logLine(ctx, sb.Team, id, "info", "sandbox created", createdFields(sb))
-	s.event(ctx, sb, store.EventCreated, store.ReasonAPI)
+	s.logLine(ctx, sb.Team, id, "info", "sandbox created", createdFields(sb), event(sb, store.EventCreated, store.ReasonAPI))
 	// The history starts at the start.
 	go func() {
 		if _, err := s.sample(context.WithoutCancel(ctx), info); err != nil && !errs.Is(err, errs.NotFound) {
@@ -228,19 +227,16 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 
 // Kill ends a team's sandbox.
 func (s *Service) Kill(ctx context.Context, team, id string) error {
-	if _, err := s.Get(ctx, team, id); err != nil {
+	cur, err := s.Get(ctx, team, id)
+	if err != nil {
 		return err
 	}
 	if err := s.node.Kill(ctx, id); err != nil && !errs.Is(err, errs.NotFound) {
 		return err
 	}
-	rec, rerr := s.store.Sandbox(ctx, id)
 	deleted, err := s.store.DeleteSandbox(ctx, id)
 	if deleted {
-		s.logLine(ctx, team, id, "info", "sandbox killed", nil)
-		if rerr == nil {
-			s.event(ctx, rec, store.EventKilled, store.ReasonAPI)
-		}
+		s.logLine(ctx, team, id, "info", "sandbox killed", nil, event(cur.Sandbox, store.EventKilled, store.ReasonAPI))
 	}
 	return err
 }
@@ -250,8 +246,11 @@ func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.
 	if err := s.retime(ctx, team, id, timeout, s.node.SetTimeout); err != nil {
 		return err
 	}
-	s.logLine(ctx, team, id, "info", "sandbox timeout set", map[string]string{"timeout": timeout.String()})
-	s.eventOf(ctx, id, store.EventUpdated, store.ReasonAPI)
+	var events []store.Event
+	if sb, err := s.store.Sandbox(ctx, id); err == nil {
+		events = append(events, event(sb, store.EventUpdated, store.ReasonAPI))
+	}
+	s.logLine(ctx, team, id, "info", "sandbox timeout set", map[string]string{"timeout": timeout.String()}, events...)
 	return nil
 }
 
@@ -285,7 +284,8 @@ func (s *Service) Extend(ctx context.Context, team, id string, timeout time.Dura
 // already): with its memory, frozen in place; without, its files saved
 // and its processes ended, to boot again at its resume.
 func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error {
-	if _, err := s.Get(ctx, team, id); err != nil {
+	cur, err := s.Get(ctx, team, id)
+	if err != nil {
 		return err
 	}
 	pause := s.node.Pause
@@ -296,12 +296,8 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 	if err != nil {
 		return err
 	}
-	s.logLine(ctx, team, id, "info", "sandbox paused", map[string]string{"memory": fmt.Sprint(memory)})
-	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt); err != nil {
-		return err
-	}
-	s.eventOf(ctx, id, store.EventPaused, store.ReasonAPI)
-	return nil
+	s.logLine(ctx, team, id, "info", "sandbox paused", map[string]string{"memory": fmt.Sprint(memory)}, event(cur.Sandbox, store.EventPaused, store.ReasonAPI))
+	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt)
 }
 
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
@@ -311,10 +307,11 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	if err := s.checkTimeout(timeout); err != nil {
 		return Sandbox{}, err
 	}
-	if _, err := s.Get(ctx, team, id); err != nil {
+	cur, err := s.Get(ctx, team, id)
+	if err != nil {
 		return Sandbox{}, err
 	}
-	if cur, err := s.node.Get(id); reboot && err == nil && cur.State == node.StatePaused {
+	if n, err := s.node.Get(id); reboot && err == nil && n.State == node.StatePaused {
 		// Its memory is dropped: its files are saved, to boot from.
 		if _, err := s.node.PauseFiles(ctx, id); err != nil && !errs.Is(err, errs.Conflict) {
 			return Sandbox{}, err
@@ -324,11 +321,10 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	if err != nil {
 		return Sandbox{}, err
 	}
-	s.logLine(ctx, team, id, "info", "sandbox resumed", map[string]string{"reboot": fmt.Sprint(reboot)})
+	s.logLine(ctx, team, id, "info", "sandbox resumed", map[string]string{"reboot": fmt.Sprint(reboot)}, event(cur.Sandbox, store.EventResumed, store.ReasonAPI))
 	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StateRunning), info.EndAt); err != nil {
 		return Sandbox{}, err
 	}
-	s.eventOf(ctx, id, store.EventResumed, store.ReasonAPI)
 	return s.Get(ctx, team, id)
 }
 

@@ -75,7 +75,6 @@ type Service struct {
 	quotas  quotaCache          // teams' quotas as last read (TeamQuota)
 
 	webhooks *webhookSender
-	eventq   chan store.Event // to RecordEvents
 }
 
 // New returns the service; secret derives sandbox tokens.
@@ -92,7 +91,6 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	s := &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics(),
 		quotas: quotaCache{read: map[string]cachedQuota{}}}
 	s.webhooks = s.newWebhookSender()
-	s.eventq = make(chan store.Event, 4096)
 	return s
 }
 
@@ -110,15 +108,14 @@ func (s *Service) Ended(id string, exit isolation.Exit) {
 		case err != nil:
 			s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
 		case deleted && exit.Detail == node.KilledDetail:
-			s.logLine(ctx, sb.Team, id, "info", "sandbox killed", nil)
-			s.event(ctx, sb, store.EventKilled, store.ReasonAPI)
+			s.logLine(ctx, sb.Team, id, "info", "sandbox killed", nil, event(sb, store.EventKilled, store.ReasonAPI))
 		case deleted:
-			s.event(ctx, sb, store.EventKilled, endReason(exit))
 			level := "info"
 			if exit.Reason == isolation.ExitOOM || exit.Reason == isolation.ExitCrashed {
 				level = "error"
 			}
-			s.logLine(ctx, sb.Team, id, level, "sandbox ended", map[string]string{"reason": string(exit.Reason), "detail": exit.Detail})
+			s.logLine(ctx, sb.Team, id, level, "sandbox ended", map[string]string{"reason": string(exit.Reason), "detail": exit.Detail},
+				event(sb, store.EventKilled, endReason(exit)))
 		}
 	} else if !errs.Is(err, errs.NotFound) {
 		s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
@@ -144,13 +141,11 @@ func (s *Service) StateChanged(info node.Info) {
 	}
 	if sb.State != string(info.State) { // another replica's news, else
 		msg := map[node.State]string{node.StatePaused: "sandbox paused at its timeout", node.StateRunning: "sandbox resumed by traffic"}[info.State]
-		s.logLine(ctx, sb.Team, info.ID, "info", cmp.Or(msg, "sandbox "+string(info.State)), nil)
 		typ, reason := store.EventResumed, store.ReasonTraffic
 		if info.State == node.StatePaused {
 			typ, reason = store.EventPaused, store.ReasonAutoPause
 		}
-		sb.State = string(info.State)
-		s.event(ctx, sb, typ, reason)
+		s.logLine(ctx, sb.Team, info.ID, "info", cmp.Or(msg, "sandbox "+string(info.State)), nil, event(sb, typ, reason))
 	}
 }
 

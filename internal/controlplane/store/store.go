@@ -262,9 +262,10 @@ type Store interface {
 	// AllSandboxIDs returns every recorded id (for reconciling with nodes).
 	AllSandboxIDs(ctx context.Context) ([]string, error)
 
-	// AddSandboxLog appends a line to a sandbox's log; the log outlives
+	// AddSandboxLog appends a line to a sandbox's log, with the lifecycle
+	// events it records (AddEvent's), in one transaction; the log outlives
 	// the sandbox's record until PruneSandboxLogs.
-	AddSandboxLog(ctx context.Context, l SandboxLog) error
+	AddSandboxLog(ctx context.Context, l SandboxLog, events ...Event) error
 	// SandboxLogs returns the lines q selects, in q's direction.
 	SandboxLogs(ctx context.Context, q LogQuery) ([]SandboxLog, error)
 	// PruneSandboxLogs removes the lines older than before.

@@ -12,16 +12,29 @@ import (
 )
 
 // AddSandboxLog implements store.Store.
-func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog) error {
+func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog, events ...store.Event) error {
 	fields := l.Fields
 	if fields == nil {
 		fields = map[string]string{}
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, $4, $5, $6)`,
-		l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, fields); err != nil {
-		return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+	const insert = `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, $4, $5, $6)`
+	if len(events) == 0 {
+		if _, err := s.pool.Exec(ctx, insert, l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, fields); err != nil {
+			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+		}
+		return nil
 	}
-	return nil
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, insert, l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, fields); err != nil {
+			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+		}
+		for _, e := range events {
+			if err := addEventTx(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // SandboxLogs implements store.Store.

@@ -11,7 +11,7 @@ import (
 )
 
 // AddSandboxLog implements store.Store.
-func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog) error {
+func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog, events ...store.Event) error {
 	fields, err := json.Marshal(l.Fields)
 	if err != nil {
 		return fmt.Errorf("encode log fields: %w", err)
@@ -19,11 +19,28 @@ func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog) error {
 	if l.Fields == nil {
 		fields = []byte("{}")
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES (?, ?, ?, ?, ?, ?)`,
+	const insert = `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES (?, ?, ?, ?, ?, ?)`
+	if len(events) == 0 {
+		if _, err := s.db.ExecContext(ctx, insert, l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, string(fields)); err != nil {
+			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+		}
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, insert,
 		l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, string(fields)); err != nil {
 		return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
 	}
-	return nil
+	for _, e := range events {
+		if err := addEventTx(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // SandboxLogs implements store.Store.

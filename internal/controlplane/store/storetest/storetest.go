@@ -442,9 +442,13 @@ func eventsAndWebhooks(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
+	// A log line and its event, in one write.
 	other := store.NewEvent(store.Sandbox{ID: "isb2", Team: "t1", StartedAt: at}, store.EventCreated, store.ReasonAPI, at.Add(30*time.Second))
-	if err := s.AddEvent(ctx, other); err != nil {
+	if err := s.AddSandboxLog(ctx, store.SandboxLog{SandboxID: "isb2", Team: "t1", Time: other.Time, Level: "info", Message: "sandbox created"}, other); err != nil {
 		t.Fatal(err)
+	}
+	if lines, err := s.SandboxLogs(ctx, store.LogQuery{SandboxID: "isb2", Team: "t1", Limit: 10}); err != nil || len(lines) != 1 {
+		t.Errorf("the log line written with its event: %v, %v", lines, err)
 	}
 	list := func(q store.EventQuery) string {
 		t.Helper()
