@@ -104,19 +104,8 @@ func holdFakeInternet(t testing.TB) {
 
 // ListenIn opens a TCP listener inside the network namespace ns.
 func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
-	host, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		return nil, err
-	}
-	defer host.Close()
-	fd, err := unix.Dup(int(ns)) // the caller keeps ns
-	if err != nil {
-		return nil, err
-	}
-	target := os.NewFile(uintptr(fd), "netns")
-	defer target.Close()
 	var ln net.Listener
-	err = hostproc.InNetNS(target, host, func() (err error) {
+	err := inNetNS(ns, func() (err error) {
 		ln, err = net.Listen("tcp", addr)
 		return err
 	})
@@ -125,23 +114,29 @@ func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
 
 // ListenUDPIn opens a UDP socket inside the network namespace ns.
 func ListenUDPIn(ns netns.NsHandle, addr string) (net.PacketConn, error) {
-	host, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		return nil, err
-	}
-	defer host.Close()
-	fd, err := unix.Dup(int(ns)) // the caller keeps ns
-	if err != nil {
-		return nil, err
-	}
-	target := os.NewFile(uintptr(fd), "netns")
-	defer target.Close()
 	var pc net.PacketConn
-	err = hostproc.InNetNS(target, host, func() (err error) {
+	err := inNetNS(ns, func() (err error) {
 		pc, err = net.ListenPacket("udp4", addr)
 		return err
 	})
 	return pc, err
+}
+
+// inNetNS runs f on a thread in the network namespace ns (which the
+// caller keeps), then back in this thread's.
+func inNetNS(ns netns.NsHandle, f func() error) error {
+	host, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	fd, err := unix.Dup(int(ns))
+	if err != nil {
+		return err
+	}
+	target := os.NewFile(uintptr(fd), "netns")
+	defer target.Close()
+	return hostproc.InNetNS(target, host, f)
 }
 
 func mustAddr(s string) *netlink.Addr {
