@@ -181,7 +181,7 @@ func TestTransformEgress(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test", "x.deep.upstream.test", "none.test")
 	// The node before the fake internet: its blocked ranges would hold the
 	// fake internet's network.
-	m, err := New(Config{Range: netip.MustParsePrefix("198.19.243.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
+	m, err := New(Config{Range: netip.MustParsePrefix("198.18.252.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
 		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: up.Roots}, logx.Discard())
 	must(t, err)
 	defer m.Close()
@@ -271,7 +271,7 @@ func (f secretsFunc) Reveal(ctx context.Context, team, name string) (string, err
 // a proxy the node may not reach is refused.
 func TestUpstreamEgressProxy(t *testing.T) {
 	testkit.NeedRoot(t, "")
-	m, err := New(Config{Range: netip.MustParsePrefix("198.19.241.0/24"), Table: fmt.Sprintf("cove-test-u%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	m, err := New(Config{Range: netip.MustParsePrefix("198.18.253.0/24"), Table: fmt.Sprintf("cove-test-u%d", os.Getpid()), PoolSize: 1}, logx.Discard())
 	must(t, err)
 	defer m.Close()
 	ns := testutil.FakeInternet(t)

@@ -22,7 +22,7 @@ import (
 func TestEgress(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
 	t.Setenv("SSL_CERT_FILE", up.CAFile) // the server verifies upstreams with this CA alone
-	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.19.236.0/24")
+	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.18.250.0/24")
 	npmInstall(t)
 	runEgress(t, up, sdkEnv(srv.Addr))
 	if left := srv.Leftovers(); len(left) > 0 {
@@ -84,7 +84,7 @@ func TestEgressCluster(t *testing.T) {
 	}
 	t.Setenv("COVE_SECRETS_KEY_FILE", key)
 	url, _ := balanced(t, func() testutil.Cluster {
-		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.19.234.0/24")
+		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.18.251.0/24")
 	})
 	npmInstall(t)
 	runEgress(t, up, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey})
