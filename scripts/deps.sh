@@ -49,6 +49,12 @@ for pkg in python3-ipykernel python3-numpy python3-pandas python3-matplotlib pyt
 	r-cran-irkernel default-jdk-headless node-typescript; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need="$need $pkg"
 done
+# The desktop template's packages (template.DesktopPackages): test/compat
+# runs @e2b/desktop in sandboxes over the host's /usr.
+for pkg in xvfb x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core xdotool scrot x11vnc novnc websockify \
+	net-tools xdg-utils xfce4-session xfwm4 xfdesktop4 xfce4-panel xfce4-settings xfce4-terminal dbus-x11 libgtk-3-bin; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need="$need $pkg"
+done
 # PostgreSQL's server: the store's tests start a throwaway cluster of it.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need="$need postgresql"
 # *.localhost (getHost URLs) resolving to loopback for Node and Python.

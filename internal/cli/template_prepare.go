@@ -12,7 +12,7 @@ import (
 func templatePrepareCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "prepare NAME",
-		Short: "Build a built-in template now (debian, code-interpreter-v1), following its progress",
+		Short: "Build a built-in template now (debian, code-interpreter-v1, desktop), following its progress",
 		Long: `Build a built-in template now instead of on its first use, and follow the build.
 debian is debootstrap's bookworm minbase with python3, nodejs, git, curl and sudo
 (the server needs debootstrap and Debian's archive); code-interpreter-v1 adds

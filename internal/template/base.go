@@ -35,14 +35,15 @@ const UserUID = 1000
 
 // hostEtc are the host /etc entries the base template copies: what
 // dynamic linking, locales, TLS roots, shells and alternatives need, and
-// the settings Debian's matplotlib, R and JDK keep there. No secrets
+// the settings Debian's matplotlib, R, JDK and X11 desktop (fonts, the
+// XDG and XFCE defaults) keep there. No secrets
 // (shadow, ssh keys, ssl/private) are copied. Patterns are globs.
 var hostEtc = []string{"matplotlibrc", "R", "java-*",
 	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version",
 	"environment", "ethertypes", "gai.conf", "host.conf", "inputrc", "ld.so.cache", "ld.so.conf",
 	"ld.so.conf.d", "locale.alias", "locale.gen", "localtime", "login.defs", "magic", "magic.mime",
 	"mime.types", "networks", "os-release", "profile", "profile.d", "protocols", "python3",
-	"python3.11", "rpc", "services", "skel", "ssl", "terminfo", "timezone", "X11",
+	"python3.11", "rpc", "services", "skel", "ssl", "terminfo", "timezone", "X11", "xdg", "fonts",
 }
 
 // skipEtc are never copied even inside a listed directory.

@@ -3,6 +3,7 @@ package template
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,5 +76,53 @@ func TestDebCache(t *testing.T) {
 	}
 	if err := b.harvestDebs(t.TempDir()); err != nil {
 		t.Errorf("a step that ran no apt-get: %v", err)
+	}
+}
+
+// TestDepsInstallsRecipePackages: test/compat runs the code interpreter
+// and the desktop over the host's /usr, so scripts/deps.sh installs on the
+// host every package those recipes add.
+func TestDepsInstallsRecipePackages(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/deps.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(string(script), func(r rune) bool { return strings.ContainsRune(" \t\n;\\", r) }) {
+		words[w] = true
+	}
+	for _, groups := range [][][]string{CodeInterpreterPackages, DesktopPackages} {
+		for _, pkgs := range groups {
+			for _, pkg := range pkgs {
+				if !words[pkg] {
+					t.Errorf("scripts/deps.sh does not install %s", pkg)
+				}
+			}
+		}
+	}
+}
+
+// TestRecipesWeighedAndOrdered: every recipe has a measured weight for
+// its base and each step (what progress reports weigh), and comes in
+// RecipeOrder after the recipe it starts from.
+func TestRecipesWeighedAndOrdered(t *testing.T) {
+	if len(RecipeOrder) != len(Recipes) {
+		t.Errorf("RecipeOrder %v does not list the %d recipes", RecipeOrder, len(Recipes))
+	}
+	for i, name := range RecipeOrder {
+		spec, ok := Recipes[name]
+		if !ok {
+			t.Errorf("RecipeOrder names %s, no recipe", name)
+			continue
+		}
+		if got, want := len(RecipeSeconds[name]), len(spec.Steps)+1; got != want {
+			t.Errorf("%s: %d weights, want %d (its base and %d steps)", name, got, want, len(spec.Steps))
+		}
+		if spec.FromTemplate != "" && !slices.Contains(RecipeOrder[:i], spec.FromTemplate) {
+			t.Errorf("%s comes before %s, which it starts from", name, spec.FromTemplate)
+		}
+	}
+	if _, ok := Recipes[PreparedAhead]; !ok {
+		t.Errorf("PreparedAhead %s is not a recipe", PreparedAhead)
 	}
 }

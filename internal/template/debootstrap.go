@@ -192,8 +192,9 @@ func emptyDir(dir string) error {
 // Recipes are built-in templates built on first use: debian (debootstrap
 // bookworm minbase with what E2B's base template has: python3 and python,
 // nodejs and npm, git, curl, tput, build tools and sudo, and E2B's
-// `user` account) and code-interpreter-v1 (debian with numpy, pandas and
-// matplotlib from Debian's archive).
+// `user` account), code-interpreter-v1 (debian with numpy, pandas and
+// matplotlib from Debian's archive) and desktop (debian with the X11
+// desktop @e2b/desktop drives).
 var Recipes = map[string]Spec{
 	"debian": {
 		DebCache: true,
@@ -219,7 +220,33 @@ var Recipes = map[string]Spec{
 		ReadyCmd: CodeInterpreterReady,
 		CPUCount: 2, MemoryMB: 2048, // E2B's
 	},
+	"desktop": {
+		DebCache:     true,
+		FromTemplate: "debian",
+		Steps: append(append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps(DesktopPackages)...),
+			Step{Type: "RUN", Args: []string{DesktopSetup}},
+			Step{Type: "USER", Args: []string{"user"}}),
+		CPUCount: 2, MemoryMB: 2048,
+	},
 }
+
+// DesktopPackages are the Debian packages desktop adds to debian: what
+// @e2b/desktop runs in the sandbox (its SDK starts the display and the
+// session itself, through commands): Xvfb and xdpyinfo, an XFCE session
+// (D-Bus's X11 launcher starts its bus), xdotool, scrot, xrandr, x11vnc
+// and noVNC with websockify, netstat, xdg-open and gtk-launch; fonts and a
+// terminal make it a desktop to work in.
+var DesktopPackages = [][]string{
+	{"xvfb", "x11-utils", "x11-xserver-utils", "xfonts-base", "fonts-dejavu-core", "xdotool", "scrot",
+		"x11vnc", "novnc", "websockify", "net-tools", "xdg-utils"},
+	{"xfce4-session", "xfwm4", "xfdesktop4", "xfce4-panel", "xfce4-settings", "xfce4-terminal", "dbus-x11", "libgtk-3-bin"},
+}
+
+// DesktopSetup is desktop's last step, as root: noVNC where the SDK looks
+// for it (/opt/noVNC, Debian keeps it in /usr/share/novnc) and a D-Bus
+// machine id, which the session bus needs (each sandbox of the template
+// shares it, as each container of an image does).
+const DesktopSetup = "ln -sfn /usr/share/novnc /opt/noVNC && mkdir -p /var/lib/dbus && dbus-uuidgen --ensure"
 
 // CodeInterpreterPackages are the Debian packages code-interpreter-v1
 // adds to debian, a step (a layer) per group: each step's writes (the
@@ -266,6 +293,7 @@ const (
 var RecipeSeconds = map[string][]float64{
 	"debian":              {73, 0, 35, 0.3, 0, 0},
 	"code-interpreter-v1": {0, 0, 66, 26, 1.5}, // the last: the start check's share is folded in
+	"desktop":             {0, 0, 80, 40, 0.5, 0},
 }
 
 // RecipeShare is the part of the time to build recipe child (and what it
@@ -286,4 +314,9 @@ func RecipeShare(parent, child string) float64 {
 }
 
 // RecipeOrder is the order recipes depend on each other.
-var RecipeOrder = []string{"debian", "code-interpreter-v1"}
+var RecipeOrder = []string{"debian", "code-interpreter-v1", "desktop"}
+
+// PreparedAhead is the recipe a node prepares in the background (with
+// debian, which it starts from); desktop, several times its size, is
+// built on its first use.
+const PreparedAhead = "code-interpreter-v1"

@@ -30,7 +30,7 @@ const apiKey = "e2b_00000000000000000000000000000000c0ffee00"
 
 func npmInstall(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat("node_modules/playwright-core/package.json"); err == nil {
+	if _, err := os.Stat("node_modules/@e2b/desktop/package.json"); err == nil {
 		return
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
@@ -112,7 +112,7 @@ func TestCodeInterpreter(t *testing.T) {
 			srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
 			npmInstall(t)
 			runNodeTests(t, srv.Addr, "code-interpreter.test.mjs")
-			runReadmeSnippet(t, srv.Addr, "ci-compat") // the template the suite built
+			runReadmeSnippet(t, sdkEnv(srv.Addr), "code-interpreter", "ci-compat") // the template the suite built
 			if left := srv.Leftovers(); len(left) > 0 {
 				t.Errorf("the suite left sandboxes behind: %v", left)
 			}
@@ -147,12 +147,7 @@ func runNode(t *testing.T, env []string, files ...string) {
 		args = append(args, "--test-name-pattern="+only)
 	}
 	cmd := exec.Command("node", append(args, files...)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "E2B_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(append(cmd.Env, env...), "COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()))
+	cmd.Env = append(nodeEnv(env), "COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +166,18 @@ func runNode(t *testing.T, env []string, files ...string) {
 		return
 	}
 	t.Logf("%s", strings.Join(lines, "\n"))
+}
+
+// nodeEnv is this process's environment without its E2B_ variables, and
+// env.
+func nodeEnv(env []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "E2B_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
 }
 
 func TestMain(m *testing.M) {

@@ -17,6 +17,18 @@ import (
 // https://49983-<id>.<domain>, served over TLS with a certificate from the
 // server's local CA, which Node trusts through NODE_EXTRA_CA_CERTS.
 func TestDomainMode(t *testing.T) {
+	srv, domain := startDomainServer(t)
+	npmInstall(t)
+	runNode(t, domainEnv(srv, domain), "domain.test.mjs")
+	if left := srv.Leftovers(); len(left) > 0 {
+		t.Errorf("the suite left sandboxes behind: %v", left)
+	}
+}
+
+// startDomainServer starts a server in E2B's domain mode on a loopback
+// port, its domain cove.localhost:<port>, once its HTTPS listener is open.
+func startDomainServer(t *testing.T, extra ...string) (testutil.Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +36,7 @@ func TestDomainMode(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	domain := "cove.localhost:" + strconv.Itoa(port)
-	srv := testutil.StartServer(t, apiKey, "--domain", domain, "--tls-listen", "127.0.0.1:"+strconv.Itoa(port))
+	srv := testutil.StartServer(t, apiKey, append([]string{"--domain", domain, "--tls-listen", "127.0.0.1:" + strconv.Itoa(port)}, extra...)...)
 	testkit.Eventually(t, 30*time.Second, func() error {
 		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 			c.Close()
@@ -32,10 +44,11 @@ func TestDomainMode(t *testing.T) {
 		}
 		return errors.New("the HTTPS listener did not open")
 	})
-	npmInstall(t)
-	runNode(t, []string{"E2B_DOMAIN=" + domain, "E2B_API_KEY=" + apiKey,
-		"NODE_EXTRA_CA_CERTS=" + filepath.Join(srv.DataDir, "tls", "ca.pem")}, "domain.test.mjs")
-	if left := srv.Leftovers(); len(left) > 0 {
-		t.Errorf("the suite left sandboxes behind: %v", left)
-	}
+	return srv, domain
+}
+
+// domainEnv points the official SDK at srv's domain, trusting its CA.
+func domainEnv(srv testutil.Server, domain string) []string {
+	return []string{"E2B_DOMAIN=" + domain, "E2B_API_KEY=" + apiKey,
+		"NODE_EXTRA_CA_CERTS=" + filepath.Join(srv.DataDir, "tls", "ca.pem")}
 }

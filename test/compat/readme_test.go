@@ -10,20 +10,20 @@ import (
 )
 
 // runReadmeSnippet runs the README's JavaScript block marked
-// `<!-- readme:code-interpreter -->` against the server at addr and checks
-// that it prints what its `// …` comments say. The one change: its
-// Sandbox.create() gets the template the suite built over base with the
-// code interpreter's start command, since code-interpreter-v1 is built
-// from Debian's archive (minutes of downloads) on first use.
-func runReadmeSnippet(t *testing.T, addr, tpl string) {
+// `<!-- readme:<name> -->` with env (the SDK's variables) and checks that
+// it prints what its `// …` comments say. The one change: its
+// Sandbox.create() gets tpl, the template the suite built over base as
+// the built-in one is built (code-interpreter-v1 and desktop are built
+// from Debian's archive, minutes of downloads, on first use).
+func runReadmeSnippet(t *testing.T, env []string, name, tpl string) {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- readme:code-interpreter -->\n```js\n")
+	_, rest, ok := strings.Cut(string(readme), "<!-- readme:"+name+" -->\n```js\n")
 	if !ok {
-		t.Fatal("README.md has no code-interpreter snippet")
+		t.Fatalf("README.md has no %s snippet", name)
 	}
 	snippet, _, _ := strings.Cut(rest, "```")
 	var want []string
@@ -34,13 +34,13 @@ func runReadmeSnippet(t *testing.T, addr, tpl string) {
 		t.Fatalf("the snippet no longer calls Sandbox.create(): %s", snippet)
 	}
 	snippet = strings.Replace(snippet, "Sandbox.create()", "Sandbox.create("+`"`+tpl+`"`+")", 1)
-	file := filepath.Join(".", "readme-snippet.tmp.mjs") // beside node_modules
+	file := filepath.Join(".", "readme-"+name+".tmp.mjs") // beside node_modules
 	if err := os.WriteFile(file, []byte(snippet), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	defer os.Remove(file)
 	cmd := exec.Command("node", file)
-	cmd.Env = append(os.Environ(), "E2B_API_URL=http://"+addr, "E2B_SANDBOX_URL=http://"+addr, "E2B_API_KEY="+apiKey)
+	cmd.Env = nodeEnv(env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's snippet: %v\n%s", err, out)

@@ -135,9 +135,12 @@ func hasReady(r template.Record) bool {
 // a recipe it starts from that is not built yet, needs what the node
 // lacks.
 func (t *Templates) canBuild(name string) error {
-	for name != "" {
-		spec := template.Recipes[name]
+	for at := name; at != ""; {
+		spec := template.Recipes[at]
 		if err := t.builder.CanBuild(spec); err != nil {
+			if at != name {
+				return errs.New(errs.KindOf(err), "template %s cannot be built here: %s, which it starts from: %v", name, at, err)
+			}
 			return errs.New(errs.KindOf(err), "template %s cannot be built here: %v", name, err)
 		}
 		if spec.FromTemplate == "" {
@@ -146,7 +149,7 @@ func (t *Templates) canBuild(name string) error {
 		if r, err := t.store.Get("", spec.FromTemplate); err == nil && hasReady(r) {
 			return nil
 		}
-		name = spec.FromTemplate
+		at = spec.FromTemplate
 	}
 	return nil
 }
@@ -205,12 +208,11 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	return BuildStatus{Build: *b}, nil
 }
 
-// PrepareBuiltins starts building every built-in recipe not built yet
-// (the last in RecipeOrder builds those it starts from), where this node
-// can build them; where it cannot, the log says why and they wait for a
-// first use.
+// PrepareBuiltins starts building template.PreparedAhead and the recipes
+// it starts from, unless built, where this node can build them; where it
+// cannot, the log says why and they wait for a first use.
 func (t *Templates) PrepareBuiltins() {
-	last := template.RecipeOrder[len(template.RecipeOrder)-1]
+	last := template.PreparedAhead
 	if r, err := t.store.Get("", last); err == nil && hasReady(r) {
 		return
 	}
@@ -222,7 +224,7 @@ func (t *Templates) PrepareBuiltins() {
 		t.log.Warn("prepare the built-in templates", logx.Err(err))
 		return
 	}
-	t.log.Info("preparing the built-in templates in the background (a few minutes): cove template list shows how far", "templates", template.RecipeOrder)
+	t.log.Info("preparing the built-in templates in the background (a few minutes): cove template list shows how far", "template", last)
 }
 
 // awaitRecipe prepares a recipe another one starts from (once) and waits
