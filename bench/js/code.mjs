@@ -15,7 +15,7 @@ if (!(await Template.exists(TEMPLATE))) {
   await Template.build(
     Template()
       .fromTemplate('base')
-      .setStartCmd('/.cove/cove-envd code-interpreter', '/.cove/cove-envd code-interpreter --ready'),
+      .setStartCmd('sudo /.cove/cove-envd code-interpreter', '/.cove/cove-envd code-interpreter --ready'),
     TEMPLATE,
   )
 }

@@ -281,9 +281,11 @@ func aptSteps(groups [][]string) []Step {
 
 // The code interpreter's start and ready commands: the sandbox binary
 // (bound at /.cove/cove-envd in every sandbox) serves port 49999, ready
-// once its default Python and JavaScript contexts are.
+// once its default Python and JavaScript contexts are. It runs as root
+// through the sandbox's sudo, as E2B's runs (its Jupyter is a root
+// service): kernels may work in /root, and their files are root's.
 const (
-	CodeInterpreterStart = "/.cove/cove-envd code-interpreter"
+	CodeInterpreterStart = "sudo /.cove/cove-envd code-interpreter"
 	CodeInterpreterReady = "/.cove/cove-envd code-interpreter --ready"
 )
 

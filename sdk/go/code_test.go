@@ -20,7 +20,7 @@ func TestCodeInterpreter(t *testing.T) {
 	defer cancel()
 	_, err := client.BuildTemplate(ctx, cove.TemplateBuild{
 		Name:     "go-code-interpreter",
-		StartCmd: "/.cove/cove-envd code-interpreter",
+		StartCmd: "sudo /.cove/cove-envd code-interpreter",
 		ReadyCmd: "/.cove/cove-envd code-interpreter --ready",
 	}, nil)
 	if err != nil {
@@ -106,8 +106,9 @@ func TestCodeInterpreter(t *testing.T) {
 		}
 	})
 	t.Run("the server comes back when it is killed", func(t *testing.T) {
-		// SIGKILL: the server cannot end its kernels itself.
-		if _, err := sbx.Commands.Run(ctx, "pkill -KILL -f 'code-interpreter --serve'"); err != nil {
+		// SIGKILL: the server cannot end its kernels itself. It runs as
+		// root (through sudo), so root kills it.
+		if _, err := sbx.Commands.Run(ctx, "pkill -KILL -f 'code-interpreter --serve'", cove.WithUser("root")); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)

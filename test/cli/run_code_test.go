@@ -12,7 +12,7 @@ import (
 // codeInterpreterDockerfile is a template over base that starts the code
 // interpreter as code-interpreter-v1 does.
 const codeInterpreterDockerfile = `FROM base
-CMD /.cove/cove-envd code-interpreter
+CMD sudo /.cove/cove-envd code-interpreter
 `
 
 func TestRunCode(t *testing.T) {

@@ -13,7 +13,7 @@ let sbx
 before(async () => {
   const tpl = Template()
     .fromTemplate('base')
-    .setStartCmd('/.cove/cove-envd code-interpreter', '/.cove/cove-envd code-interpreter --ready')
+    .setStartCmd('sudo /.cove/cove-envd code-interpreter', '/.cove/cove-envd code-interpreter --ready')
   await Template.build(tpl, TEMPLATE)
   sbx = await Sandbox.create(TEMPLATE)
 })
@@ -126,6 +126,29 @@ test('contexts: create with a cwd, list, restart, delete', async () => {
   await sbx.removeCodeContext(ctx)
   assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
   await assert.rejects(sbx.runCode('1', { context: ctx, requestTimeoutMs: 5000 }), /not found/)
+})
+
+test('the kernels run as root, as on E2B: a context in /root works; the default ones work in /home/user', async () => {
+  // E2B's own test "create context with options" asks for /root.
+  const ctx = await sbx.createCodeContext({ cwd: '/root', language: 'python' })
+  assert.equal(ctx.cwd, '/root')
+  assert.equal((await sbx.runCode('import os\n(os.getcwd(), os.getuid())', { context: ctx })).text, "('/root', 0)")
+  await sbx.removeCodeContext(ctx)
+  assert.equal((await sbx.runCode('import os\nos.getcwd()')).text, '/home/user')
+  assert.equal((await sbx.runCode('process.cwd()', { language: 'js' })).text, '/home/user')
+  // What the code writes is root's; the files API's user reads it.
+  await sbx.runCode('open("/home/user/from-kernel.txt", "w").write("k")')
+  assert.equal(await sbx.files.read('/home/user/from-kernel.txt'), 'k')
+  assert.equal((await sbx.commands.run('stat -c %U /home/user/from-kernel.txt')).stdout, 'root\n')
+  // sudo resets the server's environment; the sandbox's variables still
+  // reach the kernels (through the agent's /envs).
+  const withEnv = await Sandbox.create(TEMPLATE, { envs: { CI_SANDBOX_VAR: 'from-create' } })
+  try {
+    assert.equal((await withEnv.runCode('import os\nos.environ.get("CI_SANDBOX_VAR")')).text, 'from-create')
+    assert.equal((await withEnv.runCode('process.env.CI_SANDBOX_VAR', { language: 'js' })).text, 'from-create')
+  } finally {
+    await withEnv.kill()
+  }
 })
 
 test('a timeout interrupts the code; the context keeps its state', async () => {

@@ -51,7 +51,11 @@ func Main(args []string) int {
 // serve1 starts the default contexts, then listens: once the port
 // answers, Python and JavaScript are ready.
 func serve1(ctx context.Context, addr, agent string, log *slog.Logger) error {
-	s, err := New(ctx, Config{Agent: agent, Defaults: []string{"python", "javascript"}}, log)
+	// The default contexts work where the server was started: the
+	// template's directory (code-interpreter-v1's is /home/user, as on
+	// E2B), under sudo too, whose HOME is root's.
+	cwd, _ := os.Getwd()
+	s, err := New(ctx, Config{Agent: agent, Cwd: cwd, Defaults: []string{"python", "javascript"}}, log)
 	if err != nil {
 		return err
 	}
