@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // soOriginalDst is SO_ORIGINAL_DST (linux/netfilter_ipv4.h): the address a
@@ -41,12 +42,13 @@ const soOriginalDst = 80
 // The port is held by a socket bound on loopback that never listens, so
 // nothing else on the host takes it meanwhile.
 type egressProxy struct {
-	log     *slog.Logger
-	blocked []netip.Prefix // never dialled, whatever the name
-	hold    int            // the socket that holds the port
-	portNum uint16
-	ca      *egressCA
-	secrets Secrets
+	log      *slog.Logger
+	blocked  []netip.Prefix // never dialled, whatever the name
+	hold     int            // the socket that holds the port
+	portNum  uint16
+	ca       *egressCA
+	secrets  Secrets
+	identity *svid.Issuer
 	// resolver checks plain-HTTP names; upstreamRoots verify upstreams
 	// (nil: the host's roots).
 	resolver      *net.Resolver
@@ -57,7 +59,7 @@ type egressProxy struct {
 	listeners map[netip.Addr]*net.TCPListener // gateway → the proxy's listener there
 }
 
-func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, log *slog.Logger) (*egressProxy, error) {
+func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, identity *svid.Issuer, log *slog.Logger) (*egressProxy, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("hold a port: %w", err)
@@ -73,7 +75,7 @@ func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, log *slog
 		return nil, fmt.Errorf("hold a port: %w", err)
 	}
 	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port), ca: ca, secrets: sec,
-		resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
+		identity: identity, resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
 }
 
 func (p *egressProxy) port() uint16 { return p.portNum }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -13,13 +14,18 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
@@ -178,11 +184,15 @@ func TestTransformEgress(t *testing.T) {
 		}
 		return "", fmt.Errorf("secret %s not found", name)
 	})
-	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test", "x.deep.upstream.test", "none.test")
+	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test", "x.deep.upstream.test", "none.test", "id.upstream.test", "noid.upstream.test")
+	idKey, err := svid.LoadKey(filepath.Join(t.TempDir(), "identity.key"), true)
+	must(t, err)
+	issuer, err := svid.New(idKey, "https://api.cove.test")
+	must(t, err)
 	// The node before the fake internet: its blocked ranges would hold the
 	// fake internet's network.
 	m, err := New(Config{Range: netip.MustParsePrefix("198.18.252.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
-		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: up.Roots}, logx.Discard())
+		CADir: t.TempDir(), Secrets: vault, Identity: issuer, UpstreamRoots: up.Roots}, logx.Discard())
 	must(t, err)
 	defer m.Close()
 	up.Serve(t, testutil.FakeInternet(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -191,8 +201,10 @@ func TestTransformEgress(t *testing.T) {
 	n, err := m.Acquire(context.Background(), true)
 	must(t, err)
 	defer m.Release(n)
-	must(t, m.SetTransforms(n, "team-a", Rules{
+	must(t, m.SetTransforms(n, Workload{Team: "team-a", Sandbox: "isbx", Tokens: map[string]svid.Token{"aws": {Audience: "sts.test", TokenType: svid.TokenType}}}, Rules{
 		"api.upstream.test":    {{Transform: &Transform{Headers: map[string]string{"Authorization": "Bearer ${e2b.secrets.tok}"}}}},
+		"id.upstream.test":     {{Transform: &Transform{Headers: map[string]string{"Authorization": "Bearer ${e2b.identity.tokens.aws}"}}}},
+		"noid.upstream.test":   {{Transform: &Transform{Headers: map[string]string{"Authorization": "Bearer ${e2b.identity.tokens.gcp}"}}}},
 		"*.deep.upstream.test": {{Transform: &Transform{Headers: map[string]string{"Authorization": "deep ${e2b.secrets.missing}"}}}},
 		"*.upstream.test":      {{Transform: &Transform{Headers: map[string]string{"Authorization": "wild"}}}},
 	}))
@@ -227,11 +239,29 @@ func TestTransformEgress(t *testing.T) {
 		{"an unknown secret fails the request", get("x.deep.upstream.test", "x.deep.upstream.test", nodeCA), "502 cove egress: header Authorization for x.deep.upstream.test: secret missing not found"},
 		{"another Host on the connection", get("api.upstream.test", "other.upstream.test", nodeCA), "421 cove egress: this connection was opened for api.upstream.test"},
 		{"no rule: spliced, the upstream's own certificate", get("none.test", "none.test", up.Roots), `200 none.test auth="mine"`},
+		{"a token the sandbox has not", get("noid.upstream.test", "noid.upstream.test", nodeCA), `502 cove egress: header Authorization for noid.upstream.test: the sandbox has no workload token "gcp" (iam.tokens)`},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
 		}
+	}
+	// A workload token, minted for the request: it verifies with the
+	// issuer's published keys, for its audience, as the sandbox.
+	got := get("id.upstream.test", "id.upstream.test", nodeCA)
+	raw, ok := strings.CutPrefix(got, `200 id.upstream.test auth="Bearer `)
+	if !ok {
+		t.Fatalf("workload token: %q", got)
+	}
+	tok, err := jwt.ParseSigned(strings.TrimSuffix(raw, `"`), []jose.SignatureAlgorithm{jose.ES256})
+	must(t, err)
+	var set jose.JSONWebKeySet
+	jwks, _ := issuer.JWKS()
+	must(t, json.Unmarshal(jwks, &set))
+	var claims jwt.Claims
+	must(t, tok.Claims(set.Keys[0].Key, &claims))
+	if err := claims.Validate(jwt.Expected{Issuer: "https://api.cove.test", Subject: "spiffe://api.cove.test/team/team-a/sandbox/isbx", AnyAudience: jwt.Audience{"sts.test"}}); err != nil {
+		t.Errorf("workload token's claims: %v (%+v)", err, claims)
 	}
 	if got := get("api.upstream.test", "api.upstream.test", up.Roots); !strings.HasPrefix(got, "handshake:") {
 		t.Errorf("a transformed name shows the upstream's certificate, not the node CA's: %q", got)

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // Config configures the networks.
@@ -55,6 +56,9 @@ type Config struct {
 	// Secrets reveals teams' secrets to the rules that name them; nil: a
 	// rule that names one fails its requests.
 	Secrets Secrets
+	// Identity mints the workload tokens rules name; nil: a rule that
+	// names one fails its requests.
+	Identity *svid.Issuer
 	// UpstreamRoots verify the servers transformed requests go to (nil:
 	// the host's roots).
 	UpstreamRoots *x509.CertPool
@@ -127,7 +131,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		unlock()
 		return nil, err
 	}
-	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, log)
+	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, cfg.Identity, log)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
@@ -283,11 +287,16 @@ func (m *Manager) SetDomains(n *Net, domains []string) error {
 
 // SetTransforms gives a network rules that transform its requests to
 // their domains (ports 80 and 443, through the egress proxy), their
-// secrets the team's; empty rules turn it off. Rules grant no access.
-func (m *Manager) SetTransforms(n *Net, team string, rules Rules) error {
+// secrets the team's and their tokens the sandbox's (w); empty rules turn
+// it off. Rules grant no access.
+func (m *Manager) SetTransforms(n *Net, w Workload, rules Rules) error {
 	n.custom = n.custom || len(rules) > 0
-	return m.setPolicy(n, func(p *policy) { p.team, p.rules = team, rules })
+	return m.setPolicy(n, func(p *policy) { p.workload, p.rules = w, rules })
 }
+
+// MintsTokens says whether the egress proxy mints workload tokens (the
+// node has an identity issuer).
+func (m *Manager) MintsTokens() bool { return m.proxy.identity != nil }
 
 // SetEgressProxy sends a network's outbound TCP through an upstream SOCKS5
 // proxy (nil: directly), after its own rules; the rest of its egress but

@@ -16,8 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/secrets"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // Rule is one of a domain's egress rules (E2B's SandboxNetworkRule).
@@ -27,7 +29,9 @@ type Rule struct {
 
 // Transform changes a matching outbound request: Headers are set on it,
 // replacing any of the same name; a value may name a team's secret as
-// "${e2b.secrets.NAME}", filled in by the proxy for each request.
+// "${e2b.secrets.NAME}" and a workload token of the sandbox as
+// "${e2b.identity.tokens.NAME}", filled in (a token freshly minted) by the
+// proxy for each request.
 type Transform struct {
 	Headers map[string]string `json:"headers,omitempty"`
 }
@@ -55,6 +59,37 @@ func (r Rules) Match(name string) []Rule {
 	return r[best]
 }
 
+// Workload is whose a network is, for its rules' placeholders: the
+// team's secrets, the sandbox's workload tokens (by name).
+type Workload struct {
+	Team, Sandbox string
+	Tokens        map[string]svid.Token
+}
+
+// CheckTokenRefs says which workload token a rule names that tokens
+// lacks (InvalidArgument), nil when they have them all.
+func CheckTokenRefs(rules Rules, tokens map[string]svid.Token) error {
+	for domain, list := range rules {
+		for _, r := range list {
+			if r.Transform == nil {
+				continue
+			}
+			for h, v := range r.Transform.Headers {
+				_, names, err := secrets.Refs(v)
+				if err != nil {
+					return err
+				}
+				for _, name := range names {
+					if _, ok := tokens[name]; !ok {
+						return errs.New(errs.InvalidArgument, "network.rules %q: header %s names the workload token %q, which the sandbox's iam.tokens lack", domain, h, name)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Secrets reveals a team's secrets to the egress proxy.
 type Secrets interface {
 	Reveal(ctx context.Context, team, name string) (string, error)
@@ -65,7 +100,7 @@ type Secrets interface {
 // off), the names allowOut lets through, and the rules that transform
 // requests.
 type policy struct {
-	team        string
+	workload    Workload
 	internet    bool
 	allow, deny []netip.Prefix
 	domains     []string
@@ -163,10 +198,19 @@ func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.Add
 					if p.secrets == nil {
 						return "", errors.New("this node reveals no secrets")
 					}
-					return p.secrets.Reveal(r.Context(), pol.team, secret)
+					return p.secrets.Reveal(r.Context(), pol.workload.Team, secret)
+				}, func(token string) (string, error) {
+					t, ok := pol.workload.Tokens[token]
+					if !ok {
+						return "", fmt.Errorf("the sandbox has no workload token %q (iam.tokens)", token)
+					}
+					if p.identity == nil {
+						return "", errors.New("this node mints no workload identity tokens")
+					}
+					return p.identity.Mint(pol.workload.Team, pol.workload.Sandbox, t.Audience, time.Now())
 				})
 				if err != nil {
-					p.log.Info("egress transform: a secret did not resolve", "sandbox", src.Addr().String(), "name", name, "header", k, logx.Err(err))
+					p.log.Info("egress transform: a placeholder did not resolve", "sandbox", src.Addr().String(), "name", name, "header", k, logx.Err(err))
 					http.Error(w, fmt.Sprintf("cove egress: header %s for %s: %v", k, name, err), http.StatusBadGateway)
 					return
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/phase"
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/tokens"
 )
@@ -52,6 +53,8 @@ type CreateRequest struct {
 	// EgressProxy, when set, is the upstream SOCKS5 proxy its outbound
 	// TCP goes through.
 	EgressProxy *network.EgressProxy
+	// Tokens are the workload tokens its rules may name (svid).
+	Tokens map[string]svid.Token
 	// Isolation names the driver ("" = the node's default).
 	Isolation string
 	// Team owns the sandbox: its quota applies ("" = none).
@@ -104,6 +107,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	}
 	if req.DeriveTokens && len(m.cfg.Secret) == 0 {
 		return Info{}, errs.New(errs.InvalidArgument, "this node derives no tokens: it was started without the cluster's secret")
+	}
+	if err := m.checkTokens(req); err != nil {
+		return Info{}, err
 	}
 	var tpl template.Template
 	switch {
@@ -338,7 +344,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 		if n, err = nets.Acquire(ctx, want.Internet); err != nil {
 			return nil, fmt.Errorf("network for sandbox %s: %w", info.ID, err)
 		}
-		if err := applyRules(ctx, nets, n, want, info.Team); err != nil {
+		if err := applyRules(ctx, nets, n, want, info.Team, info.ID); err != nil {
 			nets.Release(n)
 			return nil, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
 		}
@@ -438,12 +444,27 @@ func withDefaults(l, def isolation.Limits) isolation.Limits {
 
 // network is the network a create asks for.
 func (r CreateRequest) network() *NetworkInfo {
-	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules, EgressProxy: r.EgressProxy}
+	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules, EgressProxy: r.EgressProxy, Tokens: r.Tokens}
+}
+
+// checkTokens checks a create's workload tokens: well formed, each one
+// its rules name there, and a node that mints them.
+func (m *Manager) checkTokens(req CreateRequest) error {
+	if err := svid.CheckTokens(req.Tokens); err != nil {
+		return err
+	}
+	if err := network.CheckTokenRefs(req.Rules, req.Tokens); err != nil {
+		return err
+	}
+	if len(req.Tokens) > 0 && (m.cfg.Networks == nil || !m.cfg.Networks.MintsTokens()) {
+		return errs.New(errs.Unimplemented, "iam: this node mints no workload identity tokens (its operator gave no identity key, --identity-key-file)")
+	}
+	return nil
 }
 
 // applyRules installs a network's own egress rules, if it has any; the
-// secrets its transforms name are team's.
-func applyRules(ctx context.Context, nets Networks, n *network.Net, ni *NetworkInfo, team string) error {
+// secrets its transforms name are team's, the tokens sandbox id's.
+func applyRules(ctx context.Context, nets Networks, n *network.Net, ni *NetworkInfo, team, id string) error {
 	if len(ni.AllowOut) > 0 || len(ni.DenyOut) > 0 {
 		if err := nets.SetRules(n, ni.AllowOut, ni.DenyOut); err != nil {
 			return err
@@ -455,7 +476,7 @@ func applyRules(ctx context.Context, nets Networks, n *network.Net, ni *NetworkI
 		}
 	}
 	if len(ni.Rules) > 0 {
-		if err := nets.SetTransforms(n, team, ni.Rules); err != nil {
+		if err := nets.SetTransforms(n, network.Workload{Team: team, Sandbox: id, Tokens: ni.Tokens}, ni.Rules); err != nil {
 			return err
 		}
 	}

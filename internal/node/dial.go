@@ -114,7 +114,10 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 	if u.Rules != nil {
 		had := len(ni.Rules) > 0
 		ni.Rules = *u.Rules
-		if err := m.cfg.Networks.SetTransforms(sb.net, sb.info.Team, ni.Rules); err != nil {
+		if err := network.CheckTokenRefs(*u.Rules, ni.Tokens); err != nil {
+			return err
+		}
+		if err := m.cfg.Networks.SetTransforms(sb.net, network.Workload{Team: sb.info.Team, Sandbox: sb.info.ID, Tokens: ni.Tokens}, ni.Rules); err != nil {
 			return err
 		}
 		if !had && sb.info.State == StateRunning {

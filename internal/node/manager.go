@@ -134,10 +134,12 @@ type Networks interface {
 	SetInternet(n *network.Net, allowed bool) error
 	SetRules(n *network.Net, allow, deny []netip.Prefix) error
 	SetDomains(n *network.Net, domains []string) error
-	SetTransforms(n *network.Net, team string, rules network.Rules) error
+	SetTransforms(n *network.Net, w network.Workload, rules network.Rules) error
 	SetEgressProxy(ctx context.Context, n *network.Net, e *network.EgressProxy) error
 	// EgressCA is the PEM certificate sandboxes with rules trust.
 	EgressCA() []byte
+	// MintsTokens says whether rules may put workload tokens in requests.
+	MintsTokens() bool
 	DNS() []netip.Addr
 }
 

@@ -410,7 +410,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 				return fail(err)
 			}
 		}
-		if err := applyRules(ctx, nets, w.net, &want, info.Team); err != nil {
+		if err := applyRules(ctx, nets, w.net, &want, info.Team, info.ID); err != nil {
 			return fail(err)
 		}
 		want.Slot, want.Addr = w.net.Slot, w.net.Addr.String()

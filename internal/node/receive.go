@@ -53,7 +53,7 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 	info.Handle, info.Rest = isolation.Handle{}, Rest{Phase: PhaseFiles, Files: files}
 	if info.Network != nil {
 		info.Network = &NetworkInfo{Internet: info.Network.Internet, AllowOut: info.Network.AllowOut,
-			DenyOut: info.Network.DenyOut, AllowDomains: info.Network.AllowDomains, Rules: info.Network.Rules, EgressProxy: info.Network.EgressProxy}
+			DenyOut: info.Network.DenyOut, AllowDomains: info.Network.AllowDomains, Rules: info.Network.Rules, EgressProxy: info.Network.EgressProxy, Tokens: info.Network.Tokens}
 	}
 	m.mu.Lock()
 	_, taken := m.sandboxes[info.ID]

@@ -142,7 +142,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 		ns, _ := os.Open(fmt.Sprintf("/proc/%d/ns/net", info.Handle.PID))
 		n, err := m.cfg.Networks.Adopt(info.Network.Slot, ns, info.Network.Internet)
 		if err == nil {
-			err = applyRules(ctx, m.cfg.Networks, n, info.Network, info.Team)
+			err = applyRules(ctx, m.cfg.Networks, n, info.Network, info.Team, info.ID)
 		}
 		if err != nil {
 			m.log.Error("adopt sandbox network", logx.SandboxID(info.ID), logx.Err(err))

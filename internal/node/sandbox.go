@@ -9,6 +9,7 @@ import (
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -130,6 +131,8 @@ type NetworkInfo struct {
 	Rules network.Rules `json:"rules,omitempty"`
 	// EgressProxy is the upstream proxy its TCP goes through (nil: none).
 	EgressProxy *network.EgressProxy `json:"egressProxy,omitempty"`
+	// Tokens are the workload tokens its rules may name (E2B's iam).
+	Tokens map[string]svid.Token `json:"tokens,omitempty"`
 }
 
 // sandbox is a live entry of the table.

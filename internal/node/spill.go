@@ -149,7 +149,7 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 		if err != nil {
 			return fmt.Errorf("network for sandbox %s: %w", id, err)
 		}
-		if err := applyRules(ctx, m.cfg.Networks, n, sb.info.Network, sb.info.Team); err != nil {
+		if err := applyRules(ctx, m.cfg.Networks, n, sb.info.Network, sb.info.Team, sb.info.ID); err != nil {
 			m.cfg.Networks.Release(n)
 			return err
 		}

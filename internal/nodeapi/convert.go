@@ -12,6 +12,7 @@ import (
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // The node-internal API carries what an API replica needs of a sandbox;
@@ -59,7 +60,7 @@ func infoToPB(in node.Info) *pb.Sandbox {
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
 			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains, Rules: rulesToPB(n.Rules),
-			EgressProxy: egressProxyToPB(n.EgressProxy)}
+			EgressProxy: egressProxyToPB(n.EgressProxy), Tokens: tokensToPB(n.Tokens)}
 	}
 	return out
 }
@@ -86,9 +87,31 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 		}
 		out.Network = &node.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
 			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains(), Rules: rulesFromPB(n.GetRules()),
-			EgressProxy: egressProxyFromPB(n.GetEgressProxy())}
+			EgressProxy: egressProxyFromPB(n.GetEgressProxy()), Tokens: tokensFromPB(n.GetTokens())}
 	}
 	return out, nil
+}
+
+func tokensToPB(t map[string]svid.Token) map[string]*pb.IdentityToken {
+	if len(t) == 0 {
+		return nil
+	}
+	out := make(map[string]*pb.IdentityToken, len(t))
+	for name, tok := range t {
+		out[name] = &pb.IdentityToken{Audience: tok.Audience, TokenType: tok.TokenType}
+	}
+	return out
+}
+
+func tokensFromPB(t map[string]*pb.IdentityToken) map[string]svid.Token {
+	if len(t) == 0 {
+		return nil
+	}
+	out := make(map[string]svid.Token, len(t))
+	for name, tok := range t {
+		out[name] = svid.Token{Audience: tok.GetAudience(), TokenType: tok.GetTokenType()}
+	}
+	return out
 }
 
 func egressProxyToPB(e *network.EgressProxy) *pb.EgressProxy {
@@ -174,7 +197,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
-		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules), EgressProxy: egressProxyToPB(r.EgressProxy),
+		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules), EgressProxy: egressProxyToPB(r.EgressProxy), Tokens: tokensToPB(r.Tokens),
 	}
 	savedToPB(r, out)
 	return out, nil
@@ -198,7 +221,7 @@ func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
 		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
-		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()), EgressProxy: egressProxyFromPB(r.GetEgressProxy()),
+		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()), EgressProxy: egressProxyFromPB(r.GetEgressProxy()), Tokens: tokensFromPB(r.GetTokens()),
 	}
 	return out, nil
 }

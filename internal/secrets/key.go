@@ -9,13 +9,11 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // KeySize is the size of the operator's key: AES-256.
@@ -30,19 +28,17 @@ type Key struct{ aead cipher.AEAD }
 // by its owner only. With create, a missing file is made with a new
 // random key.
 func LoadKey(path string, create bool) (*Key, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) && create {
-		raw, err = newKeyFile(path)
+	var fresh func() ([]byte, error)
+	if create {
+		fresh = func() ([]byte, error) {
+			b := make([]byte, KeySize)
+			rand.Read(b)
+			return []byte(hex.EncodeToString(b) + "\n"), nil
+		}
 	}
+	raw, err := fsutil.ReadKeyFile(path, fresh)
 	if err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("secrets key: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("secrets key %s: other users may read it (mode %04o): make it 0600 or 0400", path, fi.Mode().Perm())
 	}
 	b, err := hex.DecodeString(strings.TrimSpace(string(raw)))
 	if err != nil || len(b) != KeySize {
@@ -65,25 +61,6 @@ func NewKey(b []byte) (*Key, error) {
 		return nil, err
 	}
 	return &Key{aead: aead}, nil
-}
-
-func newKeyFile(path string) ([]byte, error) {
-	b := make([]byte, KeySize)
-	rand.Read(b)
-	raw := []byte(hex.EncodeToString(b) + "\n")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.Write(raw); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return raw, f.Close()
 }
 
 // Seal encrypts a secret's value for its team and id: a random nonce,

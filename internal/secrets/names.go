@@ -73,43 +73,54 @@ func Metadata(m map[string]string) error {
 }
 
 // placeholder is "${e2b.<kind>.<name>}" in a header value: kind
-// "secrets" names a team's secret, "identity.tokens" a workload token.
-var placeholder = regexp.MustCompile(`\$\{e2b\.([a-z.]+?)\.([^{}]*)\}`)
+// "secrets" names a team's secret, "identity.tokens" one of the sandbox's
+// workload tokens (svid).
+var placeholder = regexp.MustCompile(`\$\{e2b\.(secrets|identity\.tokens|[a-z.]*)\.([^{}]*)\}`)
 
-// Refs are the secret names a header value refers to. A placeholder of
-// another kind (the SDK's workload identity tokens) is an error: Cove
-// mints no such tokens.
-func Refs(value string) ([]string, error) {
-	var names []string
+// Placeholder kinds.
+const (
+	KindSecret = "secrets"
+	KindToken  = "identity.tokens"
+)
+
+// Refs are the secret names and the workload token names a header value
+// refers to. A placeholder of another kind is an error.
+func Refs(value string) (secrets, tokens []string, err error) {
 	for _, m := range placeholder.FindAllStringSubmatch(value, -1) {
-		if m[1] != "secrets" {
-			return nil, errs.New(errs.Unimplemented, "%s: Cove mints no workload identity tokens (iam is not served)", m[0])
+		switch m[1] {
+		case KindSecret:
+			name, err := Name(m[2])
+			if err != nil {
+				return nil, nil, err
+			}
+			secrets = append(secrets, name)
+		case KindToken:
+			tokens = append(tokens, m[2])
+		default:
+			return nil, nil, errs.New(errs.InvalidArgument, "%s: not a placeholder Cove knows (${e2b.secrets.NAME}, ${e2b.identity.tokens.NAME})", m[0])
 		}
-		name, err := Name(m[2])
-		if err != nil {
-			return nil, err
-		}
-		names = append(names, name)
 	}
-	return names, nil
+	return secrets, tokens, nil
 }
 
-// Expand replaces each "${e2b.secrets.NAME}" in value with what reveal
-// gives for NAME.
-func Expand(value string, reveal func(name string) (string, error)) (string, error) {
+// Expand replaces each placeholder in value: "${e2b.secrets.NAME}" with
+// what secret gives for NAME, "${e2b.identity.tokens.NAME}" with what
+// token gives.
+func Expand(value string, secret, token func(name string) (string, error)) (string, error) {
 	var err error
 	out := placeholder.ReplaceAllStringFunc(value, func(p string) string {
 		m := placeholder.FindStringSubmatch(p)
-		if err != nil || m[1] != "secrets" {
-			if err == nil {
-				err = errs.New(errs.Unimplemented, "%s: not a secret", p)
-			}
+		if err != nil {
 			return ""
 		}
-		v, rerr := reveal(strings.ToLower(m[2]))
-		if rerr != nil {
-			err = rerr
-			return ""
+		var v string
+		switch m[1] {
+		case KindSecret:
+			v, err = secret(strings.ToLower(m[2]))
+		case KindToken:
+			v, err = token(m[2])
+		default:
+			err = errs.New(errs.InvalidArgument, "%s: not a placeholder Cove knows", p)
 		}
 		return v
 	})

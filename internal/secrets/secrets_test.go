@@ -61,19 +61,27 @@ func TestRefsAndExpand(t *testing.T) {
 		}
 		return "", errs.New(errs.NotFound, "secret %s not found", name)
 	}
-	for _, tc := range []struct{ in, refs, out, err string }{
-		{"Bearer ${e2b.secrets.tok}", "tok", "Bearer T", ""},
-		{"${e2b.secrets.TOK}:${e2b.secrets.other.key}", "tok,other.key", "T:O", ""},
-		{"plain", "", "plain", ""},
-		{"${e2b.secrets.missing}", "missing", "", "missing not found"},
-		{"${e2b.identity.tokens.aws}", "", "", "workload identity"},
-		{"${e2b.secrets.sec_x}", "", "", "reserved"},
-	} {
-		refs, err := Refs(tc.in)
-		if err != nil && !strings.Contains(err.Error(), tc.err) || err == nil && strings.Join(refs, ",") != tc.refs {
-			t.Errorf("Refs(%q) = %v, %v; want %q", tc.in, refs, err, tc.refs)
+	token := func(name string) (string, error) {
+		if name == "aws" {
+			return "jwt-for-" + name, nil
 		}
-		out, err := Expand(tc.in, reveal)
+		return "", errs.New(errs.NotFound, "no token %s", name)
+	}
+	for _, tc := range []struct{ in, refs, tokens, out, err string }{
+		{"Bearer ${e2b.secrets.tok}", "tok", "", "Bearer T", ""},
+		{"${e2b.secrets.TOK}:${e2b.secrets.other.key}", "tok,other.key", "", "T:O", ""},
+		{"plain", "", "", "plain", ""},
+		{"${e2b.secrets.missing}", "missing", "", "", "missing not found"},
+		{"Bearer ${e2b.identity.tokens.aws}", "", "aws", "Bearer jwt-for-aws", ""},
+		{"${e2b.identity.tokens.gcp} ${e2b.secrets.tok}", "tok", "gcp", "", "no token gcp"},
+		{"${e2b.other.x}", "", "", "", "not a placeholder"},
+		{"${e2b.secrets.sec_x}", "", "", "", "reserved"},
+	} {
+		refs, tokens, err := Refs(tc.in)
+		if err != nil && !strings.Contains(err.Error(), tc.err) || err == nil && (strings.Join(refs, ",") != tc.refs || strings.Join(tokens, ",") != tc.tokens) {
+			t.Errorf("Refs(%q) = %v, %v, %v; want %q, %q", tc.in, refs, tokens, err, tc.refs, tc.tokens)
+		}
+		out, err := Expand(tc.in, reveal, token)
 		if (err == nil) != (tc.err == "") || out != tc.out {
 			t.Errorf("Expand(%q) = %q, %v; want %q, %q", tc.in, out, err, tc.out, tc.err)
 		}

@@ -61,7 +61,12 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow}
+	issuer, err := identityIssuer(cfg, false)
+	if err != nil {
+		return err
+	}
+	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
+		Identity: issuer}
 	if bucket != nil { // kept where every node reaches them
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
 	}

@@ -80,7 +80,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nets, err := openNetworks(cfg, st, key, log)
+	issuer, err := identityIssuer(cfg, false)
+	if err != nil {
+		return err
+	}
+	nets, err := openNetworks(cfg, st, key, issuer, log)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
 	"github.com/covesandbox/cove/internal/secrets"
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -148,6 +149,13 @@ type Config struct {
 	// node: none unless given (no secrets are kept, and rules that name
 	// one are refused).
 	SecretsKeyFile string
+	// IdentityKeyFile is the operator's key that signs sandboxes'
+	// workload tokens (ECDSA P-256, PEM, owner-only); IdentityIssuer the
+	// URL that publishes it (default the API's: https://api.<domain> in
+	// domain mode, else http://<domain>). cove server: default the data
+	// directory's identity.key, made at the first start; cove api (which
+	// publishes it) and cove node (which mints): none unless given.
+	IdentityKeyFile, IdentityIssuer string
 	// NodeLease is how long a node may go without a heartbeat before an
 	// API replica takes it for lost (default 8 s).
 	NodeLease time.Duration
@@ -239,11 +247,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		},
 	}
+	// The listener first: the sandbox domain (and so the identity
+	// issuer's URL) carries its port.
+	ln, err := listen(&cfg)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	key, err := secretsKey(cfg, true)
 	if err != nil {
 		return err
 	}
-	nets, err := openNetworks(cfg, st, key, log)
+	issuer, err := identityIssuer(cfg, true)
+	if err != nil {
+		return err
+	}
+	nets, err := openNetworks(cfg, st, key, issuer, log)
 	if err != nil {
 		return err
 	}
@@ -269,13 +288,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		stopBuilds()
 		tpls.Wait()
 	}()
-	ln, err := listen(&cfg)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
-		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow}, st, mgr, secret, log)
+		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
+		Identity: issuer}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
@@ -464,7 +479,7 @@ func startLXCFS(ctx context.Context, want string, log *slog.Logger) string {
 // openNetworks makes the sandboxes' networks (nil without cfg.Network):
 // its egress proxy keeps its CA in the data directory and reveals the
 // secrets of st that key opens (none without a key).
-func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger) (*network.Manager, error) {
+func openNetworks(cfg Config, st store.Store, key *secrets.Key, issuer *svid.Issuer, log *slog.Logger) (*network.Manager, error) {
 	if cfg.Network == nil {
 		return nil, nil
 	}
@@ -476,6 +491,7 @@ func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger
 	if key != nil {
 		netCfg.Secrets = service.Vault{Store: st, Key: key}
 	}
+	netCfg.Identity = issuer
 	nets, err := network.New(netCfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
@@ -709,6 +725,33 @@ func loopbackAddr(listen string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// identityIssuer loads the operator's identity key
+// (Config.IdentityKeyFile) as the issuer of Config.IdentityIssuer; a
+// server (own) makes the data directory's on its first start, other roles
+// go without unless given one.
+func identityIssuer(cfg Config, own bool) (*svid.Issuer, error) {
+	path := cfg.IdentityKeyFile
+	if path == "" {
+		if !own {
+			return nil, nil
+		}
+		path = filepath.Join(cfg.DataDir, "identity.key")
+	}
+	key, err := svid.LoadKey(path, path != cfg.IdentityKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	issuerURL := cfg.IdentityIssuer
+	switch {
+	case issuerURL != "":
+	case cfg.TLSListen != "":
+		issuerURL = "https://api." + cfg.Domain
+	default:
+		issuerURL = "http://" + cfg.Domain
+	}
+	return svid.New(key, issuerURL)
 }
 
 // secretsKey loads the operator's secrets key (Config.SecretsKeyFile); a

@@ -1,10 +1,11 @@
-// Secrets, network rules and an upstream egress proxy through the
-// official e2b SDK against a real `cove server` (egress_test.go starts
-// it, with a fake upstream at COMPAT_UPSTREAM that answers "<host>
-// auth=v1|v2|none|other": which secret value its Authorization header
-// carried, and a SOCKS5 proxy at COMPAT_SOCKS).
+// Secrets, workload identity tokens, network rules and an upstream egress
+// proxy through the official e2b SDK against a real `cove server`
+// (egress_test.go starts it, with a fake upstream at COMPAT_UPSTREAM that
+// answers "<host> auth=v1|v2|none|jwt:<token>|other": which secret value
+// its Authorization header carried, and a SOCKS5 proxy at COMPAT_SOCKS).
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { createPublicKey, verify } from 'node:crypto'
 import { Sandbox, Secret } from 'e2b'
 
 const V1 = process.env.COMPAT_SECRET_V1
@@ -155,7 +156,57 @@ test('rules are given to a sandbox without them by updateNetwork, which makes it
   assert.equal(await curl(sbx, 'api.upstream.test'), 'api.upstream.test auth=v2')
 })
 
-test('a rule that names a missing secret, or a workload token, is refused at create', async () => {
+// verifyJWT checks an ES256 token against the key set the API publishes
+// and returns its claims.
+const verifyJWT = async (token) => {
+  const jwks = await (await fetch(`${process.env.E2B_API_URL}/.well-known/jwks.json`)).json()
+  const [h, p, s] = token.split('.')
+  const header = JSON.parse(Buffer.from(h, 'base64url'))
+  assert.equal(header.alg, 'ES256')
+  const jwk = jwks.keys.find((k) => k.kid === header.kid)
+  assert.ok(jwk, `kid ${header.kid} is in the JWKS`)
+  assert.equal(jwk.d, undefined, 'no private part published')
+  const ok = verify('sha256', Buffer.from(`${h}.${p}`), { key: createPublicKey({ key: jwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' }, Buffer.from(s, 'base64url'))
+  assert.equal(ok, true, 'the signature verifies with the published key')
+  return JSON.parse(Buffer.from(p, 'base64url'))
+}
+
+test('iam: a rule mints the sandbox a workload token per request, which verifies with the published keys', async () => {
+  const discovery = await (await fetch(`${process.env.E2B_API_URL}/.well-known/openid-configuration`)).json()
+  assert.equal(discovery.jwks_uri, `${discovery.issuer}/.well-known/jwks.json`)
+  const sbx = await Sandbox.create({
+    iam: { tokens: { aws: Secret.iamToken({ audience: 'sts.upstream.test', tokenType: 'JWT-SVID' }) } },
+    network: { rules: { 'api.upstream.test': [{ transform: ({ iam }) => ({ headers: { Authorization: `Bearer ${iam.tokens.aws}` } }) }] } },
+  })
+  sandboxes.push(sbx)
+  const tokens = []
+  for (let i = 0; i < 2; i++) {
+    const got = await curl(sbx, 'api.upstream.test')
+    assert.match(got, /^api\.upstream\.test auth=jwt:/)
+    tokens.push(got.slice(got.indexOf('jwt:') + 4))
+  }
+  assert.notEqual(tokens[0], tokens[1], 'a token per request')
+  const claims = await verifyJWT(tokens[0])
+  assert.equal(claims.iss, discovery.issuer)
+  assert.equal(claims.aud, 'sts.upstream.test')
+  assert.match(claims.sub, new RegExp(`^spiffe://[^/]+/team/[^/]+/sandbox/${sbx.sandboxId}$`))
+  assert.ok(claims.exp - claims.iat === 300 && Math.abs(claims.iat - Date.now() / 1000) < 60, `5 minutes from now: ${JSON.stringify(claims)}`)
+  // The token never was in the sandbox.
+  assert.deepEqual(await scanFor(sbx, tokens), ['clean', 'clean'])
+  // updateNetwork may name only the tokens the create gave.
+  await assert.rejects(
+    sbx.updateNetwork({ rules: { 'api.upstream.test': [{ transform: { headers: { Authorization: 'Bearer ${e2b.identity.tokens.gcp}' } } }] } }),
+    /workload token "gcp"/,
+  )
+  // Other token types, and rules naming a token the sandbox lacks, are refused at create.
+  await assert.rejects(Sandbox.create({ iam: { tokens: { aws: { audience: 'a', tokenType: 'x509-SVID' } } } }), /not supported/)
+  await assert.rejects(
+    Sandbox.create({ network: { rules: { 'api.upstream.test': [{ transform: { headers: { Authorization: 'Bearer ${e2b.identity.tokens.aws}' } } }] } } }),
+    /workload token "aws"/,
+  )
+})
+
+test('a rule that names a missing secret is refused at create', async () => {
   await assert.rejects(
     Sandbox.create({ network: { rules: { 'api.upstream.test': [{ transform: { headers: { Authorization: Secret.fill('no-such-secret') } } }] } } }),
     /no-such-secret/,

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
@@ -17,8 +19,9 @@ import (
 // sandboxes whose network rules put a secret into their HTTPS requests to
 // a fake upstream (in the fake internet, with a certificate of its own
 // CA, which the server is told to trust) that reports which value it
-// received — the sandbox never holds the value —, and an upstream SOCKS5
-// proxy their TCP goes through.
+// received — the sandbox never holds the value —, workload identity
+// tokens minted into them, and an upstream SOCKS5 proxy their TCP goes
+// through.
 func TestEgress(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
 	t.Setenv("SSL_CERT_FILE", up.CAFile) // the server verifies upstreams with this CA alone
@@ -46,18 +49,21 @@ func runEgress(t *testing.T, up *testutil.Upstream, env []string) {
 	}
 }
 
-// upstreamHandler answers "<host> auth=v1|v2|none|other": which value
-// the request's Authorization carried.
+// upstreamHandler answers "<host> auth=v1|v2|none|jwt:<token>|other":
+// which value the request's Authorization carried (a JWT as it came, for
+// the suite to verify).
 func upstreamHandler(v1, v2 string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		which := "other"
-		switch r.Header.Get("Authorization") {
-		case "Bearer " + v1:
+		switch auth := r.Header.Get("Authorization"); {
+		case auth == "Bearer "+v1:
 			which = "v1"
-		case "Bearer " + v2:
+		case auth == "Bearer "+v2:
 			which = "v2"
-		case "":
+		case auth == "":
 			which = "none"
+		case strings.HasPrefix(auth, "Bearer eyJ"):
+			which = "jwt:" + strings.TrimPrefix(auth, "Bearer ")
 		}
 		fmt.Fprintf(w, "%s auth=%s", r.Host, which)
 	})
@@ -83,6 +89,13 @@ func TestEgressCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("COVE_SECRETS_KEY_FILE", key)
+	// The replicas publish the key the node signs workload tokens with.
+	idKey := filepath.Join(t.TempDir(), "identity.key")
+	if _, err := svid.LoadKey(idKey, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("COVE_IDENTITY_KEY_FILE", idKey)
+	t.Setenv("COVE_IDENTITY_ISSUER", "https://identity.cove.test")
 	url, _ := balanced(t, func() testutil.Cluster {
 		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.18.251.0/24")
 	})

@@ -48,7 +48,6 @@ func TestSDKRequestFields(t *testing.T) {
 	srv := testutil.StartServer(t, apiKey)
 	const id = "inotasandbox00000000"
 	for _, c := range []struct{ method, path, body, field string }{
-		{"POST", "/v2/sandboxes", `{"templateID":"base","iam":{"tokens":{"t":{"audience":"a","tokenType":"jwt"}}}}`, "iam"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"httpsPorts":[8443]}}`, "network.httpsPorts"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},

@@ -1,14 +1,15 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
-
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
@@ -44,12 +45,20 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	if err := decode(w, r, &req); err != nil {
 		return service.CreateRequest{}, err
 	}
-	unserved := []rawField{{"iam", req.IAM}, {"mcp", req.MCP}}
+	unserved := []rawField{{"mcp", req.MCP}}
 	if n := req.Network; n != nil {
 		unserved = append(unserved, rawField{"network.httpsPorts", n.HTTPSPorts})
 	}
 	if err := notServed(unserved...); err != nil {
 		return service.CreateRequest{}, err
+	}
+	var iam struct {
+		Tokens map[string]svid.Token `json:"tokens"`
+	}
+	if len(req.IAM) > 0 && string(req.IAM) != "null" {
+		if err := json.Unmarshal(req.IAM, &iam); err != nil {
+			return service.CreateRequest{}, errs.New(errs.InvalidArgument, "iam: %v", err)
+		}
 	}
 	timeout := int64(defaultTimeout)
 	if req.Timeout != nil {
@@ -75,6 +84,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 			MaskRequestHost: maskHost(req.Network),
 			Rules:           rules(req.Network),
 			EgressProxy:     egressProxy(req.Network),
+			Tokens:          iam.Tokens,
 		},
 		AllowInternetAccess: req.AllowInternetAccess,
 		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),

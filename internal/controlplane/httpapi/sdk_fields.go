@@ -52,7 +52,7 @@ func newSandboxFields(v1 bool) map[string]FieldUse {
 		"templateID": Served, "timeout": Served, "metadata": Served, "envVars": Served,
 		"allow_internet_access": Served, "network": Served, "autoPause": Served, "autoPauseMemory": Served,
 		"autoResume": Served, "volumeMounts": Served,
-		"iam": Refused, "mcp": Refused,
+		"iam": Served, "mcp": Refused,
 	}
 	if v1 {
 		m["secure"] = Served

@@ -46,6 +46,8 @@ type API struct {
 func New(svc *service.Service, templates *service.Templates, volumes *service.Volumes, files VolumeServer, st store.Store, log *slog.Logger) *API {
 	a := &API{svc: svc, templates: templates, volumes: volumes, files: files, store: st, log: log, mux: http.NewServeMux()}
 	a.mux.HandleFunc("GET /health", a.health)
+	a.mux.HandleFunc("GET /.well-known/openid-configuration", a.identityDiscovery)
+	a.mux.HandleFunc("GET /.well-known/jwks.json", a.identityKeys)
 	for _, p := range []string{"POST /sandboxes", "POST /v2/sandboxes"} {
 		a.handle(p, a.createSandbox)
 	}

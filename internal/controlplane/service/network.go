@@ -181,7 +181,7 @@ func ParseRules(rules network.Rules) (network.Rules, error) {
 				if !httpguts.ValidHeaderFieldValue(v) {
 					return nil, errs.New(errs.InvalidArgument, "network.rules %q: header %q: its value must be one line of text", d, k)
 				}
-				if _, err := secrets.Refs(v); err != nil {
+				if _, _, err := secrets.Refs(v); err != nil {
 					return nil, err
 				}
 			}

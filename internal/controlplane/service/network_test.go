@@ -27,7 +27,8 @@ func TestParseRules(t *testing.T) {
 		{"another framing header", network.Rules{"a.example.com": rule("transfer-encoding", "chunked")}, "", "cannot be set"},
 		{"a header name with a space", network.Rules{"a.example.com": rule("X Y", "v")}, "", "cannot be set"},
 		{"a value of two lines", network.Rules{"a.example.com": rule("X", "a\r\nInjected: 1")}, "", "one line"},
-		{"a workload token", network.Rules{"a.example.com": rule("X", "${e2b.identity.tokens.aws}")}, "", "workload identity"},
+		{"a workload token (checked against the sandbox's iam later)", network.Rules{"a.example.com": rule("X", "${e2b.identity.tokens.aws}")}, "a.example.com", ""},
+		{"an unknown placeholder", network.Rules{"a.example.com": rule("X", "${e2b.vault.aws}")}, "", "not a placeholder"},
 	} {
 		got, err := ParseRules(tc.in)
 		if tc.error != "" {

@@ -13,7 +13,9 @@ import (
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/tokens"
 )
@@ -90,8 +92,13 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 			return err
 		}
 	}
-	req.Rules, err = ParseRules(req.Rules)
-	return err
+	if req.Rules, err = ParseRules(req.Rules); err != nil {
+		return err
+	}
+	if err := svid.CheckTokens(req.Tokens); err != nil {
+		return err
+	}
+	return network.CheckTokenRefs(req.Rules, req.Tokens)
 }
 
 // IsolationKey is the metadata key that chooses a sandbox's isolation

@@ -8,6 +8,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/secrets"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // MaxSecretsPage bounds a page of ListSecrets.
@@ -17,6 +18,15 @@ const MaxSecretsPage = 1000
 type NewSecret struct {
 	Name, Value string
 	Metadata    map[string]string
+}
+
+// Identity is the issuer of the sandboxes' workload tokens, whose keys the
+// API publishes; NotFound without one.
+func (s *Service) Identity() (*svid.Issuer, error) {
+	if s.cfg.Identity == nil {
+		return nil, errs.New(errs.NotFound, "this deployment mints no workload identity tokens: its operator gave no identity key (--identity-key-file)")
+	}
+	return s.cfg.Identity, nil
 }
 
 func (s *Service) secretsKey() (*secrets.Key, error) {
@@ -128,7 +138,7 @@ func (s *Service) DeleteSecret(ctx context.Context, team, ref string) error {
 // of the team's.
 func (s *Service) checkSecretRefs(ctx context.Context, team string, values []string) error {
 	for _, v := range values {
-		names, err := secrets.Refs(v)
+		names, _, err := secrets.Refs(v)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/secrets"
+	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -59,6 +60,9 @@ type Config struct {
 	// SecretsKey seals teams' secrets (internal/secrets); without it the
 	// secrets API and rules that name a secret are Unimplemented.
 	SecretsKey *secrets.Key
+	// Identity is the issuer of sandboxes' workload tokens, whose keys the
+	// API publishes (nil: none, iam is refused by the nodes).
+	Identity *svid.Issuer
 }
 
 // Service implements the use cases.

@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{22, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type Empty struct {
@@ -230,15 +230,16 @@ func (x *Limits) GetPids() int64 {
 }
 
 type Network struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Slot          int32                  `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
-	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
-	Internet      bool                   `protobuf:"varint,3,opt,name=internet,proto3" json:"internet,omitempty"`
-	AllowOut      []string               `protobuf:"bytes,4,rep,name=allow_out,json=allowOut,proto3" json:"allow_out,omitempty"` // CIDRs
-	DenyOut       []string               `protobuf:"bytes,5,rep,name=deny_out,json=denyOut,proto3" json:"deny_out,omitempty"`
-	AllowDomains  []string               `protobuf:"bytes,6,rep,name=allow_domains,json=allowDomains,proto3" json:"allow_domains,omitempty"`
-	Rules         map[string]*Rules      `protobuf:"bytes,7,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	EgressProxy   *EgressProxy           `protobuf:"bytes,8,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Slot          int32                     `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Addr          string                    `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Internet      bool                      `protobuf:"varint,3,opt,name=internet,proto3" json:"internet,omitempty"`
+	AllowOut      []string                  `protobuf:"bytes,4,rep,name=allow_out,json=allowOut,proto3" json:"allow_out,omitempty"` // CIDRs
+	DenyOut       []string                  `protobuf:"bytes,5,rep,name=deny_out,json=denyOut,proto3" json:"deny_out,omitempty"`
+	AllowDomains  []string                  `protobuf:"bytes,6,rep,name=allow_domains,json=allowDomains,proto3" json:"allow_domains,omitempty"`
+	Rules         map[string]*Rules         `protobuf:"bytes,7,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EgressProxy   *EgressProxy              `protobuf:"bytes,8,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
+	Tokens        map[string]*IdentityToken `protobuf:"bytes,9,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +330,67 @@ func (x *Network) GetEgressProxy() *EgressProxy {
 	return nil
 }
 
+func (x *Network) GetTokens() map[string]*IdentityToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+// IdentityToken is a workload token a sandbox's rules may name as
+// ${e2b.identity.tokens.NAME}: the egress proxy mints one per request.
+type IdentityToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Audience      string                 `protobuf:"bytes,1,opt,name=audience,proto3" json:"audience,omitempty"`
+	TokenType     string                 `protobuf:"bytes,2,opt,name=token_type,json=tokenType,proto3" json:"token_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdentityToken) Reset() {
+	*x = IdentityToken{}
+	mi := &file_node_v1_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdentityToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdentityToken) ProtoMessage() {}
+
+func (x *IdentityToken) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdentityToken.ProtoReflect.Descriptor instead.
+func (*IdentityToken) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *IdentityToken) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
+func (x *IdentityToken) GetTokenType() string {
+	if x != nil {
+		return x.TokenType
+	}
+	return ""
+}
+
 // EgressProxy is an upstream SOCKS5 proxy a sandbox's TCP goes through.
 type EgressProxy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -341,7 +403,7 @@ type EgressProxy struct {
 
 func (x *EgressProxy) Reset() {
 	*x = EgressProxy{}
-	mi := &file_node_v1_node_proto_msgTypes[4]
+	mi := &file_node_v1_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +415,7 @@ func (x *EgressProxy) String() string {
 func (*EgressProxy) ProtoMessage() {}
 
 func (x *EgressProxy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[4]
+	mi := &file_node_v1_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +428,7 @@ func (x *EgressProxy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressProxy.ProtoReflect.Descriptor instead.
 func (*EgressProxy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{4}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EgressProxy) GetAddress() string {
@@ -402,7 +464,7 @@ type Rules struct {
 
 func (x *Rules) Reset() {
 	*x = Rules{}
-	mi := &file_node_v1_node_proto_msgTypes[5]
+	mi := &file_node_v1_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +476,7 @@ func (x *Rules) String() string {
 func (*Rules) ProtoMessage() {}
 
 func (x *Rules) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[5]
+	mi := &file_node_v1_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +489,7 @@ func (x *Rules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rules.ProtoReflect.Descriptor instead.
 func (*Rules) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{5}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Rules) GetRules() []*Rule {
@@ -446,7 +508,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_node_v1_node_proto_msgTypes[6]
+	mi := &file_node_v1_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +520,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[6]
+	mi := &file_node_v1_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +533,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Rule) GetHeaders() map[string]string {
@@ -516,16 +578,17 @@ type CreateRequest struct {
 	Saved  []byte   `protobuf:"bytes,24,opt,name=saved,proto3" json:"saved,omitempty"`
 	Image  []byte   `protobuf:"bytes,25,opt,name=image,proto3" json:"image,omitempty"`
 	// volumes are the node's volumes (by id) it mounts read-write.
-	Volumes       []*VolumeMount    `protobuf:"bytes,26,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	Rules         map[string]*Rules `protobuf:"bytes,27,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	EgressProxy   *EgressProxy      `protobuf:"bytes,28,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
+	Volumes       []*VolumeMount            `protobuf:"bytes,26,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Rules         map[string]*Rules         `protobuf:"bytes,27,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EgressProxy   *EgressProxy              `protobuf:"bytes,28,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
+	Tokens        map[string]*IdentityToken `protobuf:"bytes,29,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[7]
+	mi := &file_node_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +600,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[7]
+	mi := &file_node_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +613,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateRequest) GetId() string {
@@ -749,6 +812,13 @@ func (x *CreateRequest) GetEgressProxy() *EgressProxy {
 	return nil
 }
 
+func (x *CreateRequest) GetTokens() map[string]*IdentityToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
 type VolumeMount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -760,7 +830,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +842,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +855,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *VolumeMount) GetId() string {
@@ -822,7 +892,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +904,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +917,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Volume) GetId() string {
@@ -894,7 +964,7 @@ type VolumeRef struct {
 
 func (x *VolumeRef) Reset() {
 	*x = VolumeRef{}
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +976,7 @@ func (x *VolumeRef) String() string {
 func (*VolumeRef) ProtoMessage() {}
 
 func (x *VolumeRef) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +989,7 @@ func (x *VolumeRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeRef.ProtoReflect.Descriptor instead.
 func (*VolumeRef) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VolumeRef) GetId() string {
@@ -938,7 +1008,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1020,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1033,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveRequest) GetPausedState() []byte {
@@ -1010,7 +1080,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1092,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1105,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1215,7 +1285,7 @@ type SandboxList struct {
 
 func (x *SandboxList) Reset() {
 	*x = SandboxList{}
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1297,7 @@ func (x *SandboxList) String() string {
 func (*SandboxList) ProtoMessage() {}
 
 func (x *SandboxList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1310,7 @@ func (x *SandboxList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxList.ProtoReflect.Descriptor instead.
 func (*SandboxList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SandboxList) GetSandboxes() []*Sandbox {
@@ -1261,7 +1331,7 @@ type TimeoutRequest struct {
 
 func (x *TimeoutRequest) Reset() {
 	*x = TimeoutRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1343,7 @@ func (x *TimeoutRequest) String() string {
 func (*TimeoutRequest) ProtoMessage() {}
 
 func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1356,7 @@ func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TimeoutRequest) GetId() string {
@@ -1319,7 +1389,7 @@ type AgentLogResponse struct {
 
 func (x *AgentLogResponse) Reset() {
 	*x = AgentLogResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1401,7 @@ func (x *AgentLogResponse) String() string {
 func (*AgentLogResponse) ProtoMessage() {}
 
 func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1414,7 @@ func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLogResponse.ProtoReflect.Descriptor instead.
 func (*AgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AgentLogResponse) GetLog() []byte {
@@ -1371,7 +1441,7 @@ type SandboxStats struct {
 
 func (x *SandboxStats) Reset() {
 	*x = SandboxStats{}
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1453,7 @@ func (x *SandboxStats) String() string {
 func (*SandboxStats) ProtoMessage() {}
 
 func (x *SandboxStats) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1466,7 @@ func (x *SandboxStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
 func (*SandboxStats) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SandboxStats) GetCpuUsage() *durationpb.Duration {
@@ -1483,7 +1553,7 @@ type NetworkUpdate struct {
 
 func (x *NetworkUpdate) Reset() {
 	*x = NetworkUpdate{}
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1565,7 @@ func (x *NetworkUpdate) String() string {
 func (*NetworkUpdate) ProtoMessage() {}
 
 func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1578,7 @@ func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkUpdate.ProtoReflect.Descriptor instead.
 func (*NetworkUpdate) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NetworkUpdate) GetId() string {
@@ -1583,7 +1653,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1665,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1678,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StringList) GetValues() []string {
@@ -1628,7 +1698,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1710,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1723,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseRequest) GetId() string {
@@ -1680,7 +1750,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1762,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1775,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResumeRequest) GetId() string {
@@ -1731,7 +1801,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1813,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1826,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -1776,7 +1846,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1858,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1871,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -1830,7 +1900,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1912,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1925,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -1891,7 +1961,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1973,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +1986,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -1960,7 +2030,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2042,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2055,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -2024,7 +2094,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2106,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2119,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -2096,7 +2166,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2178,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2191,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -2140,7 +2210,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2222,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2235,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -2185,7 +2255,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2267,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2280,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -2241,7 +2311,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12\x17\n" +
 	"\adisk_mb\x18\x03 \x01(\x03R\x06diskMb\x12\x12\n" +
-	"\x04pids\x18\x04 \x01(\x03R\x04pids\"\xef\x02\n" +
+	"\x04pids\x18\x04 \x01(\x03R\x04pids\"\x82\x04\n" +
 	"\aNetwork\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1a\n" +
@@ -2250,11 +2320,19 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\bdeny_out\x18\x05 \x03(\tR\adenyOut\x12#\n" +
 	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\x126\n" +
 	"\x05rules\x18\a \x03(\v2 .cove.node.v1.Network.RulesEntryR\x05rules\x12<\n" +
-	"\fegress_proxy\x18\b \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x1aM\n" +
+	"\fegress_proxy\x18\b \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x129\n" +
+	"\x06tokens\x18\t \x03(\v2!.cove.node.v1.Network.TokensEntryR\x06tokens\x1aM\n" +
 	"\n" +
 	"RulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
-	"\x05value\x18\x02 \x01(\v2\x13.cove.node.v1.RulesR\x05value:\x028\x01\"_\n" +
+	"\x05value\x18\x02 \x01(\v2\x13.cove.node.v1.RulesR\x05value:\x028\x01\x1aV\n" +
+	"\vTokensEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.cove.node.v1.IdentityTokenR\x05value:\x028\x01\"J\n" +
+	"\rIdentityToken\x12\x1a\n" +
+	"\baudience\x18\x01 \x01(\tR\baudience\x12\x1d\n" +
+	"\n" +
+	"token_type\x18\x02 \x01(\tR\ttokenType\"_\n" +
 	"\vEgressProxy\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x12\x1a\n" +
@@ -2265,7 +2343,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\aheaders\x18\x01 \x03(\v2\x1f.cove.node.v1.Rule.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf4\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\v\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -2298,7 +2376,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x05image\x18\x19 \x01(\fR\x05image\x123\n" +
 	"\avolumes\x18\x1a \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x12<\n" +
 	"\x05rules\x18\x1b \x03(\v2&.cove.node.v1.CreateRequest.RulesEntryR\x05rules\x12<\n" +
-	"\fegress_proxy\x18\x1c \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x1a:\n" +
+	"\fegress_proxy\x18\x1c \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x12?\n" +
+	"\x06tokens\x18\x1d \x03(\v2'.cove.node.v1.CreateRequest.TokensEntryR\x06tokens\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -2308,7 +2387,10 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"RulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
-	"\x05value\x18\x02 \x01(\v2\x13.cove.node.v1.RulesR\x05value:\x028\x01\"E\n" +
+	"\x05value\x18\x02 \x01(\v2\x13.cove.node.v1.RulesR\x05value:\x028\x01\x1aV\n" +
+	"\vTokensEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.cove.node.v1.IdentityTokenR\x05value:\x028\x01\"E\n" +
 	"\vVolumeMount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2486,135 +2568,142 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
 	(*SandboxRef)(nil),            // 2: cove.node.v1.SandboxRef
 	(*Limits)(nil),                // 3: cove.node.v1.Limits
 	(*Network)(nil),               // 4: cove.node.v1.Network
-	(*EgressProxy)(nil),           // 5: cove.node.v1.EgressProxy
-	(*Rules)(nil),                 // 6: cove.node.v1.Rules
-	(*Rule)(nil),                  // 7: cove.node.v1.Rule
-	(*CreateRequest)(nil),         // 8: cove.node.v1.CreateRequest
-	(*VolumeMount)(nil),           // 9: cove.node.v1.VolumeMount
-	(*Volume)(nil),                // 10: cove.node.v1.Volume
-	(*VolumeRef)(nil),             // 11: cove.node.v1.VolumeRef
-	(*ReceiveRequest)(nil),        // 12: cove.node.v1.ReceiveRequest
-	(*Sandbox)(nil),               // 13: cove.node.v1.Sandbox
-	(*SandboxList)(nil),           // 14: cove.node.v1.SandboxList
-	(*TimeoutRequest)(nil),        // 15: cove.node.v1.TimeoutRequest
-	(*AgentLogResponse)(nil),      // 16: cove.node.v1.AgentLogResponse
-	(*SandboxStats)(nil),          // 17: cove.node.v1.SandboxStats
-	(*NetworkUpdate)(nil),         // 18: cove.node.v1.NetworkUpdate
-	(*StringList)(nil),            // 19: cove.node.v1.StringList
-	(*PauseRequest)(nil),          // 20: cove.node.v1.PauseRequest
-	(*ResumeRequest)(nil),         // 21: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 22: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 23: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 24: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 25: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 26: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 27: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 28: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 29: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 30: cove.node.v1.SandboxSample
-	nil,                           // 31: cove.node.v1.Network.RulesEntry
-	nil,                           // 32: cove.node.v1.Rule.HeadersEntry
-	nil,                           // 33: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 34: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 35: cove.node.v1.CreateRequest.RulesEntry
-	nil,                           // 36: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 37: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 38: cove.node.v1.NetworkUpdate.RulesEntry
-	nil,                           // 39: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*IdentityToken)(nil),         // 5: cove.node.v1.IdentityToken
+	(*EgressProxy)(nil),           // 6: cove.node.v1.EgressProxy
+	(*Rules)(nil),                 // 7: cove.node.v1.Rules
+	(*Rule)(nil),                  // 8: cove.node.v1.Rule
+	(*CreateRequest)(nil),         // 9: cove.node.v1.CreateRequest
+	(*VolumeMount)(nil),           // 10: cove.node.v1.VolumeMount
+	(*Volume)(nil),                // 11: cove.node.v1.Volume
+	(*VolumeRef)(nil),             // 12: cove.node.v1.VolumeRef
+	(*ReceiveRequest)(nil),        // 13: cove.node.v1.ReceiveRequest
+	(*Sandbox)(nil),               // 14: cove.node.v1.Sandbox
+	(*SandboxList)(nil),           // 15: cove.node.v1.SandboxList
+	(*TimeoutRequest)(nil),        // 16: cove.node.v1.TimeoutRequest
+	(*AgentLogResponse)(nil),      // 17: cove.node.v1.AgentLogResponse
+	(*SandboxStats)(nil),          // 18: cove.node.v1.SandboxStats
+	(*NetworkUpdate)(nil),         // 19: cove.node.v1.NetworkUpdate
+	(*StringList)(nil),            // 20: cove.node.v1.StringList
+	(*PauseRequest)(nil),          // 21: cove.node.v1.PauseRequest
+	(*ResumeRequest)(nil),         // 22: cove.node.v1.ResumeRequest
+	(*WakeResponse)(nil),          // 23: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 24: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 25: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 26: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 27: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 28: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 29: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 30: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 31: cove.node.v1.SandboxSample
+	nil,                           // 32: cove.node.v1.Network.RulesEntry
+	nil,                           // 33: cove.node.v1.Network.TokensEntry
+	nil,                           // 34: cove.node.v1.Rule.HeadersEntry
+	nil,                           // 35: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 36: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 37: cove.node.v1.CreateRequest.RulesEntry
+	nil,                           // 38: cove.node.v1.CreateRequest.TokensEntry
+	nil,                           // 39: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 40: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 41: cove.node.v1.NetworkUpdate.RulesEntry
+	nil,                           // 42: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	31, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
-	5,  // 1: cove.node.v1.Network.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	7,  // 2: cove.node.v1.Rules.rules:type_name -> cove.node.v1.Rule
-	32, // 3: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
-	40, // 4: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
-	3,  // 5: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	33, // 6: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	34, // 7: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
-	9,  // 8: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
-	35, // 9: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
-	5,  // 10: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	41, // 11: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 12: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	41, // 13: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	41, // 14: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	36, // 15: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	37, // 16: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	40, // 17: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
-	4,  // 18: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
-	9,  // 19: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
-	13, // 20: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	40, // 21: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	40, // 22: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
-	19, // 23: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
-	19, // 24: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
-	19, // 25: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	38, // 26: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
-	5,  // 27: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	40, // 28: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
-	0,  // 29: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	13, // 30: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	41, // 31: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	13, // 32: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	39, // 33: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	30, // 34: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	13, // 35: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	17, // 36: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
-	6,  // 37: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
-	6,  // 38: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
-	6,  // 39: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
-	8,  // 40: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 41: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 42: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 43: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	15, // 44: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 45: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	2,  // 46: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
-	1,  // 47: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	18, // 48: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	20, // 49: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	21, // 50: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 51: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 52: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	24, // 53: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	26, // 54: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	28, // 55: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	10, // 56: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
-	11, // 57: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	12, // 58: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
-	13, // 59: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 60: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	13, // 61: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	14, // 62: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	13, // 63: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	17, // 64: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	16, // 65: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
-	29, // 66: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 67: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	13, // 68: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	13, // 69: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	22, // 70: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	23, // 71: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	25, // 72: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	27, // 73: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 74: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	10, // 75: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 76: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	13, // 77: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
-	59, // [59:78] is the sub-list for method output_type
-	40, // [40:59] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	32, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
+	6,  // 1: cove.node.v1.Network.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	33, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
+	8,  // 3: cove.node.v1.Rules.rules:type_name -> cove.node.v1.Rule
+	34, // 4: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
+	43, // 5: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 6: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
+	35, // 7: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	36, // 8: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	10, // 9: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
+	37, // 10: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
+	6,  // 11: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	38, // 12: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
+	44, // 13: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 14: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
+	44, // 15: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	44, // 16: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	39, // 17: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	40, // 18: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	43, // 19: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	4,  // 20: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
+	10, // 21: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
+	14, // 22: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
+	43, // 23: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	43, // 24: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	20, // 25: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
+	20, // 26: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
+	20, // 27: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
+	41, // 28: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
+	6,  // 29: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	43, // 30: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	0,  // 31: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
+	14, // 32: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	44, // 33: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	14, // 34: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	42, // 35: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	31, // 36: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	14, // 37: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	18, // 38: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	7,  // 39: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 40: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	7,  // 41: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 42: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	7,  // 43: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
+	9,  // 44: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 45: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 46: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 47: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	16, // 48: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 49: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	2,  // 50: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
+	1,  // 51: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	19, // 52: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	21, // 53: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	22, // 54: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 55: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 56: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	25, // 57: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	27, // 58: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	29, // 59: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	11, // 60: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	12, // 61: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	13, // 62: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	14, // 63: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 64: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	14, // 65: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	15, // 66: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	14, // 67: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	18, // 68: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	17, // 69: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
+	30, // 70: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 71: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	14, // 72: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	14, // 73: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	23, // 74: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	24, // 75: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	26, // 76: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	28, // 77: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 78: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	11, // 79: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 80: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	14, // 81: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	63, // [63:82] is the sub-list for method output_type
+	44, // [44:63] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -2622,14 +2711,14 @@ func file_node_v1_node_proto_init() {
 	if File_node_v1_node_proto != nil {
 		return
 	}
-	file_node_v1_node_proto_msgTypes[17].OneofWrappers = []any{}
+	file_node_v1_node_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

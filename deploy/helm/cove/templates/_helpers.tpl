@@ -68,6 +68,14 @@ app.kubernetes.io/component: {{ .component }}
 - name: COVE_SECRETS_KEY_FILE
   value: /etc/cove/secrets-key/secrets.key
 {{- end }}
+{{- if .Values.identityKey.existingSecret }}
+- name: COVE_IDENTITY_KEY_FILE
+  value: /etc/cove/identity-key/identity.key
+{{- if .Values.identityKey.issuer }}
+- name: COVE_IDENTITY_ISSUER
+  value: {{ .Values.identityKey.issuer | quote }}
+{{- end }}
+{{- end }}
 {{- if .Values.nodeTLS.existingSecret }}
 - name: COVE_NODE_TLS_CERT
   value: /etc/cove/node-tls/tls.crt
@@ -92,6 +100,11 @@ app.kubernetes.io/component: {{ .component }}
   mountPath: /etc/cove/secrets-key
   readOnly: true
 {{- end }}
+{{- if .Values.identityKey.existingSecret }}
+- name: identity-key
+  mountPath: /etc/cove/identity-key
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "cove.nodeTLSVolume" -}}
@@ -109,6 +122,15 @@ app.kubernetes.io/component: {{ .component }}
     items:
       - key: secrets.key
         path: secrets.key
+{{- end }}
+{{- if .Values.identityKey.existingSecret }}
+- name: identity-key
+  secret:
+    secretName: {{ .Values.identityKey.existingSecret }}
+    defaultMode: 0400
+    items:
+      - key: identity.key
+        path: identity.key
 {{- end }}
 {{- end -}}
 
