@@ -193,6 +193,13 @@ test('iam: a rule mints the sandbox a workload token per request, which verifies
   assert.ok(claims.exp - claims.iat === 300 && Math.abs(claims.iat - Date.now() / 1000) < 60, `5 minutes from now: ${JSON.stringify(claims)}`)
   // The token never was in the sandbox.
   assert.deepEqual(await scanFor(sbx, tokens), ['clean', 'clean'])
+  // A fork keeps its parent's rules and tokens, minted as itself.
+  const [child] = await sbx.fork({ count: 1 })
+  assert.ok(!(child instanceof Error), String(child))
+  sandboxes.push(child)
+  const fromChild = await curl(child, 'api.upstream.test')
+  assert.match(fromChild, /^api\.upstream\.test auth=jwt:/)
+  assert.match((await verifyJWT(fromChild.slice(fromChild.indexOf('jwt:') + 4))).sub, new RegExp(`/sandbox/${child.sandboxId}$`))
   // updateNetwork may name only the tokens the create gave.
   await assert.rejects(
     sbx.updateNetwork({ rules: { 'api.upstream.test': [{ transform: { headers: { Authorization: 'Bearer ${e2b.identity.tokens.gcp}' } } }] } }),

@@ -55,6 +55,7 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 	}}
 	if n := info.Network; n != nil { // its parent's rules, parsed already
 		req.AllowOut, req.DenyOut, req.AllowDomains = n.AllowOut, n.DenyOut, n.AllowDomains
+		req.Rules, req.EgressProxy, req.Tokens = n.Rules, n.EgressProxy, n.Tokens
 	}
 	out := make([]ForkResult, count)
 	sem := make(chan struct{}, forkParallel)
