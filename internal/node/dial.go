@@ -76,6 +76,11 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
 	}
 	ni := *sb.info.Network // snapshots share the old one
+	if u.Rules != nil { // refused before anything changes
+		if err := network.CheckTokenRefs(*u.Rules, ni.Tokens); err != nil {
+			return err
+		}
+	}
 	// What waits on the outside (a name's resolution, the agent) is bounded:
 	// the sandbox's lock is held.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -114,9 +119,6 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 	if u.Rules != nil {
 		had := len(ni.Rules) > 0
 		ni.Rules = *u.Rules
-		if err := network.CheckTokenRefs(*u.Rules, ni.Tokens); err != nil {
-			return err
-		}
 		if err := m.cfg.Networks.SetTransforms(sb.net, network.Workload{Team: sb.info.Team, Sandbox: sb.info.ID, Tokens: ni.Tokens}, ni.Rules); err != nil {
 			return err
 		}
