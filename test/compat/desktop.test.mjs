@@ -36,6 +36,9 @@ test('Sandbox.create() asks for the built-in desktop, which says why it cannot b
 
 test('the display and the XFCE session run at the resolution asked', async () => {
   assert.deepEqual(await sbx.getScreenSize(), { width: WIDTH, height: HEIGHT })
+  // Before anything moves it, the pointer is in the middle (E2B's own
+  // test expects so).
+  assert.deepEqual(await sbx.getCursorPosition(), { x: WIDTH / 2, y: HEIGHT / 2 })
   assert.equal((await sbx.commands.run('echo $DISPLAY')).stdout, ':0\n')
   for (const p of ['Xvfb', 'xfce4-session', 'xfwm4', 'xfdesktop', 'xfce4-panel']) {
     assert.equal((await sbx.commands.run(`pgrep -x ${p} >/dev/null && echo up`)).stdout, 'up\n', p)
