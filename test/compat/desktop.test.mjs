@@ -4,7 +4,8 @@
 // x11vnc and noVNC to a browser (Debian's Chromium) on the sandbox's URL.
 // The template is desktop's recipe over `base` (the host's /usr, where
 // make test installs the recipe's Debian packages): DESKTOP_SETUP is its
-// last step. DESKTOP_ARTIFACTS is where the browser's picture goes.
+// last step; DESKTOP_ISOLATION the driver. DESKTOP_ARTIFACTS is where the
+// browser's picture goes.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, X509Certificate } from 'node:crypto'
@@ -22,7 +23,7 @@ let sbx
 before(async () => {
   const tpl = Template().fromTemplate('base').runCmd(process.env.DESKTOP_SETUP, { user: 'root' })
   await Template.build(tpl, TEMPLATE)
-  sbx = await Sandbox.create(TEMPLATE, { resolution: [WIDTH, HEIGHT], timeoutMs: 600_000 })
+  sbx = await Sandbox.create(TEMPLATE, { resolution: [WIDTH, HEIGHT], timeoutMs: 600_000, metadata: { 'cove.isolation': process.env.DESKTOP_ISOLATION } })
 })
 
 after(async () => {
