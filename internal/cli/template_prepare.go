@@ -16,7 +16,8 @@ func templatePrepareCmd() *cobra.Command {
 		Long: `Build a built-in template now instead of on its first use, and follow the build.
 debian is debootstrap's bookworm minbase with python3, nodejs, git, curl and sudo
 (the server needs debootstrap and Debian's archive); code-interpreter-v1 adds
-numpy, pandas and matplotlib to it. Built once, they are cached.`,
+numpy, pandas and matplotlib to it, desktop an XFCE desktop for @e2b/desktop
+(Xvfb, xdotool, x11vnc, noVNC). Built once, they are cached.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()

@@ -8,7 +8,6 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/secrets"
-	"github.com/covesandbox/cove/internal/svid"
 )
 
 // MaxSecretsPage bounds a page of ListSecrets.
@@ -18,15 +17,6 @@ const MaxSecretsPage = 1000
 type NewSecret struct {
 	Name, Value string
 	Metadata    map[string]string
-}
-
-// Identity is the issuer of the sandboxes' workload tokens, whose keys the
-// API publishes; NotFound without one.
-func (s *Service) Identity() (*svid.Issuer, error) {
-	if s.cfg.Identity == nil {
-		return nil, errs.New(errs.NotFound, "this deployment mints no workload identity tokens: its operator gave no identity key (--identity-key-file)")
-	}
-	return s.cfg.Identity, nil
 }
 
 func (s *Service) secretsKey() (*secrets.Key, error) {
