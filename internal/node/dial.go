@@ -76,7 +76,9 @@ func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
 		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
 	}
 	ni := *sb.info.Network // snapshots share the old one
-	if u.Rules != nil {    // refused before anything changes
+	// Rules naming a token the sandbox lacks are refused before anything
+	// changes.
+	if u.Rules != nil {
 		if err := network.CheckTokenRefs(*u.Rules, ni.Tokens); err != nil {
 			return err
 		}
