@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +49,7 @@ type egressProxy struct {
 	portNum  uint16
 	ca       *egressCA
 	secrets  Secrets
-	identity *svid.Issuer
+	identity atomic.Pointer[svid.Issuer]
 	// resolver checks plain-HTTP names; upstreamRoots verify upstreams
 	// (nil: the host's roots).
 	resolver      *net.Resolver
@@ -59,7 +60,7 @@ type egressProxy struct {
 	listeners map[netip.Addr]*net.TCPListener // gateway → the proxy's listener there
 }
 
-func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, identity *svid.Issuer, log *slog.Logger) (*egressProxy, error) {
+func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, log *slog.Logger) (*egressProxy, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("hold a port: %w", err)
@@ -75,7 +76,7 @@ func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, identity 
 		return nil, fmt.Errorf("hold a port: %w", err)
 	}
 	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port), ca: ca, secrets: sec,
-		identity: identity, resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
+		resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
 }
 
 func (p *egressProxy) port() uint16 { return p.portNum }

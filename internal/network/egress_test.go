@@ -192,9 +192,10 @@ func TestTransformEgress(t *testing.T) {
 	// The node before the fake internet: its blocked ranges would hold the
 	// fake internet's network.
 	m, err := New(Config{Range: netip.MustParsePrefix("198.18.252.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
-		CADir: t.TempDir(), Secrets: vault, Identity: issuer, UpstreamRoots: up.Roots}, logx.Discard())
+		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: up.Roots}, logx.Discard())
 	must(t, err)
 	defer m.Close()
+	m.SetIdentity(issuer)
 	up.Serve(t, testutil.FakeInternet(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s auth=%q", r.Host, r.Header.Get("Authorization"))
 	}))

@@ -56,9 +56,6 @@ type Config struct {
 	// Secrets reveals teams' secrets to the rules that name them; nil: a
 	// rule that names one fails its requests.
 	Secrets Secrets
-	// Identity mints the workload tokens rules name; nil: a rule that
-	// names one fails its requests.
-	Identity *svid.Issuer
 	// UpstreamRoots verify the servers transformed requests go to (nil:
 	// the host's roots).
 	UpstreamRoots *x509.CertPool
@@ -131,7 +128,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		unlock()
 		return nil, err
 	}
-	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, cfg.Identity, log)
+	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, log)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
@@ -294,9 +291,15 @@ func (m *Manager) SetTransforms(n *Net, w Workload, rules Rules) error {
 	return m.setPolicy(n, func(p *policy) { p.workload, p.rules = w, rules })
 }
 
+// SetIdentity gives the egress proxy the issuer that mints the workload
+// tokens rules name (nil: none; a rule that names one fails its
+// requests). A server sets it once it listens: the issuer's URL may carry
+// the listener's port.
+func (m *Manager) SetIdentity(i *svid.Issuer) { m.proxy.identity.Store(i) }
+
 // MintsTokens says whether the egress proxy mints workload tokens (the
 // node has an identity issuer).
-func (m *Manager) MintsTokens() bool { return m.proxy.identity != nil }
+func (m *Manager) MintsTokens() bool { return m.proxy.identity.Load() != nil }
 
 // SetEgressProxy sends a network's outbound TCP through an upstream SOCKS5
 // proxy (nil: directly), after its own rules; the rest of its egress but

@@ -204,10 +204,11 @@ func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.Add
 					if !ok {
 						return "", fmt.Errorf("the sandbox has no workload token %q (iam.tokens)", token)
 					}
-					if p.identity == nil {
+					issuer := p.identity.Load()
+					if issuer == nil {
 						return "", errors.New("this node mints no workload identity tokens")
 					}
-					return p.identity.Mint(pol.workload.Team, pol.workload.Sandbox, t.Audience, time.Now())
+					return issuer.Mint(pol.workload.Team, pol.workload.Sandbox, t.Audience, time.Now())
 				})
 				if err != nil {
 					p.log.Info("egress transform: a placeholder did not resolve", "sandbox", src.Addr().String(), "name", name, "header", k, logx.Err(err))

@@ -84,11 +84,12 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nets, err := openNetworks(cfg, st, key, issuer, log)
+	nets, err := openNetworks(cfg, st, key, log)
 	if err != nil {
 		return err
 	}
 	if nets != nil {
+		nets.SetIdentity(issuer)
 		nodeCfg.Networks = nets
 		defer nets.Close()
 	}

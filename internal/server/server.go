@@ -247,22 +247,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		},
 	}
-	// The listener first: the sandbox domain (and so the identity
-	// issuer's URL) carries its port.
-	ln, err := listen(&cfg)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	key, err := secretsKey(cfg, true)
 	if err != nil {
 		return err
 	}
-	issuer, err := identityIssuer(cfg, true)
-	if err != nil {
-		return err
-	}
-	nets, err := openNetworks(cfg, st, key, issuer, log)
+	nets, err := openNetworks(cfg, st, key, log)
 	if err != nil {
 		return err
 	}
@@ -288,6 +277,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		stopBuilds()
 		tpls.Wait()
 	}()
+	ln, err := listen(&cfg)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	// The issuer's default URL is the API's, whose port the listener gave.
+	issuer, err := identityIssuer(cfg, true)
+	if err != nil {
+		return err
+	}
+	if nets != nil {
+		nets.SetIdentity(issuer)
+	}
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
 		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
 		Identity: issuer}, st, mgr, secret, log)
@@ -479,7 +481,7 @@ func startLXCFS(ctx context.Context, want string, log *slog.Logger) string {
 // openNetworks makes the sandboxes' networks (nil without cfg.Network):
 // its egress proxy keeps its CA in the data directory and reveals the
 // secrets of st that key opens (none without a key).
-func openNetworks(cfg Config, st store.Store, key *secrets.Key, issuer *svid.Issuer, log *slog.Logger) (*network.Manager, error) {
+func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger) (*network.Manager, error) {
 	if cfg.Network == nil {
 		return nil, nil
 	}
@@ -491,7 +493,6 @@ func openNetworks(cfg Config, st store.Store, key *secrets.Key, issuer *svid.Iss
 	if key != nil {
 		netCfg.Secrets = service.Vault{Store: st, Key: key}
 	}
-	netCfg.Identity = issuer
 	nets, err := network.New(netCfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
@@ -746,6 +747,8 @@ func identityIssuer(cfg Config, own bool) (*svid.Issuer, error) {
 	issuerURL := cfg.IdentityIssuer
 	switch {
 	case issuerURL != "":
+	case cfg.Domain == "":
+		return nil, fmt.Errorf("identity key %s: give --identity-issuer too (there is no sandbox domain to take the API's URL from)", path)
 	case cfg.TLSListen != "":
 		issuerURL = "https://api." + cfg.Domain
 	default:
