@@ -250,14 +250,11 @@ func (s *Service) Kill(ctx context.Context, team, id string) error {
 
 // SetTimeout makes the sandbox end timeout from now.
 func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.Duration) error {
-	if err := s.retime(ctx, team, id, timeout, s.node.SetTimeout); err != nil {
+	cur, err := s.retime(ctx, team, id, timeout, s.node.SetTimeout)
+	if err != nil {
 		return err
 	}
-	var events []store.Event
-	if sb, err := s.store.Sandbox(ctx, id); err == nil {
-		events = append(events, event(sb, store.EventUpdated, store.ReasonAPI))
-	}
-	s.logLine(ctx, team, id, "info", "sandbox timeout set", map[string]string{"timeout": timeout.String()}, events...)
+	s.logLine(ctx, team, id, "info", "sandbox timeout set", map[string]string{"timeout": timeout.String()}, event(cur.Sandbox, store.EventUpdated, store.ReasonAPI))
 	return nil
 }
 
@@ -275,7 +272,7 @@ func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Dur
 			return sb, err == nil, err
 		}
 	}
-	if err := s.retime(ctx, team, id, timeout, s.node.ExtendTimeout); err != nil {
+	if _, err := s.retime(ctx, team, id, timeout, s.node.ExtendTimeout); err != nil {
 		return Sandbox{}, false, err
 	}
 	sb, err = s.Get(ctx, team, id)
@@ -284,7 +281,8 @@ func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Dur
 
 // Extend moves a running sandbox's end to at least timeout from now.
 func (s *Service) Extend(ctx context.Context, team, id string, timeout time.Duration) error {
-	return s.retime(ctx, team, id, timeout, s.node.ExtendTimeout)
+	_, err := s.retime(ctx, team, id, timeout, s.node.ExtendTimeout)
+	return err
 }
 
 // Pause pauses a team's running sandbox (Conflict when it is paused
@@ -346,18 +344,21 @@ func (s *Service) checkTimeout(timeout time.Duration) error {
 	return nil
 }
 
-func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(string, time.Duration) (node.Info, error)) error {
+// retime sets a team's sandbox's end by fn and records it; it returns the
+// sandbox as it was read before.
+func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(string, time.Duration) (node.Info, error)) (Sandbox, error) {
 	if err := s.checkTimeout(timeout); err != nil {
-		return err
+		return Sandbox{}, err
 	}
-	if _, err := s.Get(ctx, team, id); err != nil {
-		return err
+	cur, err := s.Get(ctx, team, id)
+	if err != nil {
+		return Sandbox{}, err
 	}
 	info, err := fn(id, timeout)
 	if err != nil {
-		return err
+		return Sandbox{}, err
 	}
-	return s.store.SetSandboxEnd(ctx, id, info.EndAt)
+	return cur, s.store.SetSandboxEnd(ctx, id, info.EndAt)
 }
 
 // List returns one page of a team's sandboxes.
