@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -52,13 +51,9 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	if err := notServed(unserved...); err != nil {
 		return service.CreateRequest{}, err
 	}
-	var iam struct {
-		Tokens map[string]svid.Token `json:"tokens"`
-	}
-	if len(req.IAM) > 0 && string(req.IAM) != "null" {
-		if err := json.Unmarshal(req.IAM, &iam); err != nil {
-			return service.CreateRequest{}, errs.New(errs.InvalidArgument, "iam: %v", err)
-		}
+	var tokens map[string]svid.Token
+	if req.IAM != nil {
+		tokens = req.IAM.Tokens
 	}
 	timeout := int64(defaultTimeout)
 	if req.Timeout != nil {
@@ -84,7 +79,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 			MaskRequestHost: maskHost(req.Network),
 			Rules:           rules(req.Network),
 			EgressProxy:     egressProxy(req.Network),
-			Tokens:          iam.Tokens,
+			Tokens:          tokens,
 		},
 		AllowInternetAccess: req.AllowInternetAccess,
 		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
-
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/svid"
 )
 
 // clientID is E2B's constant filler field.
@@ -28,8 +28,10 @@ type newSandbox struct {
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	Network             *networkConfig    `json:"network"`
-	IAM                 json.RawMessage   `json:"iam"`
-	MCP                 json.RawMessage   `json:"mcp"`
+	IAM                 *struct {
+		Tokens map[string]svid.Token `json:"tokens"`
+	} `json:"iam"`
+	MCP json.RawMessage `json:"mcp"`
 }
 
 // networkConfig is SandboxNetworkConfig; the egress rules arrive with
