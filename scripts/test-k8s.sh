@@ -119,6 +119,18 @@ for want in "--advertise=https://" "scheme: HTTPS" "secretName: cove-node-tls" "
 done
 [ "$(grep -c "mountPath: /etc/cove/node-tls" "$work/tls.yaml")" = 2 ] || { echo "test-k8s: the node TLS files are not mounted in both roles" >&2; exit 1; }
 
+echo "== the identity key reaches both roles"
+# shellcheck disable=SC2086
+"$helm" template cove "$chart" $values --set identityKey.existingSecret=cove-identity --set identityKey.issuer=https://id.example >"$work/identity.yaml"
+for want in "name: COVE_IDENTITY_KEY_FILE" 'value: "https://id.example"' "mountPath: /etc/cove/identity-key"; do
+	[ "$(grep -c -- "$want" "$work/identity.yaml")" = 2 ] || { echo "test-k8s: '$want' not in both roles with identityKey.existingSecret" >&2; exit 1; }
+done
+grep -q "secretName: cove-identity" "$work/identity.yaml" || { echo "test-k8s: the identity key's Secret is not mounted" >&2; exit 1; }
+if "$helm" template cove "$chart" $values | grep -q "COVE_IDENTITY"; then
+	echo "test-k8s: an identity key though none was given" >&2
+	exit 1
+fi
+
 echo "== metrics reach both roles, and only the scrapers"
 # shellcheck disable=SC2086
 "$helm" template cove "$chart" $values --set metrics.enabled=true --set metrics.port=9191 \
