@@ -77,15 +77,28 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 	proxied.Body.Close()
 
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// The proxy counts a request when its handler returns, which may be
+	// after the client has read the answer (the proxy flushes): scrape
+	// until the proxied request is counted.
+	scrape := func() map[string]*dto.MetricFamily {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatalf("/metrics is not Prometheus text: %v", err)
+		}
+		return fams
 	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not Prometheus text: %v", err)
+	proxiedCode := map[string]string{"code": strconv.Itoa(proxied.StatusCode)}
+	fams := scrape()
+	for deadline := time.Now().Add(10 * time.Second); sumFamily(fams["cove_proxy_requests_total"], proxiedCode) < 1 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		fams = scrape()
 	}
 	// value sums a family's samples whose labels include want.
 	value := func(name string, want map[string]string) float64 {
@@ -94,21 +107,7 @@ func TestPrometheusMetrics(t *testing.T) {
 		if f == nil {
 			t.Fatalf("no %s in /metrics", name)
 		}
-		var sum float64
-		for _, m := range f.GetMetric() {
-			if !hasLabels(m, want) {
-				continue
-			}
-			switch {
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-		return sum
+		return sumFamily(f, want)
 	}
 	for _, c := range []struct {
 		name string
@@ -141,7 +140,7 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"cove_api_requests_total", map[string]string{"route": "POST /v2/sandboxes", "code": "201"}, 3},
 		{"cove_api_requests_total", map[string]string{"route": "DELETE /sandboxes/{id}", "code": "204"}, 1},
 		{"cove_api_request_seconds", map[string]string{"route": "POST /sandboxes/{id}/pause"}, 2},
-		{"cove_proxy_requests_total", map[string]string{"code": strconv.Itoa(proxied.StatusCode)}, 1},
+		{"cove_proxy_requests_total", proxiedCode, 1},
 		{"cove_proxy_requests_total", map[string]string{"code": "200"}, 1}, // the process
 		{"cove_process_start_seconds", nil, 1},
 		{"cove_template_build_seconds", map[string]string{"status": "ready"}, 1},
@@ -171,6 +170,26 @@ func TestPrometheusMetrics(t *testing.T) {
 	if secs <= 0 || secs > 3*time.Since(began).Seconds() || math.Abs(cpu-secs*cpus) > 1e-6*cpu || math.Abs(mem-secs*memMB/1024) > 1e-6*mem {
 		t.Errorf("team usage: %v s, %v CPU-s, %v GiB-s (sandboxes of %v CPUs and %v MiB)", secs, cpu, mem, cpus, memMB)
 	}
+}
+
+// sumFamily sums f's samples whose labels include want: gauges' and
+// counters' values, histograms' counts.
+func sumFamily(f *dto.MetricFamily, want map[string]string) float64 {
+	var sum float64
+	for _, m := range f.GetMetric() {
+		if !hasLabels(m, want) {
+			continue
+		}
+		switch {
+		case m.GetGauge() != nil:
+			sum += m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetHistogram() != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
 }
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {
