@@ -1,6 +1,7 @@
 package template
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -124,5 +125,41 @@ func TestRecipesWeighedAndOrdered(t *testing.T) {
 	}
 	if _, ok := Recipes[PreparedAhead]; !ok {
 		t.Errorf("PreparedAhead %s is not a recipe", PreparedAhead)
+	}
+}
+
+// TestRecipeVersion: a recipe's version changes with its spec and with the
+// recipe it starts from, and with nothing else.
+func TestRecipeVersion(t *testing.T) {
+	saved := Recipes
+	t.Cleanup(func() { Recipes = saved })
+	before := map[string]string{}
+	for _, name := range RecipeOrder {
+		before[name] = RecipeVersion(name)
+		if len(before[name]) != 16 || RecipeVersion(name) != before[name] {
+			t.Errorf("%s: version %q, then %q", name, before[name], RecipeVersion(name))
+		}
+	}
+	if RecipeVersion("base") != "" {
+		t.Error("base, no recipe, has a version")
+	}
+	for _, c := range []struct {
+		recipe  string
+		change  func(*Spec)
+		changed []string
+	}{
+		{"debian", func(s *Spec) { s.FromDebootstrap = &Debootstrap{Suite: "trixie"} }, []string{"debian", "code-interpreter-v1", "desktop"}},
+		{"code-interpreter-v1", func(s *Spec) { s.StartCmd = "/.cove/cove-envd code-interpreter" }, []string{"code-interpreter-v1"}},
+		{"desktop", func(s *Spec) { s.MemoryMB = 4096 }, []string{"desktop"}},
+	} {
+		Recipes = maps.Clone(saved)
+		spec := Recipes[c.recipe]
+		c.change(&spec)
+		Recipes[c.recipe] = spec
+		for _, name := range RecipeOrder {
+			if changed := RecipeVersion(name) != before[name]; changed != slices.Contains(c.changed, name) {
+				t.Errorf("a change to %s: %s's version changed: %v", c.recipe, name, changed)
+			}
+		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -313,6 +316,29 @@ func RecipeShare(parent, child string) float64 {
 		return 0
 	}
 	return p / (p + c)
+}
+
+// RecipeVersion is the version of recipe name: a digest of its spec and
+// of the version of the recipe it starts from, so that a change to either
+// makes a new version. A build of a recipe records the version it was
+// made from (Build.Recipe); a node rebuilds a recipe whose ready build is
+// of another version (one made before this version of Cove).
+func RecipeVersion(name string) string {
+	spec, ok := Recipes[name]
+	if !ok {
+		return ""
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		panic(fmt.Sprintf("recipe %s: %v", name, err)) // a Spec always marshals
+	}
+	h := sha256.New()
+	h.Write(data)
+	if spec.FromTemplate != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(RecipeVersion(spec.FromTemplate)))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // RecipeOrder is the order recipes depend on each other.

@@ -76,6 +76,9 @@ type Build struct {
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 	// Node, in a cluster, is the node that runs or ran the build.
 	Node string `json:"node,omitempty"`
+	// Recipe, on a built-in recipe's build, is the RecipeVersion it was
+	// made from ("" before versions were recorded).
+	Recipe string `json:"recipe,omitempty"`
 }
 
 // Unfinished reports a build still waiting or running.
@@ -111,6 +114,10 @@ func (r *Record) Build(id string) *Build {
 
 // tagged returns the ready build tag points at; "" and the default tag
 // mean the newest ready build unless "default" was pointed elsewhere.
+// Serving is the build the template's sandboxes start from when they ask
+// for no tag (nil: none is ready).
+func (r *Record) Serving() *Build { return r.tagged(DefaultTag) }
+
 func (r *Record) tagged(tag string) *Build {
 	if tag == "" || tag == "latest" {
 		tag = DefaultTag

@@ -37,6 +37,9 @@ type Templates struct {
 	secret     []byte
 	log        *slog.Logger
 	ctx        context.Context // ends builds when the server stops
+	// recipes are the built-in recipes' versions (template.RecipeVersion),
+	// by name: what a recipe's serving build must have been made from.
+	recipes map[string]string
 	// MaxTeamStorageMB, when above 0, is the layer storage a team's
 	// templates may hold before its builds are refused; Quotas, when set,
 	// gives each team's instead (Service.TeamQuota). Set before serving.
@@ -91,14 +94,20 @@ func (bl *buildLog) tell() {
 
 // NewTemplates returns the template service. ctx bounds the builds it runs.
 func NewTemplates(ctx context.Context, st *template.Store, b Builder, inUse func() map[string]bool, secret []byte, log *slog.Logger) *Templates {
-	return &Templates{store: st, builder: b, inUse: inUse, secret: secret, log: log, ctx: ctx, logs: map[string]*buildLog{}}
+	recipes := map[string]string{}
+	for name := range template.Recipes {
+		recipes[name] = template.RecipeVersion(name)
+	}
+	return &Templates{store: st, builder: b, inUse: inUse, secret: secret, log: log, ctx: ctx, logs: map[string]*buildLog{}, recipes: recipes}
 }
 
 // Wait waits for the builds in progress (they end with the service's ctx).
 func (t *Templates) Wait() { t.wg.Wait() }
 
 // CanUse reports whether team may start sandboxes from ref. A built-in
-// recipe not built yet starts building: the answer says so.
+// recipe not built yet starts building: the answer says so. One built from
+// an older version of its recipe is rebuilt (refresh), and serves
+// meanwhile.
 func (t *Templates) CanUse(team, ref string) error {
 	r, err := t.store.Get(team, ref)
 	if err != nil {
@@ -107,17 +116,66 @@ func (t *Templates) CanUse(team, ref string) error {
 	if r.Team != team && !r.Public {
 		return errs.New(errs.NotFound, "template '%s' not found", ref)
 	}
-	if _, ok := template.Recipes[r.ID]; ok && !hasReady(r) {
-		st, err := t.Prepare(r.ID)
-		if err != nil {
-			return err
+	if _, ok := template.Recipes[r.ID]; !ok {
+		return nil
+	}
+	if hasReady(r) {
+		_ = t.refresh(r) // why it cannot be rebuilt here: PrepareBuiltins logs it
+		return nil
+	}
+	st, err := t.Prepare(r.ID)
+	if err != nil {
+		return err
+	}
+	if st.Build.Status == template.StatusError {
+		return errs.New(errs.Unavailable, "template %s failed to build: %s", r.ID, st.Build.Reason)
+	}
+	pct, doing, _ := t.Progress(st.Build.ID)
+	return errs.New(errs.Unavailable, "template %s is being prepared (built once from Debian's archive, a few minutes): %d%% done, now %s; "+
+		"follow it with `cove template prepare %s` or `cove template list`, then try again", r.ID, pct, doing, r.ID)
+}
+
+// upToDate reports whether built-in recipe r serves a build of the
+// recipe's current version.
+func (t *Templates) upToDate(r template.Record) bool {
+	b := r.Serving()
+	return b != nil && b.Recipe == t.recipes[r.ID]
+}
+
+// tried reports whether a build of built-in recipe r's current version is
+// under way or failed.
+func (t *Templates) tried(r template.Record) bool {
+	v := t.recipes[r.ID]
+	for _, b := range r.Builds {
+		if b.Recipe == v && b.Status != template.StatusReady {
+			return true
 		}
-		if st.Build.Status == template.StatusError {
-			return errs.New(errs.Unavailable, "template %s failed to build: %s", r.ID, st.Build.Reason)
-		}
-		pct, doing, _ := t.Progress(st.Build.ID)
-		return errs.New(errs.Unavailable, "template %s is being prepared (built once from Debian's archive, a few minutes): %d%% done, now %s; "+
-			"follow it with `cove template prepare %s` or `cove template list`, then try again", r.ID, pct, doing, r.ID)
+	}
+	return false
+}
+
+// refresh rebuilds, in the background, a built-in recipe whose ready build
+// is of an older version (a new version of Cove changed the recipe), once:
+// after a failure, `cove template prepare` tries again. Its sandboxes start
+// from the older build until the new one is ready. The error says why it
+// cannot be rebuilt here.
+func (t *Templates) refresh(r template.Record) error {
+	if t.upToDate(r) || t.tried(r) {
+		return nil
+	}
+	if err := t.canBuildHere(); err != nil {
+		return err
+	}
+	if err := t.canBuild(r.ID); err != nil {
+		return err
+	}
+	st, err := t.Prepare(r.ID)
+	if err != nil {
+		return err
+	}
+	if st.Build.Recipe == t.recipes[r.ID] && st.Build.Unfinished() {
+		t.log.Info("rebuilding a built-in template, whose recipe this version of Cove changed: its sandboxes start from its older build until then",
+			"template", r.ID, "build", st.Build.ID)
 	}
 	return nil
 }
@@ -146,7 +204,7 @@ func (t *Templates) canBuild(name string) error {
 		if spec.FromTemplate == "" {
 			return nil
 		}
-		if r, err := t.store.Get("", spec.FromTemplate); err == nil && hasReady(r) {
+		if r, err := t.store.Get("", spec.FromTemplate); err == nil && t.upToDate(r) {
 			return nil
 		}
 		at = spec.FromTemplate
@@ -155,7 +213,8 @@ func (t *Templates) canBuild(name string) error {
 }
 
 // Prepare builds a built-in recipe (and the recipes it starts from) unless
-// it is built or building, and returns its newest build.
+// a build of its current version is ready or any build is under way, and
+// returns that build, or the new one.
 func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	if err := t.canBuildHere(); err != nil {
 		return BuildStatus{}, err
@@ -170,11 +229,11 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	if err != nil {
 		return BuildStatus{}, err
 	}
-	if n := len(r.Builds); n > 0 {
-		last := r.Builds[n-1]
-		if last.Status == template.StatusReady || last.Status == template.StatusBuilding || last.Status == template.StatusWaiting {
-			return BuildStatus{Build: *last}, nil
-		}
+	if t.upToDate(r) {
+		return BuildStatus{Build: *r.Serving()}, nil
+	}
+	if n := len(r.Builds); n > 0 && r.Builds[n-1].Unfinished() {
+		return BuildStatus{Build: *r.Builds[n-1]}, nil
 	}
 	if err := t.canBuild(name); err != nil {
 		return BuildStatus{}, err
@@ -182,6 +241,10 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 	cpus, mem := cmp.Or(spec.CPUCount, 2), cmp.Or(spec.MemoryMB, 1024)
 	_, b, err := t.store.NewBuild("", name, nil, cpus, mem)
 	if err != nil {
+		return BuildStatus{}, err
+	}
+	b.Recipe = t.recipes[name]
+	if err := t.store.SetBuild(name, *b); err != nil {
 		return BuildStatus{}, err
 	}
 	bl := newBuildLog(spec, template.RecipeSeconds[name])
@@ -214,6 +277,10 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 func (t *Templates) PrepareBuiltins() {
 	last := template.PreparedAhead
 	if r, err := t.store.Get("", last); err == nil && hasReady(r) {
+		if err := t.refresh(r); err != nil {
+			t.log.Info("a built-in template whose recipe this version of Cove changed is not rebuilt: its sandboxes start from its older build",
+				"template", last, "reason", err.Error())
+		}
 		return
 	}
 	if err := t.canBuild(last); err != nil {
