@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -107,6 +109,23 @@ func TestEventsAndWebhooks(t *testing.T) {
 	goodID := hook(`{"name":"all","url":"` + good.URL + `/hook","signatureSecret":"right secret"}`)
 	hook(`{"name":"ends","url":"` + flaky.URL + `","events":["sandbox.lifecycle.killed"],"signatureSecret":"flaky secret"}`)
 	hook(`{"name":"wrong","url":"` + wrong.URL + `","events":["sandbox.lifecycle.created"],"signatureSecret":"right secret"}`)
+	// The database keeps the secrets sealed with the server's secrets key.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.dataDir, "cove.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT secret FROM webhooks`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var stored string
+		if err := rows.Scan(&stored); err != nil || !strings.HasPrefix(stored, "sealed:") || strings.Contains(stored, "secret") {
+			t.Errorf("a webhook's secret as stored: %q %v, want it sealed", stored, err)
+		}
+	}
+	rows.Close()
+	db.Close()
 	for _, bad := range []string{
 		`{"url":"http://169.254.169.254/latest"}`, `{"url":"http://10.0.0.1/"}`, `{"url":"ftp://example.com/"}`,
 		`{"url":"http://user:pw@example.com/"}`, `{"url":"https://example.com/","events":["sandbox.lifecycle.exploded"]}`,

@@ -101,7 +101,7 @@ func (s *Service) applyWebhook(w *store.Webhook, c WebhookChange) error {
 		if len(*c.Secret) > 1024 {
 			return errs.New(errs.InvalidArgument, "signatureSecret has at most 1024 bytes")
 		}
-		w.Secret = *c.Secret
+		w.Secret = s.storedWebhookSecret(w.ID, *c.Secret)
 	}
 	if c.Enabled != nil {
 		w.Enabled = *c.Enabled
@@ -272,8 +272,13 @@ func (s *Service) post(ctx context.Context, d store.Delivery) error {
 	req.Header.Set("e2b-webhook-id", d.WebhookID)
 	req.Header.Set("e2b-delivery-id", d.ID)
 	req.Header.Set("e2b-signature-version", "v1")
-	if d.Secret != "" {
-		req.Header.Set("e2b-signature", Signature(d.Secret, d.Body))
+	secret, err := s.webhookSecret(d.WebhookID, d.Secret)
+	if err != nil {
+		s.log.Warn("webhook delivery not signed, so not sent", "webhook", d.WebhookID, logx.Err(err))
+		return err
+	}
+	if secret != "" {
+		req.Header.Set("e2b-signature", Signature(secret, d.Body))
 	}
 	resp, err := s.webhooks.client.Do(req)
 	if err != nil {

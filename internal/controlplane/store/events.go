@@ -98,7 +98,8 @@ type Webhook struct {
 	ID, Team, Name, URL string
 	Enabled             bool
 	Events              []string
-	// Secret signs each delivery ("" = unsigned); never shown.
+	// Secret is the stored form of the secret that signs each delivery
+	// ("" = unsigned; the service seals it): never shown.
 	Secret    string
 	CreatedAt time.Time
 }
