@@ -112,12 +112,12 @@ func (r *Record) Build(id string) *Build {
 	return nil
 }
 
-// tagged returns the ready build tag points at; "" and the default tag
-// mean the newest ready build unless "default" was pointed elsewhere.
 // Serving is the build the template's sandboxes start from when they ask
 // for no tag (nil: none is ready).
 func (r *Record) Serving() *Build { return r.tagged(DefaultTag) }
 
+// tagged returns the ready build tag points at; "" and the default tag
+// mean the newest ready build unless "default" was pointed elsewhere.
 func (r *Record) tagged(tag string) *Build {
 	if tag == "" || tag == "latest" {
 		tag = DefaultTag
