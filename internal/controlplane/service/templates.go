@@ -163,13 +163,7 @@ func (t *Templates) refresh(r template.Record) error {
 	if t.upToDate(r) || t.tried(r) {
 		return nil
 	}
-	if err := t.canBuildHere(); err != nil {
-		return err
-	}
-	if err := t.canBuild(r.ID); err != nil {
-		return err
-	}
-	st, err := t.Prepare(r.ID)
+	st, err := t.Prepare(r.ID) // says why it cannot build here
 	if err != nil {
 		return err
 	}
