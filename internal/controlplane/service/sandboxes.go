@@ -79,6 +79,9 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 			return errs.New(errs.InvalidArgument, "envVars %q: a name must be non-empty without '=' or NUL, a value without NUL", k)
 		}
 	}
+	if err := CheckMetadata(req.Metadata); err != nil {
+		return err
+	}
 	e, err := ParseEgress(req.EgressAllow, req.EgressDeny)
 	if err != nil {
 		return err
@@ -99,6 +102,39 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 		return err
 	}
 	return network.CheckTokenRefs(req.Rules, req.Tokens)
+}
+
+// Metadata bounds: a sandbox's metadata is kept with it, listed, filtered
+// on and copied into each of its lifecycle events.
+const (
+	MaxMetadataKeys     = 64
+	MaxMetadataKeyBytes = 256
+	MaxMetadataValBytes = 2048
+	MaxMetadataBytes    = 16 << 10 // keys and values together
+)
+
+// CheckMetadata refuses metadata past its bounds (InvalidArgument, naming
+// the bound).
+func CheckMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataKeys {
+		return errs.New(errs.InvalidArgument, "metadata has %d keys, at most %d are allowed", len(md), MaxMetadataKeys)
+	}
+	total := 0
+	for k, v := range md {
+		switch {
+		case k == "":
+			return errs.New(errs.InvalidArgument, "metadata: a key must not be empty")
+		case len(k) > MaxMetadataKeyBytes:
+			return errs.New(errs.InvalidArgument, "metadata key %.32q… is %d bytes, at most %d are allowed", k, len(k), MaxMetadataKeyBytes)
+		case len(v) > MaxMetadataValBytes:
+			return errs.New(errs.InvalidArgument, "metadata %q: the value is %d bytes, at most %d are allowed", k, len(v), MaxMetadataValBytes)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxMetadataBytes {
+		return errs.New(errs.InvalidArgument, "metadata is %d bytes, at most %d are allowed (keys and values together)", total, MaxMetadataBytes)
+	}
+	return nil
 }
 
 // IsolationKey is the metadata key that chooses a sandbox's isolation
