@@ -33,6 +33,8 @@ type runFlags struct {
 	netRange  string
 	netAllow  []string
 	hookAllow []string
+	egressNS  []string
+	flows     network.FlowLimits
 }
 
 // common are every role's flags: where it listens, keeps its data and
@@ -67,6 +69,9 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.BoolVar(&r.netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
 	f.StringVar(&r.netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
 	f.StringSliceVar(&r.netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
+	f.StringSliceVar(&r.egressNS, "egress-nameserver", splitEnv("COVE_EGRESS_NAMESERVERS"), "host:port of the resolvers where the egress proxy looks up the names allowOut lets through, a connection by name going only where its name leads (COVE_EGRESS_NAMESERVERS, comma-separated; default: the sandboxes' resolvers, port 53)")
+	f.IntVar(&r.flows.PerSandbox, "egress-max-connections", envInt("COVE_EGRESS_MAX_CONNECTIONS", 256), "connections one sandbox may hold open through the egress proxy (allowOut names, rules, egressProxy); more are reset (COVE_EGRESS_MAX_CONNECTIONS)")
+	f.DurationVar(&r.flows.Idle, "egress-idle-timeout", envDuration("COVE_EGRESS_IDLE_TIMEOUT", 5*time.Minute), "how long a connection through the egress proxy may move no byte before it is closed (COVE_EGRESS_IDLE_TIMEOUT)")
 	f.IntVar(&r.cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
 	f.StringVar(&r.cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
 	f.StringVar(&r.cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces, gvisor or microvm (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
@@ -139,7 +144,14 @@ func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, erro
 		if err != nil {
 			return cfg, nil, fmt.Errorf("--network-range %q: %w", r.netRange, err)
 		}
-		cfg.Network = &network.Config{Range: rng}
+		cfg.Network = &network.Config{Range: rng, Flows: r.flows}
+		for _, a := range r.egressNS {
+			ap, err := netip.ParseAddrPort(a)
+			if err != nil {
+				return cfg, nil, fmt.Errorf("--egress-nameserver %q: want an IP address and port: %w", a, err)
+			}
+			cfg.Network.NameServers = append(cfg.Network.NameServers, ap)
+		}
 		for _, a := range r.netAllow {
 			p, err := netip.ParsePrefix(a)
 			if err != nil {

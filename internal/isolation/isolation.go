@@ -286,6 +286,9 @@ type Stats struct {
 	DiskTotal   uint64
 	PIDs        uint64
 	OOMKills    uint64
+	// EgressConnections is what the sandbox holds open through the
+	// node's egress proxy (the node fills it in, not the driver).
+	EgressConnections uint64
 }
 
 // WritableBytes is the size of a sandbox's writable layer: its disk, or

@@ -30,6 +30,7 @@ type Node struct {
 	diskCapacity, diskFree          *prometheus.Desc
 	diskCommitted                   *prometheus.Desc
 	networks                        *prometheus.Desc
+	egressOpen, egressRefused       *prometheus.Desc
 	builds                          *prometheus.HistogramVec
 	// Usage by team and template: a platform's bill.
 	usageSeconds, usageCPU, usageMemory *prometheus.Desc
@@ -89,6 +90,10 @@ func NewNode(reg prometheus.Registerer) *Node {
 			Help: "Time a template build ran on the node, by how it ended (ready, error).", Buckets: buildBuckets}, []string{"status"}),
 		networks: prometheus.NewDesc("cove_networks", "Sandbox networks ready in the node's pool, or handed out to sandboxes (in_use); with node networking only.",
 			[]string{"state"}, nil),
+		egressOpen: prometheus.NewDesc("cove_egress_connections",
+			"Connections sandboxes hold open through the node's egress proxy (allowOut names, rules, egressProxy); each sandbox's own is its metrics' egressConnections.", nil, nil),
+		egressRefused: prometheus.NewDesc("cove_egress_refused_total",
+			"Connections the egress proxy reset for a limit: a sandbox's (--egress-max-connections) or the node's.", []string{"limit"}, nil),
 		usageSeconds: prometheus.NewDesc("cove_team_sandbox_seconds_total",
 			"Seconds a team's sandboxes of a template ran on the node (paused ones do not count), since the node started.", []string{"team", "template"}, nil),
 		usageCPU: prometheus.NewDesc("cove_team_cpu_seconds_total",
@@ -151,7 +156,7 @@ func (n *Node) Built(status string, d time.Duration) {
 // Describe implements prometheus.Collector (the gauges read at a scrape).
 func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{n.sandboxes, n.warm, n.cpuCapacity, n.cpuCommitted, n.memoryCapacity, n.memoryCommitted,
-		n.diskCapacity, n.diskFree, n.diskCommitted, n.networks, n.usageSeconds, n.usageCPU, n.usageMemory} {
+		n.diskCapacity, n.diskFree, n.diskCommitted, n.networks, n.egressOpen, n.egressRefused, n.usageSeconds, n.usageCPU, n.usageMemory} {
 		ch <- d
 	}
 }
@@ -188,6 +193,10 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	if l.Networking {
 		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksReady), "ready")
 		ch <- prometheus.MustNewConstMetric(n.networks, prometheus.GaugeValue, float64(l.NetworksInUse), "in_use")
+		ch <- prometheus.MustNewConstMetric(n.egressOpen, prometheus.GaugeValue, float64(l.Egress.Open))
+		for limit, c := range l.Egress.Refused {
+			ch <- prometheus.MustNewConstMetric(n.egressRefused, prometheus.CounterValue, float64(c), limit)
+		}
 	}
 	for _, u := range n.src.Usage() {
 		ch <- prometheus.MustNewConstMetric(n.usageSeconds, prometheus.CounterValue, u.Seconds, u.Team, u.Template)

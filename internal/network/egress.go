@@ -50,17 +50,21 @@ type egressProxy struct {
 	ca       *egressCA
 	secrets  Secrets
 	identity atomic.Pointer[svid.Issuer]
-	// resolver checks plain-HTTP names; upstreamRoots verify upstreams
-	// (nil: the host's roots).
+	// names tells where the names connections ask for lead; resolver
+	// finds upstream proxies; upstreamRoots verify upstreams (nil: the
+	// host's roots).
+	names         *nameResolver
 	resolver      *net.Resolver
 	upstreamRoots *x509.CertPool
+
+	flows *flows
 
 	mu        sync.RWMutex
 	policies  map[netip.Addr]*policy          // sandbox address → what it may do
 	listeners map[netip.Addr]*net.TCPListener // gateway → the proxy's listener there
 }
 
-func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, log *slog.Logger) (*egressProxy, error) {
+func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, limits FlowLimits, log *slog.Logger) (*egressProxy, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("hold a port: %w", err)
@@ -76,7 +80,7 @@ func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, log *slog
 		return nil, fmt.Errorf("hold a port: %w", err)
 	}
 	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port), ca: ca, secrets: sec,
-		resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
+		flows: newFlows(limits), resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
 }
 
 func (p *egressProxy) port() uint16 { return p.portNum }
@@ -89,6 +93,7 @@ func (p *egressProxy) close() {
 		delete(p.listeners, gw)
 	}
 	unix.Close(p.hold)
+	p.flows.close()
 }
 
 // update changes the policy of the sandbox at addr, whose gateway is gw,
@@ -120,15 +125,17 @@ func (p *egressProxy) update(addr, gw netip.Addr, change func(*policy)) (bool, e
 	return next.proxied(), nil
 }
 
-// forget drops a released sandbox's policy and its listener.
+// forget drops a released sandbox's policy, its listener and its
+// connections.
 func (p *egressProxy) forget(addr, gw netip.Addr) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.policies, addr)
 	if ln, ok := p.listeners[gw]; ok {
 		ln.Close()
 		delete(p.listeners, gw)
 	}
+	p.mu.Unlock()
+	p.flows.closeAll(addr)
 }
 
 // policyOf is a copy of a proxied sandbox's policy.
@@ -152,18 +159,29 @@ func (p *egressProxy) serve(ln *net.TCPListener) {
 	}
 }
 
-func (p *egressProxy) handle(c *net.TCPConn) {
-	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+func (p *egressProxy) handle(raw *net.TCPConn) {
+	src, _ := netip.ParseAddrPort(raw.RemoteAddr().String())
 	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	pol, known := p.policyOf(src.Addr())
 	if !known {
-		c.Close()
+		raw.Close()
 		return // not a sandbox this proxy serves
 	}
-	dst, err := originalDst(c)
+	dst, err := originalDst(raw)
 	if err != nil || p.isBlocked(dst.Addr()) {
-		c.Close()
+		raw.Close()
 		return
+	}
+	fl, c, err := p.flows.open(src.Addr(), raw)
+	if err != nil {
+		p.log.Debug("egress refused: too many connections", "sandbox", src.Addr().String(), "dst", dst.String())
+		_ = raw.SetLinger(0) // a reset: the client fails at once
+		raw.Close()
+		return
+	}
+	defer p.flows.end(src.Addr(), fl)
+	if _, known := p.policyOf(src.Addr()); !known {
+		return // released since: forget may have closed its flows before this one counted
 	}
 	br := bufio.NewReaderSize(c, 16<<10)
 	var name string
@@ -173,18 +191,27 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 			name = ""
 		}
 	}
-	if !pol.allows(dst.Addr(), name) {
+	switch pol.allows(dst.Addr(), name) {
+	case denied:
 		p.log.Debug("egress refused", "sandbox", src.Addr().String(), "name", name, "dst", dst.String(), logx.Err(err))
-		c.Close()
 		return
+	case byName:
+		if !p.resolvesTo(name, dst.Addr()) {
+			// Allowed by name, the connection goes where the name leads
+			// on the node, not where the client says it does.
+			p.log.Info("egress refused: an allowed name not at the address dialled", "sandbox", src.Addr().String(), "name", name, "dst", dst.String())
+			if first, _ := br.Peek(1); len(first) > 0 && first[0] != 0x16 {
+				refuse(c, http.StatusForbidden, "cove egress: "+name+" does not resolve to "+dst.Addr().String()+" on this node")
+			}
+			return
+		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if name != "" && len(pol.rules.Match(name)) > 0 {
 		first, _ := br.Peek(1)
-		p.transform(c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), first[0] == 0x16, &pol)
+		p.transform(fl, c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), first[0] == 0x16, &pol)
 		return
 	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := p.dial(ctx, &pol, dst)
 	cancel()
@@ -192,12 +219,15 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 		p.log.Debug("egress dial", "sandbox", src.Addr().String(), "dst", dst.String(), logx.Err(err))
 		return
 	}
-	defer up.Close()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, br); closeWrite(up); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); c.CloseWrite(); done <- struct{}{} }()
-	<-done
-	<-done
+	if up, err = fl.attach(up); err != nil {
+		return // closed meanwhile
+	}
+	// What was read to find the name goes first; then the buffer goes.
+	head, _ := br.Peek(br.Buffered())
+	if _, err := up.Write(head); err != nil {
+		return
+	}
+	fl.pipe(c, up)
 }
 
 // closeWrite ends the sending half of a connection that has one (TCP,

@@ -44,10 +44,16 @@ func TestMatchDomain(t *testing.T) {
 
 // TestDomainEgress: with all traffic denied, names in allowOut pass on
 // ports 80 (HTTP Host) and 443 (TLS SNI) to the same server that refuses
-// every other name; other ports stay closed.
+// every other name, and only to where those names resolve on the node;
+// other ports stay closed.
 func TestDomainEgress(t *testing.T) {
 	testkit.NeedRoot(t, "")
-	m, err := New(Config{Range: netip.MustParsePrefix("198.19.249.0/24"), Table: fmt.Sprintf("cove-test-d%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	dns := testutil.ServeDNS(t)
+	dns.Set("allowed.test", 60, testutil.InternetAddr)
+	dns.Set("a.wild.test", 60, testutil.InternetAddr)
+	dns.Set("moved.test", 60, "203.0.113.77") // allowed, elsewhere
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.249.0/24"), Table: fmt.Sprintf("cove-test-d%d", os.Getpid()), PoolSize: 1,
+		NameServers: []netip.AddrPort{dns.Addr}}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +77,7 @@ func TestDomainEgress(t *testing.T) {
 	must(t, err)
 	defer m.Release(n)
 	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}))
-	must(t, m.SetDomains(n, []string{"allowed.test", "*.wild.test"}))
+	must(t, m.SetDomains(n, []string{"allowed.test", "*.wild.test", "moved.test", "nowhere.test"}))
 
 	dial := func(port int) net.Conn {
 		var c net.Conn
@@ -124,6 +130,10 @@ func TestDomainEgress(t *testing.T) {
 		{"HTTP to another name, same server", httpGet("denied.test"), ""},
 		{"TLS to an allowed name", httpsGet("allowed.test"), "served allowed.test"},
 		{"TLS to another name, same server", httpsGet("denied.test"), ""},
+		// An allowed name takes a connection only where it leads.
+		{"HTTP to an allowed name elsewhere", httpGet("moved.test"), "cove egress: moved.test does not resolve to 203.0.113.1 on this node\n"},
+		{"HTTP to an allowed name that does not resolve", httpGet("nowhere.test"), "cove egress: nowhere.test does not resolve to 203.0.113.1 on this node\n"},
+		{"TLS to an allowed name elsewhere", httpsGet("moved.test"), ""},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
@@ -191,8 +201,10 @@ func TestTransformEgress(t *testing.T) {
 	must(t, err)
 	// The node before the fake internet: its blocked ranges would hold the
 	// fake internet's network.
+	dns := testutil.ServeDNS(t)
+	dns.Set("api.upstream.test", 60, testutil.InternetAddr)
 	m, err := New(Config{Range: netip.MustParsePrefix("198.18.252.0/24"), Table: fmt.Sprintf("cove-test-t%d", os.Getpid()), PoolSize: 1,
-		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: up.Roots}, logx.Discard())
+		CADir: t.TempDir(), Secrets: vault, UpstreamRoots: up.Roots, NameServers: []netip.AddrPort{dns.Addr}}, logx.Discard())
 	must(t, err)
 	defer m.Close()
 	m.SetIdentity(issuer)
@@ -267,16 +279,32 @@ func TestTransformEgress(t *testing.T) {
 	if got := get("api.upstream.test", "api.upstream.test", up.Roots); !strings.HasPrefix(got, "handshake:") {
 		t.Errorf("a transformed name shows the upstream's certificate, not the node CA's: %q", got)
 	}
-	// Plain HTTP: the name does not resolve to the fake internet.
-	var c net.Conn
-	inNS(t, n.NS, func() { c, _ = net.DialTimeout("tcp", testutil.InternetAddr+":80", 3*time.Second) })
-	if c != nil {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: api.upstream.test\r\nConnection: close\r\n\r\n")
-		if b, _ := io.ReadAll(c); len(b) != 0 {
-			t.Errorf("plain HTTP to an address the name does not resolve to answered: %q", b)
+	// Plain HTTP: the secret is set where the name resolves to the address
+	// dialled, and refused, saying why, where it does not.
+	plain := func(host string) string {
+		var c net.Conn
+		inNS(t, n.NS, func() { c, _ = net.DialTimeout("tcp", testutil.InternetAddr+":80", 3*time.Second) })
+		if c == nil {
+			return "no connection"
 		}
-		c.Close()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "response: " + err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(b))
+	}
+	for _, tc := range []struct{ host, want string }{
+		{"api.upstream.test", `200 served api.upstream.test auth="Bearer s3cret-value"`},
+		{"other.upstream.test", "403 cove egress: other.upstream.test does not resolve to 203.0.113.1 on this node; its rules apply only there"},
+	} {
+		if got := plain(tc.host); got != tc.want {
+			t.Errorf("plain HTTP for %s: %q, want %q", tc.host, got, tc.want)
+		}
 	}
 	// Rules grant no access: with the address denied, nothing passes.
 	must(t, m.SetRules(n, nil, []netip.Prefix{netip.MustParsePrefix(testutil.InternetAddr + "/32")}))

@@ -59,6 +59,12 @@ type Config struct {
 	// UpstreamRoots verify the servers transformed requests go to (nil:
 	// the host's roots).
 	UpstreamRoots *x509.CertPool
+	// Flows bound the connections sandboxes hold in the egress proxy.
+	Flows FlowLimits
+	// NameServers are where the egress proxy resolves the names allowOut
+	// lets through (a connection by name must go where the name leads);
+	// default DNS, port 53: what sandboxes ask.
+	NameServers []netip.AddrPort
 }
 
 // DefaultRange is the default sandbox address range.
@@ -128,12 +134,19 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		unlock()
 		return nil, err
 	}
-	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, log)
+	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, cfg.Flows, log)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	proxy.upstreamRoots = cfg.UpstreamRoots
+	servers := cfg.NameServers
+	if servers == nil {
+		for _, d := range cfg.DNS {
+			servers = append(servers, netip.AddrPortFrom(d, 53))
+		}
+	}
+	proxy.names = newNameResolver(servers)
 	fw, err := newFirewall(cfg.Table, nodePrefix(cfg.Range), cfg.Range, blocked, cfg.DNS, proxy.port())
 	if err != nil {
 		proxy.close()
@@ -335,6 +348,18 @@ func (m *Manager) setPolicy(n *Net, change func(*policy)) error {
 // sandboxes for the names whose requests it transforms: what a sandbox
 // with such rules trusts.
 func (m *Manager) EgressCA() []byte { return m.proxy.ca.PEM }
+
+// CloseFlows closes every connection a network holds in the egress
+// proxy (its sandbox is paused: a resumed one finds them reset, as after
+// a microVM's snapshot).
+func (m *Manager) CloseFlows(n *Net) { m.proxy.flows.closeAll(n.Addr) }
+
+// Flows is how many connections a network holds in the egress proxy.
+func (m *Manager) Flows(n *Net) int { return m.proxy.flows.count(n.Addr) }
+
+// FlowStats is what the egress proxy holds for all sandboxes, and what it
+// refused.
+func (m *Manager) FlowStats() FlowStats { return m.proxy.flows.stats() }
 
 // SetInternet turns a network's egress on or off.
 func (m *Manager) SetInternet(n *Net, allowed bool) error {

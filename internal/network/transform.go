@@ -112,18 +112,29 @@ type policy struct {
 // upstream) go through the proxy.
 func (p *policy) proxied() bool { return len(p.domains) > 0 || len(p.rules) > 0 || p.upstream != nil }
 
-// allows says whether the sandbox may reach dst, asking for name there.
-func (p *policy) allows(dst netip.Addr, name string) bool {
-	if !p.internet {
-		return false
+// egressVerdict is what a sandbox's policy says of a connection.
+type egressVerdict int
+
+const (
+	denied    egressVerdict = iota
+	byAddress               // its rules let the address through
+	byName                  // only allowOut's name does: the name must lead there
+)
+
+// allows says whether the sandbox may reach dst, asking for name there,
+// and why.
+func (p *policy) allows(dst netip.Addr, name string) egressVerdict {
+	switch {
+	case !p.internet:
+		return denied
+	case slices.ContainsFunc(p.allow, func(a netip.Prefix) bool { return a.Contains(dst) }):
+		return byAddress
+	case !slices.ContainsFunc(p.deny, func(d netip.Prefix) bool { return d.Contains(dst) }):
+		return byAddress
+	case name != "" && matchDomain(name, p.domains):
+		return byName
 	}
-	if name != "" && matchDomain(name, p.domains) {
-		return true
-	}
-	if slices.ContainsFunc(p.allow, func(a netip.Prefix) bool { return a.Contains(dst) }) {
-		return true
-	}
-	return !slices.ContainsFunc(p.deny, func(d netip.Prefix) bool { return d.Contains(dst) })
+	return denied
 }
 
 // transform serves the HTTP requests of a connection for name (from its
@@ -133,7 +144,7 @@ func (p *policy) allows(dst netip.Addr, name string) bool {
 // would — with the rules' headers set. Plain HTTP is sent on only when
 // name resolves, on the node, to dst: otherwise a sandbox could dial any
 // address with a Host that draws a secret.
-func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, name string, overTLS bool, pol *policy) {
+func (p *egressProxy) transform(fl *flow, c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, name string, overTLS bool, pol *policy) {
 	conn := net.Conn(&bufferedConn{Conn: c, r: br})
 	if overTLS {
 		conn = tls.Server(conn, &tls.Config{
@@ -143,13 +154,17 @@ func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.Add
 			},
 		})
 	} else if !p.resolvesTo(name, dst.Addr()) {
-		p.log.Debug("egress refused: a transformed name over plain HTTP not at its address", "sandbox", src.Addr().String(), "name", name, "dst", dst.String())
-		c.Close()
+		p.log.Info("egress refused: a transformed name over plain HTTP not at its address", "sandbox", src.Addr().String(), "name", name, "dst", dst.String())
+		refuse(conn, http.StatusForbidden, "cove egress: "+name+" does not resolve to "+dst.Addr().String()+" on this node; its rules apply only there")
 		return
 	}
 	upstream := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return p.dial(ctx, pol, dst)
+			up, err := p.dial(ctx, pol, dst)
+			if err != nil {
+				return nil, err
+			}
+			return fl.attach(up)
 		},
 		TLSClientConfig:       &tls.Config{ServerName: name, RootCAs: p.upstreamRoots, NextProtos: []string{"http/1.1"}},
 		ForceAttemptHTTP2:     false,
@@ -185,7 +200,7 @@ func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.Add
 			return
 		}
 		pol, ok := p.policyOf(src.Addr())
-		if !ok || !pol.allows(dst.Addr(), name) {
+		if !ok || pol.allows(dst.Addr(), name) == denied {
 			http.Error(w, "cove egress: "+name+" is not allowed", http.StatusForbidden)
 			return
 		}
@@ -223,12 +238,21 @@ func (p *egressProxy) transform(c net.Conn, br *bufio.Reader, src, dst netip.Add
 	serveOne(conn, handler)
 }
 
-// resolvesTo says whether the node's resolver gives addr for name.
+// resolvesTo says whether name leads to addr on the node (nameResolver).
 func (p *egressProxy) resolvesTo(name string, addr netip.Addr) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	addrs, err := p.resolver.LookupNetIP(ctx, "ip4", name)
-	return err == nil && slices.Contains(addrs, addr)
+	ok, err := p.names.resolvesTo(ctx, name, addr)
+	return err == nil && ok
+}
+
+// refuse answers a plain-HTTP request it will not send on with status
+// and why, and closes the connection.
+func refuse(c net.Conn, status int, why string) {
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+		status, http.StatusText(status), len(why)+1, why)
+	c.Close()
 }
 
 // serveOne serves HTTP on one connection until it closes (or is taken

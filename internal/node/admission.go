@@ -12,6 +12,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // Admission is what a node promises its sandboxes, and each team's share.
@@ -164,6 +165,9 @@ type Load struct {
 	// handed out (warm sandboxes' included).
 	Networking                   bool
 	NetworksReady, NetworksInUse int
+	// Egress is what the egress proxy holds and refused (with node
+	// networking).
+	Egress network.FlowStats
 	// DiskBytes and DiskFreeBytes are the size of the file system that
 	// holds the node's directory and what is free of it (0: unknown);
 	// CommittedDiskBytes what its sandboxes' writable layers may grow to.
@@ -180,6 +184,9 @@ func (m *Manager) Load() Load {
 	if lv, ok := m.cfg.Networks.(interface{ Levels() (int, int) }); ok {
 		l.Networking = true
 		l.NetworksReady, l.NetworksInUse = lv.Levels()
+	}
+	if fs, ok := m.cfg.Networks.(interface{ FlowStats() network.FlowStats }); ok {
+		l.Egress = fs.FlowStats()
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(m.cfg.Dir, &fs); err == nil {

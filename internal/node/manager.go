@@ -141,6 +141,10 @@ type Networks interface {
 	// MintsTokens says whether rules may put workload tokens in requests.
 	MintsTokens() bool
 	DNS() []netip.Addr
+	// CloseFlows closes what a network holds in the egress proxy; Flows
+	// counts it.
+	CloseFlows(n *network.Net)
+	Flows(n *network.Net) int
 }
 
 // DefaultLimits are E2B's base sandbox: 2 vCPU, 512 MB.
@@ -286,7 +290,18 @@ func (m *Manager) Stats(ctx context.Context, id string) (isolation.Stats, error)
 	if !ok {
 		return isolation.Stats{}, errs.New(errs.Unimplemented, "driver %s reports no stats", d.Name())
 	}
-	return st.Stats(ctx, id)
+	stats, err := st.Stats(ctx, id)
+	if err != nil {
+		return stats, err
+	}
+	if sb := m.lookup(id); sb != nil && m.cfg.Networks != nil {
+		sb.mu.Lock()
+		if sb.net != nil {
+			stats.EgressConnections = uint64(m.cfg.Networks.Flows(sb.net))
+		}
+		sb.mu.Unlock()
+	}
+	return stats, nil
 }
 
 // AgentLogMax is how much of an agent's log AgentLog returns: its end.

@@ -44,6 +44,9 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 	if err := p.Pause(ctx, id); err != nil {
 		return Info{}, err
 	}
+	if sb.net != nil { // frozen, it holds nothing in the egress proxy
+		m.cfg.Networks.CloseFlows(sb.net)
+	}
 	sb.timer.Stop()
 	sb.info.State, sb.info.Rest = StatePaused, Rest{Phase: PhasePaused}
 	if err := m.writeRecord(sb.info); err != nil {

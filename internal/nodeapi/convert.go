@@ -228,13 +228,14 @@ func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 
 func statsToPB(s isolation.Stats) *pb.SandboxStats {
 	return &pb.SandboxStats{CpuUsage: durationpb.New(s.CPUUsage), CpuMillis: s.CPUMillis, MemoryUsage: s.MemoryUsage,
-		MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache, DiskUsed: s.DiskUsed, DiskTotal: s.DiskTotal, Pids: s.PIDs, OomKills: s.OOMKills}
+		MemoryLimit: s.MemoryLimit, MemoryCache: s.MemoryCache, DiskUsed: s.DiskUsed, DiskTotal: s.DiskTotal, Pids: s.PIDs, OomKills: s.OOMKills,
+		EgressConnections: s.EgressConnections}
 }
 
 func statsFromPB(s *pb.SandboxStats) isolation.Stats {
 	return isolation.Stats{CPUUsage: s.GetCpuUsage().AsDuration(), CPUMillis: s.GetCpuMillis(), MemoryUsage: s.GetMemoryUsage(),
 		MemoryLimit: s.GetMemoryLimit(), MemoryCache: s.GetMemoryCache(), DiskUsed: s.GetDiskUsed(), DiskTotal: s.GetDiskTotal(),
-		PIDs: s.GetPids(), OOMKills: s.GetOomKills()}
+		PIDs: s.GetPids(), OOMKills: s.GetOomKills(), EgressConnections: s.GetEgressConnections()}
 }
 
 func networkToPB(id string, u node.NetworkUpdate) *pb.NetworkUpdate {

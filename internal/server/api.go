@@ -22,6 +22,7 @@ import (
 // sandboxes on the nodes that heartbeat there. Replicas share nothing
 // else: any number may run, and any may stop at any moment.
 func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
+	raiseFileLimit(log)
 	st, secret, done, err := joinCluster(ctx, "cove api", cfg, false, log)
 	if err != nil {
 		return err

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // kptrRestrict is the kernel setting that hides kernel addresses (printed
@@ -30,4 +33,39 @@ func restrictKernelPointers(log *slog.Logger) error {
 	}
 	log.Info("kernel addresses hidden from processes without CAP_SYSLOG", "sysctl", "kernel.kptr_restrict=1")
 	return nil
+}
+
+// nrOpen is the most descriptors the kernel lets a process hold.
+const nrOpen = "/proc/sys/fs/nr_open"
+
+// raiseFileLimit lifts the process's RLIMIT_NOFILE, soft and hard, to the
+// kernel's most (fs.nr_open) where it may (root), else the soft one to the
+// hard: the egress proxy, the sandbox proxy and the agents' connections
+// hold descriptors for every tenant, and the egress proxy's own bound
+// (network.FlowLimits) is a share of this limit. It returns the limit in
+// force.
+func raiseFileLimit(log *slog.Logger) uint64 {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err != nil {
+		return 0
+	}
+	want := cur
+	if b, err := os.ReadFile(nrOpen); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > want.Max {
+			want.Max = n
+		}
+	}
+	want.Cur = want.Max
+	if want == cur {
+		return cur.Cur
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
+		want.Max = cur.Max // not root: up to the hard limit only
+		want.Cur = cur.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
+			return cur.Cur
+		}
+	}
+	log.Debug("descriptor limit raised", "from", cur.Cur, "to", want.Cur)
+	return want.Cur
 }

@@ -33,7 +33,10 @@ func TestSandboxNetwork(t *testing.T) {
 	})
 	var gateway string
 	s := startWith(t, func(c *server.Config) {
-		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.252.0/24"), Table: table, PoolSize: 2}
+		dns := testutil.ServeDNS(t) // where allowOut's names lead, on the node
+		dns.Set("allowed.test", 60, testutil.InternetAddr)
+		dns.Set("a.wild.test", 60, testutil.InternetAddr)
+		c.Network = &network.Config{Range: netip.MustParsePrefix("198.19.252.0/24"), Table: table, PoolSize: 2, NameServers: []netip.AddrPort{dns.Addr}}
 		c.PoolSize = 2           // the sandboxes are warm ones: rules apply at hand-out
 		gateway = "198.19.252.1" // the first network's host end
 	})

@@ -455,6 +455,7 @@ func prepare(dataDir string, sandboxes bool, log *slog.Logger) (unlock func(), e
 	if unlock, err = lockDataDir(dataDir); err != nil {
 		return nil, err
 	}
+	raiseFileLimit(log)
 	if !sandboxes {
 		return unlock, nil
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // Fake internet addresses: web servers at InternetAddr:8080 and :80 (the
-// latter answers "served <Host>") and a fake cloud metadata service at
+// latter answers "served <Host>", and the Authorization header it got) and a fake cloud metadata service at
 // MetadataAddr:80, in a network namespace of the
 // test's own (TEST-NET-3), routed from the host through a veth. Nothing
 // leaves the machine.
@@ -71,7 +71,13 @@ func FakeInternet(t testing.TB) netns.NsHandle {
 	step(h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: net.ParseIP(internetHost)}))
 	web, err := ListenIn(ns, InternetAddr+":80") // names its Host, for egress rules by name
 	step(err)
-	webSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served "+r.Host) })}
+	webSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth := r.Header.Get("Authorization"); auth != "" { // what an egress rule set
+			fmt.Fprintf(w, "served %s auth=%q", r.Host, auth)
+			return
+		}
+		fmt.Fprint(w, "served "+r.Host)
+	})}
 	go webSrv.Serve(web)
 	t.Cleanup(func() { webSrv.Close() })
 	for _, addr := range []string{InternetAddr + ":8080", MetadataAddr + ":80"} {

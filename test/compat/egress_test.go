@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,7 @@ import (
 func TestEgress(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
 	t.Setenv("SSL_CERT_FILE", up.CAFile) // the server verifies upstreams with this CA alone
-	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.18.250.0/24")
+	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.18.250.0/24", "--egress-nameserver", upstreamDNS(t).String())
 	npmInstall(t)
 	runEgress(t, up, sdkEnv(srv.Addr))
 	if left := srv.Leftovers(); len(left) > 0 {
@@ -69,6 +70,16 @@ func upstreamHandler(v1, v2 string) http.Handler {
 	})
 }
 
+// upstreamDNS serves where the upstream's names lead, for the node's
+// egress proxy: a connection allowed by name goes only there.
+func upstreamDNS(t *testing.T) netip.AddrPort {
+	dns := testutil.ServeDNS(t)
+	for _, name := range []string{"api.upstream.test", "other.upstream.test"} {
+		dns.Set(name, 60, testutil.InternetAddr)
+	}
+	return dns.Addr
+}
+
 func secretValue() string {
 	b := make([]byte, 16)
 	rand.Read(b)
@@ -96,8 +107,9 @@ func TestEgressCluster(t *testing.T) {
 	}
 	t.Setenv("COVE_IDENTITY_KEY_FILE", idKey)
 	t.Setenv("COVE_IDENTITY_ISSUER", "https://identity.cove.test")
+	dns := upstreamDNS(t)
 	url, _ := balanced(t, func() testutil.Cluster {
-		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.18.251.0/24")
+		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.18.251.0/24", "--egress-nameserver", dns.String())
 	})
 	npmInstall(t)
 	runEgress(t, up, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey})

@@ -609,7 +609,7 @@ func TestKeyAPI(t *testing.T) {
 // no wildcard address and nowhere else, IPv6 included.
 func TestListensWhereTold(t *testing.T) {
 	const netRange = "198.19.254.0/24"
-	p := newCove(t, "", "--network=true", "--network-range", netRange, "--pool-size", "1")
+	p := newCove(t, "", "--network=true", "--network-range", netRange, "--pool-size", "1", "--egress-nameserver", "127.0.0.1:9") // no look-up made
 	var sb struct {
 		SandboxID string `json:"sandboxID"`
 	}

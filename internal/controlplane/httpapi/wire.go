@@ -177,11 +177,14 @@ type metricJSON struct {
 	MemCache      uint64    `json:"memCache"`
 	DiskUsed      uint64    `json:"diskUsed"`
 	DiskTotal     uint64    `json:"diskTotal"`
+	// Cove's: what the sandbox holds open through the egress proxy.
+	EgressConnections uint64 `json:"egressConnections"`
 }
 
 func toMetric(m service.Metric) metricJSON {
 	return metricJSON{
 		Timestamp: m.At, TimestampUnix: m.At.Unix(), CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
 		MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache, DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+		EgressConnections: m.EgressConnections,
 	}
 }

@@ -20,6 +20,10 @@ type Metric struct {
 	MemCache   uint64
 	DiskUsed   uint64
 	DiskTotal  uint64
+	// EgressConnections are those the sandbox holds open through the
+	// node's egress proxy (Cove's; bounded by the node's
+	// --egress-max-connections).
+	EgressConnections uint64
 }
 
 // history is a sandbox's kept samples, oldest first, at most cfg.MetricsKept
@@ -128,7 +132,7 @@ func (s *Service) keep(info node.Info, st isolation.Stats) Metric {
 	now := time.Now().UTC()
 	cpus := int((info.Limits.CPUMillis + 999) / 1000)
 	m := Metric{At: now, CPUCount: cpus, MemUsed: st.MemoryUsage, MemTotal: st.MemoryLimit,
-		MemCache: st.MemoryCache, DiskUsed: st.DiskUsed, DiskTotal: st.DiskTotal}
+		MemCache: st.MemoryCache, DiskUsed: st.DiskUsed, DiskTotal: st.DiskTotal, EgressConnections: st.EgressConnections}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.history[info.ID]

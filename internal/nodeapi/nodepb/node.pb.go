@@ -1425,18 +1425,20 @@ func (x *AgentLogResponse) GetLog() []byte {
 }
 
 type SandboxStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CpuUsage      *durationpb.Duration   `protobuf:"bytes,1,opt,name=cpu_usage,json=cpuUsage,proto3" json:"cpu_usage,omitempty"`
-	CpuMillis     int64                  `protobuf:"varint,2,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
-	MemoryUsage   uint64                 `protobuf:"varint,3,opt,name=memory_usage,json=memoryUsage,proto3" json:"memory_usage,omitempty"`
-	MemoryLimit   uint64                 `protobuf:"varint,4,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
-	MemoryCache   uint64                 `protobuf:"varint,5,opt,name=memory_cache,json=memoryCache,proto3" json:"memory_cache,omitempty"`
-	DiskUsed      uint64                 `protobuf:"varint,6,opt,name=disk_used,json=diskUsed,proto3" json:"disk_used,omitempty"`
-	DiskTotal     uint64                 `protobuf:"varint,7,opt,name=disk_total,json=diskTotal,proto3" json:"disk_total,omitempty"`
-	Pids          uint64                 `protobuf:"varint,8,opt,name=pids,proto3" json:"pids,omitempty"`
-	OomKills      uint64                 `protobuf:"varint,9,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CpuUsage    *durationpb.Duration   `protobuf:"bytes,1,opt,name=cpu_usage,json=cpuUsage,proto3" json:"cpu_usage,omitempty"`
+	CpuMillis   int64                  `protobuf:"varint,2,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryUsage uint64                 `protobuf:"varint,3,opt,name=memory_usage,json=memoryUsage,proto3" json:"memory_usage,omitempty"`
+	MemoryLimit uint64                 `protobuf:"varint,4,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	MemoryCache uint64                 `protobuf:"varint,5,opt,name=memory_cache,json=memoryCache,proto3" json:"memory_cache,omitempty"`
+	DiskUsed    uint64                 `protobuf:"varint,6,opt,name=disk_used,json=diskUsed,proto3" json:"disk_used,omitempty"`
+	DiskTotal   uint64                 `protobuf:"varint,7,opt,name=disk_total,json=diskTotal,proto3" json:"disk_total,omitempty"`
+	Pids        uint64                 `protobuf:"varint,8,opt,name=pids,proto3" json:"pids,omitempty"`
+	OomKills    uint64                 `protobuf:"varint,9,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
+	// Connections the sandbox holds open through the node's egress proxy.
+	EgressConnections uint64 `protobuf:"varint,10,opt,name=egress_connections,json=egressConnections,proto3" json:"egress_connections,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SandboxStats) Reset() {
@@ -1528,6 +1530,13 @@ func (x *SandboxStats) GetPids() uint64 {
 func (x *SandboxStats) GetOomKills() uint64 {
 	if x != nil {
 		return x.OomKills
+	}
+	return 0
+}
+
+func (x *SandboxStats) GetEgressConnections() uint64 {
+	if x != nil {
+		return x.EgressConnections
 	}
 	return 0
 }
@@ -2451,7 +2460,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x16\n" +
 	"\x06extend\x18\x03 \x01(\bR\x06extend\"$\n" +
 	"\x10AgentLogResponse\x12\x10\n" +
-	"\x03log\x18\x01 \x01(\fR\x03log\"\xbb\x02\n" +
+	"\x03log\x18\x01 \x01(\fR\x03log\"\xea\x02\n" +
 	"\fSandboxStats\x126\n" +
 	"\tcpu_usage\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bcpuUsage\x12\x1d\n" +
 	"\n" +
@@ -2463,7 +2472,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"disk_total\x18\a \x01(\x04R\tdiskTotal\x12\x12\n" +
 	"\x04pids\x18\b \x01(\x04R\x04pids\x12\x1b\n" +
-	"\toom_kills\x18\t \x01(\x04R\boomKills\"\x9d\x04\n" +
+	"\toom_kills\x18\t \x01(\x04R\boomKills\x12-\n" +
+	"\x12egress_connections\x18\n" +
+	" \x01(\x04R\x11egressConnections\"\x9d\x04\n" +
 	"\rNetworkUpdate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\binternet\x18\x02 \x01(\bH\x00R\binternet\x88\x01\x01\x125\n" +
