@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/fsutil"
 )
 
 // Whiteout markers of OCI image layers.
@@ -34,7 +36,14 @@ type UnpackOptions struct {
 	// Exact keeps the owner and mode the archive gives its whiteouts: a
 	// layer a node pushed comes back the same, to its digest.
 	Exact bool
+	// Budget, when set, is charged every byte written and entryCost for
+	// each entry; the unpack stops at the first charge it refuses.
+	Budget *fsutil.Budget
 }
+
+// entryCost is what an entry costs a Budget beside its bytes: an inode and
+// a block, so that a flood of empty files is bounded too.
+const entryCost = 4096
 
 // Unpack unpacks a tar stream (gzip-compressed or not) into dir, which must
 // exist. Every path stays inside dir: names are cleaned of "..", and all
@@ -68,6 +77,9 @@ func Unpack(r io.Reader, dir string, opts UnpackOptions) error {
 			return fmt.Errorf("read archive: %w", err)
 		}
 		name := cleanName(hdr.Name)
+		if err := opts.Budget.Charge(entryCost); err != nil {
+			return err
+		}
 		if err := unpackEntry(root, tr, hdr, name, opts); err != nil {
 			return fmt.Errorf("unpack %s: %w", hdr.Name, err)
 		}
@@ -143,7 +155,7 @@ func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, op
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(f, tr)
+		_, err = io.Copy(opts.Budget.Writer(f), tr)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

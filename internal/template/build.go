@@ -57,6 +57,17 @@ type Spec struct {
 	// never sets it (the API builds a Spec field by field); it travels as
 	// JSON to a cluster's node, as FromDebootstrap does.
 	DebCache bool `json:"debCache,omitempty"`
+	// StorageBytes, when above 0, is what the build's new layers may
+	// hold (the team's storage left); Budget, when set, is the budget
+	// itself, shared with the team's other builds on this node.
+	StorageBytes int64          `json:"storageBytes,omitempty"`
+	Budget       *fsutil.Budget `json:"-"`
+}
+
+// budget is what a build may write: StorageBytes, and its shared Budget,
+// keeping the node's floor of free disk.
+func (s Spec) budget(dir string) *fsutil.Budget {
+	return &fsutil.Budget{Max: s.StorageBytes, Dir: dir, What: "the team's storage", Parent: s.Budget}
 }
 
 // LogEntry is a line of a build's log.
@@ -191,7 +202,8 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 		}
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: msg, Step: s})
 	}
-	st, err := b.start(ctx, team, spec, func(m string) { say(0, m) })
+	budget := spec.budget(b.store.dir)
+	st, err := b.start(ctx, team, spec, budget, func(m string) { say(0, m) })
 	if err != nil {
 		return Image{}, &StepError{Err: err}
 	}
@@ -206,7 +218,10 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 			}
 		}
 		say(n, describe(step))
-		next, err := b.runStep(ctx, st, step, build, spec.DebCache, func(line string) { say(n, line) })
+		next, err := b.runStep(ctx, st, step, build, spec.DebCache, budget, func(line string) { say(n, line) })
+		if err == nil {
+			err = b.charge(budget, next.Layers[len(st.Layers):])
+		}
 		if err != nil {
 			return Image{}, &StepError{Step: n, Err: err}
 		}
@@ -232,7 +247,7 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 }
 
 // start is the state before the first step.
-func (b *Builder) start(ctx context.Context, team string, spec Spec, say func(string)) (state, error) {
+func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsutil.Budget, say func(string)) (state, error) {
 	if spec.FromImage != "" && spec.FromTemplate != "" {
 		return state{}, errs.New(errs.InvalidArgument, "give fromImage or fromTemplate, not both")
 	}
@@ -293,7 +308,7 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, say func(st
 		say("image " + digest.String()[:19] + " cached")
 		return cached, nil
 	}
-	layers, cfg, err := b.store.layers.importImage(ctx, img, say)
+	layers, cfg, err := b.store.layers.importImage(ctx, img, budget, say)
 	if err != nil {
 		return state{}, err
 	}
@@ -361,7 +376,7 @@ func describe(s Step) string {
 }
 
 // runStep applies one step to st.
-func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build, debCache bool, out func(string)) (state, error) {
+func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build, debCache bool, budget *fsutil.Budget, out func(string)) (state, error) {
 	next := st
 	next.Layers = slices.Clone(st.Layers)
 	next.Env = slices.Clone(st.Env)
@@ -411,7 +426,7 @@ func (b *Builder) runStep(ctx context.Context, st state, step Step, build Build,
 		}
 		add(layer)
 	case "COPY", "ADD":
-		layer, err := b.copyLayer(ctx, st, step)
+		layer, err := b.copyLayer(ctx, st, step, budget)
 		if err != nil {
 			return st, err
 		}
@@ -629,6 +644,22 @@ func (b *Builder) mkParents(st state, stage, rel string, owner fsutil.Ids) error
 			return err
 		}
 		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// charge counts a step's new layers against its build's budget: the
+// team's storage is checked as each layer is committed, not only when the
+// build starts.
+func (b *Builder) charge(budget *fsutil.Budget, layers []string) error {
+	for _, l := range layers {
+		n, err := b.store.layerBytes(filepath.Base(l))
+		if err != nil {
+			return err
+		}
+		if err := budget.Charge(n); err != nil {
 			return err
 		}
 	}

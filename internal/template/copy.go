@@ -18,7 +18,7 @@ import (
 // over the uploaded archive step.FilesHash. The source is a path (its last
 // element may be a glob) inside the archive; it may not leave it, neither
 // by ".." nor through a symlink, and symlinks are copied as links.
-func (b *Builder) copyLayer(ctx context.Context, st state, step Step) (string, error) {
+func (b *Builder) copyLayer(ctx context.Context, st state, step Step, budget *fsutil.Budget) (string, error) {
 	if len(step.Args) < 2 {
 		return "", errs.New(errs.InvalidArgument, "COPY takes a source and a destination")
 	}
@@ -59,9 +59,15 @@ func (b *Builder) copyLayer(ctx context.Context, st state, step Step) (string, e
 	if err != nil {
 		return "", err
 	}
-	err = layertar.Unpack(archive, ctxDir, layertar.UnpackOptions{})
+	// The archive unpacks into scratch space, bounded by what the build
+	// may still store (its layer is charged once committed).
+	scratch := &fsutil.Budget{Max: budget.Left(), Dir: b.store.dir, MinFree: budget.MinFree, What: "the files of COPY " + src + " (with what the build may still store)"}
+	err = layertar.Unpack(archive, ctxDir, layertar.UnpackOptions{Budget: scratch})
 	archive.Close()
 	if err != nil {
+		if k := errs.KindOf(err); k == errs.QuotaExceeded || k == errs.ResourceExhausted {
+			return "", err
+		}
 		return "", errs.New(errs.InvalidArgument, "files of COPY %s: %v", src, err)
 	}
 	matches, err := cove.MatchContext(ctxDir, src)

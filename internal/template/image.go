@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/layertar"
 )
 
@@ -122,7 +123,7 @@ func pickImage(idx v1.ImageIndex, tag, where string) (v1.Image, error) {
 // importImage stores an image's layers (each named by its diff id, so an
 // image shared by templates, or a base shared by images, is stored once)
 // and returns them lowest first with the image's run settings.
-func (l Layers) importImage(ctx context.Context, img v1.Image, progress func(string)) ([]string, v1.Config, error) {
+func (l Layers) importImage(ctx context.Context, img v1.Image, budget *fsutil.Budget, progress func(string)) ([]string, v1.Config, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, v1.Config{}, fmt.Errorf("image config: %w", err)
@@ -147,7 +148,7 @@ func (l Layers) importImage(ctx context.Context, img v1.Image, progress func(str
 			continue
 		}
 		progress(fmt.Sprintf("layer %d/%d %s: extracting", i+1, len(layers), diff.Hex[:12]))
-		if err := l.importLayer(layer, name); err != nil {
+		if err := l.importLayer(layer, name, budget); err != nil {
 			return nil, v1.Config{}, fmt.Errorf("layer %s: %w", diff.Hex[:12], err)
 		}
 		names = append(names, name)
@@ -155,7 +156,7 @@ func (l Layers) importImage(ctx context.Context, img v1.Image, progress func(str
 	return names, cf.Config, nil
 }
 
-func (l Layers) importLayer(layer v1.Layer, name string) error {
+func (l Layers) importLayer(layer v1.Layer, name string, budget *fsutil.Budget) error {
 	rc, err := layer.Uncompressed()
 	if err != nil {
 		return err
@@ -165,7 +166,7 @@ func (l Layers) importLayer(layer v1.Layer, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := layertar.Unpack(rc, stage, layertar.UnpackOptions{Overlay: true}); err != nil {
+	if err := layertar.Unpack(rc, stage, layertar.UnpackOptions{Overlay: true, Budget: budget}); err != nil {
 		removeStage(stage)
 		return err
 	}

@@ -50,7 +50,7 @@ func TestCoveImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := Layers{dir: t.TempDir()}
-	names, cfg, err := l.importImage(context.Background(), img, func(string) {})
+	names, cfg, err := l.importImage(context.Background(), img, nil, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,7 +216,8 @@ func (s *Store) fetchBlob(ctx context.Context, digest, stage string) error {
 	// resolves every path inside it), and dropped unless it matches.
 	h := sha256.New()
 	tee := io.TeeReader(body, h)
-	uerr := layertar.Unpack(tee, stage, layertar.UnpackOptions{Overlay: true, Exact: true})
+	floor := &fsutil.Budget{Dir: stage, What: "a layer from the object store"} // the node's floor of free disk
+	uerr := layertar.Unpack(tee, stage, layertar.UnpackOptions{Overlay: true, Exact: true, Budget: floor})
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return fmt.Errorf("fetch %s: %w", digest, err)
 	}

@@ -48,7 +48,10 @@ type Templates struct {
 
 	mu   sync.Mutex
 	logs map[string]*buildLog // by build id
-	wg   sync.WaitGroup
+	// budgets are the storage budgets of teams with builds in progress
+	// here: one per team, shared by its builds (storage.go).
+	budgets map[string]*teamBudget
+	wg      sync.WaitGroup
 }
 
 type buildLog struct {
@@ -405,16 +408,19 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 			return err
 		}
 	}
-	if err := t.CheckStorage(ctx, team); err != nil {
+	release, err := t.reserveStorage(ctx, team, &spec)
+	if err != nil {
 		return err
 	}
 	if spec.Steps, err = t.filesDigests(ctx, team, spec.Steps); err != nil {
+		release()
 		return err
 	}
 	bl := newBuildLog(spec, nil)
 	t.mu.Lock()
 	if _, ok := t.logs[buildID]; ok {
 		t.mu.Unlock()
+		release()
 		return errs.New(errs.Conflict, "build %s was started already", buildID)
 	}
 	t.logs[buildID] = bl
@@ -422,6 +428,7 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
+		defer release()
 		t.run(templateID, buildID, spec, bl)
 	}()
 	return nil
@@ -432,31 +439,6 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 func (t *Templates) canBuildHere() error {
 	if t.builder == nil {
 		return errs.New(errs.Unimplemented, "template builds in a cluster need an object store for its nodes to share them (cove api and cove node --object-store)")
-	}
-	return nil
-}
-
-// CheckStorage refuses a build or a snapshot to a team whose templates'
-// layers already fill its storage quota (the one in progress may pass it:
-// it is counted once stored).
-func (t *Templates) CheckStorage(ctx context.Context, team string) error {
-	limit := t.MaxTeamStorageMB
-	if t.Quotas != nil {
-		q, err := t.Quotas(ctx, team)
-		if err != nil {
-			return err
-		}
-		limit = q.StorageMB
-	}
-	if limit <= 0 {
-		return nil
-	}
-	used, err := t.store.TeamLayerBytes(team)
-	if err != nil {
-		return err
-	}
-	if used >= limit<<20 {
-		return errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, at most %d MiB; delete templates to build more", used>>20, limit)
 	}
 	return nil
 }

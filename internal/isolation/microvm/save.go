@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
 	"github.com/covesandbox/cove/internal/layertar"
@@ -75,7 +76,10 @@ func receiveLayer(r io.Reader, dst string, max int64) error {
 		return err
 	}
 	er := guest.NewExportReader(r, max)
-	if err := layertar.Unpack(er, dst, layertar.UnpackOptions{Overlay: true, Exact: true}); err != nil {
+	// What it writes is bounded as what it reads (a sparse entry expands),
+	// and keeps the node's floor of free disk.
+	budget := &fsutil.Budget{Max: max, Dir: dst, What: "a guest's writable layer"}
+	if err := layertar.Unpack(er, dst, layertar.UnpackOptions{Overlay: true, Exact: true, Budget: budget}); err != nil {
 		return err
 	}
 	// The archive's end: what follows it is the guest's word on it.

@@ -1,0 +1,212 @@
+package security_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil/testkit"
+)
+
+// The tenant-exhaustion suite: one team tries to use up what every team
+// shares on a node (descriptors, disk, delivery slots, rows), and the
+// other team's work goes on, within a bound, with nothing left behind.
+
+// templateBuild is a template being built through the API, as key.
+type templateBuild struct {
+	p          *coveProc
+	key        string
+	TemplateID string `json:"templateID"`
+	BuildID    string `json:"buildID"`
+}
+
+func newBuild(t *testing.T, p *coveProc, key, name string) *templateBuild {
+	t.Helper()
+	b := &templateBuild{p: p, key: key}
+	if code := apiJSON(t, p, key, "POST", "/v3/templates", map[string]any{"name": name, "cpuCount": 1, "memoryMB": 256}, b); code != 202 {
+		t.Fatalf("create template %s: %d", name, code)
+	}
+	return b
+}
+
+// upload sends archive as the files named hash; the answer's status.
+func (b *templateBuild) upload(t *testing.T, hash string, archive []byte) int {
+	t.Helper()
+	var l struct {
+		Present bool   `json:"present"`
+		URL     string `json:"url"`
+	}
+	if code := apiJSON(t, b.p, b.key, "GET", "/templates/"+b.TemplateID+"/files/"+hash, nil, &l); code != 201 {
+		t.Fatalf("files link: %d", code)
+	}
+	code, raw := call(t, "PUT", l.URL, bytes.NewReader(archive))
+	if code >= 300 {
+		t.Logf("upload: %d %s", code, raw)
+	}
+	return code
+}
+
+// run starts the build with steps and waits for its end: its status and
+// reason.
+func (b *templateBuild) run(t *testing.T, steps []map[string]any) (string, string) {
+	t.Helper()
+	if code := apiJSON(t, b.p, b.key, "POST", "/v2/templates/"+b.TemplateID+"/builds/"+b.BuildID, map[string]any{"steps": steps}, nil); code != 202 {
+		return "refused", fmt.Sprint(code)
+	}
+	var st struct {
+		Status string `json:"status"`
+		Reason struct {
+			Message string `json:"message"`
+		} `json:"reason"`
+	}
+	testkit.Eventually(t, 3*time.Minute, func() error {
+		apiJSON(t, b.p, b.key, "GET", "/templates/"+b.TemplateID+"/builds/"+b.BuildID+"/status", nil, &st)
+		if st.Status == "ready" || st.Status == "error" {
+			return nil
+		}
+		return fmt.Errorf("the build is %q", st.Status)
+	})
+	return st.Status, st.Reason.Message
+}
+
+// zeroBomb is a tar.gz of one file of size zero bytes: a few hundred KiB
+// that expand to size.
+func zeroBomb(t *testing.T, name string, size int64) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	zero := make([]byte, 1<<20)
+	for left := size; left > 0; left -= int64(len(zero)) {
+		tw.Write(zero[:min(left, int64(len(zero)))])
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+// diskUsed is what the files under dir take on disk, not crossing into
+// other file systems.
+func diskUsed(t *testing.T, dir string) int64 {
+	var total int64
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	return total
+}
+
+// TestCompressionBombCopy: a small archive that expands far past the
+// team's storage quota, used by a COPY step, fails the build with the
+// quota's error as it unpacks — never filling the disk — and leaves
+// nothing behind; the other team builds meanwhile and after.
+func TestCompressionBombCopy(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--team-max-storage-mb", "32")
+	bomb := zeroBomb(t, "zeros", 512<<20)
+	if len(bomb) > 1<<20 {
+		t.Fatalf("the bomb is %d bytes compressed", len(bomb))
+	}
+	before := diskUsed(t, p.srv.DataDir)
+	b := newBuild(t, p, apiKey, "bomb")
+	hash := strings.Repeat("b0", 32)
+	if code := b.upload(t, hash, bomb); code != 200 {
+		t.Fatalf("upload: %d", code)
+	}
+	// What the data directory holds at its peak, sampled as the build
+	// runs: the unpack stops at the quota, not once the archive is out.
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.Store(max(peak.Load(), diskUsed(t, p.srv.DataDir)-before))
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	status, reason := b.run(t, []map[string]any{{"type": "COPY", "args": []string{"zeros", "/srv/", "", ""}, "filesHash": hash}})
+	close(stop)
+	<-sampled
+	if status != "error" || !strings.Contains(reason, "the files of COPY zeros (with what the build may still store): writing more than 32 MiB") {
+		t.Errorf("the bomb's build: %s %q, want it stopped as it unpacked, naming the bound", status, reason)
+	}
+	if peak.Load() > 96<<20 {
+		t.Errorf("the data directory grew by %d MiB at the peak of the build", peak.Load()>>20)
+	}
+	// The other team's build of a small file is not held back.
+	other := newBuild(t, p, otherKey, "small")
+	if code := other.upload(t, hash, tarOf(t, "app.txt", "small\n")); code != 200 {
+		t.Fatalf("upload: %d", code)
+	}
+	if status, reason := other.run(t, []map[string]any{{"type": "COPY", "args": []string{"app.txt", "/srv/", "", ""}, "filesHash": hash}}); status != "ready" {
+		t.Errorf("the other team's build: %s %q", status, reason)
+	}
+	// The node holds the compressed upload and the small layer: nothing
+	// of what the bomb expanded to.
+	if grew := diskUsed(t, p.srv.DataDir) - before; grew > 16<<20 {
+		t.Errorf("the data directory grew by %d MiB", grew>>20)
+	}
+}
+
+// TestBuildsAgainstQuota: the team's storage quota bounds what its builds
+// store as each layer is committed — a build whose second step passes it
+// fails there — and builds started together share what the quota leaves:
+// of three that each fit alone, one is built.
+func TestBuildsAgainstQuota(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--team-max-storage-mb", "32")
+	hash := strings.Repeat("c1", 32)
+	twenty := zeroBomb(t, "twenty", 20<<20)
+	copyStep := func(dest string) map[string]any {
+		return map[string]any{"type": "COPY", "args": []string{"twenty", dest, "", ""}, "filesHash": hash}
+	}
+	two := newBuild(t, p, apiKey, "two-steps")
+	if code := two.upload(t, hash, twenty); code != 200 {
+		t.Fatalf("upload: %d", code)
+	}
+	if status, reason := two.run(t, []map[string]any{copyStep("/srv/a/"), copyStep("/srv/b/")}); status != "error" || !strings.Contains(reason, "step 2: ") || !strings.Contains(reason, " MiB") {
+		t.Errorf("a build of two 20 MiB layers under a quota of 32 MiB: %s %q", status, reason)
+	}
+	builds := make([]*templateBuild, 3)
+	for i := range builds {
+		builds[i] = newBuild(t, p, apiKey, fmt.Sprint("together-", i))
+	}
+	results := make(chan string, len(builds))
+	for i, b := range builds {
+		go func() {
+			status, _ := b.run(t, []map[string]any{copyStep(fmt.Sprintf("/srv/%d/", i))})
+			results <- status
+		}()
+	}
+	ready := 0
+	for range builds {
+		if <-results == "ready" {
+			ready++
+		}
+	}
+	if ready != 1 {
+		t.Errorf("%d of 3 builds of 20 MiB started together under a quota of 32 MiB were built, want 1", ready)
+	}
+}
