@@ -181,3 +181,45 @@ func TestEgressFlowLimits(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestTenantMarkKeptOffSandboxes: a socket of the server's tenant
+// requests (TenantMark) cannot reach a sandbox's listener, which the
+// server's own unmarked sockets (the sandbox proxy's) reach.
+func TestTenantMarkKeptOffSandboxes(t *testing.T) {
+	testkit.NeedRoot(t, "")
+	m, err := New(Config{Range: netip.MustParsePrefix("198.18.249.0/24"), Table: fmt.Sprintf("cove-test-m%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	must(t, err)
+	defer m.Close()
+	n, err := m.Acquire(t.Context(), true)
+	must(t, err)
+	defer m.Release(n)
+	var ln net.Listener
+	inNS(t, n.NS, func() { ln, err = net.Listen("tcp4", n.Addr.String()+":8000") })
+	must(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("inside"))
+			c.Close()
+		}
+	}()
+	reach := func(d *net.Dialer) string {
+		c, err := d.Dial("tcp4", n.Addr.String()+":8000")
+		if err != nil {
+			return "refused"
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	if got := reach(&net.Dialer{Timeout: 3 * time.Second}); got != "inside" {
+		t.Fatalf("the server's own connection to the sandbox: %q", got)
+	}
+	if got := reach(&net.Dialer{Timeout: 3 * time.Second, Control: MarkTenant}); got != "refused" {
+		t.Errorf("a tenant's request reached a sandbox: %q", got)
+	}
+}

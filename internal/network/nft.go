@@ -30,6 +30,7 @@ import (
 //	  chain input    { iifname cv<tag>*: not IPv4 → reject, established → accept,
 //	                   redirected to the egress proxy → accept, else reject;
 //	                   any other to the egress proxy's port → reject }   (the host itself)
+//	  chain output   { oifname cv<tag>*, meta mark TenantMark → reject }  (the server's requests for tenants)
 //	  chain postrouting (nat) { IPv4, saddr in sandbox range, oifname not cv* → masquerade }
 //	  chain prerouting (nat)  { IPv4, saddr in @tunneled, tcp → redirect to the egress proxy;
 //	                            IPv4, saddr in @proxied, tcp dport 80/443 → redirect to the egress proxy }
@@ -108,6 +109,8 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
 	pre := c.AddChain(&nftables.Chain{Name: "prerouting", Table: fw.table, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	out := c.AddChain(&nftables.Chain{Name: "output", Table: fw.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 
 	rule := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: fw.table, Chain: ch, Exprs: exprs})
@@ -144,6 +147,13 @@ func newFirewall(name, ifPrefix string, sandboxes netip.Prefix, blocked []netip.
 	rule(in, cat(fromSandbox, tcpDport(proxyPort), redirected(), verdict(expr.VerdictAccept))...)
 	rule(in, cat(fromSandbox, rejectAdmin())...)
 	rule(in, cat(tcpDport(proxyPort), rejectAny())...)
+	// What the server sends on a tenant's behalf (webhooks, image pulls)
+	// carries TenantMark, and never goes out to a sandbox, whatever its
+	// address checks let through.
+	rule(out, cat(toSandbox, []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(TenantMark)},
+	}, rejectAny())...)
 	rule(pre, cat(fromSandbox, isIPv4(), lookup(12, fw.tunneled), []expr.Any{ // every TCP port, through the upstream proxy
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},

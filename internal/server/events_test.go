@@ -127,7 +127,7 @@ func TestEventsAndWebhooks(t *testing.T) {
 	rows.Close()
 	db.Close()
 	for _, bad := range []string{
-		`{"url":"http://169.254.169.254/latest"}`, `{"url":"http://10.0.0.1/"}`, `{"url":"ftp://example.com/"}`,
+		`{"url":"http://169.254.169.254/latest"}`, `{"url":"http://10.0.0.1/"}`, `{"url":"ftp://example.com/"}`, `{"url":"http://198.18.0.6:49983/"}`,
 		`{"url":"http://user:pw@example.com/"}`, `{"url":"https://example.com/","events":["sandbox.lifecycle.exploded"]}`,
 	} {
 		if code, _, raw := s.do(t, "POST", "/events/webhooks", keyA, bad); code != http.StatusBadRequest {

@@ -290,9 +290,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if nets != nil {
 		nets.SetIdentity(issuer)
 	}
+	var ranges []netip.Prefix
+	if cfg.Network != nil {
+		ranges = append(ranges, cfg.Network.Range)
+	}
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
 		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
-		Identity: issuer}, st, mgr, secret, log)
+		SandboxRanges: ranges, Identity: issuer}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/layertar"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // Local image sources: an OCI layout directory or a `docker save` tarball
@@ -181,7 +182,7 @@ func (l Layers) importLayer(layer v1.Layer, name string, budget *fsutil.Budget) 
 func registryTransport(allowLoopback bool) http.RoundTripper {
 	tr := remote.DefaultTransport.(*http.Transport).Clone()
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
-		Control: func(_, address string, _ syscall.RawConn) error {
+		Control: func(netw, address string, rc syscall.RawConn) error {
 			host, _, err := net.SplitHostPort(address)
 			if err != nil {
 				return err
@@ -192,10 +193,10 @@ func registryTransport(allowLoopback bool) http.RoundTripper {
 			}
 			ip = ip.Unmap()
 			if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() ||
-				(ip.IsLoopback() && !allowLoopback) {
+				(ip.IsLoopback() && !allowLoopback) || network.DefaultRange.Contains(ip) {
 				return errs.New(errs.PermissionDenied, "registry address %s is not allowed", ip)
 			}
-			return nil
+			return network.MarkTenant(netw, address, rc) // never to a sandbox (the nodes' firewalls)
 		}}
 	tr.DialContext = dialer.DialContext
 	return tr

@@ -20,6 +20,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // Delivery's bounds: a receiver has deliveryTimeout to answer; a failed
@@ -138,12 +139,20 @@ func (s *Service) checkWebhookURL(raw string) error {
 	return nil
 }
 
-// webhookAddrAllowed refuses loopback, link-local (cloud metadata),
-// private, unspecified and multicast addresses and the host's own —
-// where the node, the API and the host's services listen — unless the
-// operator allows them (Config.WebhookAllow).
+// webhookAddrAllowed refuses sandbox ranges (the default one, the
+// nodes' own: Config.SandboxRanges), whatever the operator allows, and
+// loopback, link-local (cloud metadata), private, unspecified and
+// multicast addresses and the host's own — where the node, the API and
+// the host's services listen — unless the operator allows them
+// (Config.WebhookAllow). The sender's sockets are marked besides
+// (network.TenantMark): a node's firewall keeps them off its sandboxes.
 func (s *Service) webhookAddrAllowed(a netip.Addr) error {
 	a = a.Unmap()
+	for _, p := range append([]netip.Prefix{network.DefaultRange}, s.cfg.SandboxRanges...) {
+		if p.Contains(a) {
+			return errs.New(errs.InvalidArgument, "webhook address %s is in the sandbox range %s: webhooks are not sent to sandboxes", a, p)
+		}
+	}
 	for _, p := range s.cfg.WebhookAllow {
 		if p.Contains(a) {
 			return nil
@@ -191,12 +200,15 @@ func (w *webhookSender) wake() {
 }
 
 func (s *Service) newWebhookSender() *webhookSender {
-	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: func(_, address string, _ syscall.RawConn) error {
+	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: func(network_, address string, rc syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return err
 		}
-		return s.webhookAddrAllowed(ap.Addr())
+		if err := s.webhookAddrAllowed(ap.Addr()); err != nil {
+			return err
+		}
+		return network.MarkTenant(network_, address, rc)
 	}}
 	return &webhookSender{kick: make(chan struct{}, 1), client: &http.Client{
 		Timeout: deliveryTimeout,
