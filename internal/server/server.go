@@ -141,6 +141,9 @@ type Config struct {
 	// WebhookAllow are ranges webhooks may be sent to although loopback,
 	// private or the host's; EventsKept is how long lifecycle events are
 	// kept (default 7 days).
+	// MaxTeamVolumes caps the volumes one team keeps on a node (0:
+	// volume.DefaultMaxPerTeam).
+	MaxTeamVolumes int
 	WebhookAllow []netip.Prefix
 	EventsKept   time.Duration
 	// SecretsKeyFile is the operator's key that seals teams' secrets
@@ -373,6 +376,7 @@ func openVolumes(cfg Config, log *slog.Logger) (*volume.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open volumes: %w", err)
 	}
+	vols.MaxPerTeam = cfg.MaxTeamVolumes
 	return vols, nil
 }
 

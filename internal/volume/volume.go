@@ -8,6 +8,7 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,10 +53,20 @@ type Store struct {
 	log    *slog.Logger
 	// missing, when set, is why volumes cannot be made here.
 	missing string
+	// MaxPerTeam and MaxTotal bound how many volumes a team, and all
+	// teams, keep here: each holds a loop device, a mount and its image's
+	// disk (0: DefaultMaxPerTeam, DefaultMaxTotal). Set before serving.
+	MaxPerTeam, MaxTotal int
 
 	mu   sync.Mutex
 	vols map[string]*Volume
 }
+
+// The default bounds of a store's volumes.
+const (
+	DefaultMaxPerTeam = 32
+	DefaultMaxTotal   = 512
+)
 
 // Open opens the store, mounting the volumes not mounted (after a host
 // reboot) and removing what a create cut short left. sizeMB is a new
@@ -147,10 +158,20 @@ func (s *Store) CreateAs(id, team, name string) (Volume, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	mine := 0
 	for _, v := range s.vols {
 		if v.Team == team && v.Name == name || v.ID == id {
 			return Volume{}, errs.New(errs.AlreadyExists, "volume %q already exists", name)
 		}
+		if v.Team == team {
+			mine++
+		}
+	}
+	if limit := cmp.Or(s.MaxPerTeam, DefaultMaxPerTeam); mine >= limit {
+		return Volume{}, errs.New(errs.QuotaExceeded, "team quota: the team has %d volumes, at most %d; delete one to make another", mine, limit)
+	}
+	if limit := cmp.Or(s.MaxTotal, DefaultMaxTotal); len(s.vols) >= limit {
+		return Volume{}, errs.New(errs.ResourceExhausted, "this node keeps %d volumes, its most", limit)
 	}
 	v := Volume{ID: id, Name: name, Team: team, SizeMB: s.sizeMB, CreatedAt: time.Now().UTC()}
 	if err := s.makeImage(v.ID); err != nil {

@@ -109,3 +109,47 @@ func mountinfo(t *testing.T) string {
 	}
 	return string(b)
 }
+
+// TestVolumeBounds: a team keeps at most MaxPerTeam volumes and the node
+// MaxTotal; a refused create leaves nothing; another team is not held
+// back by one at its bound.
+func TestVolumeBounds(t *testing.T) {
+	testkit.NeedRoot(t, "")
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, 16, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.MaxPerTeam, s.MaxTotal = 2, 3
+	var made []Volume
+	defer func() {
+		for _, v := range made {
+			s.DeleteByID(v.ID)
+		}
+	}()
+	for _, tc := range []struct {
+		team, name string
+		kind       errs.Kind // Internal: made
+	}{
+		{"team-a", "one", errs.Internal},
+		{"team-a", "two", errs.Internal},
+		{"team-a", "three", errs.QuotaExceeded},
+		{"team-b", "one", errs.Internal},
+		{"team-b", "two", errs.ResourceExhausted},
+	} {
+		v, err := s.Create(ctx, tc.team, tc.name)
+		switch {
+		case tc.kind == errs.Internal && err != nil:
+			t.Fatalf("%s/%s: %v", tc.team, tc.name, err)
+		case tc.kind == errs.Internal:
+			made = append(made, v)
+		case !errs.Is(err, tc.kind):
+			t.Errorf("%s/%s: %v, want %v", tc.team, tc.name, err, tc.kind)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if got := len(entries); got != 1+2*len(made) { // mnt, and a record and an image each
+		t.Errorf("the store holds %d entries for %d volumes", got, len(made))
+	}
+}
