@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // receiver is a webhook receiver of the test's: it checks each delivery's
@@ -264,5 +268,71 @@ func TestWebhooksReplicaDies(t *testing.T) {
 	waitFor(t, func() bool { return len(rcv.of(id)) == 1 })
 	if code, _, _ := second.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != http.StatusNoContent {
 		t.Errorf("kill through the other replica: %d", code)
+	}
+}
+
+// TestWebhooksFairAcrossTeams: one team's webhooks to receivers that
+// never answer hold a bounded share of the delivery slots, so another
+// team's delivery arrives while they hang; a team's webhooks are capped.
+func TestWebhooksFairAcrossTeams(t *testing.T) {
+	s := startWith(t, func(c *server.Config) { c.WebhookAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
+	release := make(chan struct{})
+	var mu sync.Mutex
+	hung, peak := 0, 0 // team A's deliveries hanging now, and at most
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hung++
+		peak = max(peak, hung)
+		mu.Unlock()
+		select { // until the test ends, or the sender gives up
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		hung--
+		mu.Unlock()
+	}))
+	defer hang.Close()
+	defer close(release)
+	good := newReceiver(t, "b's secret", 0)
+	for i := range service.MaxTeamWebhooks {
+		if code, _, raw := s.do(t, "POST", "/events/webhooks", keyA, fmt.Sprintf(`{"name":"hang-%d","url":"%s/%d"}`, i, hang.URL, i)); code != http.StatusCreated {
+			t.Fatalf("create webhook %d: %d %s", i, code, raw)
+		}
+	}
+	if code, _, raw := s.do(t, "POST", "/events/webhooks", keyA, `{"name":"one more","url":"`+hang.URL+`/more"}`); code != http.StatusTooManyRequests {
+		t.Errorf("a webhook past the team's cap: %d %s", code, raw)
+	}
+	if code, _, raw := s.do(t, "POST", "/events/webhooks", keyB, `{"name":"b","url":"`+good.URL+`","signatureSecret":"b's secret"}`); code != http.StatusCreated {
+		t.Fatalf("team B's webhook: %d %s", code, raw)
+	}
+	// Team A's create makes a delivery per webhook, all hanging; then B's.
+	a := s.create(t, keyA)["sandboxID"].(string)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if hung == 0 {
+			return errors.New("no delivery of team A's hangs yet")
+		}
+		return nil
+	})
+	b := s.create(t, keyB)["sandboxID"].(string)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if len(good.of(b)) == 0 {
+			return errors.New("team B's delivery has not arrived")
+		}
+		return nil
+	})
+	mu.Lock()
+	if peak > 4 {
+		t.Errorf("team A's deliveries held %d of the delivery slots at once", peak)
+	}
+	mu.Unlock()
+	for _, id := range []string{a, b} {
+		key := keyA
+		if id == b {
+			key = keyB
+		}
+		s.do(t, "DELETE", "/sandboxes/"+id, key, "")
 	}
 }

@@ -32,6 +32,12 @@ const (
 	maxBackoff      = 5 * time.Minute
 	maxAttempts     = 12
 	maxSending      = 16
+	// maxTeamSending is how many of those slots one team's deliveries
+	// take at once: a team whose receivers hang holds no more, and its
+	// other due deliveries wait for their claim's lease to end.
+	maxTeamSending = 4
+	// MaxTeamWebhooks caps a team's webhooks.
+	MaxTeamWebhooks = 32
 )
 
 // WebhookChange is a webhook as a team creates it, or what an update
@@ -51,6 +57,11 @@ func (s *Service) CreateWebhook(ctx context.Context, team string, c WebhookChang
 	}
 	if err := s.applyWebhook(&w, c); err != nil {
 		return store.Webhook{}, err
+	}
+	if have, err := s.store.TeamWebhooks(ctx, team); err != nil {
+		return store.Webhook{}, err
+	} else if len(have) >= MaxTeamWebhooks {
+		return store.Webhook{}, errs.New(errs.QuotaExceeded, "team quota: the team has %d webhooks, at most %d", len(have), MaxTeamWebhooks)
 	}
 	if err := s.store.AddWebhook(ctx, w); err != nil {
 		return store.Webhook{}, err
@@ -227,7 +238,11 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	sem := make(chan struct{}, maxSending)
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		sending = map[string]int{} // by team
+	)
 	defer wg.Wait()
 	for {
 		due, err := s.store.ClaimDeliveries(ctx, time.Now(), deliveryLease, maxSending)
@@ -235,10 +250,27 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 			s.log.Warn("claim webhook deliveries", logx.Err(err))
 		}
 		for _, d := range due {
+			mu.Lock()
+			full := sending[d.Team] >= maxTeamSending
+			if !full {
+				sending[d.Team]++
+			}
+			mu.Unlock()
+			if full {
+				continue // claimed: due again once its lease ends
+			}
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
-				defer func() { <-sem; wg.Done() }()
+				defer func() {
+					mu.Lock()
+					if sending[d.Team]--; sending[d.Team] == 0 {
+						delete(sending, d.Team)
+					}
+					mu.Unlock()
+					<-sem
+					wg.Done()
+				}()
 				s.deliver(ctx, d)
 			}()
 		}

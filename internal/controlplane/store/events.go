@@ -108,6 +108,7 @@ type Webhook struct {
 // takes it (at least once), tried again at NextAt.
 type Delivery struct {
 	ID, WebhookID, EventID string
+	Team                   string // the webhook's
 	Attempt                int
 	NextAt                 time.Time
 	// What the sender needs, from the webhook and the event.

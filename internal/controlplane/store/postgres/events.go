@@ -144,13 +144,13 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 			SELECT id FROM deliveries WHERE next_at <= $1 ORDER BY next_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 		UPDATE deliveries d SET next_at = $3 FROM due, webhooks w, events e
 		WHERE d.id = due.id AND w.id = d.webhook_id AND e.id = d.event_id
-		RETURNING d.id, d.webhook_id, d.event_id, d.attempt, w.url, w.secret, e.body`, now, limit, now.Add(lease))
+		RETURNING d.id, d.webhook_id, d.event_id, d.attempt, w.team, w.url, w.secret, e.body`, now, limit, now.Add(lease))
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Delivery, error) {
 		var d store.Delivery
-		err := r.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &d.URL, &d.Secret, &d.Body)
+		err := r.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &d.Team, &d.URL, &d.Secret, &d.Body)
 		return d, err
 	})
 	if err != nil {

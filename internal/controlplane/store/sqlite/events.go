@@ -195,7 +195,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.webhook_id, d.event_id, d.attempt, d.next_at, w.url, w.secret, e.body
+	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.webhook_id, d.event_id, d.attempt, d.next_at, w.team, w.url, w.secret, e.body
 		FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN events e ON e.id = d.event_id
 		WHERE d.next_at <= ? ORDER BY d.next_at LIMIT ?`, now.UnixNano(), limit)
 	if err != nil {
@@ -205,7 +205,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	for rows.Next() {
 		var d store.Delivery
 		var next int64
-		if err := rows.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &next, &d.URL, &d.Secret, &d.Body); err != nil {
+		if err := rows.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &next, &d.Team, &d.URL, &d.Secret, &d.Body); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("claim deliveries: %w", err)
 		}
