@@ -144,8 +144,8 @@ type Config struct {
 	// MaxTeamVolumes caps the volumes one team keeps on a node (0:
 	// volume.DefaultMaxPerTeam).
 	MaxTeamVolumes int
-	WebhookAllow []netip.Prefix
-	EventsKept   time.Duration
+	WebhookAllow   []netip.Prefix
+	EventsKept     time.Duration
 	// SecretsKeyFile is the operator's key that seals teams' secrets
 	// (64 hex digits, owner-only). cove server: default the data
 	// directory's secrets.key, made at the first start; cove api and cove
