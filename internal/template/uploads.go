@@ -60,6 +60,50 @@ func (s *Store) boundPath(team, hash string) string {
 	return filepath.Join(s.dir, "files", "bound", boundName(team, hash))
 }
 
+// teamFilesDir lists, as empty files named by digest, the archives a
+// team's bindings lead to here: what its uploads hold, counted in its
+// storage (TeamFilesBytes). A mark goes with its binding, or its archive.
+func (s *Store) teamFilesDir(team string) string {
+	sum := sha256.Sum256([]byte("files-team\x00" + team))
+	return filepath.Join(s.dir, "files", "teams", hex.EncodeToString(sum[:]))
+}
+
+// markTeamFiles records (or touches) that team's uploads hold digest.
+func (s *Store) markTeamFiles(team, digest string) error {
+	dir := s.teamFilesDir(team)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, digest)
+	now := time.Now()
+	if err := os.Chtimes(p, now, now); err == nil {
+		return nil
+	}
+	return os.WriteFile(p, nil, 0o600)
+}
+
+// TeamFilesBytes is what the archives team uploaded and still binds hold
+// here, each counted once.
+func (s *Store) TeamFilesBytes(team string) (int64, error) {
+	entries, err := os.ReadDir(s.teamFilesDir(team))
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, e := range entries {
+		if validHash(e.Name()) != nil {
+			continue
+		}
+		if st, err := os.Stat(s.filesPath(e.Name())); err == nil {
+			total += st.Size()
+		}
+	}
+	return total, nil
+}
+
 // filesKey is where the object store keeps the archive of a digest, and
 // boundKey a team's binding of a hash to it.
 func filesKey(digest string) string { return "files/" + digest }
@@ -92,6 +136,9 @@ func (s *Store) binding(ctx context.Context, team, hash string) (string, error) 
 	case err == nil:
 		now := time.Now()
 		os.Chtimes(p, now, now)
+		if d := strings.TrimSpace(string(data)); validHash(d) == nil {
+			os.Chtimes(filepath.Join(s.teamFilesDir(team), d), now, now)
+		}
 	case !os.IsNotExist(err):
 		return "", fmt.Errorf("read files binding: %w", err)
 	case s.remote == nil:
@@ -181,6 +228,9 @@ func (s *Store) bind(ctx context.Context, team, hash, digest string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("bind files: %w", err)
 	}
+	if err := s.markTeamFiles(team, digest); err != nil {
+		return fmt.Errorf("bind files: %w", err)
+	}
 	if s.remote == nil {
 		return nil
 	}
@@ -262,7 +312,14 @@ const filesKeep = 24 * time.Hour
 // collectFiles removes uploaded archives and bindings untouched for
 // filesKeep.
 func (s *Store) collectFiles() {
-	for _, dir := range []string{filepath.Join(s.dir, "files"), filepath.Join(s.dir, "files", "bound")} {
+	dirs := []string{filepath.Join(s.dir, "files"), filepath.Join(s.dir, "files", "bound")}
+	teams, _ := os.ReadDir(filepath.Join(s.dir, "files", "teams"))
+	for _, e := range teams {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(s.dir, "files", "teams", e.Name()))
+		}
+	}
+	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			continue

@@ -210,3 +210,43 @@ func TestBuildsAgainstQuota(t *testing.T) {
 		t.Errorf("%d of 3 builds of 20 MiB started together under a quota of 32 MiB were built, want 1", ready)
 	}
 }
+
+// TestUploadsAgainstQuota: what a team uploads for COPY steps counts in
+// its storage quota, without a build: past what the quota leaves an
+// upload is refused (429) and nothing of it is kept; a build past the cap
+// on steps is refused.
+func TestUploadsAgainstQuota(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--team-max-storage-mb", "8")
+	b := newBuild(t, p, apiKey, "uploads")
+	noise := func(seed byte, n int) []byte { // incompressible enough, and not shared
+		out := make([]byte, n)
+		x := uint32(seed) + 1
+		for i := range out {
+			x = x*1664525 + 1013904223
+			out[i] = byte(x >> 24)
+		}
+		return out
+	}
+	before := diskUsed(t, p.srv.DataDir)
+	if code := b.upload(t, strings.Repeat("d1", 32), noise(1, 6<<20)); code != 200 {
+		t.Fatalf("the first upload, within the quota: %d", code)
+	}
+	if code := b.upload(t, strings.Repeat("d2", 32), noise(2, 6<<20)); code != 429 {
+		t.Errorf("an upload past what the quota leaves: %d, want 429", code)
+	}
+	if grew := diskUsed(t, p.srv.DataDir) - before; grew > 8<<20 {
+		t.Errorf("the data directory grew by %d MiB", grew>>20)
+	}
+	// The other team's quota is its own.
+	other := newBuild(t, p, otherKey, "other-uploads")
+	if code := other.upload(t, strings.Repeat("d2", 32), noise(3, 6<<20)); code != 200 {
+		t.Errorf("the other team's upload: %d", code)
+	}
+	steps := make([]map[string]any, 129)
+	for i := range steps {
+		steps[i] = map[string]any{"type": "ENV", "args": []string{"N", fmt.Sprint(i)}}
+	}
+	if status, reason := newBuild(t, p, otherKey, "steps").run(t, steps); status != "refused" || reason != "400" {
+		t.Errorf("a build of 129 steps: %s %s, want refused with 400", status, reason)
+	}
+}

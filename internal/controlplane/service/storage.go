@@ -8,6 +8,10 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
+// MaxBuildSteps caps a build's steps: each may add a layer, and a
+// sandbox's root stacks them all.
+const MaxBuildSteps = 128
+
 // teamBudget is what a team's builds in progress may still store: what
 // its quota had left when the first of them started, shared by all of
 // them (each layer charged as it is written or committed), until the last
@@ -40,14 +44,18 @@ func (t *Templates) storageLeft(ctx context.Context, team string) (int64, error)
 	if err != nil || limit <= 0 {
 		return 0, err
 	}
-	used, err := t.store.TeamLayerBytes(team)
+	layers, err := t.store.TeamLayerBytes(team)
 	if err != nil {
 		return 0, err
 	}
-	if used >= limit<<20 {
-		return 0, errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, at most %d MiB; delete templates to build more", used>>20, limit)
+	files, err := t.store.TeamFilesBytes(team)
+	if err != nil {
+		return 0, err
 	}
-	return limit<<20 - used, nil
+	if used := layers + files; used >= limit<<20 {
+		return 0, errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers and its uploads for COPY steps %d MiB, at most %d MiB together; delete templates to build more (uploads not used for a day go)", layers>>20, files>>20, limit)
+	}
+	return limit<<20 - layers - files, nil
 }
 
 // reserveStorage gives a build the team's storage budget (spec.Budget,

@@ -60,7 +60,17 @@ func (t *Templates) PutFiles(ctx context.Context, templateID, hash string, up Fi
 	if time.Now().After(up.Expires) {
 		return errs.New(errs.Unauthenticated, "the upload link expired at %s: ask for a new one", up.Expires.UTC().Format(time.RFC3339))
 	}
-	_, err := t.store.PutFiles(ctx, up.Team, hash, body, template.MaxFilesBytes)
+	limit := int64(template.MaxFilesBytes)
+	left, err := t.storageLeft(ctx, up.Team) // an upload is counted in the team's storage
+	if err != nil {
+		return err
+	}
+	if left > 0 {
+		limit = min(limit, left)
+	}
+	if _, err = t.store.PutFiles(ctx, up.Team, hash, body, limit); errs.Is(err, errs.InvalidArgument) && limit < template.MaxFilesBytes { // the hash was checked when the link was made
+		return errs.New(errs.QuotaExceeded, "team quota: the upload is larger than the %d MiB the team's storage quota leaves", limit>>20)
+	}
 	return err
 }
 

@@ -392,6 +392,9 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 	if err := t.canBuildHere(); err != nil {
 		return err
 	}
+	if len(spec.Steps) > MaxBuildSteps {
+		return errs.New(errs.InvalidArgument, "a build has %d steps, at most %d are allowed", len(spec.Steps), MaxBuildSteps)
+	}
 	r, err := t.owned(team, templateID)
 	if err != nil {
 		return err
