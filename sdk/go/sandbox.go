@@ -246,6 +246,9 @@ type Metric struct {
 	MemTotal   uint64    `json:"memTotal"`
 	DiskUsed   uint64    `json:"diskUsed"`
 	DiskTotal  uint64    `json:"diskTotal"`
+	// EgressConnections are those the sandbox holds open through its
+	// node's egress proxy (Cove's).
+	EgressConnections uint64 `json:"egressConnections"`
 }
 
 // Metrics returns the sandbox's resource use: the samples kept so far

@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -13,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
+	cove "github.com/covesandbox/cove/sdk/go"
 )
 
 // The tenant-exhaustion suite: one team tries to use up what every team
@@ -249,4 +254,150 @@ func TestUploadsAgainstQuota(t *testing.T) {
 	if status, reason := newBuild(t, p, otherKey, "steps").run(t, steps); status != "refused" || reason != "400" {
 		t.Errorf("a build of 129 steps: %s %s, want refused with 400", status, reason)
 	}
+}
+
+// holdConns is a program that opens n connections to the fake internet's
+// port 80, sends each a request for name and keeps them all open.
+const holdConns = `
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[2])):
+    try:
+        s = socket.create_connection(("203.0.113.1", 80), timeout=3)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: " + sys.argv[1].encode() + b"\r\n\r\n")
+        held.append(s)
+    except OSError:
+        pass
+print(len(held), flush=True)
+time.sleep(600)
+`
+
+// heldByServer counts the server host's established TCP connections to
+// the fake internet's port 80 (the egress proxy's, upstream).
+func heldByServer(t *testing.T) int {
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[2] == "017100CB:0050" && f[3] == "01" { // 203.0.113.1:80, ESTABLISHED
+			n++
+		}
+	}
+	return n
+}
+
+// TestEgressConnectionsBounded: a sandbox with a proxied policy that
+// opens connections without end holds at most --egress-max-connections
+// in the node's egress proxy (shown in its metrics), the other team's
+// creates and commands go on, and its kill closes them all, towards the
+// far end too.
+func TestEgressConnectionsBounded(t *testing.T) {
+	const netRange = "198.18.244.0/24"
+	dns := testutil.ServeDNS(t)
+	dns.Set("held.test", 60, testutil.InternetAddr)
+	p := twoTeams(t, "--network=true", "--network-range", netRange, "--pool-size", "0", "--metrics-interval", "1s",
+		"--egress-max-connections", "8", "--egress-nameserver", dns.Addr.String())
+	testutil.FakeInternet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var created struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	body := map[string]any{"timeout": 300, "network": map[string]any{"allowOut": []string{"held.test"}, "denyOut": []string{"0.0.0.0/0"}}}
+	if code := apiJSON(t, p, apiKey, "POST", "/v2/sandboxes", body, &created); code != 201 {
+		t.Fatalf("create with allowOut: %d", code)
+	}
+	c := client(t, p.srv)
+	sb, err := c.Connect(ctx, created.SandboxID, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Kill(ctx)
+	if _, err := sb.Files.Write(ctx, "/tmp/hold.py", strings.NewReader(holdConns)); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, ctx, sb, "user", "nohup python3 /tmp/hold.py held.test 40 > /tmp/held 2>&1 &")
+	testkit.Eventually(t, time.Minute, func() error {
+		ms, err := sb.Metrics(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 || ms[len(ms)-1].EgressConnections != 8 {
+			return fmt.Errorf("the sandbox's metrics: %+v, want 8 egress connections", ms)
+		}
+		return nil
+	})
+	if n := heldByServer(t); n > 8 {
+		t.Errorf("the node holds %d connections upstream for a sandbox capped at 8", n)
+	}
+	// The other team works as before.
+	other, err := cove.NewClient(cove.WithAPIURL(p.srv.URL), cove.WithSandboxURL(p.srv.URL), cove.WithAPIKey(otherKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := other.Create(ctx, cove.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the other team's create: %v", err)
+	}
+	if r := mustRun(t, ctx, theirs, "user", "echo ok"); strings.TrimSpace(r.out) != "ok" {
+		t.Errorf("the other team's command: %q", r.out)
+	}
+	theirs.Kill(ctx)
+	// Killed, the sandbox holds nothing: its connections are closed at
+	// once, towards the far end too.
+	if err := sb.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if n := heldByServer(t); n != 0 {
+			return fmt.Errorf("the node still holds %d connections upstream", n)
+		}
+		return nil
+	})
+}
+
+// TestOversizedMetadata: metadata past its bounds is refused with a 400
+// naming the bound, before anything is created or recorded.
+func TestOversizedMetadata(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0")
+	big := map[string]string{}
+	for i := range 300 {
+		big[fmt.Sprint("key-", i)] = strings.Repeat("v", 3000)
+	}
+	for name, md := range map[string]map[string]string{
+		"900 KB in all": big,
+		"a long value":  {"k": strings.Repeat("v", 4096)},
+		"too many keys": func() map[string]string {
+			m := map[string]string{}
+			for i := range 100 {
+				m[fmt.Sprint(i)] = "v"
+			}
+			return m
+		}(),
+	} {
+		before := diskUsed(t, p.srv.DataDir)
+		code, raw := call(t, "POST", p.srv.URL+"/v2/sandboxes", strings.NewReader(mustJSON(t, map[string]any{"timeout": 60, "metadata": md})),
+			"X-API-Key", apiKey, "Content-Type", "application/json")
+		if code != 400 || !strings.Contains(raw, "at most") {
+			t.Errorf("%s: %d %s, want 400 naming the bound", name, code, raw)
+		}
+		if grew := diskUsed(t, p.srv.DataDir) - before; grew > 256<<10 {
+			t.Errorf("%s: the data directory grew by %d KiB", name, grew>>10)
+		}
+	}
+	var list []map[string]any
+	if code := apiJSON(t, p, apiKey, "GET", "/v2/sandboxes", nil, &list); code != 200 || len(list) != 0 {
+		t.Errorf("sandboxes after refused creates: %d %v", code, list)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
