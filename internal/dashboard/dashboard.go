@@ -32,6 +32,12 @@ const Prefix = "/dashboard"
 
 const (
 	cookieName = "cove_session"
+	// secureCookieName is the session's cookie over HTTPS: a __Host-
+	// cookie, which browsers take only from this very host, Secure, for
+	// path / and with no Domain, so a sandbox's page on a sibling host
+	// ({port}-{id}.<domain>) cannot plant one that the dashboard reads
+	// (session fixation).
+	secureCookieName = "__Host-cove_session"
 	csrfHeader = "X-Cove-CSRF"
 	// secretName is the store's secret that signs sessions (shared by a
 	// cluster's replicas through its database).
@@ -148,7 +154,7 @@ func current(r *http.Request) session { s, _ := r.Context().Value(sessionKey{}).
 // and, when the browser says where it comes from, come from this origin.
 func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie(cookieName)
+		c, err := r.Cookie(sessionCookie(r).Name)
 		if err != nil {
 			writeError(w, errs.New(errs.Unauthenticated, "not logged in"))
 			return
@@ -217,17 +223,27 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := newSession(k.Team, hash, h.cfg.SessionTTL)
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: s.encode(h.secret), Path: Prefix + "/",
-		Expires: time.Unix(s.Expires, 0), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	c := sessionCookie(r)
+	c.Value, c.Expires = s.encode(h.secret), time.Unix(s.Expires, 0)
+	http.SetCookie(w, c)
 	h.cfg.Log.Info("dashboard login", "team", k.Team, "key", k.Name)
 	writeJSON(w, http.StatusOK, map[string]string{"team": s.Team, "csrf": s.csrf(h.secret)})
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix + "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	c := sessionCookie(r)
+	c.MaxAge = -1
+	http.SetCookie(w, c)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionCookie is the session cookie's name and attributes for r: over
+// HTTPS the __Host- one, over plain HTTP (loopback) the dashboard's path.
+func sessionCookie(r *http.Request) *http.Cookie {
+	if r.TLS != nil {
+		return &http.Cookie{Name: secureCookieName, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode}
+	}
+	return &http.Cookie{Name: cookieName, Path: Prefix + "/", HttpOnly: true, SameSite: http.SameSiteStrictMode}
 }
 
 func (h *Handler) sessionInfo(w http.ResponseWriter, r *http.Request) {

@@ -44,6 +44,45 @@ func newTest(t *testing.T) (*httptest.Server, store.Store) {
 	return httptest.NewServer(h), st
 }
 
+// TestSessionCookieOverTLS: over HTTPS the session is a __Host- cookie
+// (Secure, path /, no Domain), which a page on a sibling host — a
+// sandbox's {port}-{id}.<domain> — cannot set; a cove_session cookie, even
+// one holding a valid session, is not read there.
+func TestSessionCookieOverTLS(t *testing.T) {
+	plain, _ := newTest(t)
+	plain.Close()
+	srv := httptest.NewUnstartedServer(plain.Config.Handler)
+	srv.StartTLS()
+	defer srv.Close()
+	send := func(method, path, body string, headers ...string) (*http.Response, string) {
+		req, _ := http.NewRequest(method, srv.URL+Prefix+path, strings.NewReader(body))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := srv.Client().Transport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, body := send("POST", "/login", `{"apiKey":"`+testKey+`"}`, "Origin", srv.URL)
+	if resp.StatusCode != 200 || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: %d %s", resp.StatusCode, body)
+	}
+	c := resp.Cookies()[0]
+	if c.Name != "__Host-cove_session" || !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		t.Errorf("the cookie over HTTPS: %+v", c)
+	}
+	if resp, _ := send("GET", "/api/session", "", "Cookie", c.Name+"="+c.Value); resp.StatusCode != 200 {
+		t.Errorf("the session: %d", resp.StatusCode)
+	}
+	if resp, _ := send("GET", "/api/session", "", "Cookie", "cove_session="+c.Value); resp.StatusCode != 401 {
+		t.Errorf("a planted cove_session cookie over HTTPS: %d, want 401", resp.StatusCode)
+	}
+}
+
 // call sends a request with the headers given as name, value pairs.
 func call(t *testing.T, method, url, body string, headers ...string) (*http.Response, string) {
 	t.Helper()
