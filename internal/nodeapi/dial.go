@@ -55,7 +55,7 @@ func (s *Server) serveDial(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("take over a dial's connection", logx.SandboxID(id), logx.Err(err))
 		return
 	}
-	if !s.tunnel(client) { // the node is stopping
+	if !s.tunnel(client, id) { // the node is stopping
 		client.Close()
 		upstream.Close()
 		return

@@ -50,11 +50,13 @@ type Server struct {
 	// copies are the SaveLayer copies kept for callers, by handle.
 	copiesMu sync.Mutex
 	copies   map[string]*keptCopy
-	// tunnels are the callers' connections /dial took over: Close ends
-	// them, as the node's exit would (the HTTP server's shutdown does not
-	// know them).
+	// tunnels are the callers' connections /dial took over, with their
+	// sandbox's id: Close ends them, as the node's exit would (the HTTP
+	// server's shutdown does not know them), and a sandbox's pause ends
+	// its own (a replica's pooled connection into a frozen sandbox would
+	// take a request and never answer it).
 	tunnelsMu sync.Mutex
-	tunnels   map[net.Conn]struct{} // nil once closed
+	tunnels   map[net.Conn]string // nil once closed
 }
 
 var _ nodepbconnect.NodeHandler = (*Server)(nil)
@@ -65,7 +67,7 @@ func NewServer(mgr Manager, token string, log *slog.Logger) (*Server, error) {
 		return nil, errs.New(errs.InvalidArgument, "the node token must have at least 32 characters")
 	}
 	return &Server{mgr: mgr, token: token, log: log, events: newHub(), copies: map[string]*keptCopy{},
-		tunnels: map[net.Conn]struct{}{}}, nil
+		tunnels: map[net.Conn]string{}}, nil
 }
 
 // Handler is the API's HTTP handler: the Connect service and /dial.
@@ -106,16 +108,27 @@ func (s *Server) Close() {
 	s.tunnels = nil
 }
 
-// tunnel keeps a connection /dial took over until Close, unless the
-// server is closed already.
-func (s *Server) tunnel(c net.Conn) bool {
+// tunnel keeps a connection /dial took over to sandbox id until Close,
+// unless the server is closed already.
+func (s *Server) tunnel(c net.Conn, id string) bool {
 	s.tunnelsMu.Lock()
 	defer s.tunnelsMu.Unlock()
 	if s.tunnels == nil {
 		return false
 	}
-	s.tunnels[c] = struct{}{}
+	s.tunnels[c] = id
 	return true
+}
+
+// closeTunnels ends the connections /dial took over to sandbox id.
+func (s *Server) closeTunnels(id string) {
+	s.tunnelsMu.Lock()
+	defer s.tunnelsMu.Unlock()
+	for c, to := range s.tunnels {
+		if to == id {
+			c.Close()
+		}
+	}
 }
 
 // untunnel forgets a connection tunnel kept.
@@ -130,7 +143,12 @@ func (s *Server) untunnel(c net.Conn) {
 func (s *Server) Ended(info node.Info) { s.events.publish(pb.Event_KIND_ENDED, info) }
 
 // StateChanged publishes a pause or resume the node made itself.
-func (s *Server) StateChanged(info node.Info) { s.events.publish(pb.Event_KIND_STATE, info) }
+func (s *Server) StateChanged(info node.Info) {
+	if info.State == node.StatePaused {
+		s.closeTunnels(info.ID)
+	}
+	s.events.publish(pb.Event_KIND_STATE, info)
+}
 
 func reply[T any](m *T, err error) (*connect.Response[T], error) {
 	if err != nil {
@@ -208,10 +226,15 @@ func (s *Server) UpdateNetwork(_ context.Context, r *connect.Request[pb.NetworkU
 
 // Pause implements nodepbconnect.NodeHandler.
 func (s *Server) Pause(ctx context.Context, r *connect.Request[pb.PauseRequest]) (*connect.Response[pb.Sandbox], error) {
+	pause := s.mgr.PauseFiles
 	if r.Msg.GetMemory() {
-		return sandbox(s.mgr.Pause(ctx, r.Msg.GetId()))
+		pause = s.mgr.Pause
 	}
-	return sandbox(s.mgr.PauseFiles(ctx, r.Msg.GetId()))
+	info, err := pause(ctx, r.Msg.GetId())
+	if err == nil {
+		s.closeTunnels(info.ID)
+	}
+	return sandbox(info, err)
 }
 
 // Resume implements nodepbconnect.NodeHandler.

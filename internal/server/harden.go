@@ -60,9 +60,8 @@ func raiseFileLimit(log *slog.Logger) uint64 {
 		return cur.Cur
 	}
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
-		want.Max = cur.Max // not root: up to the hard limit only
-		want.Cur = cur.Max
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
+		// Without CAP_SYS_RESOURCE: up to the hard limit only.
+		if want = (unix.Rlimit{Cur: cur.Max, Max: cur.Max}); want == cur || unix.Setrlimit(unix.RLIMIT_NOFILE, &want) != nil {
 			return cur.Cur
 		}
 	}

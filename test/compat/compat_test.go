@@ -355,3 +355,21 @@ func TestClusterNodeKilled(t *testing.T) {
 
 // TestOfficialJSSDKMicroVM runs the suite of TestOfficialJSSDK on guests.
 func TestOfficialJSSDKMicroVM(t *testing.T) { officialJSSDK(t, "microvm") }
+
+// TestOfficialJSSDKClusterSplit runs the SDK's pause-and-connect test
+// against a cluster whose API calls all go to one replica and whose
+// sandbox traffic all goes through the other, as an attack's client did:
+// the other replica's pooled connection into the sandbox outlived its
+// pause, and the SDK's isRunning() hung on it until its node closed its
+// byte streams at the pause.
+func TestOfficialJSSDKClusterSplit(t *testing.T) {
+	c := testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1)
+	npmInstall(t)
+	t.Setenv("COMPAT_ONLY", "pause and connect")
+	runNode(t, []string{"E2B_API_URL=" + c.APIs[0].URL, "E2B_SANDBOX_URL=" + c.APIs[1].URL, "E2B_API_KEY=" + apiKey}, "sdk.test.mjs")
+	for _, n := range c.Nodes {
+		if left := testutil.Leftovers(n.DataDir); len(left) > 0 {
+			t.Errorf("the suite left sandboxes on a node: %v", left)
+		}
+	}
+}
