@@ -73,6 +73,9 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc = service.New(scfg, st, nodes, secret, log)
 	tpls.Quotas = svc.TeamQuota
+	vols := nodes.Volumes(st)
+	volumes := service.NewVolumes(vols, secret)
+	volumes.CheckStorage, tpls.VolumeBytes = tpls.CheckStorage, volumes.TeamBytes
 	if err := nodes.Refresh(ctx); err != nil {
 		return fmt.Errorf("read the cluster's nodes: %w", err)
 	}
@@ -86,8 +89,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bucket != nil {
 		go collectBucket(running, templates, nodes, log)
 	}
-	vols := nodes.Volumes(st)
-	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), vols.Files, st, log)
+	api := httpapi.New(svc, tpls, volumes, vols.Files, st, log)
 	api.AdminToken = cfg.AdminToken
 	reg, err := openMetrics(ctx, cfg, log)
 	if err != nil {

@@ -301,6 +301,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
 		SandboxRanges: ranges, Identity: issuer}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
+	volumes := service.NewVolumes(vols, secret)
+	volumes.CheckStorage, tpls.VolumeBytes = tpls.CheckStorage, volumes.TeamBytes
 	step("node")
 	if _, _, err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -326,7 +328,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go svc.PruneEvents(sampling, cfg.EventsKept)
 	go svc.RunWebhooks(sampling)
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
-	api := httpapi.New(svc, tpls, service.NewVolumes(vols, secret), files.Files, st, log)
+	api := httpapi.New(svc, tpls, volumes, files.Files, st, log)
 	api.AdminToken = cfg.AdminToken
 	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, Nodes: func(context.Context) ([]dashboard.NodeStatus, error) {
 		l := mgr.Load()

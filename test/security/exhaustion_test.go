@@ -401,3 +401,33 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestVolumesAgainstQuota: a team's volumes count in its storage quota:
+// once they fill it, no other volume, build or upload of the team's is
+// taken, and the other team's are.
+func TestVolumesAgainstQuota(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--team-max-storage-mb", "8", "--volume-size", "16")
+	volume := func(key, name string) int {
+		var v struct {
+			VolumeID string `json:"volumeID"`
+		}
+		code := apiJSON(t, p, key, "POST", "/volumes", map[string]any{"name": name}, &v)
+		if code == 201 {
+			t.Cleanup(func() { apiJSON(t, p, key, "DELETE", "/volumes/"+v.VolumeID, nil, nil) })
+		}
+		return code
+	}
+	if code := volume(apiKey, "first"); code != 201 {
+		t.Fatalf("the first volume: %d", code)
+	}
+	if code := volume(apiKey, "second"); code != 429 {
+		t.Errorf("a volume past the storage quota: %d, want 429", code)
+	}
+	b := newBuild(t, p, apiKey, "after-volumes")
+	if code := b.upload(t, strings.Repeat("e1", 32), tarOf(t, "a", "a")); code != 429 {
+		t.Errorf("an upload past the storage quota: %d, want 429", code)
+	}
+	if code := volume(otherKey, "theirs"); code != 201 {
+		t.Errorf("the other team's volume: %d", code)
+	}
+}

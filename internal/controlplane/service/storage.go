@@ -52,10 +52,16 @@ func (t *Templates) storageLeft(ctx context.Context, team string) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	if used := layers + files; used >= limit<<20 {
-		return 0, errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers and its uploads for COPY steps %d MiB, at most %d MiB together; delete templates to build more (uploads not used for a day go)", layers>>20, files>>20, limit)
+	var vols int64
+	if t.VolumeBytes != nil {
+		if vols, err = t.VolumeBytes(ctx, team); err != nil {
+			return 0, err
+		}
 	}
-	return limit<<20 - layers - files, nil
+	if used := layers + files + vols; used >= limit<<20 {
+		return 0, errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, its uploads for COPY steps %d MiB and its volumes %d MiB, at most %d MiB together; delete templates or volumes to store more (uploads not used for a day go)", layers>>20, files>>20, vols>>20, limit)
+	}
+	return limit<<20 - layers - files - vols, nil
 }
 
 // reserveStorage gives a build the team's storage budget (spec.Budget,

@@ -45,6 +45,9 @@ type Templates struct {
 	// gives each team's instead (Service.TeamQuota). Set before serving.
 	MaxTeamStorageMB int64
 	Quotas           func(ctx context.Context, team string) (node.TeamQuota, error)
+	// VolumeBytes, when set, is what a team's volumes take: its storage
+	// quota counts them beside its layers and uploads.
+	VolumeBytes func(ctx context.Context, team string) (int64, error)
 
 	mu   sync.Mutex
 	logs map[string]*buildLog // by build id

@@ -30,6 +30,9 @@ type VolumeStore interface {
 type Volumes struct {
 	store  VolumeStore
 	secret []byte
+	// CheckStorage, when set, refuses a volume to a team whose storage
+	// quota is used up (Templates.CheckStorage, which counts volumes).
+	CheckStorage func(ctx context.Context, team string) error
 }
 
 // NewVolumes returns the volume service; secret derives volume tokens.
@@ -39,6 +42,11 @@ func NewVolumes(st VolumeStore, secret []byte) *Volumes {
 
 // Create makes a team's volume and returns it with its content token.
 func (v *Volumes) Create(ctx context.Context, team, name string) (volume.Volume, string, error) {
+	if v.CheckStorage != nil {
+		if err := v.CheckStorage(ctx, team); err != nil {
+			return volume.Volume{}, "", err
+		}
+	}
 	vol, err := v.store.Create(ctx, team, name)
 	if err != nil {
 		return volume.Volume{}, "", err
@@ -53,6 +61,17 @@ func (v *Volumes) Get(ctx context.Context, team, ref string) (volume.Volume, str
 		return volume.Volume{}, "", err
 	}
 	return vol, tokens.Volume(v.secret, vol.ID), nil
+}
+
+// TeamBytes is the size of a team's volumes: what its storage quota
+// counts of them (Templates.VolumeBytes).
+func (v *Volumes) TeamBytes(ctx context.Context, team string) (int64, error) {
+	vols, err := v.store.List(ctx, team)
+	var total int64
+	for _, vol := range vols {
+		total += vol.SizeMB << 20
+	}
+	return total, err
 }
 
 // List returns a team's volumes.
