@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
@@ -109,4 +111,96 @@ func BenchmarkTCPStream(b *testing.B) {
 			stream(b, c)
 		}
 	})
+}
+
+// BenchmarkEgressProxy measures what a connection through the egress
+// proxy costs: "stream" is one TCP stream by an allowed name (its MB/s
+// beside TCPStream's NAT figure); "held-*" hold 200 connections open,
+// through NAT alone and through the proxy, and report this process's
+// descriptors and memory (heap and goroutine stacks) per connection.
+func BenchmarkEgressProxy(b *testing.B) {
+	testkit.NeedRoot(b, "")
+	m, err := New(Config{Range: netip.MustParsePrefix("198.18.248.0/24"), Table: fmt.Sprintf("cove-bench-e%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ns := testutil.FakeInternet(b)
+	ln, err := testutil.ListenIn(ns, testutil.InternetAddr+":443")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	sink(b, ln)
+	n, err := m.Acquire(context.Background(), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Release(n)
+	// Proxied (a domain rule), allowed by address (no denyOut): what every
+	// version of the proxy lets through alike.
+	if err := m.SetDomains(n, []string{"bench.test"}); err != nil {
+		b.Fatal(err)
+	}
+	direct, err := m.Acquire(context.Background(), true) // NAT only: the floor
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Release(direct)
+	open := func(n *Net) net.Conn {
+		var c net.Conn
+		inNS(b, n.NS, func() { c, err = net.Dial("tcp", testutil.InternetAddr+":443") })
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: bench.test\r\n\r\n"); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	b.Run("stream", func(b *testing.B) {
+		b.SetBytes(streamBytes)
+		for b.Loop() {
+			stream(b, open(n))
+		}
+	})
+	// held: the test's own ends of each connection (the sandbox's socket,
+	// the far end's and its reader) are in this process too, so the
+	// proxy's share is the figure less direct's.
+	for _, tc := range []struct {
+		name string
+		n    *Net
+	}{{"held-direct", direct}, {"held-proxied", n}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const held = 200
+			for b.Loop() {
+				fds0, mem0 := processCost(b)
+				conns := make([]net.Conn, held)
+				for i := range conns {
+					conns[i] = open(tc.n)
+				}
+				time.Sleep(500 * time.Millisecond) // the proxy dialled each
+				fds1, mem1 := processCost(b)
+				for _, c := range conns {
+					c.Close()
+				}
+				b.ReportMetric(float64(fds1-fds0)/held, "fds/conn")
+				b.ReportMetric(float64(mem1-mem0)/held/1024, "KiB/conn")
+				time.Sleep(500 * time.Millisecond) // closed at both ends
+			}
+		})
+	}
+}
+
+// processCost is this process's open descriptors and the memory Go holds
+// for it in use (heap and stacks), after a collection.
+func processCost(b *testing.B) (int, uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(fds), ms.HeapInuse + ms.StackInuse
 }
