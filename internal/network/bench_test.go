@@ -84,26 +84,11 @@ func BenchmarkTCPStream(b *testing.B) {
 		}
 	})
 	b.Run("sandbox-nat", func(b *testing.B) {
-		m, err := New(Config{Range: netip.MustParsePrefix("198.19.247.0/24"), Table: fmt.Sprintf("cove-bench-%d", os.Getpid()), PoolSize: 1}, logx.Discard())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Close()
-		ns := testutil.FakeInternet(b)
-		ln, err := testutil.ListenIn(ns, testutil.InternetAddr+":9000")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ln.Close()
-		sink(b, ln)
-		n, err := m.Acquire(context.Background(), true)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Release(n)
+		_, n := sandboxToSink(b, "198.19.247.0/24", "cove-bench-", 9000)
 		b.SetBytes(streamBytes)
 		for b.Loop() {
 			var c net.Conn
+			var err error
 			inNS(b, n.NS, func() { c, err = net.Dial("tcp", testutil.InternetAddr+":9000") })
 			if err != nil {
 				b.Fatal(err)
@@ -113,6 +98,30 @@ func BenchmarkTCPStream(b *testing.B) {
 	})
 }
 
+// sandboxToSink makes a node's networks over rng (their table named by
+// table and the process), a sink at the fake internet's port, and hands
+// one network out; all undone when b ends.
+func sandboxToSink(b *testing.B, rng, table string, port int) (*Manager, *Net) {
+	m, err := New(Config{Range: netip.MustParsePrefix(rng), Table: fmt.Sprintf("%s%d", table, os.Getpid()), PoolSize: 1}, logx.Discard())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	ns := testutil.FakeInternet(b)
+	ln, err := testutil.ListenIn(ns, fmt.Sprintf("%s:%d", testutil.InternetAddr, port))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	sink(b, ln)
+	n, err := m.Acquire(context.Background(), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Release(n) })
+	return m, n
+}
+
 // BenchmarkEgressProxy measures what a connection through the egress
 // proxy costs: "stream" is one TCP stream by an allowed name (its MB/s
 // beside TCPStream's NAT figure); "held-*" hold 200 connections open,
@@ -120,26 +129,11 @@ func BenchmarkTCPStream(b *testing.B) {
 // descriptors and memory (heap and goroutine stacks) per connection.
 func BenchmarkEgressProxy(b *testing.B) {
 	testkit.NeedRoot(b, "")
-	m, err := New(Config{Range: netip.MustParsePrefix("198.18.248.0/24"), Table: fmt.Sprintf("cove-bench-e%d", os.Getpid()), PoolSize: 1}, logx.Discard())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	ns := testutil.FakeInternet(b)
-	ln, err := testutil.ListenIn(ns, testutil.InternetAddr+":443")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	sink(b, ln)
-	n, err := m.Acquire(context.Background(), true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Release(n)
+	m, n := sandboxToSink(b, "198.18.248.0/24", "cove-bench-e", 443)
 	// Proxied (a domain rule), allowed by address (no denyOut): what every
 	// version of the proxy lets through alike.
-	if err := m.SetDomains(n, []string{"bench.test"}); err != nil {
+	err := m.SetDomains(n, []string{"bench.test"})
+	if err != nil {
 		b.Fatal(err)
 	}
 	direct, err := m.Acquire(context.Background(), true) // NAT only: the floor

@@ -238,13 +238,7 @@ func TestTransformEgress(t *testing.T) {
 			return "handshake: " + err.Error()
 		}
 		fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: mine\r\nConnection: close\r\n\r\n", host)
-		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
-		if err != nil {
-			return "response: " + err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(b))
+		return httpAnswer(tc)
 	}
 	tests := []struct{ what, got, want string }{
 		{"exact rule: the secret filled in", get("api.upstream.test", "api.upstream.test", nodeCA), `200 api.upstream.test auth="Bearer s3cret-value"`},
@@ -290,13 +284,7 @@ func TestTransformEgress(t *testing.T) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return "response: " + err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(b))
+		return httpAnswer(c)
 	}
 	for _, tc := range []struct{ host, want string }{
 		{"api.upstream.test", `200 served api.upstream.test auth="Bearer s3cret-value"`},
@@ -316,6 +304,17 @@ func TestTransformEgress(t *testing.T) {
 	if got := get("api.upstream.test", "api.upstream.test", nodeCA); !strings.HasPrefix(got, "handshake:") && got != "no connection" {
 		t.Errorf("egress off, transformed name: %q", got)
 	}
+}
+
+// httpAnswer reads an HTTP answer from c: "<status> <body>".
+func httpAnswer(c net.Conn) string {
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return "response: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(b))
 }
 
 type secretsFunc func(ctx context.Context, team, name string) (string, error)
