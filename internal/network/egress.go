@@ -219,7 +219,7 @@ func (p *egressProxy) handle(raw *net.TCPConn) {
 		p.log.Debug("egress dial", "sandbox", src.Addr().String(), "dst", dst.String(), logx.Err(err))
 		return
 	}
-	if up, err = fl.attach(up); err != nil {
+	if err := fl.attach(up); err != nil {
 		return // closed meanwhile
 	}
 	// What was read to find the name goes first; then the buffer goes.

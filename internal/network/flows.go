@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,8 +72,9 @@ var errFlowLimit = errors.New("egress connection limit")
 
 // flows counts and owns the proxy's connections by sandbox address: it
 // refuses those past the limits, closes those idle for too long (a reaper
-// that wakes a few times per idle period), and closes all of a sandbox's
-// at once when it is released or paused.
+// that wakes a few times per idle period and asks the kernel when each
+// socket last sent or received data, so copies keep the kernel's splice),
+// and closes all of a sandbox's at once when it is released or paused.
 type flows struct {
 	limits FlowLimits
 
@@ -92,16 +94,13 @@ func newFlows(l FlowLimits) *flows {
 }
 
 // flow is one proxied connection: the sandbox's end and every connection
-// opened upstream for it. Reads and writes on either mark it active.
+// opened upstream for it.
 type flow struct {
-	active     atomic.Bool
 	halfClosed atomic.Bool
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
-	// idleSince is the reaper's own: when it last saw the flow active.
-	idleSince time.Time
 }
 
 // open counts a new connection from src, or refuses it (errFlowLimit).
@@ -121,11 +120,10 @@ func (f *flows) open(src netip.Addr, c net.Conn) (*flow, net.Conn, error) {
 		mine = map[*flow]struct{}{}
 		f.bySrc[src] = mine
 	}
-	fl := &flow{conns: map[net.Conn]struct{}{}, idleSince: time.Now()}
+	fl := &flow{conns: map[net.Conn]struct{}{c: {}}}
 	mine[fl] = struct{}{}
 	f.total++
-	tc, _ := fl.attach(c)
-	return fl, tc, nil
+	return fl, c, nil
 }
 
 // end stops counting a connection from src, closing what it still holds.
@@ -198,41 +196,83 @@ func (f *flows) reaper() {
 }
 
 // reap closes the flows idle past their limit.
-func (f *flows) reap(now time.Time) {
-	var idle []*flow
+func (f *flows) reap(time.Time) {
+	var all []*flow
 	f.mu.Lock()
 	for _, mine := range f.bySrc {
 		for fl := range mine {
-			if fl.active.Swap(false) {
-				fl.idleSince = now
-				continue
-			}
-			limit := f.limits.Idle
-			if fl.halfClosed.Load() {
-				limit = f.limits.HalfClosed
-			}
-			if now.Sub(fl.idleSince) >= limit {
-				idle = append(idle, fl)
-			}
+			all = append(all, fl)
 		}
 	}
 	f.mu.Unlock()
-	for _, fl := range idle {
-		fl.close()
+	for _, fl := range all {
+		limit := f.limits.Idle
+		if fl.halfClosed.Load() {
+			limit = f.limits.HalfClosed
+		}
+		if idle, ok := fl.idle(); ok && idle >= limit {
+			fl.close()
+		}
 	}
 }
 
-// attach makes c one of the flow's connections: closed with it, and
-// marking it active as bytes pass. A flow already closed closes c.
-func (fl *flow) attach(c net.Conn) (net.Conn, error) {
+// idle is how long since any of the flow's TCP connections sent or
+// received data, as their kernel counts it (TCP_INFO); false when none
+// tells.
+func (fl *flow) idle() (time.Duration, bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	least, known := time.Duration(0), false
+	for c := range fl.conns {
+		if d, ok := tcpIdle(c); ok && (!known || d < least) {
+			least, known = d, true
+		}
+	}
+	return least, known
+}
+
+// tcpIdle is how long a TCP connection has moved no data either way.
+func tcpIdle(c net.Conn) (time.Duration, bool) {
+	if w, ok := c.(*closeDetach); ok {
+		c = w.Conn
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || ierr != nil {
+		return 0, false
+	}
+	return time.Duration(min(info.Last_data_recv, info.Last_data_sent)) * time.Millisecond, true
+}
+
+// attach makes c one of the flow's connections, closed with it; a flow
+// already closed closes c.
+func (fl *flow) attach(c net.Conn) error {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	if fl.closed {
 		c.Close()
-		return nil, net.ErrClosed
+		return net.ErrClosed
 	}
 	fl.conns[c] = struct{}{}
-	return &trackedConn{Conn: c, fl: fl}, nil
+	return nil
+}
+
+// attachClosing is attach for a connection that may close before its
+// flow (an HTTP transport's, upstream): closing it forgets it.
+func (fl *flow) attachClosing(c net.Conn) (net.Conn, error) {
+	w := &closeDetach{Conn: c, fl: fl}
+	if err := fl.attach(w); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 func (fl *flow) detach(c net.Conn) {
@@ -251,51 +291,26 @@ func (fl *flow) close() {
 	}
 }
 
-// trackedConn is a connection of a flow.
-type trackedConn struct {
+// closeDetach is a flow's connection that leaves it when closed.
+type closeDetach struct {
 	net.Conn
 	fl *flow
 }
 
-func (c *trackedConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 {
-		c.fl.active.Store(true)
-	}
-	return n, err
-}
-
-func (c *trackedConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if n > 0 {
-		c.fl.active.Store(true)
-	}
-	return n, err
-}
-
-func (c *trackedConn) Close() error {
-	c.fl.detach(c.Conn)
+func (c *closeDetach) Close() error {
+	c.fl.detach(c)
 	return c.Conn.Close()
 }
 
-func (c *trackedConn) CloseWrite() error {
-	closeWrite(c.Conn)
-	return nil
-}
-
-// copyBuffers are the proxy's copy buffers, taken only while a copy runs.
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
-
 // pipe copies both ways between the sandbox's connection and the one
-// dialled for it. When one direction ends, the other's sending half is
-// closed and the flow counts as half closed: it ends at its next idle
-// period of FlowLimits.HalfClosed. Either side failing closes both.
+// dialled for it (TCP to TCP: the kernel's splice). When one direction
+// ends, the other's sending half is closed and the flow counts as half
+// closed: it ends at its next idle period of FlowLimits.HalfClosed. Either
+// side failing closes both.
 func (fl *flow) pipe(sandbox, up net.Conn) {
 	done := make(chan error, 2)
 	one := func(dst, src net.Conn) {
-		buf := copyBuffers.Get().(*[]byte)
-		_, err := io.CopyBuffer(dst, onlyReader{src}, *buf)
-		copyBuffers.Put(buf)
+		_, err := io.Copy(dst, src)
 		closeWrite(dst)
 		done <- err
 	}
@@ -307,6 +322,3 @@ func (fl *flow) pipe(sandbox, up net.Conn) {
 	fl.halfClosed.Store(true)
 	<-done
 }
-
-// onlyReader hides a reader's WriteTo, so io.CopyBuffer uses its buffer.
-type onlyReader struct{ io.Reader }

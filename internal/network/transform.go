@@ -164,7 +164,7 @@ func (p *egressProxy) transform(fl *flow, c net.Conn, br *bufio.Reader, src, dst
 			if err != nil {
 				return nil, err
 			}
-			return fl.attach(up)
+			return fl.attachClosing(up)
 		},
 		TLSClientConfig:       &tls.Config{ServerName: name, RootCAs: p.upstreamRoots, NextProtos: []string{"http/1.1"}},
 		ForceAttemptHTTP2:     false,
