@@ -159,24 +159,24 @@ func (p *egressProxy) serve(ln *net.TCPListener) {
 	}
 }
 
-func (p *egressProxy) handle(raw *net.TCPConn) {
-	src, _ := netip.ParseAddrPort(raw.RemoteAddr().String())
+func (p *egressProxy) handle(c *net.TCPConn) {
+	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	pol, known := p.policyOf(src.Addr())
 	if !known {
-		raw.Close()
+		c.Close()
 		return // not a sandbox this proxy serves
 	}
-	dst, err := originalDst(raw)
+	dst, err := originalDst(c)
 	if err != nil || p.isBlocked(dst.Addr()) {
-		raw.Close()
+		c.Close()
 		return
 	}
-	fl, c, err := p.flows.open(src.Addr(), raw)
+	fl, err := p.flows.open(src.Addr(), c)
 	if err != nil {
 		p.log.Debug("egress refused: too many connections", "sandbox", src.Addr().String(), "dst", dst.String())
-		_ = raw.SetLinger(0) // a reset: the client fails at once
-		raw.Close()
+		_ = c.SetLinger(0) // a reset: the client fails at once
+		c.Close()
 		return
 	}
 	defer p.flows.end(src.Addr(), fl)

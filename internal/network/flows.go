@@ -104,17 +104,17 @@ type flow struct {
 }
 
 // open counts a new connection from src, or refuses it (errFlowLimit).
-func (f *flows) open(src netip.Addr, c net.Conn) (*flow, net.Conn, error) {
+func (f *flows) open(src netip.Addr, c net.Conn) (*flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	mine := f.bySrc[src]
 	switch {
 	case len(mine) >= f.limits.PerSandbox:
 		f.refused[0].Add(1)
-		return nil, nil, errFlowLimit
+		return nil, errFlowLimit
 	case f.total >= f.limits.Node:
 		f.refused[1].Add(1)
-		return nil, nil, errFlowLimit
+		return nil, errFlowLimit
 	}
 	if mine == nil {
 		mine = map[*flow]struct{}{}
@@ -123,7 +123,7 @@ func (f *flows) open(src netip.Addr, c net.Conn) (*flow, net.Conn, error) {
 	fl := &flow{conns: map[net.Conn]struct{}{c: {}}}
 	mine[fl] = struct{}{}
 	f.total++
-	return fl, c, nil
+	return fl, nil
 }
 
 // end stops counting a connection from src, closing what it still holds.
