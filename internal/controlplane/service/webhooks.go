@@ -199,8 +199,9 @@ func Signature(secret string, body []byte) string {
 
 // webhookSender delivers due deliveries; wake has it look at once.
 type webhookSender struct {
-	kick   chan struct{}
-	client *http.Client
+	kick    chan struct{}
+	client  *http.Client
+	breaker breaker
 }
 
 func (w *webhookSender) wake() {
@@ -251,7 +252,7 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 		}
 		for _, d := range due {
 			mu.Lock()
-			full := sending[d.Team] >= maxTeamSending
+			full := sending[d.Team] >= maxTeamSending || !s.webhooks.breaker.allow(d.WebhookID, time.Now())
 			if !full {
 				sending[d.Team]++
 			}
@@ -289,6 +290,7 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 // deliver sends one delivery and records the outcome.
 func (s *Service) deliver(ctx context.Context, d store.Delivery) {
 	err := s.post(ctx, d)
+	s.webhooks.breaker.done(d.WebhookID, err == nil, time.Now())
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	switch {
