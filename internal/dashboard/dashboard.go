@@ -38,7 +38,7 @@ const (
 	// ({port}-{id}.<domain>) cannot plant one that the dashboard reads
 	// (session fixation).
 	secureCookieName = "__Host-cove_session"
-	csrfHeader = "X-Cove-CSRF"
+	csrfHeader       = "X-Cove-CSRF"
 	// secretName is the store's secret that signs sessions (shared by a
 	// cluster's replicas through its database).
 	secretName = "dashboard-session"

@@ -67,7 +67,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
-		Identity: issuer}
+		Identity: issuer, SandboxRanges: nodes.SandboxRanges}
 	if bucket != nil { // kept where every node reaches them
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
 	}

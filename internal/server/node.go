@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/metrics"
+	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
 	"github.com/covesandbox/cove/internal/objstore"
@@ -133,6 +134,9 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ln = tls.NewListener(ln, serverTLS)
 	}
 	me := store.Member{ID: cfg.NodeName, URL: cmp.Or(cfg.NodeURL, scheme+ln.Addr().String())}
+	if cfg.Network != nil {
+		me.SandboxRange = cmp.Or(cfg.Network.Range, network.DefaultRange).String()
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)} // a refused handshake, say
 	errc := make(chan error, 1)

@@ -297,9 +297,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Network != nil {
 		ranges = append(ranges, cfg.Network.Range)
 	}
+	nodeRanges := func() []netip.Prefix { return ranges }
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
 		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
-		SandboxRanges: ranges, Identity: issuer}, st, mgr, secret, log)
+		SandboxRanges: nodeRanges, Identity: issuer}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
 	volumes := service.NewVolumes(vols, secret)
 	volumes.CheckStorage, tpls.VolumeBytes = tpls.CheckStorage, volumes.TeamBytes

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -393,4 +394,18 @@ func (c *Cluster) learn(info node.Info) {
 	defer c.mu.Unlock()
 	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, access: info.AccessToken, maskRequest: info.MaskRequestHost,
 		running: info.State == node.StateRunning}
+}
+
+// SandboxRanges are the live nodes' sandbox address ranges, as they
+// report them: what no request made for a tenant may reach.
+func (c *Cluster) SandboxRanges() []netip.Prefix {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []netip.Prefix
+	for _, m := range c.nodes {
+		if p, err := netip.ParsePrefix(m.SandboxRange); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -57,9 +57,9 @@ type Config struct {
 	// WebhookAllow are ranges webhooks may be sent to although they are
 	// loopback, private or the host's (an operator's opt-in).
 	WebhookAllow []netip.Prefix
-	// SandboxRanges are the nodes' sandbox address ranges (besides
-	// network.DefaultRange), which no webhook is sent to.
-	SandboxRanges []netip.Prefix
+	// SandboxRanges, when set, are the nodes' sandbox address ranges
+	// (besides network.DefaultRange), which no webhook is sent to.
+	SandboxRanges func() []netip.Prefix
 	// SecretsKey seals teams' secrets (internal/secrets); without it the
 	// secrets API and rules that name a secret are Unimplemented.
 	SecretsKey *secrets.Key

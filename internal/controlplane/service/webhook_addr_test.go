@@ -10,7 +10,7 @@ import (
 func TestWebhookAddrAllowed(t *testing.T) {
 	s := &Service{cfg: Config{
 		WebhookAllow:  []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("100.80.0.0/16")},
-		SandboxRanges: []netip.Prefix{netip.MustParsePrefix("100.80.0.0/16")},
+		SandboxRanges: func() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("100.80.0.0/16")} },
 	}, log: logx.Discard()}
 	for addr, ok := range map[string]bool{
 		"203.0.113.7":     true,

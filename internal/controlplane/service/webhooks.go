@@ -159,7 +159,11 @@ func (s *Service) checkWebhookURL(raw string) error {
 // (network.TenantMark): a node's firewall keeps them off its sandboxes.
 func (s *Service) webhookAddrAllowed(a netip.Addr) error {
 	a = a.Unmap()
-	for _, p := range append([]netip.Prefix{network.DefaultRange}, s.cfg.SandboxRanges...) {
+	ranges := []netip.Prefix{network.DefaultRange}
+	if s.cfg.SandboxRanges != nil {
+		ranges = append(ranges, s.cfg.SandboxRanges()...)
+	}
+	for _, p := range ranges {
 		if p.Contains(a) {
 			return errs.New(errs.InvalidArgument, "webhook address %s is in the sandbox range %s: webhooks are not sent to sandboxes", a, p)
 		}

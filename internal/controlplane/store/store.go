@@ -315,6 +315,9 @@ type Member struct {
 	// templates whose newest build's layers it holds.
 	Warm   map[string]int
 	Cached []string
+	// SandboxRange is where its sandboxes' addresses come from ("":
+	// none), which no request made for a tenant may reach.
+	SandboxRange string
 	// Age is the time since its last heartbeat, by the database's clock.
 	Age time.Duration
 }

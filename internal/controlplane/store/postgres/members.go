@@ -23,13 +23,13 @@ func (s *Store) Heartbeat(ctx context.Context, m store.Member) error {
 	if cached == nil {
 		cached = []string{}
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes, warm, cached, heartbeat_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes, warm, cached, sandbox_range, heartbeat_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
 		ON CONFLICT (id) DO UPDATE SET url = excluded.url, drivers = excluded.drivers, cpus = excluded.cpus,
 			memory_mb = excluded.memory_mb, committed_cpu_millis = excluded.committed_cpu_millis,
 			committed_memory_mb = excluded.committed_memory_mb, sandboxes = excluded.sandboxes,
-			warm = excluded.warm, cached = excluded.cached, heartbeat_at = now()`,
-		m.ID, m.URL, m.Drivers, m.CPUs, m.MemoryMB, m.CommittedCPUMillis, m.CommittedMemoryMB, m.Sandboxes, warm, cached)
+			warm = excluded.warm, cached = excluded.cached, sandbox_range = excluded.sandbox_range, heartbeat_at = now()`,
+		m.ID, m.URL, m.Drivers, m.CPUs, m.MemoryMB, m.CommittedCPUMillis, m.CommittedMemoryMB, m.Sandboxes, warm, cached, m.SandboxRange)
 	if err != nil {
 		return fmt.Errorf("heartbeat of node %s: %w", m.ID, err)
 	}
@@ -47,7 +47,7 @@ func (s *Store) Leave(ctx context.Context, id string) error {
 // Members implements store.Members.
 func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, url, drivers, cpus, memory_mb, committed_cpu_millis, committed_memory_mb, sandboxes,
-		warm, cached, extract(epoch FROM now() - heartbeat_at)::float8 FROM nodes ORDER BY id`)
+		warm, cached, sandbox_range, extract(epoch FROM now() - heartbeat_at)::float8 FROM nodes ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -55,7 +55,7 @@ func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
 		var m store.Member
 		var age float64
 		err := r.Scan(&m.ID, &m.URL, &m.Drivers, &m.CPUs, &m.MemoryMB, &m.CommittedCPUMillis, &m.CommittedMemoryMB, &m.Sandboxes,
-			&m.Warm, &m.Cached, &age)
+			&m.Warm, &m.Cached, &m.SandboxRange, &age)
 		m.Age = time.Duration(age * float64(time.Second))
 		return m, err
 	})

@@ -80,7 +80,7 @@ func TestMembers(t *testing.T) {
 	defer s.Close()
 	for _, m := range []store.Member{
 		{ID: "n1", URL: "http://10.0.0.1:3100", Drivers: []string{"namespaces", "gvisor"}, CPUs: 8, MemoryMB: 32768, Sandboxes: 1,
-			Warm: map[string]int{"base": 3}, Cached: []string{"base", "t1"}},
+			Warm: map[string]int{"base": 3}, Cached: []string{"base", "t1"}, SandboxRange: "198.18.0.0/15"},
 		{ID: "n2", URL: "http://10.0.0.2:3100", Drivers: []string{"namespaces"}, CPUs: 4, MemoryMB: 16384},
 	} {
 		if err := s.Heartbeat(ctx, m); err != nil {
@@ -100,7 +100,7 @@ func TestMembers(t *testing.T) {
 		t.Errorf("n2: %+v", m)
 	}
 	if m := ms[0]; len(m.Drivers) != 2 || m.Drivers[1] != "gvisor" || m.URL != "http://10.0.0.1:3100" ||
-		m.Warm["base"] != 3 || strings.Join(m.Cached, " ") != "base t1" {
+		m.Warm["base"] != 3 || strings.Join(m.Cached, " ") != "base t1" || m.SandboxRange != "198.18.0.0/15" {
 		t.Errorf("n1: %+v", m)
 	}
 	if m := ms[1]; len(m.Warm) != 0 || len(m.Cached) != 0 {
