@@ -1,6 +1,7 @@
 package fsutil
 
 import (
+	"fmt"
 	"io"
 	"sync"
 
@@ -81,7 +82,7 @@ func (b *Budget) Charge(n int64) error {
 	}
 	b.mu.Unlock()
 	if b.Max > 0 && used > b.Max {
-		return errs.New(errs.QuotaExceeded, "%s: writing more than %d MiB, the most allowed", b.scope(), b.Max>>20)
+		return errs.New(errs.QuotaExceeded, "%s: writing more than %s, the most allowed", b.scope(), sizeOf(b.Max))
 	}
 	if look {
 		var fs unix.Statfs_t
@@ -92,11 +93,19 @@ func (b *Budget) Charge(n int64) error {
 				floor = DiskFloor(size)
 			}
 			if free-floorCheckEvery < floor {
-				return errs.New(errs.ResourceExhausted, "%s: the node keeps %d MiB of its disk free, and %d MiB are", b.scope(), floor>>20, free>>20)
+				return errs.New(errs.ResourceExhausted, "%s: the node keeps %s of its disk free, and %s are", b.scope(), sizeOf(floor), sizeOf(free))
 			}
 		}
 	}
 	return nil
+}
+
+// sizeOf says n bytes in MiB, or KiB below one.
+func sizeOf(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
 
 func (b *Budget) scope() string {
