@@ -189,14 +189,14 @@ func (f *flows) reaper() {
 		select {
 		case <-f.stop:
 			return
-		case now := <-tick.C:
-			f.reap(now)
+		case <-tick.C:
+			f.reap()
 		}
 	}
 }
 
 // reap closes the flows idle past their limit.
-func (f *flows) reap(time.Time) {
+func (f *flows) reap() {
 	var all []*flow
 	f.mu.Lock()
 	for _, mine := range f.bySrc {
@@ -281,13 +281,16 @@ func (fl *flow) detach(c net.Conn) {
 	delete(fl.conns, c)
 }
 
+// close closes the flow's connections, outside its lock: closing one of
+// attachClosing's detaches it, which takes the lock.
 func (fl *flow) close() {
 	fl.mu.Lock()
-	defer fl.mu.Unlock()
 	fl.closed = true
-	for c := range fl.conns {
+	conns := fl.conns
+	fl.conns = map[net.Conn]struct{}{}
+	fl.mu.Unlock()
+	for c := range conns {
 		c.Close()
-		delete(fl.conns, c)
 	}
 }
 

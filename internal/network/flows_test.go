@@ -223,3 +223,37 @@ func TestTenantMarkKeptOffSandboxes(t *testing.T) {
 		t.Errorf("a tenant's request reached a sandbox: %q", got)
 	}
 }
+
+// TestFlowCloseDetaching: closing a flow closes every connection it holds,
+// those that leave it when closed (an HTTP transport's upstreams) too, and
+// a connection attached after is closed at once.
+func TestFlowCloseDetaching(t *testing.T) {
+	fl := &flow{conns: map[net.Conn]struct{}{}}
+	a, aPeer := net.Pipe()
+	defer aPeer.Close()
+	b, bPeer := net.Pipe()
+	defer bPeer.Close()
+	if err := fl.attach(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fl.attachClosing(b); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { fl.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing a flow with a detaching connection hung")
+	}
+	for name, peer := range map[string]net.Conn{"attached": aPeer, "detaching": bPeer} {
+		if _, err := peer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("the %s connection's peer read %v, want EOF", name, err)
+		}
+	}
+	c, cPeer := net.Pipe()
+	defer cPeer.Close()
+	if err := fl.attach(c); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("attach to a closed flow: %v", err)
+	}
+}
