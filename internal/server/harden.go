@@ -42,12 +42,11 @@ const nrOpen = "/proc/sys/fs/nr_open"
 // kernel's most (fs.nr_open) where it may (root), else the soft one to the
 // hard: the egress proxy, the sandbox proxy and the agents' connections
 // hold descriptors for every tenant, and the egress proxy's own bound
-// (network.FlowLimits) is a share of this limit. It returns the limit in
-// force.
-func raiseFileLimit(log *slog.Logger) uint64 {
+// (network.FlowLimits) is a share of this limit.
+func raiseFileLimit(log *slog.Logger) {
 	var cur unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err != nil {
-		return 0
+		return
 	}
 	want := cur
 	if b, err := os.ReadFile(nrOpen); err == nil {
@@ -57,14 +56,13 @@ func raiseFileLimit(log *slog.Logger) uint64 {
 	}
 	want.Cur = want.Max
 	if want == cur {
-		return cur.Cur
+		return
 	}
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
 		// Without CAP_SYS_RESOURCE: up to the hard limit only.
 		if want = (unix.Rlimit{Cur: cur.Max, Max: cur.Max}); want == cur || unix.Setrlimit(unix.RLIMIT_NOFILE, &want) != nil {
-			return cur.Cur
+			return
 		}
 	}
 	log.Debug("descriptor limit raised", "from", cur.Cur, "to", want.Cur)
-	return want.Cur
 }

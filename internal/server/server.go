@@ -138,14 +138,14 @@ type Config struct {
 	// NodeURL is where API replicas reach its node API (default: http://
 	// and the listen address).
 	NodeName, NodeURL string
-	// WebhookAllow are ranges webhooks may be sent to although loopback,
-	// private or the host's; EventsKept is how long lifecycle events are
-	// kept (default 7 days).
 	// MaxTeamVolumes caps the volumes one team keeps on a node (0:
 	// volume.DefaultMaxPerTeam).
 	MaxTeamVolumes int
-	WebhookAllow   []netip.Prefix
-	EventsKept     time.Duration
+	// WebhookAllow are ranges webhooks may be sent to although loopback,
+	// private or the host's; EventsKept is how long lifecycle events are
+	// kept (default 7 days).
+	WebhookAllow []netip.Prefix
+	EventsKept   time.Duration
 	// SecretsKeyFile is the operator's key that seals teams' secrets
 	// (64 hex digits, owner-only). cove server: default the data
 	// directory's secrets.key, made at the first start; cove api and cove

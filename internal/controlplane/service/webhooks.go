@@ -216,7 +216,7 @@ func (w *webhookSender) wake() {
 }
 
 func (s *Service) newWebhookSender() *webhookSender {
-	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: func(network_, address string, rc syscall.RawConn) error {
+	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: func(netw, address string, rc syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return err
@@ -224,7 +224,7 @@ func (s *Service) newWebhookSender() *webhookSender {
 		if err := s.webhookAddrAllowed(ap.Addr()); err != nil {
 			return err
 		}
-		return network.MarkTenant(network_, address, rc)
+		return network.MarkTenant(netw, address, rc)
 	}}
 	return &webhookSender{kick: make(chan struct{}, 1), client: &http.Client{
 		Timeout: deliveryTimeout,
