@@ -55,6 +55,9 @@ for pkg in xvfb x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core xdotoo
 	net-tools xdg-utils xfce4-session xfwm4 xfdesktop4 xfce4-panel xfce4-settings xfce4-terminal dbus-x11 libgtk-3-bin; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need="$need $pkg"
 done
+# A virtual environment for the official Python SDKs (test/compat/py):
+# Debian's python3 makes one only with python3-venv.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need="$need python3-venv"
 # PostgreSQL's server: the store's tests start a throwaway cluster of it.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need="$need postgresql"
 # *.localhost (getHost URLs) resolving to loopback for Node and Python.
@@ -93,6 +96,10 @@ ln -sfn "$weed" /var/cache/cove-test/weed
 if [ ! -f test/compat/node_modules/playwright-core/package.json ]; then
 	(cd test/compat && npm ci --no-audit --no-fund)
 fi
+# The official E2B Python SDKs and pytest, as test/compat/py/requirements.txt
+# pins them, in a virtual environment of the repository's own (never the
+# system's Python); made again when the pins change.
+./scripts/python-venv.sh
 if [ "${1:-}" = tools ]; then
 	GOBIN="$(go env GOPATH)/bin" go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	GOBIN="$(go env GOPATH)/bin" go install connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1

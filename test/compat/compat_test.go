@@ -148,6 +148,13 @@ func runNode(t *testing.T, env []string, files ...string) {
 	}
 	cmd := exec.Command("node", append(args, files...)...)
 	cmd.Env = append(nodeEnv(env), "COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()))
+	runLogged(t, "node --test", cmd)
+}
+
+// runLogged runs a test runner's cmd: its output goes to the test's log,
+// or into the error when it fails.
+func runLogged(t *testing.T, name string, cmd *exec.Cmd) {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +169,7 @@ func runNode(t *testing.T, env []string, files ...string) {
 		lines = append(lines, sc.Text())
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Errorf("node --test: %v\n%s", err, strings.Join(lines, "\n"))
+		t.Errorf("%s: %v\n%s", name, err, strings.Join(lines, "\n"))
 		return
 	}
 	t.Logf("%s", strings.Join(lines, "\n"))

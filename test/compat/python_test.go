@@ -1,0 +1,75 @@
+package compat
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/testutil"
+)
+
+// venvPython is the interpreter of the repository's own virtual
+// environment, which scripts/python-venv.sh (make deps) fills with the
+// pins of py/requirements.txt: the official Python SDKs and pytest.
+const venvPython = "py/.venv/bin/python"
+
+// TestOfficialPythonSDK runs the Python half of the suite (py/, pytest,
+// every test with the SDK's sync and its async client) against a server
+// on namespaces, and its lifecycle file (pauses, snapshots, forks: where
+// the drivers differ) against one on gVisor, whose copies keep their
+// processes.
+func TestOfficialPythonSDK(t *testing.T) {
+	t.Run("namespaces", func(t *testing.T) {
+		srv := testutil.StartServer(t, apiKey)
+		runPytest(t, sdkEnv(srv.Addr), "test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py")
+		if left := srv.Leftovers(); len(left) > 0 {
+			t.Errorf("the suite left sandboxes behind: %v", left)
+		}
+	})
+	t.Run("gvisor", func(t *testing.T) {
+		testutil.NeedRunsc(t)
+		srv := testutil.StartServer(t, apiKey, "--default-isolation", "gvisor")
+		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES=1"), "test_lifecycle.py")
+		if left := srv.Leftovers(); len(left) > 0 {
+			t.Errorf("the suite left sandboxes behind: %v", left)
+		}
+	})
+}
+
+// TestOfficialPythonSDKCluster runs the core of the Python suite —
+// create, commands, files, pause and resume, snapshots and fork — against
+// a cluster of two API replicas and three nodes, every request through a
+// balancer that alternates between the replicas.
+func TestOfficialPythonSDKCluster(t *testing.T) {
+	url, passed := balanced(t, func() testutil.Cluster { return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 3) })
+	runPytest(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey},
+		"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py")
+	if n := passed(); n < 20 {
+		t.Errorf("the balancer passed on %d requests", n)
+	}
+}
+
+// runPytest runs pytest from the repository's virtual environment on
+// files of py/ with env (and no other E2B_ variable). A missing
+// environment fails the test: make deps makes it.
+func runPytest(t *testing.T, env []string, files ...string) {
+	t.Helper()
+	python, err := filepath.Abs(venvPython)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("the Python SDKs are not installed (%v): make deps installs them (scripts/python-venv.sh)", err)
+	}
+	args := []string{"-m", "pytest", "-q", "--timeout=" + fmt.Sprint(int(fileTimeout/time.Second))}
+	if only := os.Getenv("COMPAT_ONLY"); only != "" { // a developer's filter: a pytest -k expression
+		args = append(args, "-k", only)
+	}
+	cmd := exec.Command(python, append(args, files...)...)
+	cmd.Dir = "py"
+	cmd.Env = append(nodeEnv(env), "COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()), "PYTHONDONTWRITEBYTECODE=1")
+	runLogged(t, "pytest", cmd)
+}
