@@ -156,10 +156,11 @@ func (c *Client) SaveLayer(ctx context.Context, id string, memory bool) (node.Co
 	return c.saveLayer(ctx, id, memory, false)
 }
 
-// ShareLayer copies a sandbox's files and processes on its node and
-// pushes them, with the layers under them, to the object store (Blobs).
-func (c *Client) ShareLayer(ctx context.Context, id string) (node.Copy, error) {
-	return c.saveLayer(ctx, id, true, true)
+// ShareLayer copies a sandbox's files (and, with memory, processes) on
+// its node and pushes them, with the layers under them, to the object
+// store (Blobs).
+func (c *Client) ShareLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
+	return c.saveLayer(ctx, id, memory, true)
 }
 
 func (c *Client) saveLayer(ctx context.Context, id string, memory, share bool) (node.Copy, error) {

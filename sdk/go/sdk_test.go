@@ -216,6 +216,16 @@ func TestSDK(t *testing.T) {
 		if list, err := client.ListSnapshots(ctx, cove.SnapshotFilter{SandboxID: sbx.ID}); err != nil || len(list) != 1 || list[0].ID != snap.ID {
 			t.Errorf("list snapshots %+v %v", list, err)
 		}
+		files, err := sbx.SnapshotWithoutMemory(ctx, "go-sdk-files")
+		if err != nil || files.ID != "go-sdk-files:default" {
+			t.Fatalf("snapshot without memory %+v %v", files, err)
+		}
+		fromFiles, err := client.Create(ctx, cove.CreateOptions{Template: files.ID, Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fromFiles.Kill(context.Background())
+		defer client.DeleteSnapshot(context.Background(), files.ID)
 		from, err := client.Create(ctx, cove.CreateOptions{Template: snap.ID, Timeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -225,7 +235,7 @@ func TestSDK(t *testing.T) {
 		if err != nil || len(kids) != 2 {
 			t.Fatalf("fork %v %v", kids, err)
 		}
-		for _, s := range append(kids, from) {
+		for _, s := range append(kids, from, fromFiles) {
 			defer s.Kill(context.Background())
 			r, err := s.Files.Read(ctx, "/home/user/saved.txt")
 			if err != nil {

@@ -28,9 +28,29 @@ func (s *Sandbox) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 // unnamed one; the name of an existing snapshot gets a new version). The
 // sandbox is frozen for the copy only and goes on.
 func (c *Client) CreateSnapshot(ctx context.Context, sandboxID, name string) (Snapshot, error) {
+	return c.createSnapshot(ctx, sandboxID, name, true)
+}
+
+// SnapshotWithoutMemory saves the sandbox's files alone (see
+// Client.CreateSnapshotWithoutMemory).
+func (s *Sandbox) SnapshotWithoutMemory(ctx context.Context, name string) (Snapshot, error) {
+	return s.client.CreateSnapshotWithoutMemory(ctx, s.ID, name)
+}
+
+// CreateSnapshotWithoutMemory is CreateSnapshot keeping the sandbox's
+// files alone, on every driver: sandboxes from it start afresh on them
+// (E2B's snapshot mode "filesystem").
+func (c *Client) CreateSnapshotWithoutMemory(ctx context.Context, sandboxID, name string) (Snapshot, error) {
+	return c.createSnapshot(ctx, sandboxID, name, false)
+}
+
+func (c *Client) createSnapshot(ctx context.Context, sandboxID, name string, memory bool) (Snapshot, error) {
 	body := map[string]any{}
 	if name != "" {
 		body["name"] = name
+	}
+	if !memory {
+		body["memory"] = false
 	}
 	var out Snapshot
 	_, err := c.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(sandboxID)+"/snapshots", body, &out)

@@ -295,11 +295,11 @@ func (c *Cluster) SaveLayer(ctx context.Context, id string, memory bool) (node.C
 	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.SaveLayer(ctx, id, memory) })
 }
 
-// ShareLayer copies a sandbox's files and processes on its node, which
-// pushes them to the object store with the layers under them: any node
-// can start from the copy (a snapshot).
-func (c *Cluster) ShareLayer(ctx context.Context, id string) (node.Copy, error) {
-	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.ShareLayer(ctx, id) })
+// ShareLayer copies a sandbox's files (and, with memory, processes) on
+// its node, which pushes them to the object store with the layers under
+// them: any node can start from the copy (a snapshot).
+func (c *Cluster) ShareLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
+	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.ShareLayer(ctx, id, memory) })
 }
 
 func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.Client) (node.Copy, error)) (node.Copy, error) {

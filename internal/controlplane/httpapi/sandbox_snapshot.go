@@ -20,9 +20,11 @@ func toSnapshot(r template.Record) snapshotJSON {
 	return out
 }
 
-// createSnapshot serves POST /sandboxes/{id}/snapshots ({"name"?}): 201
-// with the snapshot's id, which creates sandboxes from it as a template
-// does. The sandbox goes on.
+// createSnapshot serves POST /sandboxes/{id}/snapshots ({"name"?,
+// "memory"?}): 201 with the snapshot's id, which creates sandboxes from it
+// as a template does. With "memory": false (the SDK's mode "filesystem")
+// it holds the files alone, whatever the driver could keep. The sandbox
+// goes on.
 func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	id, err := sandboxID(r)
 	if err != nil {
@@ -30,13 +32,14 @@ func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Name string `json:"name"`
+		Name   string `json:"name"`
+		Memory *bool  `json:"memory"`
 	}
 	if err := decode(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	rec, err := a.svc.CreateSnapshot(r.Context(), team(r), id, body.Name)
+	rec, err := a.svc.CreateSnapshot(r.Context(), team(r), id, body.Name, body.Memory == nil || *body.Memory)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -14,7 +14,7 @@ import (
 // driver that can copy them — as a template sandboxes can start from
 // (named name, or unnamed when name is ""): each runs on from that state.
 // The sandbox goes on (frozen for the copy only).
-func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (template.Record, error) {
+func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string, memory bool) (template.Record, error) {
 	if s.cfg.Snapshots == nil {
 		return template.Record{}, errs.New(errs.Unimplemented, "snapshots in a cluster need an object store for its nodes to share them (cove api and cove node --object-store)")
 	}
@@ -26,9 +26,9 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 			return template.Record{}, err
 		}
 	}
-	save := func() (node.Copy, error) { return s.node.SaveLayer(ctx, id, true) }
+	save := func() (node.Copy, error) { return s.node.SaveLayer(ctx, id, memory) }
 	if sh, ok := s.node.(sharer); ok {
-		save = func() (node.Copy, error) { return sh.ShareLayer(ctx, id) }
+		save = func() (node.Copy, error) { return sh.ShareLayer(ctx, id, memory) }
 	}
 	c, err := save()
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string) (te
 // sharer is a node that keeps a snapshot's copy where every node reaches
 // it (a cluster's, through its object store).
 type sharer interface {
-	ShareLayer(ctx context.Context, id string) (node.Copy, error)
+	ShareLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
 }
 
 // Snapshots lists a team's snapshots, newest first, of sandboxID and
