@@ -411,6 +411,28 @@ func TestUpstreamEgressProxy(t *testing.T) {
 			t.Errorf("an upstream at %s was taken", addr)
 		}
 	}
+	// Over TLS (egressProxy.tls): verified against the CA named, or the
+	// node's roots; the name is the one given, or the address's host.
+	up := testutil.NewUpstream(t, "socks.upstream.test")
+	overTLS := up.ServeSOCKSTLS(t, ns, testutil.InternetAddr+":1443", "u", "p")
+	for _, c := range []struct {
+		name string
+		tls  *ProxyTLS
+		ok   bool
+	}{
+		{"the CA and the name", &ProxyTLS{ServerName: "socks.upstream.test", CACert: up.CAPEM(t)}, true},
+		{"the node's roots", &ProxyTLS{ServerName: "socks.upstream.test"}, false},
+		{"another name", &ProxyTLS{ServerName: "other.upstream.test", CACert: up.CAPEM(t)}, false},
+		{"the address's host", &ProxyTLS{CACert: up.CAPEM(t)}, false},
+		{"no TLS", nil, false},
+	} {
+		must(t, m.SetEgressProxy(ctx, n, &EgressProxy{Address: testutil.InternetAddr + ":1443", Username: "u", Password: "p", TLS: c.tls}))
+		before := len(overTLS.Reached())
+		got := get(8080)
+		if reached := len(overTLS.Reached()) > before; c.ok != (got == direct) || c.ok != reached {
+			t.Errorf("a proxy over TLS, %s: %q (reached: %v), want through: %v", c.name, got, reached, c.ok)
+		}
+	}
 	must(t, m.SetEgressProxy(ctx, n, nil))
 	before := len(socks.Reached())
 	if got := get(8080); got != direct || len(socks.Reached()) != before {

@@ -118,14 +118,22 @@ func egressProxyToPB(e *network.EgressProxy) *pb.EgressProxy {
 	if e == nil {
 		return nil
 	}
-	return &pb.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+	out := &pb.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+	if t := e.TLS; t != nil {
+		out.Tls = &pb.EgressProxyTLS{ServerName: t.ServerName, CaCert: t.CACert}
+	}
+	return out
 }
 
 func egressProxyFromPB(e *pb.EgressProxy) *network.EgressProxy {
 	if e == nil {
 		return nil
 	}
-	return &network.EgressProxy{Address: e.GetAddress(), Username: e.GetUsername(), Password: e.GetPassword()}
+	out := &network.EgressProxy{Address: e.GetAddress(), Username: e.GetUsername(), Password: e.GetPassword()}
+	if t := e.GetTls(); t != nil {
+		out.TLS = &network.ProxyTLS{ServerName: t.GetServerName(), CACert: t.GetCaCert()}
+	}
+	return out
 }
 
 // rulesToPB are egress rules as they cross the wire.

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"net"
@@ -38,6 +39,21 @@ func ServeSOCKS(t testing.TB, ns netns.NsHandle, addr, user, pass string) *SOCKS
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveSOCKS(t, ln, addr, user, pass)
+}
+
+// ServeSOCKSTLS is ServeSOCKS over TLS, with the upstream's certificate
+// (of the names NewUpstream was given): E2B's egressProxy.tls.
+func (u *Upstream) ServeSOCKSTLS(t testing.TB, ns netns.NsHandle, addr, user, pass string) *SOCKS {
+	t.Helper()
+	ln, err := ListenIn(ns, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveSOCKS(t, tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{u.cert}}), addr, user, pass)
+}
+
+func serveSOCKS(t testing.TB, ln net.Listener, addr, user, pass string) *SOCKS {
 	t.Cleanup(func() { ln.Close() })
 	s := &SOCKS{Addr: addr, User: user, Pass: pass}
 	go func() {

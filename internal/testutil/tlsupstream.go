@@ -60,6 +60,16 @@ func NewUpstream(t testing.TB, names ...string) *Upstream {
 	return up
 }
 
+// CAPEM is its CA in PEM, as a request names it (egressProxy.tls.caCert).
+func (u *Upstream) CAPEM(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(u.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // Serve serves h over HTTPS at InternetAddr:443 in the fake internet ns
 // until the test ends.
 func (u *Upstream) Serve(t testing.TB, ns netns.NsHandle, h http.Handler) {

@@ -161,6 +161,9 @@ func toNetworkJSON(s service.Sandbox) *networkJSON {
 		out.Rules = n.Rules
 		if e := n.EgressProxy; e != nil {
 			out.EgressProxy = &network.EgressProxy{Address: e.Address, Username: e.Username}
+			if e.TLS != nil { // the CA is not shown either
+				out.EgressProxy.TLS = &network.ProxyTLS{ServerName: e.TLS.ServerName}
+			}
 		}
 	}
 	return out

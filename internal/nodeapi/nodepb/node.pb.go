@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{23, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type Empty struct {
@@ -393,10 +393,12 @@ func (x *IdentityToken) GetTokenType() string {
 
 // EgressProxy is an upstream SOCKS5 proxy a sandbox's TCP goes through.
 type EgressProxy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	Username      string                 `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
-	Password      string                 `protobuf:"bytes,3,opt,name=password,proto3" json:"password,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Address  string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Username string                 `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	Password string                 `protobuf:"bytes,3,opt,name=password,proto3" json:"password,omitempty"`
+	// tls, when set, wraps the connection to the proxy in TLS.
+	Tls           *EgressProxyTLS `protobuf:"bytes,4,opt,name=tls,proto3" json:"tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +454,66 @@ func (x *EgressProxy) GetPassword() string {
 	return ""
 }
 
+func (x *EgressProxy) GetTls() *EgressProxyTLS {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+// EgressProxyTLS is how a node verifies an upstream proxy over TLS.
+type EgressProxyTLS struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerName    string                 `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	CaCert        string                 `protobuf:"bytes,2,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressProxyTLS) Reset() {
+	*x = EgressProxyTLS{}
+	mi := &file_node_v1_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressProxyTLS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressProxyTLS) ProtoMessage() {}
+
+func (x *EgressProxyTLS) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressProxyTLS.ProtoReflect.Descriptor instead.
+func (*EgressProxyTLS) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EgressProxyTLS) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *EgressProxyTLS) GetCaCert() string {
+	if x != nil {
+		return x.CaCert
+	}
+	return ""
+}
+
 // Rules are a domain's egress rules, in order: each sets headers on the
 // matching requests the egress proxy transforms (values may name the
 // team's secrets as ${e2b.secrets.NAME}).
@@ -464,7 +526,7 @@ type Rules struct {
 
 func (x *Rules) Reset() {
 	*x = Rules{}
-	mi := &file_node_v1_node_proto_msgTypes[6]
+	mi := &file_node_v1_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +538,7 @@ func (x *Rules) String() string {
 func (*Rules) ProtoMessage() {}
 
 func (x *Rules) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[6]
+	mi := &file_node_v1_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +551,7 @@ func (x *Rules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rules.ProtoReflect.Descriptor instead.
 func (*Rules) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Rules) GetRules() []*Rule {
@@ -508,7 +570,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_node_v1_node_proto_msgTypes[7]
+	mi := &file_node_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +582,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[7]
+	mi := &file_node_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +595,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Rule) GetHeaders() map[string]string {
@@ -588,7 +650,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +662,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[8]
+	mi := &file_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +675,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateRequest) GetId() string {
@@ -830,7 +892,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +904,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[9]
+	mi := &file_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +917,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *VolumeMount) GetId() string {
@@ -892,7 +954,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +966,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +979,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Volume) GetId() string {
@@ -964,7 +1026,7 @@ type VolumeRef struct {
 
 func (x *VolumeRef) Reset() {
 	*x = VolumeRef{}
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1038,7 @@ func (x *VolumeRef) String() string {
 func (*VolumeRef) ProtoMessage() {}
 
 func (x *VolumeRef) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1051,7 @@ func (x *VolumeRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeRef.ProtoReflect.Descriptor instead.
 func (*VolumeRef) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VolumeRef) GetId() string {
@@ -1008,7 +1070,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1082,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1095,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReceiveRequest) GetPausedState() []byte {
@@ -1080,7 +1142,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1154,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1167,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1285,7 +1347,7 @@ type SandboxList struct {
 
 func (x *SandboxList) Reset() {
 	*x = SandboxList{}
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1359,7 @@ func (x *SandboxList) String() string {
 func (*SandboxList) ProtoMessage() {}
 
 func (x *SandboxList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1372,7 @@ func (x *SandboxList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxList.ProtoReflect.Descriptor instead.
 func (*SandboxList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SandboxList) GetSandboxes() []*Sandbox {
@@ -1331,7 +1393,7 @@ type TimeoutRequest struct {
 
 func (x *TimeoutRequest) Reset() {
 	*x = TimeoutRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1405,7 @@ func (x *TimeoutRequest) String() string {
 func (*TimeoutRequest) ProtoMessage() {}
 
 func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1418,7 @@ func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TimeoutRequest) GetId() string {
@@ -1389,7 +1451,7 @@ type AgentLogResponse struct {
 
 func (x *AgentLogResponse) Reset() {
 	*x = AgentLogResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1463,7 @@ func (x *AgentLogResponse) String() string {
 func (*AgentLogResponse) ProtoMessage() {}
 
 func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1476,7 @@ func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLogResponse.ProtoReflect.Descriptor instead.
 func (*AgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AgentLogResponse) GetLog() []byte {
@@ -1443,7 +1505,7 @@ type SandboxStats struct {
 
 func (x *SandboxStats) Reset() {
 	*x = SandboxStats{}
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1517,7 @@ func (x *SandboxStats) String() string {
 func (*SandboxStats) ProtoMessage() {}
 
 func (x *SandboxStats) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1530,7 @@ func (x *SandboxStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
 func (*SandboxStats) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SandboxStats) GetCpuUsage() *durationpb.Duration {
@@ -1562,7 +1624,7 @@ type NetworkUpdate struct {
 
 func (x *NetworkUpdate) Reset() {
 	*x = NetworkUpdate{}
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1636,7 @@ func (x *NetworkUpdate) String() string {
 func (*NetworkUpdate) ProtoMessage() {}
 
 func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1649,7 @@ func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkUpdate.ProtoReflect.Descriptor instead.
 func (*NetworkUpdate) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NetworkUpdate) GetId() string {
@@ -1662,7 +1724,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1736,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1749,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StringList) GetValues() []string {
@@ -1707,7 +1769,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1781,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1794,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseRequest) GetId() string {
@@ -1759,7 +1821,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1833,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1846,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeRequest) GetId() string {
@@ -1810,7 +1872,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1884,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1897,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -1855,7 +1917,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +1929,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +1942,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -1909,7 +1971,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +1983,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +1996,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -1970,7 +2032,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2044,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2057,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -2039,7 +2101,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2113,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2126,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -2103,7 +2165,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2177,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2190,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -2175,7 +2237,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2249,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2262,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -2219,7 +2281,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2293,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2306,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -2264,7 +2326,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[30]
+	mi := &file_node_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2338,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[30]
+	mi := &file_node_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2351,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -2341,11 +2403,16 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\rIdentityToken\x12\x1a\n" +
 	"\baudience\x18\x01 \x01(\tR\baudience\x12\x1d\n" +
 	"\n" +
-	"token_type\x18\x02 \x01(\tR\ttokenType\"_\n" +
+	"token_type\x18\x02 \x01(\tR\ttokenType\"\x8f\x01\n" +
 	"\vEgressProxy\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x12\x1a\n" +
-	"\bpassword\x18\x03 \x01(\tR\bpassword\"1\n" +
+	"\bpassword\x18\x03 \x01(\tR\bpassword\x12.\n" +
+	"\x03tls\x18\x04 \x01(\v2\x1c.cove.node.v1.EgressProxyTLSR\x03tls\"J\n" +
+	"\x0eEgressProxyTLS\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12\x17\n" +
+	"\aca_cert\x18\x02 \x01(\tR\x06caCert\"1\n" +
 	"\x05Rules\x12(\n" +
 	"\x05rules\x18\x01 \x03(\v2\x12.cove.node.v1.RuleR\x05rules\"}\n" +
 	"\x04Rule\x129\n" +
@@ -2579,7 +2646,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -2588,133 +2655,135 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*Network)(nil),               // 4: cove.node.v1.Network
 	(*IdentityToken)(nil),         // 5: cove.node.v1.IdentityToken
 	(*EgressProxy)(nil),           // 6: cove.node.v1.EgressProxy
-	(*Rules)(nil),                 // 7: cove.node.v1.Rules
-	(*Rule)(nil),                  // 8: cove.node.v1.Rule
-	(*CreateRequest)(nil),         // 9: cove.node.v1.CreateRequest
-	(*VolumeMount)(nil),           // 10: cove.node.v1.VolumeMount
-	(*Volume)(nil),                // 11: cove.node.v1.Volume
-	(*VolumeRef)(nil),             // 12: cove.node.v1.VolumeRef
-	(*ReceiveRequest)(nil),        // 13: cove.node.v1.ReceiveRequest
-	(*Sandbox)(nil),               // 14: cove.node.v1.Sandbox
-	(*SandboxList)(nil),           // 15: cove.node.v1.SandboxList
-	(*TimeoutRequest)(nil),        // 16: cove.node.v1.TimeoutRequest
-	(*AgentLogResponse)(nil),      // 17: cove.node.v1.AgentLogResponse
-	(*SandboxStats)(nil),          // 18: cove.node.v1.SandboxStats
-	(*NetworkUpdate)(nil),         // 19: cove.node.v1.NetworkUpdate
-	(*StringList)(nil),            // 20: cove.node.v1.StringList
-	(*PauseRequest)(nil),          // 21: cove.node.v1.PauseRequest
-	(*ResumeRequest)(nil),         // 22: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 23: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 24: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 25: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 26: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 27: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 28: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 29: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 30: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 31: cove.node.v1.SandboxSample
-	nil,                           // 32: cove.node.v1.Network.RulesEntry
-	nil,                           // 33: cove.node.v1.Network.TokensEntry
-	nil,                           // 34: cove.node.v1.Rule.HeadersEntry
-	nil,                           // 35: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 36: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 37: cove.node.v1.CreateRequest.RulesEntry
-	nil,                           // 38: cove.node.v1.CreateRequest.TokensEntry
-	nil,                           // 39: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 40: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 41: cove.node.v1.NetworkUpdate.RulesEntry
-	nil,                           // 42: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*EgressProxyTLS)(nil),        // 7: cove.node.v1.EgressProxyTLS
+	(*Rules)(nil),                 // 8: cove.node.v1.Rules
+	(*Rule)(nil),                  // 9: cove.node.v1.Rule
+	(*CreateRequest)(nil),         // 10: cove.node.v1.CreateRequest
+	(*VolumeMount)(nil),           // 11: cove.node.v1.VolumeMount
+	(*Volume)(nil),                // 12: cove.node.v1.Volume
+	(*VolumeRef)(nil),             // 13: cove.node.v1.VolumeRef
+	(*ReceiveRequest)(nil),        // 14: cove.node.v1.ReceiveRequest
+	(*Sandbox)(nil),               // 15: cove.node.v1.Sandbox
+	(*SandboxList)(nil),           // 16: cove.node.v1.SandboxList
+	(*TimeoutRequest)(nil),        // 17: cove.node.v1.TimeoutRequest
+	(*AgentLogResponse)(nil),      // 18: cove.node.v1.AgentLogResponse
+	(*SandboxStats)(nil),          // 19: cove.node.v1.SandboxStats
+	(*NetworkUpdate)(nil),         // 20: cove.node.v1.NetworkUpdate
+	(*StringList)(nil),            // 21: cove.node.v1.StringList
+	(*PauseRequest)(nil),          // 22: cove.node.v1.PauseRequest
+	(*ResumeRequest)(nil),         // 23: cove.node.v1.ResumeRequest
+	(*WakeResponse)(nil),          // 24: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 25: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 26: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 27: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 28: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 29: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 30: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 31: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 32: cove.node.v1.SandboxSample
+	nil,                           // 33: cove.node.v1.Network.RulesEntry
+	nil,                           // 34: cove.node.v1.Network.TokensEntry
+	nil,                           // 35: cove.node.v1.Rule.HeadersEntry
+	nil,                           // 36: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 37: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 38: cove.node.v1.CreateRequest.RulesEntry
+	nil,                           // 39: cove.node.v1.CreateRequest.TokensEntry
+	nil,                           // 40: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 41: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 42: cove.node.v1.NetworkUpdate.RulesEntry
+	nil,                           // 43: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 44: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	32, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
+	33, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
 	6,  // 1: cove.node.v1.Network.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	33, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
-	8,  // 3: cove.node.v1.Rules.rules:type_name -> cove.node.v1.Rule
-	34, // 4: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
-	43, // 5: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
-	3,  // 6: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	35, // 7: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	36, // 8: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
-	10, // 9: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
-	37, // 10: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
-	6,  // 11: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	38, // 12: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
-	44, // 13: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 14: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	44, // 15: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	44, // 16: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	39, // 17: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	40, // 18: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	43, // 19: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
-	4,  // 20: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
-	10, // 21: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
-	14, // 22: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	43, // 23: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	43, // 24: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
-	20, // 25: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
-	20, // 26: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
-	20, // 27: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	41, // 28: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
-	6,  // 29: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	43, // 30: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
-	0,  // 31: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	14, // 32: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	44, // 33: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	14, // 34: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	42, // 35: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	31, // 36: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	14, // 37: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	18, // 38: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
-	7,  // 39: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 40: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	7,  // 41: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 42: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	7,  // 43: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
-	9,  // 44: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 45: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 46: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 47: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	16, // 48: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 49: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	2,  // 50: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
-	1,  // 51: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	19, // 52: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	21, // 53: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	22, // 54: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 55: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 56: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	25, // 57: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	27, // 58: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	29, // 59: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	11, // 60: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
-	12, // 61: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	13, // 62: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
-	14, // 63: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 64: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	14, // 65: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	15, // 66: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	14, // 67: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	18, // 68: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	17, // 69: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
-	30, // 70: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 71: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	14, // 72: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	14, // 73: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	23, // 74: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	24, // 75: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	26, // 76: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	28, // 77: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 78: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	11, // 79: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 80: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	14, // 81: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
-	63, // [63:82] is the sub-list for method output_type
-	44, // [44:63] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	34, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
+	7,  // 3: cove.node.v1.EgressProxy.tls:type_name -> cove.node.v1.EgressProxyTLS
+	9,  // 4: cove.node.v1.Rules.rules:type_name -> cove.node.v1.Rule
+	35, // 5: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
+	44, // 6: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 7: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
+	36, // 8: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	37, // 9: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	11, // 10: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
+	38, // 11: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
+	6,  // 12: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	39, // 13: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
+	45, // 14: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 15: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
+	45, // 16: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	45, // 17: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	40, // 18: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	41, // 19: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	44, // 20: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	4,  // 21: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
+	11, // 22: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
+	15, // 23: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
+	44, // 24: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	44, // 25: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	21, // 26: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
+	21, // 27: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
+	21, // 28: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
+	42, // 29: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
+	6,  // 30: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	44, // 31: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	0,  // 32: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
+	15, // 33: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	45, // 34: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	15, // 35: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	43, // 36: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	32, // 37: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	15, // 38: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	19, // 39: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	8,  // 40: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 41: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 42: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 43: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 44: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
+	10, // 45: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 46: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 47: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 48: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	17, // 49: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 50: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	2,  // 51: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
+	1,  // 52: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	20, // 53: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	22, // 54: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	23, // 55: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 56: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 57: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	26, // 58: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	28, // 59: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	30, // 60: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	12, // 61: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	13, // 62: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	14, // 63: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	15, // 64: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 65: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	15, // 66: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	16, // 67: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	15, // 68: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	19, // 69: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	18, // 70: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
+	31, // 71: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 72: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	15, // 73: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	15, // 74: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	24, // 75: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	25, // 76: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	27, // 77: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	29, // 78: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 79: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	12, // 80: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 81: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	15, // 82: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	64, // [64:83] is the sub-list for method output_type
+	45, // [45:64] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -2722,14 +2791,14 @@ func file_node_v1_node_proto_init() {
 	if File_node_v1_node_proto != nil {
 		return
 	}
-	file_node_v1_node_proto_msgTypes[18].OneofWrappers = []any{}
+	file_node_v1_node_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
