@@ -208,7 +208,8 @@ func TestTransformEgress(t *testing.T) {
 	must(t, err)
 	defer m.Close()
 	m.SetIdentity(issuer)
-	up.Serve(t, testutil.FakeInternet(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ns := testutil.FakeInternet(t)
+	up.Serve(t, ns, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s auth=%q", r.Host, r.Header.Get("Authorization"))
 	}))
 	n, err := m.Acquire(context.Background(), true)
@@ -273,6 +274,16 @@ func TestTransformEgress(t *testing.T) {
 	if got := get("api.upstream.test", "api.upstream.test", up.Roots); !strings.HasPrefix(got, "handshake:") {
 		t.Errorf("a transformed name shows the upstream's certificate, not the node CA's: %q", got)
 	}
+	// Through an upstream proxy over TLS: the rule's request goes inside
+	// SOCKS5 inside TLS.
+	proxyCA := testutil.NewUpstream(t, "socks.upstream.test")
+	socks := proxyCA.ServeSOCKSTLS(t, ns, testutil.InternetAddr+":1443", "u", "p")
+	must(t, m.SetEgressProxy(context.Background(), n, &EgressProxy{Address: testutil.InternetAddr + ":1443", Username: "u", Password: "p",
+		TLS: &ProxyTLS{ServerName: "socks.upstream.test", CACert: proxyCA.CAPEM(t)}}))
+	if got, want := get("api.upstream.test", "api.upstream.test", nodeCA), `200 api.upstream.test auth="Bearer s3cret-value"`; got != want || len(socks.Reached()) != 1 {
+		t.Errorf("a rule's request through a proxy over TLS: %q, want %q (the proxy reached %v)", got, want, socks.Reached())
+	}
+	must(t, m.SetEgressProxy(context.Background(), n, nil))
 	// Plain HTTP: the secret is set where the name resolves to the address
 	// dialled, and refused, saying why, where it does not.
 	plain := func(host string) string {

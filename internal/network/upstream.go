@@ -42,7 +42,8 @@ type ProxyTLS struct {
 }
 
 // UnmarshalJSON takes tls as E2B's API gives it: true, false, null or
-// {serverName?, caCert?}.
+// {enabled?, serverName?, caCert?} (the Python SDK's form; enabled false
+// is no TLS).
 func (e *EgressProxy) UnmarshalJSON(b []byte) error {
 	type plain EgressProxy
 	var v struct {
@@ -59,11 +60,18 @@ func (e *EgressProxy) UnmarshalJSON(b []byte) error {
 	case "true":
 		e.TLS = &ProxyTLS{}
 	default:
-		var t ProxyTLS
-		if err := json.Unmarshal(v.TLS, &t); err != nil {
-			return fmt.Errorf("egressProxy.tls: want true, false or {serverName, caCert}: %w", err)
+		var t struct {
+			ProxyTLS
+			Enabled *bool `json:"enabled"`
 		}
-		e.TLS = &t
+		if err := json.Unmarshal(v.TLS, &t); err != nil {
+			return fmt.Errorf("egressProxy.tls: want true, false or {enabled, serverName, caCert}: %w", err)
+		}
+		if t.Enabled != nil && !*t.Enabled {
+			e.TLS = nil
+		} else {
+			e.TLS = &t.ProxyTLS
+		}
 	}
 	return nil
 }

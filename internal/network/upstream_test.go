@@ -19,6 +19,8 @@ func TestEgressProxyForms(t *testing.T) {
 		{`{"address":"a.test:1080","tls":false}`, nil, ""},
 		{`{"address":"a.test:1080","tls":true}`, &ProxyTLS{}, ""},
 		{`{"address":"a.test:1080","tls":{"serverName":"p.test"}}`, &ProxyTLS{ServerName: "p.test"}, ""},
+		{`{"address":"a.test:1080","tls":{"enabled":true,"serverName":"p.test"}}`, &ProxyTLS{ServerName: "p.test"}, ""},
+		{`{"address":"a.test:1080","tls":{"enabled":false,"serverName":"p.test"}}`, nil, ""},
 		{`{"address":"a.test:1080","tls":{"serverName":"` + strings.Repeat("n", 254) + `"}}`, &ProxyTLS{ServerName: strings.Repeat("n", 254)}, "serverName"},
 		{`{"address":"a.test:1080","tls":{"caCert":"not a certificate"}}`, &ProxyTLS{CACert: "not a certificate"}, "no PEM certificate"},
 		{`{"address":"a.test:1080","tls":{"caCert":"` + strings.Repeat("x", 8193) + `"}}`, &ProxyTLS{CACert: strings.Repeat("x", 8193)}, "8192"},

@@ -16,7 +16,7 @@ import (
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// TestEgress runs egress.test.mjs: the official SDK's Secret calls,
+// TestEgress runs egress.test.mjs and the Python suite's test_network.py: the official SDK's Secret calls,
 // sandboxes whose network rules put a secret into their HTTPS requests to
 // a fake upstream (in the fake internet, with a certificate of its own
 // CA, which the server is told to trust) that reports which value it
@@ -28,23 +28,35 @@ func TestEgress(t *testing.T) {
 	t.Setenv("SSL_CERT_FILE", up.CAFile) // the server verifies upstreams with this CA alone
 	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.18.250.0/24", "--egress-nameserver", upstreamDNS(t).String())
 	npmInstall(t)
-	runEgress(t, up, sdkEnv(srv.Addr))
+	runEgress(t, up, sdkEnv(srv.Addr), true)
 	if left := srv.Leftovers(); len(left) > 0 {
 		t.Errorf("the suite left sandboxes behind: %v", left)
 	}
 }
 
 // runEgress serves the upstream and a SOCKS5 proxy in the fake internet
-// and runs egress.test.mjs with env; the proxy must have carried the
-// sandbox's connections to the upstream, with the suite's credentials.
-func runEgress(t *testing.T, up *testutil.Upstream, env []string) {
+// and runs egress.test.mjs with env and, with python, the Python suite's
+// test_network.py; the proxy must have carried the sandbox's connections
+// to the upstream, with the suite's credentials.
+func runEgress(t *testing.T, up *testutil.Upstream, env []string, python bool) {
 	t.Helper()
 	v1, v2 := secretValue(), secretValue()
 	ns := testutil.FakeInternet(t)
 	up.Serve(t, ns, upstreamHandler(v1, v2))
 	socks := testutil.ServeSOCKS(t, ns, testutil.InternetAddr+":1080", "proxy-user", secretValue())
-	runNode(t, append(env, "COMPAT_SECRET_V1="+v1, "COMPAT_SECRET_V2="+v2, "COMPAT_UPSTREAM="+testutil.InternetAddr,
-		"COMPAT_SOCKS="+socks.Addr, "COMPAT_SOCKS_USER="+socks.User, "COMPAT_SOCKS_PASS="+socks.Pass), "egress.test.mjs")
+	env = append(env, "COMPAT_SECRET_V1="+v1, "COMPAT_SECRET_V2="+v2, "COMPAT_UPSTREAM="+testutil.InternetAddr,
+		"COMPAT_SOCKS="+socks.Addr, "COMPAT_SOCKS_USER="+socks.User, "COMPAT_SOCKS_PASS="+socks.Pass)
+	runNode(t, env, "egress.test.mjs")
+	if python {
+		// The Python SDK's proxy over TLS (py 2.57) has a certificate of a
+		// CA of its own, which the server was not told to trust.
+		proxyCA := testutil.NewUpstream(t, "socks.upstream.test")
+		overTLS := proxyCA.ServeSOCKSTLS(t, ns, testutil.InternetAddr+":1443", socks.User, socks.Pass)
+		runPytest(t, append(env, "COMPAT_SOCKS_TLS="+overTLS.Addr, "COMPAT_CA_FILE="+proxyCA.CAFile), "test_network.py")
+		if len(overTLS.Reached()) == 0 {
+			t.Error("the proxy over TLS carried nothing")
+		}
+	}
 	if got, want := socks.Reached(), "proxy-user@"+testutil.InternetAddr+":443"; !slices.Contains(got, want) {
 		t.Errorf("the upstream proxy reached %v, not %s", got, want)
 	}
@@ -112,5 +124,5 @@ func TestEgressCluster(t *testing.T) {
 		return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 1, "--network=true", "--network-range", "198.18.251.0/24", "--egress-nameserver", dns.String())
 	})
 	npmInstall(t)
-	runEgress(t, up, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey})
+	runEgress(t, up, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey}, false)
 }

@@ -141,11 +141,25 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 // networkJSON is a sandbox's SandboxNetworkConfig as its details show
 // it: never the upstream proxy's password.
 type networkJSON struct {
-	AllowOut           []string             `json:"allowOut,omitempty"`
-	DenyOut            []string             `json:"denyOut,omitempty"`
-	Rules              network.Rules        `json:"rules,omitempty"`
-	EgressProxy        *network.EgressProxy `json:"egressProxy,omitempty"`
-	AllowPublicTraffic bool                 `json:"allowPublicTraffic"`
+	AllowOut           []string         `json:"allowOut,omitempty"`
+	DenyOut            []string         `json:"denyOut,omitempty"`
+	Rules              network.Rules    `json:"rules,omitempty"`
+	EgressProxy        *egressProxyJSON `json:"egressProxy,omitempty"`
+	AllowPublicTraffic bool             `json:"allowPublicTraffic"`
+}
+
+// egressProxyJSON is an upstream proxy as a sandbox's details show it:
+// never its password nor its CA.
+type egressProxyJSON struct {
+	Address  string         `json:"address"`
+	Username string         `json:"username,omitempty"`
+	TLS      *egressTLSJSON `json:"tls,omitempty"`
+}
+
+// egressTLSJSON says an upstream proxy is reached over TLS.
+type egressTLSJSON struct {
+	Enabled    bool   `json:"enabled"`
+	ServerName string `json:"serverName,omitempty"`
 }
 
 func toNetworkJSON(s service.Sandbox) *networkJSON {
@@ -160,9 +174,9 @@ func toNetworkJSON(s service.Sandbox) *networkJSON {
 		}
 		out.Rules = n.Rules
 		if e := n.EgressProxy; e != nil {
-			out.EgressProxy = &network.EgressProxy{Address: e.Address, Username: e.Username}
-			if e.TLS != nil { // the CA is not shown either
-				out.EgressProxy.TLS = &network.ProxyTLS{ServerName: e.TLS.ServerName}
+			out.EgressProxy = &egressProxyJSON{Address: e.Address, Username: e.Username}
+			if e.TLS != nil {
+				out.EgressProxy.TLS = &egressTLSJSON{Enabled: true, ServerName: e.TLS.ServerName}
 			}
 		}
 	}
