@@ -80,6 +80,9 @@ func officialJSSDK(t *testing.T, isolation string) {
 		copies = "1"
 	}
 	runNode(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES="+copies), "sdk.test.mjs", "template.test.mjs")
+	if isolation == "namespaces" {
+		runReadmeSnippet(t, sdkEnv(srv.Addr), "js", "base")
+	}
 }
 
 // apiCall sends a request to the API at url with the test's key and
@@ -102,7 +105,8 @@ func apiCall(t *testing.T, url, method, path, body string) (int, map[string]any)
 }
 
 // TestCodeInterpreter runs code-interpreter.test.mjs (the official
-// @e2b/code-interpreter) on each isolation driver.
+// @e2b/code-interpreter) on each isolation driver, and the Python suite's
+// test_code_interpreter.py (e2b-code-interpreter) on namespaces.
 func TestCodeInterpreter(t *testing.T) {
 	for _, isolation := range []string{"namespaces", "gvisor"} {
 		t.Run(isolation, func(t *testing.T) {
@@ -113,6 +117,10 @@ func TestCodeInterpreter(t *testing.T) {
 			npmInstall(t)
 			runNodeTests(t, srv.Addr, "code-interpreter.test.mjs")
 			runReadmeSnippet(t, sdkEnv(srv.Addr), "code-interpreter", "ci-compat") // the template the suite built
+			if isolation == "namespaces" {
+				runPytest(t, sdkEnv(srv.Addr), "test_code_interpreter.py")
+				runReadmeSnippet(t, sdkEnv(srv.Addr), "python-code-interpreter", "ci-compat")
+			}
 			if left := srv.Leftovers(); len(left) > 0 {
 				t.Errorf("the suite left sandboxes behind: %v", left)
 			}

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/covesandbox/cove/internal/template"
@@ -9,7 +10,7 @@ import (
 )
 
 // TestDesktop runs desktop.test.mjs (the official @e2b/desktop) on each
-// isolation driver but microVMs (emulated here: minutes for a desktop),
+// isolation driver but microVMs, then the Python suite's test_desktop.py, (emulated here: minutes for a desktop),
 // against a server in E2B's domain mode, the way the stream's https URL
 // needs it. Its template is desktop's recipe over base: the host's /usr,
 // where make test installs template.DesktopPackages. The server has no
@@ -32,6 +33,10 @@ func TestDesktop(t *testing.T) {
 		})
 	}
 	runReadmeSnippet(t, domainEnv(srv, domain), "desktop", "desktop-compat") // the template the suite built
+	// e2b-desktop (Python): the API and the agent over plain HTTP, the
+	// stream's URL in the domain, over HTTPS with the server's CA.
+	runPytest(t, append(sdkEnv(srv.Addr), "E2B_DOMAIN="+domain, "DESKTOP_SETUP="+template.DesktopSetup,
+		"COMPAT_CA_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")), "test_desktop.py")
 	if left := srv.Leftovers(); len(left) > 0 {
 		t.Errorf("the suite left sandboxes behind: %v", left)
 	}
