@@ -2,9 +2,12 @@ package compat
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,11 +17,13 @@ import (
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// TestSDKRequestFields reads the official SDK's typings (e2b's API
-// schemas) and fails on a field of a create, connect, resume, list or
-// network request that httpapi.SDKFields does not decide about, or that
-// it names and the SDK no longer has; then sends each refused field to a
-// real server, which must answer 400 naming it.
+// TestSDKRequestFields reads the official SDKs' schemas — the JS SDK's
+// typings (e2b's API schemas) and the Python SDK's request models, read
+// from the installed package — and fails on a field of a create,
+// connect, resume, pause, snapshot, list or network request that
+// httpapi.SDKFields does not decide about, or that it names and neither
+// SDK has; then sends each refused field to a real server, which must
+// answer 400 naming it.
 func TestSDKRequestFields(t *testing.T) {
 	npmInstall(t)
 	b, err := os.ReadFile("node_modules/e2b/dist/index.d.ts")
@@ -26,21 +31,28 @@ func TestSDKRequestFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	typings := string(b)
+	models := pythonModels(t)
 	for schema, decided := range httpapi.SDKFields {
-		var fields []string
+		var js []string
 		if strings.HasPrefix(schema, "GET ") {
-			fields = queryFields(t, typings, strings.TrimPrefix(schema, "GET "))
-		} else {
-			fields = schemaFields(t, typings, schema)
+			js = queryFields(t, typings, strings.TrimPrefix(schema, "GET "))
+		} else if strings.Contains(typings, "\n    "+schema+": {\n") {
+			js = schemaFields(t, typings, schema)
 		}
-		for _, f := range fields {
-			if _, ok := decided[f]; !ok {
-				t.Errorf("%s.%s: the SDK sends it, and Cove has not decided what it does with it (httpapi.SDKFields)", schema, f)
+		py, inPython := pythonFields(t, models, schema)
+		if js == nil && !inPython {
+			t.Errorf("%s: neither SDK has this schema", schema)
+		}
+		for sdk, fields := range map[string][]string{"JS": js, "Python": py} {
+			for _, f := range fields {
+				if _, ok := decided[f]; !ok {
+					t.Errorf("%s.%s: the %s SDK sends it, and Cove has not decided what it does with it (httpapi.SDKFields)", schema, f, sdk)
+				}
 			}
 		}
 		for f := range decided {
-			if !slices.Contains(fields, f) {
-				t.Errorf("%s.%s: httpapi.SDKFields decides about a field the SDK does not have", schema, f)
+			if !slices.Contains(js, f) && !slices.Contains(py, f) {
+				t.Errorf("%s.%s: httpapi.SDKFields decides about a field neither SDK has", schema, f)
 			}
 		}
 	}
@@ -51,6 +63,9 @@ func TestSDKRequestFields(t *testing.T) {
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"httpsPorts":[8443]}}`, "network.httpsPorts"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
+		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["192.0.2.53"]}}`, "network.dnsServers"},
+		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["192.0.2.53"]}`, "dnsServers"},
+		{"POST", "/sandboxes/" + id + "/pause", `{"requireHealthyGuest":true}`, "requireHealthyGuest"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("X-API-Key", apiKey)
@@ -124,4 +139,61 @@ func fieldsOf(block, indent, end string) []string {
 		}
 	}
 	return out
+}
+
+// pythonModels is the folder of the installed Python SDK's request
+// models (e2b/api/client, generated from E2B's API).
+func pythonModels(t *testing.T) string {
+	t.Helper()
+	dirs, _ := filepath.Glob("py/.venv/lib/python3*/site-packages/e2b/api/client")
+	if len(dirs) != 1 {
+		t.Fatalf("the Python SDK is not installed in py/.venv (%v): make deps installs it", dirs)
+	}
+	return dirs[0]
+}
+
+var (
+	upperAfter   = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+	optionalKey  = regexp.MustCompile(`field_dict\["([A-Za-z_0-9]+)"\]`)
+	requiredKey  = regexp.MustCompile(`(?m)^\s+"([A-Za-z_0-9]+)": [a-z_0-9]+,$`)
+	queryParam   = regexp.MustCompile(`params\["([A-Za-z_0-9]+)"\]`)
+	toDictMethod = regexp.MustCompile(`(?s)def to_dict\(self\).*?return field_dict`)
+)
+
+// pythonFields lists what the Python SDK sends of schema: the keys its
+// model's to_dict writes, or a GET's query parameters; false when the
+// SDK has no such model.
+func pythonFields(t *testing.T, models, schema string) ([]string, bool) {
+	t.Helper()
+	var file string
+	var keys []*regexp.Regexp
+	if path, ok := strings.CutPrefix(schema, "GET "); ok {
+		// GET /v2/sandboxes is api/sandboxes/get_v2_sandboxes.py.
+		name := "get" + strings.NewReplacer("/", "_", "{", "", "}", "").Replace(path)
+		file = filepath.Join(models, "api", "sandboxes", name+".py")
+		keys = []*regexp.Regexp{queryParam}
+	} else {
+		file = filepath.Join(models, "models", strings.ToLower(upperAfter.ReplaceAllString(schema, "${1}_${2}"))+".py")
+		keys = []*regexp.Regexp{optionalKey, requiredKey}
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	if len(keys) == 2 {
+		src = toDictMethod.FindString(src)
+	}
+	var out []string
+	for _, re := range keys {
+		for _, m := range re.FindAllStringSubmatch(src, -1) {
+			if !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out, true
 }

@@ -46,7 +46,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	}
 	unserved := []rawField{{"mcp", req.MCP}}
 	if n := req.Network; n != nil {
-		unserved = append(unserved, rawField{"network.httpsPorts", n.HTTPSPorts})
+		unserved = append(unserved, rawField{"network.httpsPorts", n.HTTPSPorts}, rawField{"network.dnsServers", n.DNSServers})
 	}
 	if err := notServed(unserved...); err != nil {
 		return service.CreateRequest{}, err

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -16,6 +17,7 @@ type networkUpdate struct {
 	DenyOut             *[]string            `json:"denyOut"`
 	EgressProxy         *network.EgressProxy `json:"egressProxy"`
 	Rules               network.Rules        `json:"rules"`
+	DNSServers          json.RawMessage      `json:"dnsServers"`
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: egress on or off,
@@ -30,6 +32,10 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	}
 	var req networkUpdate
 	if err := decode(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := notServed(rawField{"dnsServers", req.DNSServers}); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -15,9 +16,14 @@ func (a *API) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Memory *bool `json:"memory"`
+		Memory              *bool           `json:"memory"`
+		RequireHealthyGuest json.RawMessage `json:"requireHealthyGuest"`
 	}
 	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := notServed(rawField{"requireHealthyGuest", body.RequireHealthyGuest}); err != nil {
 		writeError(w, err)
 		return
 	}

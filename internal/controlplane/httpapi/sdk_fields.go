@@ -19,22 +19,30 @@ const (
 )
 
 // SDKFields lists, for each schema of E2B's API whose requests reach Cove
-// (create, connect, resume, list, network), what Cove does with each of
-// its fields. test/compat's TestSDKRequestFields reads the official
-// SDK's typings and fails on a field this table does not decide, or on
-// one it names that the SDK no longer has. "GET /v2/sandboxes" is the
-// list's query parameters.
+// (create, connect, resume, pause, snapshot, list, network), what Cove
+// does with each of its fields. test/compat's TestSDKRequestFields reads
+// the official SDKs' schemas (the JS SDK's typings, the Python SDK's
+// request models) and fails on a field this table does not decide, or on
+// one it names that neither SDK has. "GET /v2/sandboxes" is the list's
+// query parameters.
 var SDKFields = map[string]map[string]FieldUse{
 	"NewSandbox":   newSandboxFields(true),
 	"NewSandboxV2": newSandboxFields(false),
+	// dnsServers (Python 2.63): sandboxes resolve through the node's
+	// resolvers, which rules with names let through; other servers are
+	// not served yet.
 	"SandboxNetworkConfig": {
 		"allowOut": Served, "denyOut": Served, "allowPublicTraffic": Served, "maskRequestHost": Served,
-		"egressProxy": Served, "httpsPorts": Refused, "rules": Served,
+		"egressProxy": Served, "httpsPorts": Refused, "rules": Served, "dnsServers": Refused,
 	},
 	"SandboxNetworkUpdateConfig": {
 		"allow_internet_access": Served, "allowOut": Served, "denyOut": Served,
-		"egressProxy": Served, "rules": Served,
+		"egressProxy": Served, "rules": Served, "dnsServers": Refused,
 	},
+	// requireHealthyGuest (Python 2.63's strict pause) asks the pause to be
+	// refused when the agent does not answer: not served yet.
+	"SandboxPauseRequest":     {"memory": Served, "requireHealthyGuest": Refused},
+	"SandboxSnapshotRequest":  {"memory": Served, "name": Served},
 	"SandboxAutoResumeConfig": {"enabled": Served},
 	"SandboxVolumeMount":      {"name": Served, "path": Served},
 	"ConnectSandbox":          {"memory": Served, "timeout": Served},

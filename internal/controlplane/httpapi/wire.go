@@ -45,6 +45,7 @@ type networkConfig struct {
 	MaskRequestHost *string              `json:"maskRequestHost"`
 	EgressProxy     *network.EgressProxy `json:"egressProxy"`
 	HTTPSPorts      json.RawMessage      `json:"httpsPorts"`
+	DNSServers      json.RawMessage      `json:"dnsServers"`
 	Rules           network.Rules        `json:"rules"`
 }
 
