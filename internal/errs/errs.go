@@ -165,6 +165,10 @@ func ConnectError(err error) error {
 	}
 	ce = connect.NewError(code, err)
 	ce.Meta().Set(KindHeader, kindNames[k])
+	var he *hintError
+	if errors.As(err, &he) {
+		ce.Meta().Set(hintHeader, he.hint.String())
+	}
 	return ce
 }
 

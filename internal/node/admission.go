@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -99,8 +100,8 @@ func (m *Manager) admitLocked(team string, quota *TeamQuota, l isolation.Limits)
 		}
 	}
 	if limit := int64(float64(a.MemoryMB) * a.MemoryOvercommit); mem+l.MemoryMB > limit {
-		return errs.New(errs.Unavailable, "node is full: its sandboxes are promised %d MiB of memory, %d MiB more would pass its limit of %d MiB (%g × %d MiB)",
-			mem, l.MemoryMB, limit, a.MemoryOvercommit, a.MemoryMB)
+		return errs.Retryable(errs.New(errs.Unavailable, "node is full: its sandboxes are promised %d MiB of memory, %d MiB more would pass its limit of %d MiB (%g × %d MiB)",
+			mem, l.MemoryMB, limit, a.MemoryOvercommit, a.MemoryMB), time.Second, errs.CodeCapacity)
 	}
 	if team == "" {
 		return nil
@@ -109,17 +110,23 @@ func (m *Manager) admitLocked(team string, quota *TeamQuota, l isolation.Limits)
 }
 
 // Admit refuses (QuotaExceeded) what a team would add to what it uses
-// when that passes the quota; a zero field of q is no cap.
+// when that passes the quota; a zero field of q is no cap. The same
+// request may pass once some of the team's sandboxes end: the refusal
+// says to retry.
 func (q TeamQuota) Admit(use, add TeamQuota) error {
+	var err error
 	switch {
 	case q.Sandboxes > 0 && use.Sandboxes+add.Sandboxes > q.Sandboxes:
-		return errs.New(errs.QuotaExceeded, "team quota: %d sandboxes running, at most %d", use.Sandboxes, q.Sandboxes)
+		err = errs.New(errs.QuotaExceeded, "team quota: %d sandboxes running, at most %d", use.Sandboxes, q.Sandboxes)
 	case q.CPUs > 0 && use.CPUs+add.CPUs > q.CPUs:
-		return errs.New(errs.QuotaExceeded, "team quota: %d CPUs in use, %d more would pass %d", use.CPUs, add.CPUs, q.CPUs)
+		err = errs.New(errs.QuotaExceeded, "team quota: %d CPUs in use, %d more would pass %d", use.CPUs, add.CPUs, q.CPUs)
 	case q.MemoryMB > 0 && use.MemoryMB+add.MemoryMB > q.MemoryMB:
-		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of memory in use, %d MiB more would pass %d MiB", use.MemoryMB, add.MemoryMB, q.MemoryMB)
+		err = errs.New(errs.QuotaExceeded, "team quota: %d MiB of memory in use, %d MiB more would pass %d MiB", use.MemoryMB, add.MemoryMB, q.MemoryMB)
 	case q.DiskMB > 0 && use.DiskMB+add.DiskMB > q.DiskMB:
-		return errs.New(errs.QuotaExceeded, "team quota: %d MiB of disk in use, %d MiB more would pass %d MiB", use.DiskMB, add.DiskMB, q.DiskMB)
+		err = errs.New(errs.QuotaExceeded, "team quota: %d MiB of disk in use, %d MiB more would pass %d MiB", use.DiskMB, add.DiskMB, q.DiskMB)
+	}
+	if err != nil {
+		return errs.Retryable(err, time.Second, "")
 	}
 	return nil
 }

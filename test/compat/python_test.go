@@ -2,9 +2,14 @@ package compat
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +34,12 @@ func TestOfficialPythonSDK(t *testing.T) {
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
+	})
+	t.Run("retries", func(t *testing.T) {
+		srv := testutil.StartServer(t, apiKey, "--team-max-sandboxes", "1", "--pool-size", "0")
+		front, count := countCreates(t, srv.URL)
+		runPytest(t, []string{"E2B_API_URL=" + front, "E2B_SANDBOX_URL=" + srv.URL, "E2B_API_KEY=" + apiKey,
+			"COMPAT_CREATES_URL=" + count}, "test_retries.py")
 	})
 	t.Run("gvisor", func(t *testing.T) {
 		testutil.NeedRunsc(t)
@@ -73,4 +84,28 @@ func runPytest(t *testing.T, env []string, files ...string) {
 	cmd.Dir = "py"
 	cmd.Env = append(nodeEnv(env), "COMPAT_RUN="+fmt.Sprint(time.Now().UnixNano()), "PYTHONDONTWRITEBYTECODE=1")
 	runLogged(t, "pytest", cmd)
+}
+
+// countCreates puts a proxy before the API at target that counts the
+// creates (POST /v2/sandboxes) it passes on: it returns the proxy's URL
+// and the URL that answers the count.
+func countCreates(t *testing.T, target string) (string, string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(u)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/_compat/creates" {
+			fmt.Fprint(w, n.Load())
+			return
+		}
+		if r.Method == http.MethodPost && r.URL.Path == "/v2/sandboxes" {
+			n.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL, front.URL + "/_compat/creates"
 }

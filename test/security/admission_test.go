@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -76,6 +77,12 @@ func TestAdmission(t *testing.T) {
 		if status(err) != wantStatus || !strings.Contains(err.Error(), want) {
 			t.Fatalf("after %d sandboxes of 4 GiB on %d MiB: %v, want %d %q", len(made), hostMB, err, wantStatus, want)
 		}
+		// Either refusal may pass later: the SDKs' retries are told so.
+		code := ""
+		if wantStatus == http.StatusServiceUnavailable {
+			code = "sandbox_capacity_unavailable"
+		}
+		checkRetryHint(t, p.srv.URL, `{"templateID":"big"}`, wantStatus, "true", "1", code)
 		t.Logf("refused after %d: %v", len(made), err)
 		if len(made) > 0 {
 			info, err := c.Info(ctx, made[0].ID)
@@ -106,6 +113,9 @@ func TestAdmission(t *testing.T) {
 		if status(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "team quota: 3 sandboxes running, at most 3") {
 			t.Errorf("a fourth sandbox: %v, want 429 naming the quota", err)
 		}
+		checkRetryHint(t, p.srv.URL, `{"templateID":"base"}`, http.StatusTooManyRequests, "true", "1", "")
+		// A request that cannot pass as it is: never retried.
+		checkRetryHint(t, p.srv.URL, `{"templateID":"base","timeout":-1}`, http.StatusBadRequest, "false", "", "")
 		made[0].Kill(ctx)
 		made = made[1:]
 		sb, err := c.Create(ctx, cove.CreateOptions{})
@@ -114,6 +124,29 @@ func TestAdmission(t *testing.T) {
 		}
 		made = append(made, sb)
 	})
+}
+
+// checkRetryHint creates a sandbox with body through the API at url and
+// checks what the SDKs' retries read of the refusal: its status, the
+// Should-Retry and Retry-After headers and the body's error_code.
+func checkRetryHint(t *testing.T, url, body string, status int, retry, after, code string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/v2/sandboxes", strings.NewReader(body))
+	req.Header.Set("X-API-Key", apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Code      int    `json:"code"`
+		ErrorCode string `json:"error_code"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	if resp.StatusCode != status || e.Code != status || resp.Header.Get("Should-Retry") != retry || resp.Header.Get("Retry-After") != after || e.ErrorCode != code {
+		t.Errorf("create %s: %d (code %d, error_code %q), Should-Retry %q, Retry-After %q; want %d, %q, %q, %q", body, resp.StatusCode, e.Code, e.ErrorCode,
+			resp.Header.Get("Should-Retry"), resp.Header.Get("Retry-After"), status, code, retry, after)
+	}
 }
 
 // hostMemoryMB is the host's memory, as the node reads it.

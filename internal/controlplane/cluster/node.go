@@ -87,9 +87,9 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 	}
 	if len(cands) == 0 {
 		if req.Isolation != "" {
-			return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster is available with isolation %q", req.Isolation)
+			return node.Info{}, errs.WithHint(errs.New(errs.Unavailable, "no node of the cluster is available with isolation %q", req.Isolation), errs.Hint{Code: errs.CodeNoCompatibleNode})
 		}
-		return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster is available")
+		return node.Info{}, errs.Retryable(errs.New(errs.Unavailable, "no node of the cluster is available"), time.Second, errs.CodeCapacity)
 	}
 	var why []string
 	for _, m := range cands {

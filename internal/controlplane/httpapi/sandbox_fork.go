@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-
-	"github.com/covesandbox/cove/internal/errs"
 )
 
 // forkResultJSON is E2B's SandboxForkResult: the child, or its error.
@@ -44,8 +42,8 @@ func (a *API) fork(w http.ResponseWriter, r *http.Request) {
 	out := make([]forkResultJSON, len(results))
 	for i, res := range results {
 		if res.Err != nil {
-			status := errs.HTTPStatus(res.Err)
-			out[i].Error = &apiError{Code: status, Message: res.Err.Error()}
+			e, _ := toAPIError(res.Err)
+			out[i].Error = &e
 			continue
 		}
 		sb := toSandbox(res.Sandbox)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -316,14 +317,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // apiError is the E2B error body.
 type apiError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code      int    `json:"code"`
+	Message   string `json:"message"`
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// toAPIError is err as E2B's Error: its status, its message and, where
+// known, E2B's error_code; with the hint for the answer's headers.
+func toAPIError(err error) (apiError, errs.Hint) {
 	status := errs.HTTPStatus(err)
 	if status == 499 {
 		status = http.StatusRequestTimeout
 	}
-	writeJSON(w, status, apiError{Code: status, Message: err.Error()})
+	h := errs.HintOf(err)
+	code := h.Code
+	if code == "" && status == http.StatusInternalServerError {
+		code = errs.CodeInternal
+	}
+	return apiError{Code: status, Message: err.Error(), ErrorCode: code}, h
+}
+
+// writeError answers err: E2B's Error body, and what the SDKs' retries
+// read (Python's from 2.60): Should-Retry where the server knows whether
+// the same request may succeed, and Retry-After (seconds) on a 429 that
+// may.
+func writeError(w http.ResponseWriter, err error) {
+	body, h := toAPIError(err)
+	if h.Retry != nil {
+		w.Header().Set("Should-Retry", strconv.FormatBool(*h.Retry))
+		if *h.Retry && (body.Code == http.StatusTooManyRequests || h.After > 0) {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int((h.After+time.Second-1)/time.Second))))
+		}
+	}
+	writeJSON(w, body.Code, body)
 }
