@@ -197,6 +197,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer st.Close()
 	defer release()
+	// The server is its state's one API: a keyed create still in progress
+	// died with the process before it (its sandbox, never recorded, is
+	// removed as the node recovers), and runs again when retried.
+	if err := st.AbandonIdempotent(ctx); err != nil {
+		return err
+	}
 	if err := setupKeys(ctx, st, cfg); err != nil {
 		return err
 	}

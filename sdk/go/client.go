@@ -74,6 +74,11 @@ func (c *Client) APIURL() string { return c.apiURL }
 
 // do sends a REST call; out (if not nil) receives the JSON answer.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (*http.Response, error) {
+	return c.doWith(ctx, method, path, nil, in, out)
+}
+
+// doWith is do with header's fields added to the request.
+func (c *Client) doWith(ctx context.Context, method, path string, header http.Header, in, out any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -85,6 +90,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (*htt
 	req, err := http.NewRequestWithContext(ctx, method, c.apiURL+path, body)
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("X-API-Key", c.apiKey)
 	if in != nil {

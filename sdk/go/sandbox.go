@@ -27,6 +27,11 @@ type CreateOptions struct {
 	// AutoResume resumes a sandbox its timeout paused with its memory on
 	// the first traffic to one of its ports.
 	AutoResume bool
+	// IdempotencyKey, when set (1 to 255 of a-z, 0-9 and -), makes the
+	// create safe to send again: a repeat within a day gets the first
+	// one's answer and makes no second sandbox (ErrConflict while the
+	// first runs, or when the key was used for another request).
+	IdempotencyKey string
 }
 
 // OnTimeout is what a sandbox's timeout does to it.
@@ -115,8 +120,12 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	if opts.AutoResume {
 		body["autoResume"] = map[string]bool{"enabled": true}
 	}
+	var header http.Header
+	if opts.IdempotencyKey != "" {
+		header = http.Header{"Idempotency-Key": {opts.IdempotencyKey}}
+	}
 	var out sandboxJSON
-	if _, err := c.do(ctx, http.MethodPost, "/v2/sandboxes", body, &out); err != nil {
+	if _, err := c.doWith(ctx, http.MethodPost, "/v2/sandboxes", header, body, &out); err != nil {
 		return nil, err
 	}
 	return c.attach(out), nil

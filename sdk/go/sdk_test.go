@@ -356,6 +356,19 @@ func TestSDK(t *testing.T) {
 		if res, err := again.Commands.Run(ctx, "echo connected"); err != nil || res.Stdout != "connected\n" {
 			t.Errorf("through Connect: %+v %v", res, err)
 		}
+		// An idempotency key: sent twice, one sandbox.
+		keyed := cove.CreateOptions{Metadata: map[string]string{"sdk": "go-keyed"}, IdempotencyKey: "go-sdk-key"}
+		k1, err := client.Create(ctx, keyed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k1.Kill(context.Background())
+		if k2, err := client.Create(ctx, keyed); err != nil || k2.ID != k1.ID {
+			t.Errorf("a keyed create again: %v %v, want %s", k2, err, k1.ID)
+		}
+		if _, err := client.Create(ctx, cove.CreateOptions{IdempotencyKey: "go-sdk-key"}); !errors.Is(err, cove.ErrConflict) {
+			t.Errorf("the key for another create: %v, want a conflict", err)
+		}
 		bad, _ := cove.NewClient(cove.WithAPIURL(client.APIURL()), cove.WithAPIKey("e2b_"+strings.Repeat("1", 40)))
 		if _, err := bad.Create(ctx, cove.CreateOptions{}); !errors.Is(err, cove.ErrUnauthorized) {
 			t.Errorf("wrong key: %v", err)

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strings"
 
@@ -16,8 +18,20 @@ import (
 const defaultTimeout = 300
 
 // createSandbox serves POST /sandboxes and POST /v2/sandboxes. It answers
-// 201 once the sandbox's agent is ready. v2 sandboxes are always secure.
+// 201 once the sandbox's agent is ready. v2 sandboxes are always secure;
+// a v2 create may carry an Idempotency-Key (keyedCreate), which v1 ignores.
 func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var raw []byte
+	_, keyed := r.Header["Idempotency-Key"]
+	if keyed = keyed && strings.HasPrefix(r.URL.Path, "/v2/"); keyed {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, errs.New(errs.InvalidArgument, "request body: %v", err))
+			return
+		}
+		raw = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
 	req, err := parseCreate(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -29,6 +43,10 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+	}
+	if keyed {
+		a.keyedCreate(w, r, req, raw)
+		return
 	}
 	sb, err := a.svc.Create(r.Context(), req)
 	if err != nil {

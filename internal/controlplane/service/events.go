@@ -70,7 +70,8 @@ func (s *Service) Events(ctx context.Context, q EventQuery) ([]store.Event, erro
 	return s.store.Events(ctx, q)
 }
 
-// PruneEvents drops events older than kept, every hour until ctx ends.
+// PruneEvents drops events older than kept, and the idempotency keys kept
+// past their day, every hour until ctx ends.
 func (s *Service) PruneEvents(ctx context.Context, kept time.Duration) {
 	if kept <= 0 {
 		kept = DefaultEventsKept
@@ -81,6 +82,7 @@ func (s *Service) PruneEvents(ctx context.Context, kept time.Duration) {
 		if err := s.store.PruneEvents(ctx, time.Now().Add(-kept)); err != nil && ctx.Err() == nil {
 			s.log.Warn("prune lifecycle events", logx.Err(err))
 		}
+		s.pruneIdempotent(ctx)
 		select {
 		case <-ctx.Done():
 			return

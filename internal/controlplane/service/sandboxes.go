@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type CreateRequest struct {
 	// Alias, when set, is the name the sandbox is listed under (a fork's:
 	// its parent's); else the template's name it was asked by.
 	Alias string
+	// Keyed, when set, is the create's claimed Idempotency-Key: its answer
+	// is recorded with the sandbox.
+	Keyed *Keyed
 }
 
 // Sandbox is what the API reports of a sandbox.
@@ -194,6 +198,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
+	}
+	if k := req.Keyed; k != nil {
+		sb.Answer = &store.IdempotentAnswer{Key: k.Key, Status: http.StatusCreated, Body: k.Answer(s.view(sb))}
 	}
 	if err := s.record(context.WithoutCancel(ctx), sb, quota); err != nil {
 		if kerr := s.node.Kill(context.WithoutCancel(ctx), id); kerr != nil {

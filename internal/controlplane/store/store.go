@@ -123,6 +123,9 @@ type Sandbox struct {
 	Isolation string
 	// Node runs the sandbox ("" on a server that is its own node).
 	Node string
+	// Answer, when set, is recorded as its Idempotency-Key's answer with
+	// the sandbox, in one transaction (not read back).
+	Answer *IdempotentAnswer
 }
 
 // ListFilter selects sandboxes of one team.
@@ -270,6 +273,8 @@ type Store interface {
 	SandboxLogs(ctx context.Context, q LogQuery) ([]SandboxLog, error)
 	// PruneSandboxLogs removes the lines older than before.
 	PruneSandboxLogs(ctx context.Context, before time.Time) error
+
+	Idempotency
 
 	Close() error
 }

@@ -120,3 +120,19 @@ async def test_metrics(S, sbx):
     assert m.timestamp.tzinfo is not None
     start = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
     assert await aw(sbx.get_metrics(start=start)) == []
+
+
+async def test_an_idempotency_key_makes_one_sandbox(S):
+    key = f"py-{RUN}-{S.__name__.lower()}"
+    tag = {"idem": key}
+    a = await aw(S.create(metadata=tag, idempotency_key=key))
+    b = await aw(S.create(metadata=tag, idempotency_key=key))
+    try:
+        assert a.sandbox_id == b.sandbox_id
+        assert (await aw(b.commands.run("echo same"))).stdout == "same\n"
+        listed = await aw(S.list(query=SandboxQuery(metadata=tag)).next_items())
+        assert [x.sandbox_id for x in listed] == [a.sandbox_id]
+        with pytest.raises(SandboxException, match="409"):
+            await aw(S.create(metadata={"idem": "another body"}, idempotency_key=key))
+    finally:
+        await aw(a.kill())

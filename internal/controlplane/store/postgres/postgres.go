@@ -104,7 +104,10 @@ func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, err
 
 // InsertSandbox implements store.Store.
 func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	return insertSandbox(ctx, s.pool, sb)
+	if sb.Answer == nil {
+		return insertSandbox(ctx, s.pool, sb)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return insertSandbox(ctx, tx, sb) })
 }
 
 var _ store.Admitting = (*Store)(nil)
@@ -152,6 +155,9 @@ func insertSandbox(ctx context.Context, db execer, sb store.Sandbox) error {
 	}
 	if err != nil {
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	if sb.Answer != nil { // db is the transaction that records the sandbox
+		return finishIdempotent(ctx, db, *sb.Answer, sb.Team)
 	}
 	return nil
 }

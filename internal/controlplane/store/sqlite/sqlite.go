@@ -112,7 +112,12 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	if sb.AllowInternetAccess != nil {
 		internet = *sb.AllowInternetAccess
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
 		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation, auto_resume, node)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
@@ -121,6 +126,14 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		if strings.Contains(err.Error(), "UNIQUE") {
 			return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
 		}
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	if sb.Answer != nil {
+		if err := finishIdempotent(ctx, tx, *sb.Answer, sb.Team); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
 	}
 	return nil

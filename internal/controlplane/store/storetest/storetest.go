@@ -157,6 +157,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	})
 	t.Run("TeamSecrets", func(t *testing.T) { teamSecrets(t, open(t)) })
+	t.Run("Idempotency", func(t *testing.T) { idempotency(t, open(t)) })
 	t.Run("EventsAndWebhooks", func(t *testing.T) { eventsAndWebhooks(t, open(t)) })
 	t.Run("Sandboxes", func(t *testing.T) {
 		s := open(t)
@@ -544,5 +545,93 @@ func eventsAndWebhooks(t *testing.T, s store.Store) {
 	}
 	if got := list(store.EventQuery{Team: "t1", Limit: 10, Ascending: true}); got != "isb1:resumed,isb1:killed" {
 		t.Errorf("after pruning: %s", got)
+	}
+}
+
+// idempotency: a key claimed once, held while its create runs (by team),
+// its answer kept, taken over past its lease or its expiry, answered with
+// its sandbox in one transaction, released, abandoned, pruned.
+func idempotency(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Unix(1700000000, 0).UTC()
+	rec := func(team, key, sum string, at time.Time) store.Idempotent {
+		return store.Idempotent{Team: team, Key: key, Sum: sum, LeaseUntil: at.Add(time.Minute), Expires: at.Add(store.IdempotencyKept)}
+	}
+	claim := func(r store.Idempotent, at time.Time) (store.Idempotent, bool) {
+		t.Helper()
+		held, ok, err := s.ClaimIdempotent(ctx, r, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held, ok
+	}
+	if _, ok := claim(rec("t1", "k1", "sum-a", now), now); !ok {
+		t.Fatal("a new key was not claimed")
+	}
+	// Held while it runs, whatever the body; another team's key is its own.
+	if held, ok := claim(rec("t1", "k1", "sum-b", now), now.Add(time.Second)); ok || held.Status != 0 || held.Sum != "sum-a" {
+		t.Errorf("a key in progress: claimed %v, held %+v", ok, held)
+	}
+	if _, ok := claim(rec("t2", "k1", "sum-b", now), now); !ok {
+		t.Error("another team's key was not claimed")
+	}
+	if err := s.FinishIdempotent(ctx, "t1", "k1", 201, []byte(`{"sandboxID":"i1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	held, ok := claim(rec("t1", "k1", "sum-a", now), now.Add(time.Hour)) // past the lease: finished ones stay
+	if ok || held.Status != 201 || string(held.Body) != `{"sandboxID":"i1"}` || held.Sum != "sum-a" || !held.Expires.Equal(now.Add(store.IdempotencyKept)) {
+		t.Errorf("a finished key: claimed %v, held %+v", ok, held)
+	}
+	// Expired: claimed again, as new.
+	if _, ok := claim(rec("t1", "k1", "sum-c", now.Add(25*time.Hour)), now.Add(25*time.Hour)); !ok {
+		t.Error("an expired key was not claimed")
+	}
+	// In progress past its lease (its API process died): taken over.
+	if _, ok := claim(rec("t2", "k1", "sum-b", now.Add(2*time.Minute)), now.Add(2*time.Minute)); !ok {
+		t.Error("a key past its lease was not taken over")
+	}
+	// Answered with its sandbox, in one insert.
+	claim(rec("t1", "k2", "sum-d", now), now)
+	sb := store.Sandbox{ID: "idem1", Team: "t1", TemplateID: "base", State: "running", StartedAt: now, EndAt: now.Add(time.Hour),
+		Metadata: map[string]string{}, Answer: &store.IdempotentAnswer{Key: "k2", Status: 201, Body: []byte(`{"sandboxID":"idem1"}`)}}
+	if err := s.InsertSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if held, ok := claim(rec("t1", "k2", "sum-d", now), now.Add(time.Hour)); ok || held.Status != 201 || string(held.Body) != `{"sandboxID":"idem1"}` {
+		t.Errorf("a key answered with its sandbox: claimed %v, held %+v", ok, held)
+	}
+	if _, err := s.DeleteSandbox(ctx, "idem1"); err != nil {
+		t.Fatal(err)
+	}
+	// Released: free at once; a finished one is not released.
+	claim(rec("t1", "k3", "sum-e", now), now)
+	if err := s.ReleaseIdempotent(ctx, "t1", "k3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claim(rec("t1", "k3", "sum-f", now), now); !ok {
+		t.Error("a released key was not claimed")
+	}
+	if err := s.ReleaseIdempotent(ctx, "t1", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claim(rec("t1", "k2", "sum-d", now), now); ok {
+		t.Error("releasing took a finished key's answer")
+	}
+	// Abandoned: every key in progress goes, the finished stay.
+	if err := s.AbandonIdempotent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claim(rec("t1", "k3", "sum-g", now), now); !ok {
+		t.Error("an abandoned key was not claimed")
+	}
+	if _, ok := claim(rec("t1", "k2", "sum-d", now), now); ok {
+		t.Error("abandoning took a finished key's answer")
+	}
+	// Pruned once expired.
+	if err := s.PruneIdempotent(ctx, now.Add(store.IdempotencyKept+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claim(rec("t1", "k2", "sum-z", now), now); !ok {
+		t.Error("a pruned key was not claimed")
 	}
 }
