@@ -15,11 +15,15 @@ import (
 // TestDomainMode runs the official SDK as E2B's cloud is used: E2B_DOMAIN
 // and the key alone, so the SDK calls https://api.<domain> and
 // https://49983-<id>.<domain>, served over TLS with a certificate from the
-// server's local CA, which Node trusts through NODE_EXTRA_CA_CERTS.
+// server's local CA, which Node trusts through NODE_EXTRA_CA_CERTS; and
+// the Python SDK's transport test over TLS.
 func TestDomainMode(t *testing.T) {
 	srv, domain := startDomainServer(t)
 	npmInstall(t)
 	runNode(t, domainEnv(srv, domain), "domain.test.mjs")
+	// The Python SDK (its HTTP client, rustls, reads SSL_CERT_FILE): HTTP/2
+	// by ALPN, for the API and the agent alike.
+	runPytest(t, append(domainEnv(srv, domain), "SSL_CERT_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")), "test_transport.py")
 	if left := srv.Leftovers(); len(left) > 0 {
 		t.Errorf("the suite left sandboxes behind: %v", left)
 	}

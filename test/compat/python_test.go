@@ -29,7 +29,7 @@ const venvPython = "py/.venv/bin/python"
 func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("namespaces", func(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
-		runPytest(t, sdkEnv(srv.Addr), "test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py")
+		runPytest(t, sdkEnv(srv.Addr), "test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py")
 		runReadmeSnippet(t, sdkEnv(srv.Addr), "python", "base")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)

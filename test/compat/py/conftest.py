@@ -19,7 +19,8 @@ import pytest
 from e2b import AsyncSandbox, Sandbox
 
 RUN = os.environ.get("COMPAT_RUN", str(time.time_ns()))
-API_URL = os.environ["E2B_API_URL"]
+# In E2B's domain mode (E2B_DOMAIN alone) the API is at api.<domain>.
+API_URL = os.environ.get("E2B_API_URL") or "https://api." + os.environ["E2B_DOMAIN"]
 API_KEY = os.environ["E2B_API_KEY"]
 # Whether the server's sandboxes keep their processes in a snapshot or a
 # fork (the Go test knows its driver).
