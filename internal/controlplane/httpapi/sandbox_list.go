@@ -20,14 +20,11 @@ const maxListLimit = 100
 // (≤ 100) continued by the X-Next-Token header's value.
 func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.ListFilter{Team: team(r), Limit: maxListLimit, Ascending: strings.EqualFold(q.Get("order"), "asc")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeError(w, errs.New(errs.InvalidArgument, "limit must be between 1 and %d", maxListLimit))
-			return
-		}
-		f.Limit = n
+	f := store.ListFilter{Team: team(r), Ascending: strings.EqualFold(q.Get("order"), "asc")}
+	var err error
+	if f.Limit, err = listLimit(q); err != nil {
+		writeError(w, err)
+		return
 	}
 	for _, st := range q["state"] {
 		for _, s := range strings.Split(st, ",") {
@@ -127,6 +124,20 @@ func parseMetadata(v string) (map[string]string, error) {
 		out[k] = vs[0]
 	}
 	return out, nil
+}
+
+// listLimit is a list's page size: its limit parameter (1 to 100), else
+// 100.
+func listLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return maxListLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, errs.New(errs.InvalidArgument, "limit must be between 1 and %d", maxListLimit)
+	}
+	return n, nil
 }
 
 func encodeCursor(c store.Cursor) string {

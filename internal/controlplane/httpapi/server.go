@@ -80,6 +80,7 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 		a.handle(p, a.createTemplate)
 	}
 	a.handle("GET /templates", a.listTemplates)
+	a.handle("GET /v2/templates", a.listTemplatesPaged)
 	a.handle("GET /templates/{templateID}", a.getTemplate)
 	a.handle("DELETE /templates/{templateID}", a.deleteTemplate)
 	// GET /templates/aliases/{alias} and GET /templates/{templateID}/tags

@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/template"
 )
@@ -54,6 +58,45 @@ func (a *API) templateView(r template.Record) templateInfo {
 		}
 	}
 	return v
+}
+
+// listTemplatesPaged serves GET /v2/templates (E2B 2.64's Template.list
+// and CLI): listTemplates' templates, newest first, in pages of limit
+// (≤ 100) continued by the X-Next-Token header's value.
+func (a *API) listTemplatesPaged(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := listLimit(q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var after *store.Cursor
+	if tok := q.Get("nextToken"); tok != "" {
+		c, err := decodeCursor(tok)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		after = &c
+	}
+	recs := a.templates.List(team(r))
+	newer := func(a, b template.Record) int { // newest first; ids break ties
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
+	}
+	slices.SortFunc(recs, newer)
+	out := []templateInfo{}
+	for _, rec := range recs {
+		if after != nil && newer(rec, template.Record{ID: after.ID, CreatedAt: after.StartedAt}) <= 0 {
+			continue
+		}
+		if len(out) == limit {
+			last := out[len(out)-1]
+			w.Header().Set("X-Next-Token", encodeCursor(store.Cursor{StartedAt: last.CreatedAt, ID: last.TemplateID}))
+			break
+		}
+		out = append(out, a.templateView(rec))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // listTemplates serves GET /templates: the team's templates and public ones.
