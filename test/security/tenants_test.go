@@ -673,3 +673,53 @@ func listeners(t *testing.T, pid int) []netip.AddrPort {
 	}
 	return out
 }
+
+// TestBearerAuth: E2B's SDKs from 2.64 may send Authorization: Bearer
+// with X-Team-ID where they sent an API key. Cove takes a team's API key
+// for its own team only, and the operator's admin token for any; without
+// X-Team-ID, with another team's id or name, or with a token it does not
+// know, the request is 401, and nothing of the other team's is touched.
+func TestBearerAuth(t *testing.T) {
+	p := twoTeams(t, "--network=false", "--pool-size", "0", "--admin-token", adminToken)
+	get := func(headers ...string) int {
+		code, _ := call(t, "GET", p.srv.URL+"/v2/sandboxes", bytes.NewReader(nil), headers...)
+		return code
+	}
+	for _, c := range []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"the team's key, its id", []string{"Authorization", "Bearer " + apiKey, "X-Team-ID", "default"}, 200},
+		{"the scheme in lower case", []string{"Authorization", "bearer " + otherKey, "X-Team-ID", "other"}, 200},
+		{"the admin token, any team", []string{"Authorization", "Bearer " + adminToken, "X-Team-ID", "other"}, 200},
+		{"no X-Team-ID", []string{"Authorization", "Bearer " + apiKey}, 401},
+		{"another team's id", []string{"Authorization", "Bearer " + otherKey, "X-Team-ID", "default"}, 401},
+		{"a team that does not exist", []string{"Authorization", "Bearer " + apiKey, "X-Team-ID", "nobody"}, 401},
+		{"an unknown token", []string{"Authorization", "Bearer e2b_" + strings.Repeat("9", 40), "X-Team-ID", "default"}, 401},
+		{"another scheme", []string{"Authorization", "Basic " + apiKey, "X-Team-ID", "default"}, 401},
+	} {
+		if got := get(c.headers...); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	// A bearer key acts as the key: it cannot manage keys.
+	if code, _ := call(t, "GET", p.srv.URL+"/api-keys", bytes.NewReader(nil), "Authorization", "Bearer "+apiKey, "X-Team-ID", "default"); code != 403 {
+		t.Errorf("keys through a bearer API key: %d, want 403", code)
+	}
+	// The sandbox it creates is its team's.
+	code, raw := call(t, "POST", p.srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","timeout":60}`),
+		"Authorization", "Bearer "+otherKey, "X-Team-ID", "other", "Content-Type", "application/json")
+	var sb struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	if code != 201 || json.Unmarshal([]byte(raw), &sb) != nil {
+		t.Fatalf("a create with a bearer key: %d %s", code, raw)
+	}
+	if code := apiJSON(t, p, apiKey, "GET", "/sandboxes/"+sb.SandboxID, nil, nil); code != 404 {
+		t.Errorf("the other team's sandbox, to team default: %d, want 404", code)
+	}
+	if code := apiJSON(t, p, otherKey, "DELETE", "/sandboxes/"+sb.SandboxID, nil, nil); code != 204 {
+		t.Errorf("kill: %d", code)
+	}
+}

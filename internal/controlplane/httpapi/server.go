@@ -174,38 +174,75 @@ func (a *API) handleManage(pattern string, h http.HandlerFunc) {
 }
 
 // authenticate resolves the request's credential to its team: an API key
-// (X-API-Key), or the operator's admin token with the team it names.
+// (X-API-Key); the operator's admin token with the team it names
+// (X-Admin-Token and X-Team-ID); or either as a bearer token with the
+// team it acts for (Authorization: Bearer and X-Team-ID, E2B's SDKs from
+// 2.64), a key only for its own team.
 func (a *API) authenticate(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if team(r) != "" { // ServeAs
 			next(w, r)
 			return
 		}
-		if tok := r.Header.Get("X-Admin-Token"); tok != "" {
-			c, err := a.admin(r.Context(), tok, r.Header.Get("X-Team-ID"))
-			if err != nil {
-				writeError(w, err)
-				return
-			}
-			next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
-			return
-		}
-		key := r.Header.Get("X-API-Key")
-		if key == "" {
-			writeError(w, errs.New(errs.Unauthenticated, "missing API key: send it in the X-API-Key header"))
-			return
-		}
-		k, err := a.store.APIKey(r.Context(), auth.HashAPIKey(key))
+		c, err := a.credential(r)
 		if err != nil {
-			if errs.Is(err, errs.NotFound) {
-				err = errs.New(errs.Unauthenticated, "invalid API key")
-			}
 			writeError(w, err)
 			return
 		}
-		a.touch(r.Context(), k)
-		next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{team: k.Team, kind: byKey})))
+		next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// credential finds who r acts for from its headers.
+func (a *API) credential(r *http.Request) (caller, error) {
+	ctx := r.Context()
+	if tok := r.Header.Get("X-Admin-Token"); tok != "" {
+		return a.admin(ctx, tok, r.Header.Get("X-Team-ID"))
+	}
+	if key := r.Header.Get("X-API-Key"); key != "" {
+		return a.apiKey(ctx, key)
+	}
+	if tok, ok := bearerToken(r); ok {
+		teamID := r.Header.Get("X-Team-ID")
+		if teamID == "" {
+			return caller{}, errs.New(errs.Unauthenticated, "a bearer token acts for the team X-Team-ID names: send it")
+		}
+		if a.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.AdminToken)) == 1 {
+			return a.admin(ctx, tok, teamID)
+		}
+		c, err := a.apiKey(ctx, tok)
+		if err != nil {
+			return caller{}, err
+		}
+		if t, err := a.store.Team(ctx, teamID); err != nil || t.ID != c.team {
+			// Whether the team exists is not the token's to learn.
+			return caller{}, errs.New(errs.Unauthenticated, "the bearer token is not one of team %q's", teamID)
+		}
+		return c, nil
+	}
+	return caller{}, errs.New(errs.Unauthenticated, "missing API key: send it in the X-API-Key header (or Authorization: Bearer with X-Team-ID)")
+}
+
+// apiKey finds the team of an API key, and notes its use.
+func (a *API) apiKey(ctx context.Context, key string) (caller, error) {
+	k, err := a.store.APIKey(ctx, auth.HashAPIKey(key))
+	if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			err = errs.New(errs.Unauthenticated, "invalid API key")
+		}
+		return caller{}, err
+	}
+	a.touch(ctx, k)
+	return caller{team: k.Team, kind: byKey}, nil
+}
+
+// bearerToken is the token of an "Authorization: Bearer" header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
 }
 
 // admin checks the operator's token and finds the team it acts for.
