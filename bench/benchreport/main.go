@@ -66,11 +66,13 @@ func main() {
 	if spawn := median("E2E/spawn", "p50-ms"); spawn > 0 {
 		fmt.Fprintf(&b, "## Create → first output, end to end\n\n")
 		fmt.Fprintf(&b, "`create` then `commands.run('echo hi')` through each SDK against `cove server` on loopback, one\n")
-		fmt.Fprintf(&b, "sandbox after another (each killed before the next, 150 ms apart): cold = a server without warm\n")
+		fmt.Fprintf(&b, "sandbox after another (each killed before the next, 150 ms apart; the Python SDK with its sync\n")
+		fmt.Fprintf(&b, "client, then its async one): cold = a server without warm\n")
 		fmt.Fprintf(&b, "sandboxes, pooled = one keeping 8 warm per template. spawn = the same command in a running\n")
 		fmt.Fprintf(&b, "sandbox, at the same pace.\n\n")
 		fmt.Fprintf(&b, "| figure | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|\n")
-		for _, name := range []string{"E2E/spawn", "ExecRTT", "E2E/go-sdk/cold", "E2E/go-sdk/pooled", "E2E/js-sdk/cold", "E2E/js-sdk/pooled"} {
+		for _, name := range []string{"E2E/spawn", "ExecRTT", "E2E/go-sdk/cold", "E2E/go-sdk/pooled", "E2E/js-sdk/cold", "E2E/js-sdk/pooled",
+			"E2E/py-sdk-sync/cold", "E2E/py-sdk-sync/pooled", "E2E/py-sdk-async/cold", "E2E/py-sdk-async/pooled", "Create/pooled", "Create/pooled-keyed"} {
 			if len(samples[name]["p50-ms"]) > 0 {
 				fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", name, median(name, "p50-ms"), median(name, "p95-ms"), median(name, "p99-ms"))
 			}
@@ -79,6 +81,15 @@ func main() {
 		fmt.Fprintf(&b, "| pooled create → first output / one spawn, Go SDK | %.2f× | ≤ 1.3× |\n", median("E2E/go-sdk/pooled", "p50-ms")/spawn)
 		if js := median("E2E/js-sdk/pooled", "p50-ms"); js > 0 {
 			fmt.Fprintf(&b, "| pooled create → first output, official JS SDK | %.1f ms | ≤ 25 ms |\n", js)
+			for _, client := range []string{"sync", "async"} {
+				if py := median("E2E/py-sdk-"+client+"/pooled", "p50-ms"); py > 0 {
+					fmt.Fprintf(&b, "| pooled create → first output, official Python SDK (%s) − JS SDK | %+.1f ms | ≤ +5 ms |\n", client, py-js)
+				}
+			}
+		}
+		if plain, keyed := median("Create/pooled", "p50-ms"), median("Create/pooled-keyed", "p50-ms"); plain > 0 && keyed > 0 {
+			fmt.Fprintf(&b, "| an Idempotency-Key on a pooled create (interleaved with creates without), p50 / p99 | %+.2f / %+.2f ms | |\n",
+				keyed-plain, median("Create/pooled-keyed", "p99-ms")-median("Create/pooled", "p99-ms"))
 		}
 		if floor := median("Peer/unshare-exec", "p50-ms"); floor > 0 {
 			fmt.Fprintf(&b, "| cold create → first output (Go SDK) / `unshare` + exec | %.1f× | ≤ 2× |\n", median("E2E/go-sdk/cold", "p50-ms")/floor)

@@ -5,6 +5,8 @@
 //   - E2E/spawn: one command (`echo hi`) in a running sandbox, the process
 //     spawn through the SDK that pooled creates are held against;
 //   - E2E/go-sdk/cold and /pooled: create → first output of that command;
+//   - Create/pooled and /pooled-keyed: a pooled create alone, without and
+//     with an Idempotency-Key, interleaved;
 //   - ExecRTT: `true` in a running sandbox;
 //   - Files: upload and download of 1 MiB and 256 MiB;
 //   - Burst100: 100 concurrent create + exec (pooled server);
@@ -84,6 +86,7 @@ func main() {
 	if *only == "hotpath" {
 		spawn(ctx, p, *n)
 		firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
+		keyedCreates(ctx, p, *n)
 		sustained(ctx, p, "Sustained", *sustain)
 		if *metricsURL != "" {
 			phases(*metricsURL)
@@ -135,6 +138,7 @@ func main() {
 		}
 	}
 	firstOutput(ctx, p, "E2E/go-sdk/pooled", *n)
+	keyedCreates(ctx, p, *n)
 	files(ctx, p)
 	if *burstURL != "" {
 		burst(ctx, client(*burstURL), 100)
