@@ -76,24 +76,30 @@ func slowTemplate(t *testing.T, url string) {
 // idem=tag.
 func sandboxesTagged(t *testing.T, url, tag string) []string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url+"/v2/sandboxes?metadata=idem%3D"+tag, nil)
+	ids, _, _ := listIDs(t, url, "/v2/sandboxes?metadata=idem%3D"+tag, "sandboxID")
+	return ids
+}
+
+// listIDs GETs a list from the API at url: the field named id of each
+// item, the X-Next-Token header and the status.
+func listIDs(t *testing.T, url, path, id string) ([]string, string, int) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+path, nil)
 	req.Header.Set("X-API-Key", apiKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var list []struct {
-		SandboxID string `json:"sandboxID"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
+	var list []map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&list)
 	var ids []string
-	for _, s := range list {
-		ids = append(ids, s.SandboxID)
+	for _, item := range list {
+		if s, ok := item[id].(string); ok {
+			ids = append(ids, s)
+		}
 	}
-	return ids
+	return ids, resp.Header.Get("X-Next-Token"), resp.StatusCode
 }
 
 // TestIdempotentCreate: creates with an Idempotency-Key (E2B 2.61) on one
