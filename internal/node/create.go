@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -30,6 +31,9 @@ type CreateRequest struct {
 	Resolved    *template.Template
 	Timeout     time.Duration
 	Limits      isolation.Limits // zero fields take the template's or the node's defaults
+	// Sized: Limits' CPUs and memory are a size a user asked for, which
+	// the template's maxCpuCount and maxMemoryMB bound (checkSize).
+	Sized bool
 	EnvVars     map[string]string
 	Metadata    map[string]string
 	AccessToken string // "" = the agent accepts every caller
@@ -148,6 +152,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		return Info{}, err
 	}
 	req.Volumes = vols
+	if req.Sized {
+		if err := checkSize(req.Limits, tpl, m.templateLimits(tpl)); err != nil {
+			return Info{}, err
+		}
+	}
 	limits := withDefaults(req.Limits, m.templateLimits(tpl))
 	if err := limits.Validate(); err != nil {
 		return Info{}, err
@@ -426,6 +435,20 @@ func (m *Manager) destroy(id string, n *network.Net) {
 }
 
 // withDefaults fills the limits a request left at zero.
+// checkSize refuses a size asked for (l's CPUs and memory; 0: the
+// template's) past what the template allows: its maxCpuCount and
+// maxMemoryMB, else its own size (def, its limits).
+func checkSize(l isolation.Limits, tpl template.Template, def isolation.Limits) error {
+	maxCPU, maxMem := cmp.Or(tpl.MaxCPUCount, int((def.CPUMillis+999)/1000)), cmp.Or(tpl.MaxMemoryMB, int(def.MemoryMB))
+	if maxCPU > 0 && l.CPUMillis > int64(maxCPU)*1000 {
+		return errs.New(errs.InvalidArgument, "cpuCount %d: template %s allows at most %d (its maxCpuCount)", (l.CPUMillis+999)/1000, tpl.ID, maxCPU)
+	}
+	if maxMem > 0 && l.MemoryMB > int64(maxMem) {
+		return errs.New(errs.InvalidArgument, "memoryMB %d: template %s allows at most %d (its maxMemoryMB)", l.MemoryMB, tpl.ID, maxMem)
+	}
+	return nil
+}
+
 func withDefaults(l, def isolation.Limits) isolation.Limits {
 	if l.CPUMillis == 0 {
 		l.CPUMillis = def.CPUMillis

@@ -200,7 +200,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 		return nil, errs.New(errs.Unimplemented, "a create from a template in the making does not cross to a node")
 	}
 	out := &pb.CreateRequest{
-		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits),
+		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits), Sized: r.Sized,
 		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.DeriveTokens, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
@@ -223,7 +223,7 @@ func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 	}
 	out := node.CreateRequest{
 		ID: r.GetId(), Template: r.GetTemplate(), BuildID: r.GetBuildId(), Timeout: r.GetTimeout().AsDuration(),
-		Limits: limitsFromPB(r.GetLimits()), EnvVars: r.GetEnvVars(), Metadata: r.GetMetadata(),
+		Limits: limitsFromPB(r.GetLimits()), Sized: r.GetSized(), EnvVars: r.GetEnvVars(), Metadata: r.GetMetadata(),
 		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
 		DeriveTokens: r.GetDeriveTokens(), Secure: r.GetSecure(), PublicTraffic: r.GetPublicTraffic(),
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),

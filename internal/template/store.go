@@ -61,6 +61,10 @@ type Build struct {
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 	CPUCount   int       `json:"cpuCount"`
 	MemoryMB   int       `json:"memoryMB"`
+	// MaxCPUCount and MaxMemoryMB are how large a sandbox of the build may
+	// ask to be (E2B's resizable templates; 0: its own size).
+	MaxCPUCount int `json:"maxCpuCount,omitempty"`
+	MaxMemoryMB int `json:"maxMemoryMB,omitempty"`
 	// Isolation is the driver its sandboxes run on when they ask for none
 	// ("" = the node's default).
 	Isolation string `json:"isolation,omitempty"`
@@ -153,6 +157,9 @@ type Template struct {
 	// is ready once ReadyCmd exits 0.
 	StartCmd, ReadyCmd string
 	CPUCount, MemoryMB int
+	// MaxCPUCount and MaxMemoryMB bound what a create may ask (0: the
+	// template's own size).
+	MaxCPUCount, MaxMemoryMB int
 	// Isolation is the driver its sandboxes run on ("" = the node's default).
 	Isolation string
 	// Saved, for a snapshot, is the manifest of the layer it saved: checked
@@ -366,7 +373,7 @@ func (s *Store) resolved(r *Record, b *Build) Template {
 	t := Template{
 		ID: r.ID, BuildID: b.ID, DefaultUser: b.Image.User, DefaultWorkdir: b.Image.Workdir,
 		StartCmd: b.Image.StartCmd, ReadyCmd: b.Image.ReadyCmd, CPUCount: b.CPUCount, MemoryMB: b.MemoryMB,
-		Isolation: b.Isolation,
+		MaxCPUCount: b.MaxCPUCount, MaxMemoryMB: b.MaxMemoryMB, Isolation: b.Isolation,
 		RootFS:    isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
 	}
 	if b.Snapshot != nil {

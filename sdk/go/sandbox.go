@@ -27,6 +27,10 @@ type CreateOptions struct {
 	// AutoResume resumes a sandbox its timeout paused with its memory on
 	// the first traffic to one of its ports.
 	AutoResume bool
+	// CPUCount and MemoryMB size the sandbox, up to its template's
+	// MaxCPUCount and MaxMemoryMB (0: the template's size).
+	CPUCount int
+	MemoryMB int
 	// IdempotencyKey, when set (1 to 255 of a-z, 0-9 and -), makes the
 	// create safe to send again: a repeat within a day gets the first
 	// one's answer and makes no second sandbox (ErrConflict while the
@@ -119,6 +123,12 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	}
 	if opts.AutoResume {
 		body["autoResume"] = map[string]bool{"enabled": true}
+	}
+	if opts.CPUCount > 0 {
+		body["cpuCount"] = opts.CPUCount
+	}
+	if opts.MemoryMB > 0 {
+		body["memoryMB"] = opts.MemoryMB
 	}
 	var header http.Header
 	if opts.IdempotencyKey != "" {

@@ -29,6 +29,11 @@ type TemplateBuild struct {
 	Tags     []string
 	CPUCount int // 0 = 2
 	MemoryMB int // 0 = 1024
+	// MaxCPUCount and MaxMemoryMB make the template resizable: a create
+	// may ask for up to these (CreateOptions.CPUCount, MemoryMB); 0: the
+	// template's own size.
+	MaxCPUCount int
+	MaxMemoryMB int
 	// FromImage (a registry reference, or oci:DIR / docker-archive:FILE on
 	// the server when it allows local images) or FromTemplate; neither
 	// means the built-in base template.
@@ -81,6 +86,12 @@ func (c *Client) BuildTemplate(ctx context.Context, b TemplateBuild, onLog func(
 		BuildID    string `json:"buildID"`
 	}
 	req := map[string]any{"name": b.Name, "tags": b.Tags, "cpuCount": b.CPUCount, "memoryMB": b.MemoryMB, "isolation": b.Isolation}
+	if b.MaxCPUCount > 0 {
+		req["maxCpuCount"] = b.MaxCPUCount
+	}
+	if b.MaxMemoryMB > 0 {
+		req["maxMemoryMB"] = b.MaxMemoryMB
+	}
 	if _, err := c.do(ctx, http.MethodPost, "/v3/templates", req, &created); err != nil {
 		return BuiltTemplate{}, err
 	}

@@ -51,8 +51,12 @@ func TestSDKRequestFields(t *testing.T) {
 			}
 		}
 		for f := range decided {
-			if !slices.Contains(js, f) && !slices.Contains(py, f) {
+			newer, isNewer := httpapi.NewerSDKFields[schema][f]
+			switch has := slices.Contains(js, f) || slices.Contains(py, f); {
+			case !has && !isNewer:
 				t.Errorf("%s.%s: httpapi.SDKFields decides about a field neither SDK has", schema, f)
+			case has && isNewer:
+				t.Errorf("%s.%s: an installed SDK has it now: it is no longer of the newer releases (%s; httpapi.NewerSDKFields)", schema, f, newer)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/svid"
@@ -77,6 +78,10 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
+	size, err := sandboxSize(req.CPUCount, req.MemoryMB)
+	if err != nil {
+		return service.CreateRequest{}, err
+	}
 	secure := strings.HasPrefix(r.URL.Path, "/v2/") || (req.Secure != nil && *req.Secure)
 	autoPause := req.AutoPause != nil && *req.AutoPause
 	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
@@ -89,7 +94,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	}
 	return service.CreateRequest{
 		CreateRequest: node.CreateRequest{
-			Template: req.TemplateID, Timeout: seconds(timeout),
+			Template: req.TemplateID, Timeout: seconds(timeout), Limits: size, Sized: size != (isolation.Limits{}),
 			Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 			AutoPause: autoPause, AutoResume: autoResume, AutoPauseFiles: autoPause && pauseFiles,
 			Volumes:         volumeMounts(req.VolumeMounts),
@@ -102,6 +107,25 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		AllowInternetAccess: req.AllowInternetAccess,
 		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),
 	}, nil
+}
+
+// sandboxSize is the size a create asks for (zero fields: the
+// template's); the node checks it against the template's maxima.
+func sandboxSize(cpus, memoryMB *int) (isolation.Limits, error) {
+	var l isolation.Limits
+	if cpus != nil {
+		if *cpus < 1 || *cpus > 64 {
+			return l, errs.New(errs.InvalidArgument, "cpuCount must be 1 to 64")
+		}
+		l.CPUMillis = int64(*cpus) * 1000
+	}
+	if memoryMB != nil {
+		if *memoryMB < 128 || *memoryMB > 65536 {
+			return l, errs.New(errs.InvalidArgument, "memoryMB must be 128 to 65536")
+		}
+		l.MemoryMB = int64(*memoryMB)
+	}
+	return l, nil
 }
 
 func maskHost(n *networkConfig) string {

@@ -55,12 +55,22 @@ var SDKFields = map[string]map[string]FieldUse{
 	},
 }
 
+// NewerSDKFields are fields of SDKFields that E2B's SDKs send from
+// releases newer than those the tests install (npm serves e2b up to 2.51,
+// PyPI up to 2.63): the release that added each, from E2B's release
+// notes. TestSDKRequestFields takes them while no installed SDK has them
+// and fails once one does (the entry then goes).
+var NewerSDKFields = map[string]map[string]string{
+	"NewSandbox":   {"cpuCount": "2.64", "memoryMB": "2.66"},
+	"NewSandboxV2": {"cpuCount": "2.64", "memoryMB": "2.66"},
+}
+
 func newSandboxFields(v1 bool) map[string]FieldUse {
 	m := map[string]FieldUse{
 		"templateID": Served, "timeout": Served, "metadata": Served, "envVars": Served,
 		"allow_internet_access": Served, "network": Served, "autoPause": Served, "autoPauseMemory": Served,
 		"autoResume": Served, "volumeMounts": Served,
-		"iam": Served, "mcp": Refused,
+		"iam": Served, "mcp": Refused, "cpuCount": Served, "memoryMB": Served,
 	}
 	if v1 {
 		m["secure"] = Served

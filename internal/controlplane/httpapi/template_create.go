@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
 )
 
@@ -13,6 +14,10 @@ type templateBuildRequest struct {
 	Tags     []string `json:"tags"`
 	CPUCount int      `json:"cpuCount"`
 	MemoryMB int      `json:"memoryMB"`
+	// MaxCPUCount and MaxMemoryMB make the template resizable: its
+	// sandboxes may ask for up to these (E2B 2.64 and 2.66).
+	MaxCPUCount int `json:"maxCpuCount"`
+	MaxMemoryMB int `json:"maxMemoryMB"`
 	// Isolation is Cove's: the driver the template's sandboxes run on.
 	Isolation string `json:"isolation"`
 }
@@ -43,7 +48,8 @@ func (a *API) createTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.InvalidArgument, "name is required"))
 		return
 	}
-	rec, build, err := a.templates.NewBuild(team(r), req.Name, req.Tags, req.CPUCount, req.MemoryMB, req.Isolation)
+	rec, build, err := a.templates.NewBuild(team(r), req.Name, req.Tags, service.BuildSize{CPUCount: req.CPUCount, MemoryMB: req.MemoryMB,
+		MaxCPUCount: req.MaxCPUCount, MaxMemoryMB: req.MaxMemoryMB}, req.Isolation)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"time"
 
@@ -16,6 +17,8 @@ type templateBuild struct {
 	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
 	CPUCount    int        `json:"cpuCount"`
 	MemoryMB    int        `json:"memoryMB"`
+	MaxCPUCount int        `json:"maxCpuCount"`
+	MaxMemoryMB int        `json:"maxMemoryMB"`
 	DiskSizeMB  int        `json:"diskSizeMB,omitempty"`
 	EnvdVersion string     `json:"envdVersion"`
 }
@@ -35,7 +38,8 @@ func (a *API) getTemplate(w http.ResponseWriter, r *http.Request) {
 	for i := len(rec.Builds) - 1; i >= 0; i-- {
 		b := rec.Builds[i]
 		tb := templateBuild{BuildID: b.ID, Status: b.Status, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
-			CPUCount: b.CPUCount, MemoryMB: b.MemoryMB, DiskSizeMB: b.DiskMB, EnvdVersion: envd.Version}
+			CPUCount: b.CPUCount, MemoryMB: b.MemoryMB, MaxCPUCount: cmp.Or(b.MaxCPUCount, b.CPUCount), MaxMemoryMB: cmp.Or(b.MaxMemoryMB, b.MemoryMB),
+			DiskSizeMB: b.DiskMB, EnvdVersion: envd.Version}
 		if !b.FinishedAt.IsZero() {
 			tb.FinishedAt, tb.UpdatedAt = &b.FinishedAt, b.FinishedAt
 		}

@@ -18,6 +18,8 @@ type templateInfo struct {
 	BuildID     string            `json:"buildID"`
 	CPUCount    int               `json:"cpuCount"`
 	MemoryMB    int               `json:"memoryMB"`
+	MaxCPUCount int               `json:"maxCpuCount"`
+	MaxMemoryMB int               `json:"maxMemoryMB"`
 	DiskSizeMB  int               `json:"diskSizeMB"`
 	Public      bool              `json:"public"`
 	Aliases     []string          `json:"aliases"`
@@ -48,6 +50,7 @@ func (a *API) templateView(r template.Record) templateInfo {
 		if v.CPUCount == 0 { // the node's defaults (node.DefaultLimits)
 			v.CPUCount, v.MemoryMB = 2, 512
 		}
+		v.MaxCPUCount, v.MaxMemoryMB = cmp.Or(b.MaxCPUCount, v.CPUCount), cmp.Or(b.MaxMemoryMB, v.MemoryMB)
 		if !b.FinishedAt.IsZero() {
 			v.UpdatedAt = b.FinishedAt
 		}

@@ -32,6 +32,11 @@ type newSandbox struct {
 		Tokens map[string]svid.Token `json:"tokens"`
 	} `json:"iam"`
 	MCP json.RawMessage `json:"mcp"`
+	// CPUCount and MemoryMB size the sandbox up to its template's
+	// maxCpuCount and maxMemoryMB (E2B 2.64 and 2.66; nil: the
+	// template's size).
+	CPUCount *int `json:"cpuCount"`
+	MemoryMB *int `json:"memoryMB"`
 }
 
 // networkConfig is SandboxNetworkConfig; the egress rules arrive with

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 )
@@ -25,7 +26,7 @@ type ForkResult struct {
 // Fork saves a team's sandbox's files once (frozen for the copy only) —
 // and its processes, on a driver that can copy them (isolation.Cloner) —
 // and starts count sandboxes from them, each with the parent's template
-// build, environment, metadata, network rules and settings, living
+// build, size, environment, metadata, network rules and settings, living
 // timeout: with the processes, each runs them on from where the parent
 // was; without, each boots. Each child starts or fails on its own; the
 // parent goes on.
@@ -52,6 +53,8 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 		AutoPause: parent.AutoPause, AutoResume: parent.AutoResume, AutoPauseFiles: info.AutoPauseFiles,
 		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, Isolation: info.Isolation,
 		Volumes: info.Volumes, Image: c.Image, Node: info.Node,
+		// Its size, which a create may have asked for.
+		Limits: isolation.Limits{CPUMillis: info.Limits.CPUMillis, MemoryMB: info.Limits.MemoryMB},
 	}}
 	if n := info.Network; n != nil { // its parent's rules, parsed already
 		req.AllowOut, req.DenyOut, req.AllowDomains = n.AllowOut, n.DenyOut, n.AllowDomains

@@ -337,9 +337,16 @@ func (t *Templates) awaitRecipe(name string, bl *buildLog, share float64) error 
 	}
 }
 
+// BuildSize is a build's sandbox size (zero: 2 CPUs, 1024 MiB) and how
+// large its sandboxes may ask to be (zero: that size).
+type BuildSize struct {
+	CPUCount, MemoryMB       int
+	MaxCPUCount, MaxMemoryMB int
+}
+
 // NewBuild makes (or reuses, by name) a team's template and a build of it
 // waiting for its steps. name may carry a tag ("name:tag").
-func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int, isolation string) (template.Record, *template.Build, error) {
+func (t *Templates) NewBuild(team, name string, tags []string, size BuildSize, isolation string) (template.Record, *template.Build, error) {
 	if err := t.canBuildHere(); err != nil {
 		return template.Record{}, nil, err
 	}
@@ -348,24 +355,25 @@ func (t *Templates) NewBuild(team, name string, tags []string, cpu, memoryMB int
 	default:
 		return template.Record{}, nil, errs.New(errs.InvalidArgument, "isolation %q: want namespaces, gvisor or microvm", isolation)
 	}
-	if cpu == 0 {
-		cpu = 2
-	}
-	if memoryMB == 0 {
-		memoryMB = 1024
-	}
+	cpu, memoryMB := cmp.Or(size.CPUCount, 2), cmp.Or(size.MemoryMB, 1024)
 	if cpu < 1 || cpu > 64 || memoryMB < 128 || memoryMB > 65536 {
 		return template.Record{}, nil, errs.New(errs.InvalidArgument, "cpuCount must be 1 to 64 and memoryMB 128 to 65536")
+	}
+	if size.MaxCPUCount != 0 && (size.MaxCPUCount < cpu || size.MaxCPUCount > 64) {
+		return template.Record{}, nil, errs.New(errs.InvalidArgument, "maxCpuCount must be from cpuCount (%d) to 64", cpu)
+	}
+	if size.MaxMemoryMB != 0 && (size.MaxMemoryMB < memoryMB || size.MaxMemoryMB > 65536) {
+		return template.Record{}, nil, errs.New(errs.InvalidArgument, "maxMemoryMB must be from memoryMB (%d) to 65536", memoryMB)
 	}
 	base, tag, hasTag := cutTag(name)
 	if hasTag {
 		tags = append([]string{tag}, tags...)
 	}
 	rec, b, err := t.store.NewBuild(team, base, tags, cpu, memoryMB)
-	if err != nil || isolation == "" {
+	if err != nil || isolation == "" && size.MaxCPUCount == 0 && size.MaxMemoryMB == 0 {
 		return rec, b, err
 	}
-	b.Isolation = isolation
+	b.Isolation, b.MaxCPUCount, b.MaxMemoryMB = isolation, size.MaxCPUCount, size.MaxMemoryMB
 	return rec, b, t.store.SetBuild(rec.ID, *b)
 }
 

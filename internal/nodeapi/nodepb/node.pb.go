@@ -640,10 +640,13 @@ type CreateRequest struct {
 	Saved  []byte   `protobuf:"bytes,24,opt,name=saved,proto3" json:"saved,omitempty"`
 	Image  []byte   `protobuf:"bytes,25,opt,name=image,proto3" json:"image,omitempty"`
 	// volumes are the node's volumes (by id) it mounts read-write.
-	Volumes       []*VolumeMount            `protobuf:"bytes,26,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	Rules         map[string]*Rules         `protobuf:"bytes,27,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	EgressProxy   *EgressProxy              `protobuf:"bytes,28,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
-	Tokens        map[string]*IdentityToken `protobuf:"bytes,29,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Volumes     []*VolumeMount            `protobuf:"bytes,26,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Rules       map[string]*Rules         `protobuf:"bytes,27,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EgressProxy *EgressProxy              `protobuf:"bytes,28,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
+	Tokens      map[string]*IdentityToken `protobuf:"bytes,29,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// sized: limits' CPUs and memory were asked by the API's create, to be
+	// checked against the template's maxima.
+	Sized         bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -879,6 +882,13 @@ func (x *CreateRequest) GetTokens() map[string]*IdentityToken {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *CreateRequest) GetSized() bool {
+	if x != nil {
+		return x.Sized
+	}
+	return false
 }
 
 type VolumeMount struct {
@@ -2419,7 +2429,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\aheaders\x18\x01 \x03(\v2\x1f.cove.node.v1.Rule.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\v\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -2453,7 +2463,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\avolumes\x18\x1a \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x12<\n" +
 	"\x05rules\x18\x1b \x03(\v2&.cove.node.v1.CreateRequest.RulesEntryR\x05rules\x12<\n" +
 	"\fegress_proxy\x18\x1c \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x12?\n" +
-	"\x06tokens\x18\x1d \x03(\v2'.cove.node.v1.CreateRequest.TokensEntryR\x06tokens\x1a:\n" +
+	"\x06tokens\x18\x1d \x03(\v2'.cove.node.v1.CreateRequest.TokensEntryR\x06tokens\x12\x14\n" +
+	"\x05sized\x18\x1e \x01(\bR\x05sized\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
