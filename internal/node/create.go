@@ -28,12 +28,12 @@ type CreateRequest struct {
 	Template string // "" = base
 	// Resolved, when set, is the template itself (template builds), and
 	// Template is not looked up.
-	Resolved    *template.Template
-	Timeout     time.Duration
-	Limits      isolation.Limits // zero fields take the template's or the node's defaults
+	Resolved *template.Template
+	Timeout  time.Duration
+	Limits   isolation.Limits // zero fields take the template's or the node's defaults
 	// Sized: Limits' CPUs and memory are a size a user asked for, which
 	// the template's maxCpuCount and maxMemoryMB bound (checkSize).
-	Sized bool
+	Sized       bool
 	EnvVars     map[string]string
 	Metadata    map[string]string
 	AccessToken string // "" = the agent accepts every caller

@@ -374,7 +374,7 @@ func (s *Store) resolved(r *Record, b *Build) Template {
 		ID: r.ID, BuildID: b.ID, DefaultUser: b.Image.User, DefaultWorkdir: b.Image.Workdir,
 		StartCmd: b.Image.StartCmd, ReadyCmd: b.Image.ReadyCmd, CPUCount: b.CPUCount, MemoryMB: b.MemoryMB,
 		MaxCPUCount: b.MaxCPUCount, MaxMemoryMB: b.MaxMemoryMB, Isolation: b.Isolation,
-		RootFS:    isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
+		RootFS: isolation.RootFS{Binds: slices.Clone(b.Image.Binds)},
 	}
 	if b.Snapshot != nil {
 		saved := b.Snapshot.Layer
