@@ -69,6 +69,9 @@ type CreateRequest struct {
 	Quota *TeamQuota
 	// MaskRequestHost is the Host header traffic to its ports gets.
 	MaskRequestHost string
+	// HTTPSPorts are its ports that serve HTTPS: the proxy speaks TLS to
+	// them (E2B's network.httpsPorts).
+	HTTPSPorts []int
 	// AutoPause pauses the sandbox (with its memory, or its files only
 	// with AutoPauseFiles) at its timeout instead of killing it;
 	// AutoResume resumes it on traffic.
@@ -206,7 +209,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 		ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
-		MaskRequestHost: req.MaskRequestHost, AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout,
+		MaskRequestHost: req.MaskRequestHost, HTTPSPorts: req.HTTPSPorts, AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout,
 		Volumes: req.Volumes,
 	}}
 	m.mu.Lock()

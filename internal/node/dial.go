@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,14 +37,15 @@ func (m *Manager) TrafficToken(id string) string {
 	return info.TrafficToken
 }
 
-// RequestHost is the Host header traffic to port of sandbox id gets: its
-// maskRequestHost with the port, or "" to keep the client's.
-func (m *Manager) RequestHost(id string, port int) string {
+// PortRoute is how traffic to port of sandbox id goes: the Host header it
+// gets (its maskRequestHost with the port, or "" to keep the client's),
+// and whether the port serves HTTPS.
+func (m *Manager) PortRoute(id string, port int) (string, bool) {
 	info, err := m.Get(id)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	return MaskHost(info.MaskRequestHost, port)
+	return MaskHost(info.MaskRequestHost, port), slices.Contains(info.HTTPSPorts, port)
 }
 
 // MaskHost is the Host header a sandbox's maskRequestHost gives traffic to

@@ -383,7 +383,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 	if req.DeriveTokens {
 		info.AccessToken, info.TrafficToken = tokens.Sandbox(m.cfg.Secret, info.ID, req.Secure, req.PublicTraffic)
 	}
-	info.Team, info.MaskRequestHost = req.Team, req.MaskRequestHost
+	info.Team, info.MaskRequestHost, info.HTTPSPorts = req.Team, req.MaskRequestHost, req.HTTPSPorts
 	info.AutoPause, info.AutoResume, info.AutoPauseFiles, info.Timeout = req.AutoPause, req.AutoResume, req.AutoPauseFiles, req.Timeout
 	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()

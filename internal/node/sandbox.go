@@ -66,6 +66,8 @@ type Info struct {
 	// MaskRequestHost, when set, is the Host header the proxy gives
 	// traffic to the sandbox's ports ("${PORT}" becomes the port).
 	MaskRequestHost string `json:"maskRequestHost,omitempty"`
+	// HTTPSPorts are its ports the proxy speaks HTTPS to.
+	HTTPSPorts []int `json:"httpsPorts,omitempty"`
 	// AutoPause pauses it at its timeout instead of killing it; AutoResume
 	// resumes it (for Timeout) on the first traffic to a port.
 	AutoPause  bool           `json:"autoPause,omitempty"`

@@ -52,7 +52,7 @@ func infoToPB(in node.Info) *pb.Sandbox {
 		State: string(in.State), Limits: limitsToPB(in.Limits),
 		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
 		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
-		MaskRequestHost: in.MaskRequestHost, AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
+		MaskRequestHost: in.MaskRequestHost, HttpsPorts: portsToPB(in.HTTPSPorts), AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
 		Layers: node.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
@@ -71,7 +71,7 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 		State: node.State(in.GetState()), Limits: limitsFromPB(in.GetLimits()),
 		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
 		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
-		MaskRequestHost: in.GetMaskRequestHost(), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
+		MaskRequestHost: in.GetMaskRequestHost(), HTTPSPorts: portsFromPB(in.GetHttpsPorts()), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
 		Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()), PausedState: in.GetPausedState(),
 		AutoPauseFiles: in.GetAutoPauseFiles(), Timeout: in.GetTimeout().AsDuration(),
 		Exit: isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
@@ -203,7 +203,7 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits), Sized: r.Sized,
 		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.DeriveTokens, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
-		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost,
+		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost, HttpsPorts: portsToPB(r.HTTPSPorts),
 		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
 		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules), EgressProxy: egressProxyToPB(r.EgressProxy), Tokens: tokensToPB(r.Tokens),
 	}
@@ -227,7 +227,7 @@ func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
 		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
 		DeriveTokens: r.GetDeriveTokens(), Secure: r.GetSecure(), PublicTraffic: r.GetPublicTraffic(),
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
-		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(),
+		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(), HTTPSPorts: portsFromPB(r.GetHttpsPorts()),
 		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
 		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()), EgressProxy: egressProxyFromPB(r.GetEgressProxy()), Tokens: tokensFromPB(r.GetTokens()),
 	}
@@ -315,4 +315,21 @@ func pausedState(in node.Info) []byte {
 	}
 	b, _ := json.Marshal(in) // a record marshals
 	return b
+}
+
+// portsToPB and portsFromPB carry a sandbox's HTTPS ports.
+func portsToPB(ports []int) []int32 {
+	var out []int32
+	for _, p := range ports {
+		out = append(out, int32(p))
+	}
+	return out
+}
+
+func portsFromPB(ports []int32) []int {
+	var out []int
+	for _, p := range ports {
+		out = append(out, int(p))
+	}
+	return out
 }

@@ -7,6 +7,7 @@ package proxy
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,9 +41,10 @@ type Sandboxes interface {
 	// TrafficToken is the token the sandbox's ports (all but the agent's)
 	// require; "" when its traffic is public.
 	TrafficToken(id string) string
-	// RequestHost is the Host header traffic to a port of the sandbox
-	// gets (its maskRequestHost), "" to keep the client's.
-	RequestHost(id string, port int) string
+	// PortRoute is how traffic to a port of the sandbox goes: the Host
+	// header it gets (its maskRequestHost), "" to keep the client's; and
+	// whether the port serves HTTPS (its network.httpsPorts).
+	PortRoute(id string, port int) (host string, https bool)
 	// AgentTransport is the node's own connection pool to a sandbox's
 	// agent, which adds nothing to requests: the proxy sends agent traffic
 	// over it, so a sandbox's first command finds a connection the node
@@ -75,6 +77,7 @@ type target struct {
 	port   int
 	denied string // set when the request is sandbox traffic that must be refused
 	host   string // the Host header to send upstream ("" = the client's)
+	https  bool   // the port serves HTTPS: the hop into the sandbox is TLS
 	// apiOrigin: the request came to the API's own host (by header or a
 	// signed URL), whose origin the dashboard's page shares.
 	apiOrigin bool
@@ -170,7 +173,14 @@ func (p *Proxy) dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: unexpected upstream %q", addr)
 	}
-	return p.sandboxes.Dial(ctx, parts[0], port)
+	c, err := p.sandboxes.Dial(ctx, parts[0], port)
+	if t, _ := ctx.Value(targetKey{}).(target); err == nil && t.https && t.id == parts[0] && t.port == port {
+		// A port that serves HTTPS: the hop into the sandbox is TLS, its
+		// certificate the sandbox's own (most often self-signed), taken
+		// as it is: the hop stays on this host.
+		return tls.Client(c, &tls.Config{ServerName: "localhost", InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}), nil //nolint:gosec // see above
+	}
+	return c, err
 }
 
 // Match reports whether r is sandbox traffic.
@@ -281,7 +291,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if t.port != envd.Port {
 		r.Header.Del(trafficTokenHeader)
-		t.host = p.sandboxes.RequestHost(t.id, t.port)
+		t.host, t.https = p.sandboxes.PortRoute(t.id, t.port)
 	}
 	// The upstream may answer (and the answer be flushed) before the
 	// request body is fully forwarded, as the agent's streaming RPCs do. An

@@ -65,7 +65,6 @@ func TestSDKRequestFields(t *testing.T) {
 	const id = "inotasandbox00000000"
 	for _, c := range []struct{ method, path, body, field string }{
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
-		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"httpsPorts":[8443]}}`, "network.httpsPorts"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["192.0.2.53"]}}`, "network.dnsServers"},
 		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["192.0.2.53"]}`, "dnsServers"},

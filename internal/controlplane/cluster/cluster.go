@@ -183,6 +183,7 @@ type route struct {
 	traffic     string
 	access      string
 	maskRequest string
+	httpsPorts  []int
 	// running, as last seen (a create, a get, a pause or resume through
 	// this replica, the node's events): the proxy's wake asks the node
 	// only when it is not.
@@ -393,7 +394,7 @@ func (c *Cluster) learn(info node.Info) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, access: info.AccessToken, maskRequest: info.MaskRequestHost,
-		running: info.State == node.StateRunning}
+		httpsPorts: info.HTTPSPorts, running: info.State == node.StateRunning}
 }
 
 // SandboxRanges are the live nodes' sandbox address ranges, as they

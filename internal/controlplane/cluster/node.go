@@ -397,10 +397,11 @@ func (c *Cluster) Running(id string) bool {
 	return ok && r.running
 }
 
-// RequestHost is the Host header traffic to a sandbox's port gets.
-func (c *Cluster) RequestHost(id string, port int) string {
+// PortRoute is the Host header traffic to a sandbox's port gets, and
+// whether the port serves HTTPS.
+func (c *Cluster) PortRoute(id string, port int) (string, bool) {
 	r, _ := c.known(id)
-	return node.MaskHost(r.maskRequest, port)
+	return node.MaskHost(r.maskRequest, port), slices.Contains(r.httpsPorts, port)
 }
 
 // AgentTransport: a replica has no pool of its own to sandboxes' agents;

@@ -65,7 +65,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	}
 	unserved := []rawField{{"mcp", req.MCP}}
 	if n := req.Network; n != nil {
-		unserved = append(unserved, rawField{"network.httpsPorts", n.HTTPSPorts}, rawField{"network.dnsServers", n.DNSServers})
+		unserved = append(unserved, rawField{"network.dnsServers", n.DNSServers})
 	}
 	if err := notServed(unserved...); err != nil {
 		return service.CreateRequest{}, err
@@ -100,6 +100,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 			Volumes:         volumeMounts(req.VolumeMounts),
 			PublicTraffic:   req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic,
 			MaskRequestHost: maskHost(req.Network),
+			HTTPSPorts:      httpsPorts(req.Network),
 			Rules:           rules(req.Network),
 			EgressProxy:     egressProxy(req.Network),
 			Tokens:          tokens,
@@ -126,6 +127,13 @@ func sandboxSize(cpus, memoryMB *int) (isolation.Limits, error) {
 		l.MemoryMB = int64(*memoryMB)
 	}
 	return l, nil
+}
+
+func httpsPorts(n *networkConfig) []int {
+	if n == nil {
+		return nil
+	}
+	return n.HTTPSPorts
 }
 
 func maskHost(n *networkConfig) string {

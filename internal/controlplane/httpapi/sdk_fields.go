@@ -33,7 +33,7 @@ var SDKFields = map[string]map[string]FieldUse{
 	// not served yet.
 	"SandboxNetworkConfig": {
 		"allowOut": Served, "denyOut": Served, "allowPublicTraffic": Served, "maskRequestHost": Served,
-		"egressProxy": Served, "httpsPorts": Refused, "rules": Served, "dnsServers": Refused,
+		"egressProxy": Served, "httpsPorts": Served, "rules": Served, "dnsServers": Refused,
 	},
 	"SandboxNetworkUpdateConfig": {
 		"allow_internet_access": Served, "allowOut": Served, "denyOut": Served,

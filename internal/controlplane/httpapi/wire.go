@@ -49,7 +49,7 @@ type networkConfig struct {
 	// arrive with ("${PORT}" becomes the port).
 	MaskRequestHost *string              `json:"maskRequestHost"`
 	EgressProxy     *network.EgressProxy `json:"egressProxy"`
-	HTTPSPorts      json.RawMessage      `json:"httpsPorts"`
+	HTTPSPorts      []int                `json:"httpsPorts"`
 	DNSServers      json.RawMessage      `json:"dnsServers"`
 	Rules           network.Rules        `json:"rules"`
 }

@@ -64,6 +64,30 @@ func (s *Service) view(sb store.Sandbox) Sandbox {
 	return v
 }
 
+// MaxHTTPSPorts bounds a sandbox's network.httpsPorts (E2B's bound).
+const MaxHTTPSPorts = 128
+
+// checkHTTPSPorts checks network.httpsPorts: at most 128 ports, each a
+// port, none twice, never the agent's.
+func checkHTTPSPorts(ports []int) error {
+	if len(ports) > MaxHTTPSPorts {
+		return errs.New(errs.InvalidArgument, "network.httpsPorts: at most %d ports, not %d", MaxHTTPSPorts, len(ports))
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		switch {
+		case p < 1 || p > 65535:
+			return errs.New(errs.InvalidArgument, "network.httpsPorts: %d is not a port", p)
+		case p == envd.Port:
+			return errs.New(errs.InvalidArgument, "network.httpsPorts: %d is the agent's port, which speaks plain HTTP", p)
+		case seen[p]:
+			return errs.New(errs.InvalidArgument, "network.httpsPorts: %d twice", p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
 // CheckCreate checks what a create asks for before anything is made: the
 // timeout, the environment variables and the egress rules, which it parses
 // into the node's request (beside rules already there: a fork's). Every
@@ -77,6 +101,9 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 	}
 	if strings.ContainsAny(req.MaskRequestHost, " \t\r\n/") {
 		return errs.New(errs.InvalidArgument, "network.maskRequestHost %q: a host[:port] (${PORT} for the port)", req.MaskRequestHost)
+	}
+	if err := checkHTTPSPorts(req.HTTPSPorts); err != nil {
+		return err
 	}
 	for k, v := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {

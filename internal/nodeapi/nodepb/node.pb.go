@@ -646,7 +646,9 @@ type CreateRequest struct {
 	Tokens      map[string]*IdentityToken `protobuf:"bytes,29,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// sized: limits' CPUs and memory were asked by the API's create, to be
 	// checked against the template's maxima.
-	Sized         bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
+	Sized bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
+	// https_ports are the sandbox's ports the proxy speaks HTTPS to.
+	HttpsPorts    []int32 `protobuf:"varint,31,rep,packed,name=https_ports,json=httpsPorts,proto3" json:"https_ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -889,6 +891,13 @@ func (x *CreateRequest) GetSized() bool {
 		return x.Sized
 	}
 	return false
+}
+
+func (x *CreateRequest) GetHttpsPorts() []int32 {
+	if x != nil {
+		return x.HttpsPorts
+	}
+	return nil
 }
 
 type VolumeMount struct {
@@ -1145,7 +1154,8 @@ type Sandbox struct {
 	// are in the object store, is the node's whole record of it
 	// (internal/node.Info as JSON): what another node takes it over from
 	// (Receive) if this one is lost.
-	PausedState   []byte `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
+	PausedState   []byte  `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
+	HttpsPorts    []int32 `protobuf:"varint,25,rep,packed,name=https_ports,json=httpsPorts,proto3" json:"https_ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1344,6 +1354,13 @@ func (x *Sandbox) GetVolumes() []*VolumeMount {
 func (x *Sandbox) GetPausedState() []byte {
 	if x != nil {
 		return x.PausedState
+	}
+	return nil
+}
+
+func (x *Sandbox) GetHttpsPorts() []int32 {
+	if x != nil {
+		return x.HttpsPorts
 	}
 	return nil
 }
@@ -2429,7 +2446,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\aheaders\x18\x01 \x03(\v2\x1f.cove.node.v1.Rule.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\v\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -2464,7 +2481,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x05rules\x18\x1b \x03(\v2&.cove.node.v1.CreateRequest.RulesEntryR\x05rules\x12<\n" +
 	"\fegress_proxy\x18\x1c \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x12?\n" +
 	"\x06tokens\x18\x1d \x03(\v2'.cove.node.v1.CreateRequest.TokensEntryR\x06tokens\x12\x14\n" +
-	"\x05sized\x18\x1e \x01(\bR\x05sized\x1a:\n" +
+	"\x05sized\x18\x1e \x01(\bR\x05sized\x12\x1f\n" +
+	"\vhttps_ports\x18\x1f \x03(\x05R\n" +
+	"httpsPorts\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -2492,7 +2511,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\tVolumeRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eReceiveRequest\x12!\n" +
-	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\xa8\b\n" +
+	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\xc9\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vtemplate_id\x18\x02 \x01(\tR\n" +
@@ -2524,7 +2543,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"exitDetail\x12\x16\n" +
 	"\x06layers\x18\x16 \x03(\tR\x06layers\x123\n" +
 	"\avolumes\x18\x17 \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x12!\n" +
-	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x1a;\n" +
+	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x12\x1f\n" +
+	"\vhttps_ports\x18\x19 \x03(\x05R\n" +
+	"httpsPorts\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
