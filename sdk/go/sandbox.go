@@ -250,6 +250,22 @@ func (c *Client) Resume(ctx context.Context, id string, timeout time.Duration) (
 	return c.attach(out), nil
 }
 
+// Reboot resumes a paused sandbox over its files alone: its processes
+// start afresh, whether it was paused with its memory or not (E2B's
+// connect with onResume "reboot"); it ends timeout from now (0: the
+// server's default). A running one is returned as it is.
+func (c *Client) Reboot(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	body := map[string]any{"memory": false}
+	if timeout > 0 {
+		body["timeout"] = int64((timeout + time.Second - 1) / time.Second)
+	}
+	var out sandboxJSON
+	if _, err := c.do(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(id)+"/connect", body, &out); err != nil {
+		return nil, err
+	}
+	return c.attach(out), nil
+}
+
 // Kill ends a sandbox; an unknown one is ErrNotFound.
 func (c *Client) Kill(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(id), nil, nil)

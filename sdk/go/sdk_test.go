@@ -209,6 +209,19 @@ func TestSDK(t *testing.T) {
 		if _, err := client.Resume(ctx, sbx.ID, time.Minute); err != nil {
 			t.Fatal(err)
 		}
+		// Paused with its memory, back over its files alone.
+		if _, err := sbx.Commands.Start(ctx, "sleep 1000"); err != nil {
+			t.Fatal(err)
+		}
+		if err := sbx.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Reboot(ctx, sbx.ID, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := sbx.Commands.Run(ctx, "cat /home/user/saved.txt; pgrep -x sleep || echo none"); err != nil || r.Stdout != "savednone\n" {
+			t.Errorf("after the reboot: %+v %v", r, err)
+		}
 		snap, err := sbx.Snapshot(ctx, "go-sdk-snap")
 		if err != nil || snap.ID != "go-sdk-snap:default" {
 			t.Fatalf("snapshot %+v %v", snap, err)
