@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
@@ -67,6 +68,9 @@ func (a *API) runKeyed(w http.ResponseWriter, r *http.Request, req service.Creat
 		return answer
 	}}
 	if _, err := a.svc.Create(ctx, req); err != nil {
+		// Whatever the create's own deadline did, the key is settled.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		defer cancel()
 		body, h := toAPIError(err)
 		if h.Retry != nil && !*h.Retry {
 			b, _ := json.Marshal(body)
