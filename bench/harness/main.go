@@ -52,7 +52,7 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
-	only := flag.String("only", "", "run only this figure: sustained, memory (idle memory at -mem counts), hotpath (command, pooled create → first output, sustained: what a change to them costs), gvisor, microvm, persistence, cluster")
+	only := flag.String("only", "", "run only this figure: sustained, memory (idle memory at -mem counts), hotpath (command, pooled create → first output, sustained: what a change to them costs), idempotency (pooled creates with and without a key), gvisor, microvm, persistence, cluster")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
 	diskURL := flag.String("gvisor-disk", "", "API URL of a gVisor server that writes paused sandboxes to disk at once")
@@ -81,6 +81,10 @@ func main() {
 				idleMemory(ctx, p, "IdleMemory", count)
 			}
 		}
+		return
+	}
+	if *only == "idempotency" {
+		keyedCreates(ctx, p, *n)
 		return
 	}
 	if *only == "hotpath" {
