@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -111,13 +112,17 @@ func (s *Store) sync() error {
 }
 
 // retry runs change again, on fresh records, while another process saves
-// the record it changes first.
+// the record it changes first: up to 10 times, each after a random wait
+// that grows with the tries, so that writers racing for one record (a
+// cluster's replicas tagging it at once) spread out rather than collide
+// again at once.
 func retry[T any](change func() (T, error)) (T, error) {
 	for tries := 1; ; tries++ {
 		v, err := change()
-		if !errors.Is(err, errChanged) || tries == 5 {
+		if !errors.Is(err, errChanged) || tries == 10 {
 			return v, err
 		}
+		time.Sleep(time.Duration(rand.Int64N(int64(tries) * int64(5*time.Millisecond))))
 	}
 }
 
