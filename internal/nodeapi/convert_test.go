@@ -29,7 +29,7 @@ func TestCreateRequestCrosses(t *testing.T) {
 		Limits: isolation.Limits{CPUMillis: 2000, MemoryMB: 512, DiskMB: 1024, PIDs: 100}, Sized: true,
 		EnvVars: map[string]string{"A": "1"}, Metadata: map[string]string{"m": "v"},
 		AccessToken: "access", TrafficToken: "traffic", DeriveTokens: true, Secure: true, PublicTraffic: true,
-		NoInternet: true, AllowOut: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, DenyOut: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
+		NoInternet: true, AllowOut: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, DenyOut: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")},
 		AllowDomains: []string{"example.com"},
 		Rules:        network.Rules{"example.com": {{Transform: &network.Transform{Headers: map[string]string{"A": "b"}}}}},
 		EgressProxy:  &network.EgressProxy{Address: "p.test:1080", Username: "u", Password: "p", TLS: &network.ProxyTLS{ServerName: "p.test", CACert: "PEM"}},

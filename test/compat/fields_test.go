@@ -66,8 +66,8 @@ func TestSDKRequestFields(t *testing.T) {
 	for _, c := range []struct{ method, path, body, field string }{
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
-		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["192.0.2.53"]}}`, "network.dnsServers"},
-		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["192.0.2.53"]}`, "dnsServers"},
+		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["198.51.100.53"]}}`, "network.dnsServers"},
+		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["198.51.100.53"]}`, "dnsServers"},
 		{"POST", "/sandboxes/" + id + "/pause", `{"requireHealthyGuest":true}`, "requireHealthyGuest"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
