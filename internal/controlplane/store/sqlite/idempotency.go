@@ -46,9 +46,7 @@ func (s *Store) FinishIdempotent(ctx context.Context, team, key string, status i
 
 // finishIdempotent records a claimed key's answer through db (the store,
 // or the transaction that records its sandbox).
-func finishIdempotent(ctx context.Context, db interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, a store.IdempotentAnswer, team string) error {
+func finishIdempotent(ctx context.Context, db execer, a store.IdempotentAnswer, team string) error {
 	if _, err := db.ExecContext(ctx, `UPDATE idempotency SET status = ?, body = ? WHERE team = ? AND key = ? AND status = 0`,
 		a.Status, a.Body, team, a.Key); err != nil {
 		return fmt.Errorf("record the answer of idempotency key: %w", err)

@@ -104,6 +104,31 @@ func (s *Store) Secret(ctx context.Context, name string, gen func() ([]byte, err
 
 // InsertSandbox implements store.Store.
 func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	if sb.Answer == nil {
+		return insertSandbox(ctx, s.db, sb)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	defer tx.Rollback()
+	if err := insertSandbox(ctx, tx, sb); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+// execer runs a statement: the database, or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertSandbox records sb, and its key's answer when it has one, through
+// db (the transaction that holds both when it does).
+func insertSandbox(ctx context.Context, db execer, sb store.Sandbox) error {
 	meta, err := json.Marshal(sb.Metadata)
 	if err != nil {
 		return err
@@ -112,12 +137,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	if sb.AllowInternetAccess != nil {
 		internet = *sb.AllowInternetAccess
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
+	_, err = db.ExecContext(ctx, `INSERT INTO sandboxes (id, team, template_id, alias, state, started_at, end_at,
 		cpu_count, memory_mb, disk_mb, metadata, allow_internet_access, auto_pause, secure, envd_version, public_traffic, isolation, auto_resume, node)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
@@ -129,12 +149,7 @@ func (s *Store) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
 	}
 	if sb.Answer != nil {
-		if err := finishIdempotent(ctx, tx, *sb.Answer, sb.Team); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+		return finishIdempotent(ctx, db, *sb.Answer, sb.Team)
 	}
 	return nil
 }
