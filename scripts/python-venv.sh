@@ -3,10 +3,11 @@
 # holding exactly what test/compat/py/requirements.txt pins (the official
 # E2B Python SDKs, pytest), from PyPI. Nothing when it already holds them;
 # a clear failure, never a silent skip, when PyPI cannot be reached.
+# COVE_PY_VENV names another place for it (a test's).
 set -eu
 cd "$(dirname "$0")/.."
 dir=test/compat/py
-venv=$dir/.venv
+venv=${COVE_PY_VENV:-$dir/.venv}
 if cmp -s "$dir/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
 	exit 0
 fi
