@@ -139,4 +139,9 @@ async def test_pty_sudo_stream_input_and_kill(S, sbx):
         assert await wait_until(lambda: b"as-root-/dev/pts" in out, 30), bytes(out)
     assert b"as-root-/dev/pts" in out, bytes(out)
     assert await aw(sbx.pty.kill(t.pid)) is True
+
+    async def gone():  # a killed process is listed until its end is seen
+        return not any(p.pid == t.pid for p in await aw(sbx.commands.list()))
+
+    assert await wait_until(gone, 10), "the killed terminal is still listed"
     assert await aw(sbx.pty.kill(t.pid)) is False
