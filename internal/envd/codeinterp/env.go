@@ -54,10 +54,12 @@ func (s *Server) prepareEnv(c *codeContext, k kernel, sandbox, request map[strin
 		// with, the server's own (which the agent gave it, as it gives
 		// every process the sandbox's variables). Only what differs from
 		// that is set, so that a sandbox whose variables did not change
-		// since (a warm one, handed out) costs its first run no cell more.
+		// since (a warm one, handed out) costs its first run no cell more;
+		// but Java's kernel gets them all, which it keeps as system
+		// properties too (System.getProperty), as E2B's does.
 		last = map[string]string{}
 		for key := range sandbox {
-			if v, ok := lookupEnv(s.cfg.Env, key); ok {
+			if v, ok := lookupEnv(s.cfg.Env, key); ok && c.Language != "java" {
 				last[key] = v
 			}
 		}

@@ -70,6 +70,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	typescript := norm == "typescript" || c.Language == "typescript"
 	out := newStream(w, s.cfg.MaxOutputBytes, s.cfg.Keepalive)
 	defer out.stop()
+	out.valuesDisplayed = c.Language == "r"
 	if err := c.acquire(r.Context()); err != nil {
 		return
 	}
@@ -147,6 +148,7 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k kernel, src stri
 					return
 				}
 				var rep executeReply
+				out.endValues()
 				if json.Unmarshal(rn.reply, &rep) == nil && rep.ExecutionCount > 0 {
 					out.line(map[string]any{"type": "number_of_executions", "execution_count": rep.ExecutionCount})
 				}
@@ -226,6 +228,13 @@ type stream struct {
 	capped    bool
 	stopped   chan struct{}
 	every     time.Duration // keepalive after this much silence
+	// valuesDisplayed: the kernel shows each top-level expression's value
+	// as a display (IRkernel), not as the execution's result (IPython's
+	// execute_result). The last value shown is the main result, as the
+	// last expression's is in Python: each is held until the next result
+	// or the execution's end says which is last.
+	valuesDisplayed bool
+	held            map[string]any
 }
 
 func newStream(w http.ResponseWriter, maxOutput int, keepalive time.Duration) *stream {
@@ -274,6 +283,7 @@ func (s *stream) writeLocked(v any) {
 }
 
 func (s *stream) error(name, value, traceback string) {
+	s.endValues()
 	s.line(map[string]any{"type": "error", "name": name, "value": value, "traceback": traceback})
 	s.end()
 }

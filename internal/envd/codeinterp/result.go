@@ -43,7 +43,7 @@ func (s *stream) message(m message) {
 			Data map[string]json.RawMessage `json:"data"`
 		}
 		if json.Unmarshal(m.Content, &c) == nil {
-			s.line(result(c.Data, m.Header.MsgType == "execute_result"))
+			s.result(result(c.Data, m.Header.MsgType == "execute_result"), c.Data)
 		}
 	case "error":
 		var c struct {
@@ -55,6 +55,45 @@ func (s *stream) message(m message) {
 			s.line(map[string]any{"type": "error", "name": c.EName, "value": c.EValue, "traceback": strings.Join(c.Traceback, "\n")})
 		}
 	}
+}
+
+// result writes a result line, holding a displayed value back where the
+// kernel shows values as displays (stream.valuesDisplayed) until the next
+// value or the end. A plot does not end the hold: IRkernel sends a cell's
+// plots when it ends, after its values.
+func (s *stream) result(r map[string]any, data map[string]json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.valuesDisplayed || !isValue(data) {
+		s.writeLocked(r)
+		return
+	}
+	if s.held != nil {
+		s.writeLocked(s.held)
+	}
+	s.held = r
+}
+
+// endValues writes the value held back, if any, as the main result.
+func (s *stream) endValues() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != nil {
+		s.held["is_main_result"] = true
+		s.writeLocked(s.held)
+		s.held = nil
+	}
+}
+
+// isValue says whether a display shows a value (text, a table) rather
+// than a plot: it carries no image.
+func isValue(data map[string]json.RawMessage) bool {
+	for _, mime := range []string{"image/png", "image/jpeg", "image/svg+xml", "application/pdf"} {
+		if _, ok := data[mime]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // result is the E2B result line of a display's MIME bundle.

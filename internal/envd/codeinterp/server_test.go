@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,10 +222,42 @@ func TestR(t *testing.T) {
 	if e := run(`stop("bad")`); len(e.of("error")) != 1 {
 		t.Errorf("error: %v", e.lines)
 	}
+	// IRkernel shows each top-level value as a display: the last is the
+	// execution's main result, as Python's last expression is, written
+	// after the plots.
+	for _, c := range []struct {
+		code  string
+		texts []string
+		main  string
+	}{
+		{"1 + 1", []string{"[1] 2"}, "[1] 2"},
+		{"x; 2", []string{"[1] 41", "[1] 2"}, "[1] 2"},
+		{"plot(1:3); 5", []string{"plot without title", "[1] 5"}, "[1] 5"},
+		{"5; plot(1:3)", []string{"plot without title", "[1] 5"}, "[1] 5"},
+		{"y <- 1", nil, ""},
+	} {
+		e := run(c.code)
+		var texts []string
+		main := ""
+		for _, r := range e.of("result") {
+			texts = append(texts, r["text"].(string))
+			if r["is_main_result"] == true {
+				if main != "" {
+					t.Errorf("%s: two main results: %v", c.code, e.lines)
+				}
+				main = r["text"].(string)
+			}
+		}
+		if !slices.Equal(texts, c.texts) || main != c.main {
+			t.Errorf("%s: results %q, main %q; want %q, main %q", c.code, texts, main, c.texts, c.main)
+		}
+	}
 }
 
 func TestJava(t *testing.T) {
-	s := startServer(t)
+	// The server's environment has the sandbox's variables, as the agent
+	// gives them to every process it starts.
+	s := startServerWith(t, func(c *Config) { c.Env = append(c.Env, "SANDBOX_VAR=from-the-sandbox") })
 	run := func(c string, env map[string]string) execution {
 		b, _ := json.Marshal(map[string]any{"code": c, "language": "java", "env_vars": env})
 		return s.execute(t, string(b), "secret")
@@ -235,7 +268,7 @@ func TestJava(t *testing.T) {
 	if e := run("l.add(x + 1);\nSystem.out.println(\"out \" + l);\nx + 1", nil); e.text("stdout") != "out [42]\n" || e.of("result") == nil || e.of("result")[0]["text"] != "42" {
 		t.Errorf("state: %v", e.lines)
 	}
-	if e := run(`System.getenv("REQ") + " " + System.getProperty("REQ") + " " + System.getenv("SANDBOX_VAR")`, map[string]string{"REQ": "r"}); e.of("result") == nil || e.of("result")[0]["text"] != "r r from-the-sandbox" {
+	if e := run(`System.getenv("REQ") + " " + System.getProperty("REQ") + " " + System.getenv("SANDBOX_VAR") + " " + System.getProperty("SANDBOX_VAR")`, map[string]string{"REQ": "r"}); e.of("result") == nil || e.of("result")[0]["text"] != "r r from-the-sandbox from-the-sandbox" {
 		t.Errorf("environment: %v", e.lines)
 	}
 	if e := run(`System.getenv("REQ")`, nil); e.of("result") == nil || e.of("result")[0]["text"] != "null" {
