@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,9 @@ func sandboxRunCodeCmd() *cobra.Command {
 		Use:   "run-code SANDBOX [FILE|-]",
 		Short: "Run code in a sandbox's code interpreter (code-interpreter-v1), printing its output and text results",
 		Long: `Run code (from FILE, or standard input) in the sandbox's code interpreter,
-in the language's default context: state is kept between runs. Output and
+in the language's default context: state is kept between runs. The
+language is FILE's by its extension (.py, .js, .mjs, .ts, .r, .sh, .java),
+--language's when given, else Python. Output and
 text results are printed as they come; images (PNG, JPEG, SVG) are saved
 in --out as result-N.png and so on. An exception in the code prints its
 traceback and exits 1.`,
@@ -40,6 +43,9 @@ traceback and exits 1.`,
 				return err
 			}
 			var src io.Reader = cmd.InOrStdin()
+			if language == "" && len(args) == 2 {
+				language = languageOf(args[1])
+			}
 			if len(args) == 2 && args[1] != "-" {
 				f, err := os.Open(args[1])
 				if err != nil {
@@ -98,10 +104,30 @@ traceback and exits 1.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&language, "language", "l", "", "python (default), javascript, typescript, r, java or bash")
+	cmd.Flags().StringVarP(&language, "language", "l", "", "python, javascript, typescript, r, java or bash (default: FILE's by its extension, else python)")
 	cmd.Flags().StringVarP(&out, "out", "o", ".", "directory images are saved in")
 	cmd.Flags().StringArrayVarP(&envs, "env", "e", nil, "environment variable key=value for this run (repeatable)")
 	return cmd
+}
+
+// languageOf is the code interpreter's language for a file of that
+// name, by its extension; "" (the default, Python) for others.
+func languageOf(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".py":
+		return "python"
+	case ".js", ".mjs", ".cjs":
+		return "javascript"
+	case ".ts", ".mts":
+		return "typescript"
+	case ".r":
+		return "r"
+	case ".sh", ".bash":
+		return "bash"
+	case ".java", ".jsh":
+		return "java"
+	}
+	return ""
 }
 
 // explainRunCode says that a sandbox whose code interpreter port is closed

@@ -45,6 +45,26 @@ func TestRunCode(t *testing.T) {
 	if out, _, code := c.run(t, "echo $((2 + 3))", "sandbox", "run-code", "-l", "bash", id, "-"); code != 0 || out != "5\n" {
 		t.Errorf("bash: %q %d", out, code)
 	}
+	// The language by the file's extension, -l over it.
+	for _, f := range []struct{ name, code, args, want string }{
+		{"sum.sh", "echo $((2 + 3))", "", "5\n"},
+		{"sum.js", "[1, 2].map((x) => x * 2).join(' ')", "", "2 4\n"},
+		{"sum.ts", "const n: number = 3; n * 3", "", "9\n"},
+		{"sum.R", "sum(c(1, 2, 3))", "", "[1] 6\n"},
+		{"sum.java", "int n = 7;\nn * 6", "", "42\n"},
+		{"sum.txt", "print(1 + 1)", "", "2\n"},
+		{"shell.py", "echo over", "bash", "over\n"},
+	} {
+		file := filepath.Join(dir, f.name)
+		os.WriteFile(file, []byte(f.code), 0o644)
+		args := []string{"sandbox", "run-code", id, file}
+		if f.args != "" {
+			args = []string{"sandbox", "run-code", "-l", f.args, id, file}
+		}
+		if out, errOut, code := c.run(t, "", args...); code != 0 || out != f.want {
+			t.Errorf("%s: %q %q %d, want %q", f.name, out, errOut, code, f.want)
+		}
+	}
 	if _, errOut, code := c.run(t, "1/0", "sandbox", "run-code", id); code != 1 || !strings.Contains(errOut, "ZeroDivisionError") {
 		t.Errorf("an exception: %q %d", errOut, code)
 	}
