@@ -101,9 +101,11 @@ test('JavaScript, TypeScript and Bash', async () => {
 
 test('R and Java', async () => {
   await sbx.runCode('v <- c(1, 2, 3)', { language: 'r' })
-  // IRkernel shows a value as a display, not as the cell's result.
+  // IRkernel shows a value as a display; the last one is the main result.
   const r = await sbx.runCode('sum(v)', { language: 'r' })
   assert.equal(r.results[0].text, '[1] 6')
+  assert.equal(r.text, '[1] 6')
+  assert.equal((await sbx.runCode('v[1]; v[3]', { language: 'r' })).text, '[1] 3')
   await sbx.runCode('int base = 40;', { language: 'java' })
   const java = await sbx.runCode('System.out.println("java");\nbase + 2', { language: 'java', envs: { JVAR: 'j' } })
   assert.equal(java.text, '42')
@@ -146,6 +148,10 @@ test('the kernels run as root, as on E2B: a context in /root works; the default 
   try {
     assert.equal((await withEnv.runCode('import os\nos.environ.get("CI_SANDBOX_VAR")')).text, 'from-create')
     assert.equal((await withEnv.runCode('process.env.CI_SANDBOX_VAR', { language: 'js' })).text, 'from-create')
+    // E2B's Java kernel has them as system properties too.
+    const java = await withEnv.runCode('System.getProperty("CI_SANDBOX_VAR") + " " + System.getenv("CI_SANDBOX_VAR")', { language: 'java' })
+    assert.equal(java.text, 'from-create from-create')
+    assert.equal((await withEnv.runCode('Sys.getenv("CI_SANDBOX_VAR")', { language: 'r' })).text, '[1] "from-create"')
   } finally {
     await withEnv.kill()
   }

@@ -88,7 +88,8 @@ async def test_javascript_typescript_bash_r_and_java(ci):
     assert (await aw(ci.run_code("const n: number = 6\nn * 7", language="ts"))).text == "42"
     assert (await aw(ci.run_code('echo "$((6 * 7))"', language="bash"))).logs.stdout == ["42\n"]
     await aw(ci.run_code("v <- c(1, 2, 3)", language="r"))
-    assert (await aw(ci.run_code("sum(v)", language="r"))).results[0].text == "[1] 6"
+    r = await aw(ci.run_code("sum(v)", language="r"))
+    assert r.results[0].text == "[1] 6" and r.text == "[1] 6"
     await aw(ci.run_code("int base = 40;", language="java"))
     java = await aw(ci.run_code('System.out.println("java");\nbase + 2', language="java"))
     assert java.text == "42" and java.logs.stdout == ["java\n"]
