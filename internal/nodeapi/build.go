@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,13 +21,7 @@ type Builder interface {
 
 // BuildLogs keep builds' logs where every API replica reads them (the
 // cluster's database).
-type BuildLogs interface {
-	AppendBuildLog(ctx context.Context, buildID string, from int, entries []template.LogEntry) error
-	PruneBuildLogs(ctx context.Context, age time.Duration) error
-}
-
-// buildLogKeep is how long a finished build's log is kept.
-const buildLogKeep = 7 * 24 * time.Hour
+type BuildLogs = template.LogStore
 
 // ServeBuilds lets the node run builds with b, their logs kept in logs (a
 // node without them refuses builds). Call it before serving.
@@ -57,18 +48,18 @@ func (s *Server) Build(ctx context.Context, req *connect.Request[pb.BuildRequest
 	if err := json.Unmarshal(req.Msg.GetSpec(), &spec); err != nil {
 		return errs.ConnectError(errs.New(errs.InvalidArgument, "build spec: %v", err))
 	}
-	if err := s.buildLogs.PruneBuildLogs(ctx, buildLogKeep); err != nil {
+	if err := s.buildLogs.PruneBuildLogs(ctx, template.LogKeep); err != nil {
 		s.log.Warn("prune old build logs", logx.Err(err))
 	}
-	kept := newLogSink(s.buildLogs, req.Msg.GetBuildId(), s.log)
-	defer kept.close()
+	kept := template.NewLogSink(s.buildLogs, req.Msg.GetBuildId(), s.log)
+	defer kept.Close()
 	// The log goes out in order from one goroutine: Send is not safe for
 	// concurrent use, and a slow caller must not stall the build for long.
 	logs := make(chan *pb.BuildLog, 1024)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.builder.Run(ctx, req.Msg.GetTemplateId(), req.Msg.GetBuildId(), spec, func(e template.LogEntry) {
-			kept.add(e)
+			kept.Add(e)
 			select {
 			case logs <- &pb.BuildLog{Time: timestamppb.New(e.Time), Level: e.Level, Message: e.Message, Step: e.Step}:
 			case <-ctx.Done():
@@ -108,66 +99,4 @@ func (c *Client) Build(ctx context.Context, templateID, buildID string, spec tem
 		return fmt.Errorf("build on node %s: %w", c.base.Host, err)
 	}
 	return nil
-}
-
-// logSink writes a build's log to BuildLogs in batches: every 200 ms or
-// 500 entries, and at once at its final entry, so that a replica that
-// reads the build ended reads its whole log.
-type logSink struct {
-	logs    BuildLogs
-	buildID string
-	log     *slog.Logger
-
-	mu      sync.Mutex
-	pending []template.LogEntry
-	written int // entries stored
-	timer   *time.Timer
-	failed  bool
-}
-
-func newLogSink(logs BuildLogs, buildID string, log *slog.Logger) *logSink {
-	return &logSink{logs: logs, buildID: buildID, log: log}
-}
-
-func (k *logSink) add(e template.LogEntry) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.pending = append(k.pending, e)
-	switch {
-	case e.Final || len(k.pending) >= 500:
-		k.flush()
-	case k.timer == nil:
-		k.timer = time.AfterFunc(200*time.Millisecond, func() {
-			k.mu.Lock()
-			defer k.mu.Unlock()
-			k.flush()
-		})
-	}
-}
-
-// flush stores what is pending (under k.mu).
-func (k *logSink) flush() {
-	if k.timer != nil {
-		k.timer.Stop()
-		k.timer = nil
-	}
-	if len(k.pending) == 0 || k.failed {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := k.logs.AppendBuildLog(ctx, k.buildID, k.written, k.pending); err != nil {
-		// Later entries would leave a gap: the log stops here.
-		k.failed = true
-		k.log.Error("store a build's log; the rest of it is lost", "build", k.buildID, logx.Err(err))
-		return
-	}
-	k.written += len(k.pending)
-	k.pending = k.pending[:0]
-}
-
-func (k *logSink) close() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.flush()
 }

@@ -281,6 +281,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	builder.Debootstrap = cfg.Debootstrap
 	builder.Observe = observed.Built
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
+	tpls.KeepLogs(st)
 	tpls.MaxTeamStorageMB = cfg.Admission.Team.StorageMB
 	defer func() { // builds end (cancelled) before what they use closes
 		stopBuilds()

@@ -33,6 +33,7 @@ type Templates struct {
 	store      *template.Store
 	builder    Builder                // nil: no builds here
 	sharedLogs SharedLogs             // nil: the logs of the builds this process runs
+	keptLogs   KeptLogs               // where those logs are kept past the build (nil: in memory for logKeep)
 	inUse      func() map[string]bool // layers sandboxes stack
 	secret     []byte
 	log        *slog.Logger
@@ -259,7 +260,9 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 			if err := t.awaitRecipe(spec.FromTemplate, bl, template.RecipeShare(spec.FromTemplate, name)); err != nil {
 				failed := *b
 				failed.Status, failed.Reason, failed.FinishedAt = template.StatusError, err.Error(), time.Now().UTC()
-				bl.add(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error()})
+				logf, closeLog := t.logTo(b.ID, bl)
+				logf(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + err.Error(), Final: true})
+				closeLog()
 				if err := t.store.SetBuild(name, failed); err != nil {
 					t.log.Error("record failed build", "template", name, logx.Err(err))
 				}
@@ -459,14 +462,17 @@ func (t *Templates) canBuildHere() error {
 
 // run runs a build, keeping its log.
 func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buildLog) {
-	err := t.builder.Run(t.ctx, templateID, buildID, spec, bl.add)
+	logf, closeLog := t.logTo(buildID, bl)
+	err := t.builder.Run(t.ctx, templateID, buildID, spec, logf)
 	if err != nil {
-		t.failUnfinished(templateID, buildID, err, bl)
+		t.failUnfinished(templateID, buildID, err, logf)
 		t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
 	} else {
 		t.log.Info("template built", "template", templateID, "build", buildID)
 	}
-	// The log stays for clients still following it, then goes.
+	closeLog()
+	// The log stays in memory for clients still following it, then goes
+	// (kept in KeptLogs, when set).
 	time.AfterFunc(logKeep, func() {
 		t.mu.Lock()
 		delete(t.logs, buildID)
@@ -477,7 +483,7 @@ func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buil
 
 // failUnfinished records as failed a build whose builder failed before it
 // could (a cluster's node that was lost, or never reached).
-func (t *Templates) failUnfinished(templateID, buildID string, cause error, bl *buildLog) {
+func (t *Templates) failUnfinished(templateID, buildID string, cause error, logf func(template.LogEntry)) {
 	r, err := t.store.Get("", templateID)
 	if err != nil {
 		return
@@ -487,10 +493,20 @@ func (t *Templates) failUnfinished(templateID, buildID string, cause error, bl *
 		return
 	}
 	b.Status, b.Reason, b.FinishedAt = template.StatusError, cause.Error(), time.Now().UTC()
-	bl.add(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + cause.Error()})
+	logf(template.LogEntry{Time: time.Now(), Level: "error", Message: "build failed: " + cause.Error(), Final: true})
 	if err := t.store.SetBuild(templateID, *b); err != nil {
 		t.log.Error("record a failed build", "template", templateID, "build", buildID, logx.Err(err))
 	}
+}
+
+// logTo is where the entries of a build's log run here go: its log in
+// memory, and KeptLogs when set; closeLog stores what is pending.
+func (t *Templates) logTo(buildID string, bl *buildLog) (logf func(template.LogEntry), closeLog func()) {
+	if t.keptLogs == nil {
+		return bl.add, func() {}
+	}
+	sink := template.NewLogSink(t.keptLogs, buildID, t.log)
+	return func(e template.LogEntry) { bl.add(e); sink.Add(e) }, sink.Close
 }
 
 // logKeep is how long a finished build's log is kept in memory.
@@ -559,6 +575,23 @@ type SharedLogs interface {
 // serving.
 func (t *Templates) UseSharedLogs(logs SharedLogs) { t.sharedLogs = logs }
 
+// KeptLogs keep the logs of the builds a single server runs past them and
+// its restarts (its database).
+type KeptLogs interface {
+	SharedLogs
+	template.LogStore
+}
+
+// KeepLogs makes the builds this process runs keep their logs in logs,
+// where Status reads them once they are no longer in memory; logs older
+// than template.LogKeep go. Call it before serving.
+func (t *Templates) KeepLogs(logs KeptLogs) {
+	t.keptLogs = logs
+	if err := logs.PruneBuildLogs(t.ctx, template.LogKeep); err != nil {
+		t.log.Warn("prune old build logs", logx.Err(err))
+	}
+}
+
 // Status returns a build's state with its log entries from offset on.
 func (t *Templates) Status(ctx context.Context, team, templateID, buildID string, offset int) (BuildStatus, error) {
 	r, err := t.Get(team, templateID)
@@ -579,12 +612,17 @@ func (t *Templates) Status(ctx context.Context, team, templateID, buildID string
 	t.mu.Lock()
 	bl := t.logs[buildID]
 	t.mu.Unlock()
-	if bl != nil {
+	switch {
+	case bl != nil:
 		bl.mu.Lock()
 		if offset >= 0 && offset < len(bl.entries) {
 			out.Logs = append(out.Logs, bl.entries[offset:]...)
 		}
 		bl.mu.Unlock()
+	case t.keptLogs != nil:
+		if out.Logs, err = t.keptLogs.BuildLog(ctx, buildID, max(offset, 0)); err != nil {
+			return BuildStatus{}, err
+		}
 	}
 	return out, nil
 }

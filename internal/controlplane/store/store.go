@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
 
@@ -275,6 +276,15 @@ type Store interface {
 	PruneSandboxLogs(ctx context.Context, before time.Time) error
 
 	Idempotency
+
+	// AppendBuildLog stores entries of a template build's log, the first
+	// at place from (a place taken twice is an error).
+	AppendBuildLog(ctx context.Context, buildID string, from int, entries []template.LogEntry) error
+	// BuildLog returns a build's log from place offset on.
+	BuildLog(ctx context.Context, buildID string, offset int) ([]template.LogEntry, error)
+	// PruneBuildLogs removes the logs of builds whose last entry is older
+	// than age.
+	PruneBuildLogs(ctx context.Context, age time.Duration) error
 
 	Close() error
 }

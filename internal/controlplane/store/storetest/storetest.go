@@ -3,6 +3,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // Run runs the suite against a fresh, empty store from open.
@@ -158,6 +160,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 	t.Run("TeamSecrets", func(t *testing.T) { teamSecrets(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { idempotency(t, open(t)) })
+	t.Run("BuildLogs", func(t *testing.T) { buildLogs(t, open(t)) })
 	t.Run("EventsAndWebhooks", func(t *testing.T) { eventsAndWebhooks(t, open(t)) })
 	t.Run("Sandboxes", func(t *testing.T) {
 		s := open(t)
@@ -633,5 +636,50 @@ func idempotency(t *testing.T, s store.Store) {
 	}
 	if _, ok := claim(rec("t1", "k2", "sum-z", now), now); !ok {
 		t.Error("a pruned key was not claimed")
+	}
+}
+
+// buildLogs: a build's log written in batches reads back whole and in
+// order from any offset; logs older than the age pruned go, newer stay.
+func buildLogs(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	entry := func(i int) template.LogEntry {
+		return template.LogEntry{Time: time.Unix(1700000000, int64(i)), Level: "info", Message: fmt.Sprintf("line %d", i), Step: "1"}
+	}
+	var all []template.LogEntry
+	for i := range 5 {
+		all = append(all, entry(i))
+	}
+	if err := st.AppendBuildLog(ctx, "b1", 0, all[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendBuildLog(ctx, "b1", 3, all[3:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendBuildLog(ctx, "b1", 3, all[3:4]); err == nil {
+		t.Error("an entry written twice at one place was taken")
+	}
+	for _, offset := range []int{0, 2, 4, 5, 9} {
+		got, err := st.BuildLog(ctx, "b1", offset)
+		want := all[min(offset, len(all)):]
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("from %d: %d entries %v, want %d", offset, len(got), err, len(want))
+		}
+		for i := range got {
+			if !got[i].Time.Equal(want[i].Time) || got[i].Message != want[i].Message || got[i].Level != "info" || got[i].Step != "1" {
+				t.Errorf("from %d, entry %d: %+v, want %+v", offset, i, got[i], want[i])
+			}
+		}
+	}
+	if err := st.AppendBuildLog(ctx, "b2", 0, []template.LogEntry{{Time: time.Now(), Level: "info", Message: "new"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PruneBuildLogs(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := st.BuildLog(ctx, "b1", 0)
+	recent, _ := st.BuildLog(ctx, "b2", 0)
+	if len(old) != 0 || len(recent) != 1 {
+		t.Errorf("after pruning what is older than an hour: %d old entries, %d recent", len(old), len(recent))
 	}
 }
