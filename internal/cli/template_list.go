@@ -36,7 +36,7 @@ func templateListCmd() *cobra.Command {
 				if !t.UpdatedAt.IsZero() {
 					updated = t.UpdatedAt.Local().Format(time.DateTime)
 				}
-				status := t.BuildStatus
+				status := t.Status()
 				if t.BuildProgress != nil {
 					status = fmt.Sprintf("%s %d%%", status, *t.BuildProgress)
 					doing = append(doing, fmt.Sprintf("%s is %d%% done, now %s", strings.Join(t.Names, ","), *t.BuildProgress, t.BuildDoing))

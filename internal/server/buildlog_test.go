@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestBuildLogKept: a build's log is kept past the build and the server's
@@ -49,5 +51,29 @@ func TestBuildLogKept(t *testing.T) {
 	}
 	if tail := messages(second, "?logsOffset=2"); len(tail) != len(before)-2 || tail[0] != before[2] {
 		t.Errorf("from offset 2: %q of %q", tail, before)
+	}
+
+	// A second build: while it runs, the first serves, and the template
+	// says so (servingBuildID); then the second serves.
+	code, m, raw = second.do(t, "POST", "/v3/templates", keyA, `{"name":"logged"}`)
+	if code != 202 || m["templateID"] != id {
+		t.Fatalf("a second build: %d %s", code, raw)
+	}
+	rebuild := m["buildID"].(string)
+	if code, _, raw := second.do(t, "POST", "/v2/templates/"+id+"/builds/"+rebuild, keyA, `{"fromTemplate":"base","steps":[{"type":"RUN","args":["sleep 2"]}]}`); code != 202 {
+		t.Fatalf("start the second build: %d %s", code, raw)
+	}
+	if _, info, _ := second.do(t, "GET", "/templates/"+id, keyA, ""); info["buildID"] != rebuild || info["servingBuildID"] != build ||
+		(info["buildStatus"] != "building" && info["buildStatus"] != "waiting") {
+		t.Errorf("while it rebuilds: buildID %v (%v), serving %v; want %s building, serving %s", info["buildID"], info["buildStatus"], info["servingBuildID"], rebuild, build)
+	}
+	testkit.Eventually(t, 2*time.Minute, func() error {
+		if _, st, _ := second.do(t, "GET", "/templates/"+id+"/builds/"+rebuild+"/status", keyA, ""); st["status"] != "ready" {
+			return fmt.Errorf("the second build: %v", st)
+		}
+		return nil
+	})
+	if _, info, _ := second.do(t, "GET", "/templates/"+id, keyA, ""); info["servingBuildID"] != rebuild {
+		t.Errorf("once rebuilt: serving %v, want %s", info["servingBuildID"], rebuild)
 	}
 }

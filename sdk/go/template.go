@@ -227,6 +227,25 @@ type TemplateInfo struct {
 	// and what it does now.
 	BuildProgress *int   `json:"buildProgress,omitempty"`
 	BuildDoing    string `json:"buildDoing,omitempty"`
+	// ServingBuildID is the build its sandboxes start from ("" while
+	// none is ready): an older one while a newer builds, or failed.
+	ServingBuildID string `json:"servingBuildID,omitempty"`
+}
+
+// Status is the template's state in a word or three: its newest build's
+// (E2B's buildStatus: building, waiting, ready, error), or "ready
+// (rebuilding)" and "ready (rebuild failed)" while an older build serves.
+func (t TemplateInfo) Status() string {
+	if t.ServingBuildID == "" || t.ServingBuildID == t.BuildID {
+		return t.BuildStatus
+	}
+	switch t.BuildStatus {
+	case "building", "waiting":
+		return "ready (rebuilding)"
+	case "error":
+		return "ready (rebuild failed)"
+	}
+	return t.BuildStatus
 }
 
 // ListTemplates lists the templates the key's team can use.

@@ -39,6 +39,10 @@ type templateInfo struct {
 	// now (Cove's own).
 	BuildProgress *int   `json:"buildProgress,omitempty"`
 	BuildDoing    string `json:"buildDoing,omitempty"`
+	// ServingBuildID is the build sandboxes start from, when one is
+	// ready: an older one while the newest builds or after it failed
+	// (Cove's own).
+	ServingBuildID string `json:"servingBuildID,omitempty"`
 }
 
 func (a *API) templateView(r template.Record) templateInfo {
@@ -59,6 +63,9 @@ func (a *API) templateView(r template.Record) templateInfo {
 				v.BuildProgress, v.BuildDoing = &pct, doing
 			}
 		}
+	}
+	if b := r.Serving(); b != nil {
+		v.ServingBuildID = b.ID
 	}
 	return v
 }

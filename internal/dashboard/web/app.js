@@ -348,9 +348,15 @@ async function openTerminal(sb) {
 // ---- templates ----
 
 // templateStatus is a template's newest build's state: a build in
-// progress with how far it is and what it does now.
+// progress with how far it is and what it does now; "ready (rebuilding)"
+// or "ready (rebuild failed)" while an older build serves.
 function templateStatus(t) {
-  let html = esc(t.buildStatus);
+  let status = t.buildStatus;
+  if (t.servingBuildID && t.servingBuildID !== t.buildID) {
+    if (status === 'building' || status === 'waiting') status = 'ready (rebuilding)';
+    else if (status === 'error') status = 'ready (rebuild failed)';
+  }
+  let html = esc(status);
   if (t.buildProgress !== undefined && t.buildProgress !== null) {
     html += ` ${esc(t.buildProgress)}%${bar(t.buildProgress, 100)}<div class="doing">${esc(t.buildDoing)}</div>`;
   }
