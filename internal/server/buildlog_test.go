@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,40 @@ func TestBuildLogKept(t *testing.T) {
 	})
 	if _, info, _ := second.do(t, "GET", "/templates/"+id, keyA, ""); info["servingBuildID"] != rebuild {
 		t.Errorf("once rebuilt: serving %v, want %s", info["servingBuildID"], rebuild)
+	}
+}
+
+// TestTemplateSpawns: a template's spawnCount and lastSpawnedAt count the
+// sandboxes it started, across the server's restart; the built-in base has
+// a real createdAt.
+func TestTemplateSpawns(t *testing.T) {
+	dataDir := t.TempDir()
+	edit := func(c *server.Config) {
+		c.DataDir, c.CgroupParent = dataDir, "cove-test-"+filepath.Base(dataDir)
+	}
+	first, stop := startStoppable(t, edit)
+	before := time.Now().UTC().Add(-time.Second)
+	for range 2 {
+		id := first.create(t, keyA)["sandboxID"].(string)
+		first.do(t, "DELETE", "/sandboxes/"+id, keyA, "")
+	}
+	stop()
+	second := startWith(t, edit)
+	second.create(t, keyA)
+	_, info, raw := second.do(t, "GET", "/templates/base", keyA, "")
+	last, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(info["lastSpawnedAt"]))
+	created, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(info["createdAt"]))
+	if info["spawnCount"] != float64(3) || last.Before(before) || created.IsZero() || created.Year() < 2000 {
+		t.Errorf("base: spawnCount %v, lastSpawnedAt %v, createdAt %v: %s", info["spawnCount"], info["lastSpawnedAt"], info["createdAt"], raw)
+	}
+	_, _, raw = second.do(t, "GET", "/templates", keyA, "")
+	var list []map[string]any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatalf("list: %v: %s", err, raw)
+	}
+	for _, tpl := range list {
+		if tpl["templateID"] == "base" && tpl["spawnCount"] != float64(3) {
+			t.Errorf("base in the list: spawnCount %v", tpl["spawnCount"])
+		}
 	}
 }

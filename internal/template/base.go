@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,10 +97,16 @@ func (s *Store) ensureBase() (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Made when its layer first was on this node (the layer stays while
+	// its content does).
+	var made time.Time
+	if st, err := os.Stat(s.layers.Path(layer)); err == nil {
+		made = st.ModTime().UTC()
+	}
 	return &Record{
-		ID: BaseName, Names: []string{BaseName}, Public: true, Tags: map[string]string{DefaultTag: BaseName},
+		ID: BaseName, Names: []string{BaseName}, Public: true, Tags: map[string]string{DefaultTag: BaseName}, CreatedAt: made,
 		Builds: []*Build{{
-			ID: BaseName, Status: StatusReady, // the node's default limits
+			ID: BaseName, Status: StatusReady, CreatedAt: made, FinishedAt: made, // the node's default limits
 			Image: Image{Layers: []string{layer}, Binds: BaseBinds(), User: "user", Workdir: "/home/user"},
 		}},
 	}, nil

@@ -34,7 +34,7 @@ func (a *API) getTemplate(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		templateInfo
 		Builds []templateBuild `json:"builds"`
-	}{templateInfo: a.templateView(rec), Builds: []templateBuild{}}
+	}{templateInfo: a.templateView(rec, a.templateSpawns(r)), Builds: []templateBuild{}}
 	for i := len(rec.Builds) - 1; i >= 0; i-- {
 		b := rec.Builds[i]
 		tb := templateBuild{BuildID: b.ID, Status: b.Status, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -27,7 +28,9 @@ type templateInfo struct {
 	CreatedAt   time.Time         `json:"createdAt"`
 	UpdatedAt   time.Time         `json:"updatedAt"`
 	BuildCount  int               `json:"buildCount"`
-	SpawnCount  int               `json:"spawnCount"`
+	SpawnCount  int64             `json:"spawnCount"`
+	// LastSpawnedAt is when its last sandbox started (none: omitted).
+	LastSpawnedAt *time.Time `json:"lastSpawnedAt,omitempty"`
 	EnvdVersion string            `json:"envdVersion"`
 	BuildStatus string            `json:"buildStatus"`
 	Tags        map[string]string `json:"tags,omitempty"`
@@ -45,9 +48,18 @@ type templateInfo struct {
 	ServingBuildID string `json:"servingBuildID,omitempty"`
 }
 
-func (a *API) templateView(r template.Record) templateInfo {
+// templateView is a template as E2B shows it, with its spawns (counted
+// from its sandboxes' created events). A record made without a time (a
+// built-in one) was created with its first build.
+func (a *API) templateView(r template.Record, spawns map[string]store.Spawns) templateInfo {
+	if r.CreatedAt.IsZero() && len(r.Builds) > 0 {
+		r.CreatedAt = r.Builds[0].CreatedAt
+	}
 	v := templateInfo{TemplateID: r.ID, Public: r.Public, Aliases: r.Names, Names: r.Names, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.CreatedAt, BuildCount: len(r.Builds), EnvdVersion: envd.Version, Tags: r.Tags}
+	if sp, ok := spawns[r.ID]; ok {
+		v.SpawnCount, v.LastSpawnedAt = sp.Count, &sp.Last
+	}
 	if n := len(r.Builds); n > 0 {
 		b := r.Builds[n-1]
 		v.BuildID, v.CPUCount, v.MemoryMB, v.DiskSizeMB, v.BuildStatus, v.WarmError = b.ID, b.CPUCount, b.MemoryMB, b.DiskMB, b.Status, b.WarmError
@@ -90,6 +102,7 @@ func (a *API) listTemplatesPaged(w http.ResponseWriter, r *http.Request) {
 		after = &c
 	}
 	recs := a.templates.List(team(r))
+	spawns := a.templateSpawns(r)
 	newer := func(a, b template.Record) int { // newest first; ids break ties
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
 	}
@@ -104,7 +117,7 @@ func (a *API) listTemplatesPaged(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Next-Token", encodeCursor(store.Cursor{StartedAt: last.CreatedAt, ID: last.TemplateID}))
 			break
 		}
-		out = append(out, a.templateView(rec))
+		out = append(out, a.templateView(rec, spawns))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -112,8 +125,19 @@ func (a *API) listTemplatesPaged(w http.ResponseWriter, r *http.Request) {
 // listTemplates serves GET /templates: the team's templates and public ones.
 func (a *API) listTemplates(w http.ResponseWriter, r *http.Request) {
 	out := []templateInfo{}
+	spawns := a.templateSpawns(r)
 	for _, rec := range a.templates.List(team(r)) {
-		out = append(out, a.templateView(rec))
+		out = append(out, a.templateView(rec, spawns))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// templateSpawns are the templates' spawns; a failed read is logged and
+// shows none (a count must not fail a listing).
+func (a *API) templateSpawns(r *http.Request) map[string]store.Spawns {
+	spawns, err := a.store.TemplateSpawns(r.Context())
+	if err != nil {
+		a.log.Warn("read the templates' spawns", logx.Err(err))
+	}
+	return spawns
 }

@@ -34,6 +34,16 @@ type Event struct {
 	ID, Type, Team, SandboxID string
 	Time                      time.Time
 	Body                      []byte
+	// Template is the sandbox's template: a created event counts a spawn
+	// of it (TemplateSpawns), in the event's transaction. Not kept.
+	Template string
+}
+
+// Spawns are how many sandboxes a template started (created events
+// recorded) and when the last one did.
+type Spawns struct {
+	Count int64
+	Last  time.Time
 }
 
 // eventBody is E2B's event (version v2); Cove's eventData carries the
@@ -68,7 +78,7 @@ type execution struct {
 // pause carries how long the sandbox ran.
 func NewEvent(sb Sandbox, typ, reason string, at time.Time) Event {
 	at = at.UTC()
-	e := Event{ID: ids.UUID(), Type: typ, Team: sb.Team, SandboxID: sb.ID, Time: at}
+	e := Event{ID: ids.UUID(), Type: typ, Team: sb.Team, SandboxID: sb.ID, Time: at, Template: sb.TemplateID}
 	b := eventBody{Version: "v2", ID: e.ID, Type: typ, SandboxID: sb.ID, TeamID: sb.Team, TemplateID: sb.TemplateID,
 		ExecutionID: sb.ID + "-" + sb.StartedAt.UTC().Format("20060102T150405.000000000Z"), Timestamp: at,
 		EventData: eventData{Metadata: sb.Metadata, Reason: reason}}

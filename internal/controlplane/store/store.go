@@ -231,6 +231,10 @@ type Store interface {
 	AddEvent(ctx context.Context, e Event) error
 	// Events returns the events q selects, newest first unless Ascending.
 	Events(ctx context.Context, q EventQuery) ([]Event, error)
+	// TemplateSpawns are the spawns of every template that had one, by
+	// template id: counted as their created events are added, and kept
+	// when those are pruned.
+	TemplateSpawns(ctx context.Context) (map[string]Spawns, error)
 	// PruneEvents removes events older than before (deliveries with them).
 	PruneEvents(ctx context.Context, before time.Time) error
 	// AddWebhook records a team's webhook.

@@ -28,7 +28,34 @@ func addEventTx(ctx context.Context, tx pgx.Tx, e store.Event) error {
 		e.ID, e.Time, e.Team, e.Type); err != nil {
 		return fmt.Errorf("add event's deliveries: %w", err)
 	}
+	if e.Type == store.EventCreated && e.Template != "" {
+		if _, err := tx.Exec(ctx, `INSERT INTO template_spawns (template_id, count, last_at) VALUES ($1, 1, $2)
+			ON CONFLICT (template_id) DO UPDATE SET count = template_spawns.count + 1, last_at = greatest(template_spawns.last_at, excluded.last_at)`,
+			e.Template, e.Time); err != nil {
+			return fmt.Errorf("count a spawn of template %s: %w", e.Template, err)
+		}
+	}
 	return nil
+}
+
+// TemplateSpawns implements store.Store.
+func (s *Store) TemplateSpawns(ctx context.Context) (map[string]store.Spawns, error) {
+	rows, err := s.pool.Query(ctx, `SELECT template_id, count, last_at FROM template_spawns`)
+	if err != nil {
+		return nil, fmt.Errorf("read template spawns: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]store.Spawns{}
+	for rows.Next() {
+		var id string
+		var sp store.Spawns
+		if err := rows.Scan(&id, &sp.Count, &sp.Last); err != nil {
+			return nil, fmt.Errorf("read template spawns: %w", err)
+		}
+		sp.Last = sp.Last.UTC()
+		out[id] = sp
+	}
+	return out, rows.Err()
 }
 
 // Events implements store.Store.

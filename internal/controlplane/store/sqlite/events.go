@@ -34,6 +34,13 @@ func addEventTx(ctx context.Context, tx *sql.Tx, e store.Event) error {
 		e.ID, e.Team, e.SandboxID, e.Type, e.Time.UnixNano(), e.Body); err != nil {
 		return fmt.Errorf("add event: %w", err)
 	}
+	if e.Type == store.EventCreated && e.Template != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO template_spawns (template_id, count, last_at) VALUES (?, 1, ?)
+			ON CONFLICT (template_id) DO UPDATE SET count = count + 1, last_at = max(last_at, excluded.last_at)`,
+			e.Template, e.Time.UnixNano()); err != nil {
+			return fmt.Errorf("count a spawn of template %s: %w", e.Template, err)
+		}
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT id, events FROM webhooks WHERE team = ? AND enabled = 1`, e.Team)
 	if err != nil {
 		return fmt.Errorf("add event's deliveries: %w", err)
@@ -235,4 +242,23 @@ func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time) er
 		return fmt.Errorf("retry delivery: %w", err)
 	}
 	return nil
+}
+
+// TemplateSpawns implements store.Store.
+func (s *Store) TemplateSpawns(ctx context.Context) (map[string]store.Spawns, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT template_id, count, last_at FROM template_spawns`)
+	if err != nil {
+		return nil, fmt.Errorf("read template spawns: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]store.Spawns{}
+	for rows.Next() {
+		var id string
+		var n, last int64
+		if err := rows.Scan(&id, &n, &last); err != nil {
+			return nil, fmt.Errorf("read template spawns: %w", err)
+		}
+		out[id] = store.Spawns{Count: n, Last: time.Unix(0, last).UTC()}
+	}
+	return out, rows.Err()
 }

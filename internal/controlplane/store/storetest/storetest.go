@@ -447,12 +447,17 @@ func eventsAndWebhooks(t *testing.T, s store.Store) {
 		}
 	}
 	// A log line and its event, in one write.
-	other := store.NewEvent(store.Sandbox{ID: "isb2", Team: "t1", StartedAt: at}, store.EventCreated, store.ReasonAPI, at.Add(30*time.Second))
+	other := store.NewEvent(store.Sandbox{ID: "isb2", Team: "t1", TemplateID: "base", StartedAt: at}, store.EventCreated, store.ReasonAPI, at.Add(30*time.Second))
 	if err := s.AddSandboxLog(ctx, store.SandboxLog{SandboxID: "isb2", Team: "t1", Time: other.Time, Level: "info", Message: "sandbox created"}, other); err != nil {
 		t.Fatal(err)
 	}
 	if lines, err := s.SandboxLogs(ctx, store.LogQuery{SandboxID: "isb2", Team: "t1", Limit: 10}); err != nil || len(lines) != 1 {
 		t.Errorf("the log line written with its event: %v, %v", lines, err)
+	}
+	// Created events count their template's spawns; no other event does.
+	spawns, err := s.TemplateSpawns(ctx)
+	if want := (store.Spawns{Count: 2, Last: other.Time}); err != nil || len(spawns) != 1 || spawns["base"].Count != want.Count || !spawns["base"].Last.Equal(want.Last) {
+		t.Errorf("template spawns: %+v %v, want base: %+v", spawns, err, want)
 	}
 	list := func(q store.EventQuery) string {
 		t.Helper()
