@@ -3,15 +3,16 @@
 // (cold or pooled, by the server), and runCode('1+1') round trips in one
 // warm context. Prints `go test -bench` style lines. The template is a
 // template over base that starts the code interpreter, as
-// code-interpreter-v1 does.
+// code-interpreter-v1 does, or CODE_TEMPLATE (the real one, built by
+// hand: bench/NOTES.md).
 import { Sandbox } from '@e2b/code-interpreter'
 import { Template } from 'e2b'
 
 const label = process.argv[2] ?? 'pooled'
 const n = Number(process.argv[3] ?? 20)
-const TEMPLATE = 'bench-code-interpreter'
+const TEMPLATE = process.env.CODE_TEMPLATE ?? 'bench-code-interpreter'
 
-if (!(await Template.exists(TEMPLATE))) {
+if (!process.env.CODE_TEMPLATE && !(await Template.exists(TEMPLATE))) {
   await Template.build(
     Template()
       .fromTemplate('base')
@@ -40,7 +41,7 @@ for (let i = 0; i < n; i++) {
   first.push(performance.now() - start)
   await sbx.kill()
 }
-console.log(`BenchmarkE2E/code-interpreter/${label} ${first.length} 0 ns/op ${pct(first)}`)
+console.log(`BenchmarkE2E/code-interpreter/${label}${process.env.CODE_TEMPLATE ? '/' + TEMPLATE : ''} ${first.length} 0 ns/op ${pct(first)}`)
 
 if (label === 'pooled') {
   const sbx = await Sandbox.create(TEMPLATE, { timeoutMs: 120_000 })

@@ -117,6 +117,11 @@ type Builder struct {
 	ReadyTimeout time.Duration
 	// Debootstrap is the debootstrap program ("" = from PATH).
 	Debootstrap string
+	// HostCerts is the node's directory of trusted certificates
+	// (/etc/ssl/certs), which the recipes' build steps see read-only at
+	// hostCertsTarget: a recipe that fetches over TLS (pip from PyPI)
+	// trusts what the node trusts, a proxy's CA among them. "" = none.
+	HostCerts string
 	// Observe, when set, is told how each build ended (StatusReady,
 	// StatusError) and how long it ran.
 	Observe func(status string, d time.Duration)
@@ -124,7 +129,7 @@ type Builder struct {
 
 // NewBuilder returns a builder over the store's layers.
 func NewBuilder(store *Store, sandboxes Sandboxes, log *slog.Logger) *Builder {
-	return &Builder{store: store, sandboxes: sandboxes, log: log, ReadyTimeout: 10 * time.Minute}
+	return &Builder{store: store, sandboxes: sandboxes, log: log, ReadyTimeout: 10 * time.Minute, HostCerts: "/etc/ssl/certs"}
 }
 
 // state is a build between steps: its image so far and the cache key of
@@ -372,7 +377,17 @@ func (b *Builder) remember(st state) {
 }
 
 func describe(s Step) string {
-	return strings.TrimSpace(s.Type + " " + strings.Join(s.Args, " "))
+	return brief(strings.TrimSpace(s.Type + " " + strings.Join(s.Args, " ")))
+}
+
+// brief is a command as logs and errors show it: its first line, and how
+// many more it has (a recipe's step carries a file in a here-document).
+func brief(cmd string) string {
+	first, rest, ok := strings.Cut(cmd, "\n")
+	if !ok {
+		return cmd
+	}
+	return fmt.Sprintf("%s … (%d more lines)", first, strings.Count(rest, "\n")+1)
 }
 
 // runStep applies one step to st.
@@ -480,7 +495,7 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 		return "", err
 	}
 	if code != 0 {
-		return "", fmt.Errorf("%s: exit code %d", cmd.Cmd, code)
+		return "", fmt.Errorf("%s: exit code %d", brief(cmd.Cmd), code)
 	}
 	upper := filepath.Join(scratch, "upper")
 	if debCache {

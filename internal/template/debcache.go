@@ -36,30 +36,41 @@ func (b *Builder) debCache() (string, error) {
 	return dir, nil
 }
 
+// hostCertsTarget is where a recipe's build step sees the node's trusted
+// certificates (Builder.HostCerts), read-only.
+const hostCertsTarget = "/var/cache/cove-host-certs"
+
 // withDebCache gives a step's sandbox the cache, read-only at
-// debCacheTarget, over a layer that holds only that mount point.
+// debCacheTarget, and the node's certificates at hostCertsTarget where it
+// has them, over a layer that holds only those mount points.
 func (b *Builder) withDebCache(t *Template) error {
 	dir, err := b.debCache()
 	if err != nil {
 		return err
 	}
+	binds := []isolation.Bind{{Source: dir, Target: debCacheTarget}}
+	if st, err := os.Stat(b.HostCerts); b.HostCerts != "" && err == nil && st.IsDir() {
+		binds = append(binds, isolation.Bind{Source: b.HostCerts, Target: hostCertsTarget})
+	}
 	stage, err := b.store.layers.stage()
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(stage, debCacheTarget), 0o755); err != nil {
-		removeStage(stage)
-		return err
-	}
-	for p := filepath.Join(stage, debCacheTarget); p != stage; p = filepath.Dir(p) {
-		os.Chmod(p, 0o755) // whatever the umask left
+	for _, bind := range binds {
+		if err := os.MkdirAll(filepath.Join(stage, bind.Target), 0o755); err != nil {
+			removeStage(stage)
+			return err
+		}
+		for p := filepath.Join(stage, bind.Target); p != stage; p = filepath.Dir(p) {
+			os.Chmod(p, 0o755) // whatever the umask left
+		}
 	}
 	name, err := b.store.layers.commitByContent(stage)
 	if err != nil {
 		return err
 	}
 	t.RootFS.Layers = append(t.RootFS.Layers, b.store.layers.Path(name))
-	t.RootFS.Binds = append(t.RootFS.Binds, isolation.Bind{Source: dir, Target: debCacheTarget})
+	t.RootFS.Binds = append(t.RootFS.Binds, binds...)
 	return nil
 }
 

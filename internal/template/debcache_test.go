@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
@@ -28,6 +29,8 @@ func TestDebCache(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(cache, "kept_1_all.deb"), []byte("kept"), 0o644)
 
+	certs := t.TempDir()
+	b.HostCerts = certs
 	var tpl Template
 	if err := b.withDebCache(&tpl); err != nil {
 		t.Fatal(err)
@@ -35,11 +38,14 @@ func TestDebCache(t *testing.T) {
 	if n := len(tpl.RootFS.Layers); n != 1 {
 		t.Fatalf("layers: %v", tpl.RootFS.Layers)
 	}
-	if st, err := os.Stat(filepath.Join(tpl.RootFS.Layers[0], debCacheTarget)); err != nil || !st.IsDir() || st.Mode().Perm() != 0o755 {
-		t.Errorf("the mount point layer: %v %v", st, err)
+	for _, target := range []string{debCacheTarget, hostCertsTarget} {
+		if st, err := os.Stat(filepath.Join(tpl.RootFS.Layers[0], target)); err != nil || !st.IsDir() || st.Mode().Perm() != 0o755 {
+			t.Errorf("the mount point layer's %s: %v %v", target, st, err)
+		}
 	}
-	if bs := tpl.RootFS.Binds; len(bs) != 1 || bs[0].Source != cache || bs[0].Target != debCacheTarget || bs[0].Writable {
-		t.Errorf("binds: %+v", bs)
+	want := []isolation.Bind{{Source: cache, Target: debCacheTarget}, {Source: certs, Target: hostCertsTarget}}
+	if bs := tpl.RootFS.Binds; !slices.Equal(bs, want) {
+		t.Errorf("binds: %+v, want %+v", bs, want)
 	}
 
 	upper := t.TempDir()
@@ -82,7 +88,7 @@ func TestDebCache(t *testing.T) {
 
 // TestDepsInstallsRecipePackages: test/compat runs the code interpreter
 // and the desktop over the host's /usr, so scripts/deps.sh installs on the
-// host every package those recipes add.
+// host the code interpreter's kernels and every package the desktop adds.
 func TestDepsInstallsRecipePackages(t *testing.T) {
 	script, err := os.ReadFile("../../scripts/deps.sh")
 	if err != nil {
@@ -92,7 +98,7 @@ func TestDepsInstallsRecipePackages(t *testing.T) {
 	for _, w := range strings.FieldsFunc(string(script), func(r rune) bool { return strings.ContainsRune(" \t\n;\\", r) }) {
 		words[w] = true
 	}
-	for _, groups := range [][][]string{CodeInterpreterPackages, DesktopPackages} {
+	for _, groups := range [][][]string{{CodeInterpreterKernels}, DesktopPackages} {
 		for _, pkgs := range groups {
 			for _, pkg := range pkgs {
 				if !words[pkg] {
@@ -148,7 +154,7 @@ func TestRecipeVersion(t *testing.T) {
 		change  func(*Spec)
 		changed []string
 	}{
-		{"debian", func(s *Spec) { s.FromDebootstrap = &Debootstrap{Suite: "trixie"} }, []string{"debian", "code-interpreter-v1", "desktop"}},
+		{"debian", func(s *Spec) { s.FromDebootstrap = &Debootstrap{Suite: "trixie"} }, []string{"debian", "desktop"}},
 		{"code-interpreter-v1", func(s *Spec) { s.StartCmd = "/.cove/cove-envd code-interpreter" }, []string{"code-interpreter-v1"}},
 		{"desktop", func(s *Spec) { s.MemoryMB = 4096 }, []string{"desktop"}},
 	} {

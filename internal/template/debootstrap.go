@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,33 +197,23 @@ func emptyDir(dir string) error {
 // Recipes are built-in templates built on first use: debian (debootstrap
 // bookworm minbase with what E2B's base template has: python3 and python,
 // nodejs and npm, git, curl, tput, build tools and sudo, and E2B's
-// `user` account), code-interpreter-v1 (debian with numpy, pandas and
-// matplotlib from Debian's archive) and desktop (debian with the X11
-// desktop @e2b/desktop drives).
+// `user` account), code-interpreter-v1 (the same on trixie, for its
+// Python 3.13, with the kernels from Debian's archive and E2B's Python
+// packages from PyPI) and desktop (debian with the X11 desktop
+// @e2b/desktop drives).
 var Recipes = map[string]Spec{
 	"debian": {
-		DebCache: true,
-		FromDebootstrap: &Debootstrap{Suite: "bookworm", Variant: "minbase",
-			Include: []string{"python3", "python-is-python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps",
-				"iproute2", "less", "ncurses-bin", "build-essential"}},
-		// npm (and its few hundred node-* packages) through apt in a build
-		// step: debootstrap's own configuration pass fails on it.
-		Steps: append(append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps([][]string{{"npm"}})...),
-			Step{Type: "RUN", Args: []string{"useradd -m -s /bin/bash -u 1000 -G sudo user" +
-				" && echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user && chmod 440 /etc/sudoers.d/user" +
-				" && passwd -d user && mkdir -p /code && chmod 777 /code /usr/local"}},
-			Step{Type: "USER", Args: []string{"user"}},
-			Step{Type: "WORKDIR", Args: []string{"/home/user"}},
-		),
+		DebCache:        true,
+		FromDebootstrap: &Debootstrap{Suite: "bookworm", Variant: "minbase", Include: e2bBasePackages},
+		Steps:           e2bBaseSteps(),
 	},
 	"code-interpreter-v1": {
-		DebCache:     true,
-		FromTemplate: "debian",
-		Steps: append(append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps(CodeInterpreterPackages)...),
-			Step{Type: "USER", Args: []string{"user"}}),
-		StartCmd: CodeInterpreterStart,
-		ReadyCmd: CodeInterpreterReady,
-		CPUCount: 2, MemoryMB: 2048, // E2B's
+		DebCache:        true,
+		FromDebootstrap: &Debootstrap{Suite: "trixie", Variant: "minbase", Include: e2bBasePackages},
+		Steps:           e2bBaseSteps(append(aptSteps(CodeInterpreterPackages), pipSteps(codeInterpreterLock, codeInterpreterLarge)...)...),
+		StartCmd:        CodeInterpreterStart,
+		ReadyCmd:        CodeInterpreterReady,
+		CPUCount:        2, MemoryMB: 2048, // E2B's
 	},
 	"desktop": {
 		DebCache:     true,
@@ -231,6 +223,26 @@ var Recipes = map[string]Spec{
 			Step{Type: "USER", Args: []string{"user"}}),
 		CPUCount: 2, MemoryMB: 2048,
 	},
+}
+
+// e2bBasePackages are what debootstrap installs for the recipes: what
+// E2B's base image has (python3 and python, nodejs, git, curl, sudo, build
+// tools, tput) and what the sandbox's tools need.
+var e2bBasePackages = []string{"python3", "python-is-python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps",
+	"iproute2", "less", "ncurses-bin", "build-essential"}
+
+// e2bBaseSteps make a debootstrap base E2B's base: npm (and its few
+// hundred node-* packages) through apt in a build step (debootstrap's own
+// configuration pass fails on it), E2B's `user` with passwordless sudo,
+// and /code; then the recipe's own steps, as root; last `user` in
+// /home/user as the default user and directory.
+func e2bBaseSteps(own ...Step) []Step {
+	steps := append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps([][]string{{"npm"}})...)
+	steps = append(steps, Step{Type: "RUN", Args: []string{"useradd -m -s /bin/bash -u 1000 -G sudo user" +
+		" && echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user && chmod 440 /etc/sudoers.d/user" +
+		" && passwd -d user && mkdir -p /code && chmod 777 /code /usr/local"}})
+	steps = append(steps, own...)
+	return append(steps, Step{Type: "USER", Args: []string{"user"}}, Step{Type: "WORKDIR", Args: []string{"/home/user"}})
 }
 
 // DesktopPackages are the Debian packages desktop adds to debian: what
@@ -251,14 +263,78 @@ var DesktopPackages = [][]string{
 // shares it, as each container of an image does).
 const DesktopSetup = "ln -sfn /usr/share/novnc /opt/noVNC && mkdir -p /var/lib/dbus && dbus-uuidgen --ensure"
 
+// CodeInterpreterKernels are the Debian packages of code-interpreter-v1's
+// kernels but Python's: IRkernel, a JDK for JShell, TypeScript's compiler
+// for the Node kernel.
+var CodeInterpreterKernels = []string{"r-cran-irkernel", "default-jdk-headless", "node-typescript"}
+
 // CodeInterpreterPackages are the Debian packages code-interpreter-v1
-// adds to debian, a step (a layer) per group: each step's writes (the
+// adds to its base, a step (a layer) per group: each step's writes (the
 // downloaded archives too) must fit a build sandbox's writable layer. The
-// kernels (IPython's, IRkernel, a JDK for JShell, TypeScript's compiler for
-// the Node kernel) and the usual data libraries.
+// kernels, pip, and the libraries OpenCV's wheel loads (GL, GLib).
 var CodeInterpreterPackages = [][]string{
-	{"python3-ipykernel", "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-pil"},
-	{"r-cran-irkernel", "default-jdk-headless", "node-typescript"},
+	append(slices.Clone(CodeInterpreterKernels), "python3-pip", "libgl1", "libglib2.0-0t64"),
+}
+
+// codeInterpreterLock is what code-interpreter-v1's Python installs from
+// PyPI: E2B's code-interpreter-v1 packages at its versions
+// (recipes/code-interpreter.in; CodeInterpreterPython), and all they pull
+// in, each pinned with the sha256 of its wheels for CPython 3.13 on x86-64
+// (recipes/code-interpreter.lock, made by scripts/code-interpreter-lock.sh).
+//
+//go:embed recipes/code-interpreter.lock
+var codeInterpreterLock string
+
+// codeInterpreterLarge are the largest packages of code-interpreter-v1's
+// Python (two thirds of its 1.2 GB): pip installs them in a step of their
+// own, so that each step's writes (wheels, files, bytecode) fit a build
+// sandbox's writable layer.
+var codeInterpreterLarge = []string{"llvmlite", "numba", "opencv-python", "spacy", "scipy", "gensim"}
+
+// pipSteps install what lock pins in two RUN steps: the packages first
+// names, then the others (each lock entry is whole in one: --no-deps
+// needs no package's dependencies in the same step).
+func pipSteps(lock string, first []string) []Step {
+	var a, b strings.Builder
+	for _, entry := range lockEntries(lock) {
+		name, _, _ := strings.Cut(entry, "==")
+		if slices.Contains(first, name) {
+			a.WriteString(entry)
+		} else {
+			b.WriteString(entry)
+		}
+	}
+	return []Step{{Type: "RUN", Args: []string{pipStep(a.String())}}, {Type: "RUN", Args: []string{pipStep(b.String())}}}
+}
+
+// lockEntries splits a pip lock into its entries: a `name==version` line
+// and the hash lines that continue it, each ending in a newline.
+func lockEntries(lock string) []string {
+	var out []string
+	for _, line := range strings.SplitAfter(lock, "\n") {
+		switch {
+		case strings.TrimSpace(line) == "":
+		case line[0] == ' ' && len(out) > 0:
+			out[len(out)-1] += line
+		default:
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// pipStep installs the packages lock pins into the system's Python, as
+// root (under /usr/local, where Debian's pip puts them), wheels only and
+// each checked against its hashes, beside what Debian's packages put in
+// /usr/lib (pip's own dependencies: never uninstalled, found after
+// /usr/local); pip's cache stays out of the layer. pip trusts the node's
+// certificates where the step has them.
+func pipStep(lock string) string {
+	certs := hostCertsTarget + "/ca-certificates.crt"
+	return "cat > /tmp/cove-python.lock <<'EOF'\n" + lock + "EOF\n" +
+		"if [ -f " + certs + " ]; then export PIP_CERT=" + certs + "; fi\n" +
+		"pip install --no-input --disable-pip-version-check --root-user-action=ignore --break-system-packages --no-cache-dir " +
+		"--ignore-installed --require-hashes --only-binary :all: --no-deps -r /tmp/cove-python.lock && rm /tmp/cove-python.lock"
 }
 
 // aptSteps installs each group of packages in a RUN step of its own,
@@ -294,10 +370,12 @@ const (
 
 // RecipeSeconds is how long each recipe's base and steps took (seconds;
 // [0] the base, then each of Steps), measured on a 2-core machine with a
-// fast mirror and no package cache: what progress reports weigh them by.
+// fast mirror (debian and desktop with no package cache,
+// code-interpreter-v1 with a warm one; its pip steps always download):
+// what progress reports weigh them by.
 var RecipeSeconds = map[string][]float64{
 	"debian":              {73, 0, 35, 0.3, 0, 0},
-	"code-interpreter-v1": {0, 0, 66, 26, 1.5}, // the last: the start check's share is folded in
+	"code-interpreter-v1": {40, 0, 20, 0.1, 21, 15, 70, 0, 0.7}, // the last: the start check's share is folded in
 	"desktop":             {0, 0, 80, 40, 0.5, 0},
 }
 

@@ -219,10 +219,11 @@ exit 1
 
 // TestPrepareInBackground starts a server as users do (the built-in
 // templates prepared from the start): without any request,
-// code-interpreter-v1 is being built, through debian; the template list
-// tells how far and what runs, a create of it says so, and `cove template
-// prepare` follows debian's lines; a failed preparation is listed as
-// failed with debootstrap's reason.
+// code-interpreter-v1 is being built; the template list tells how far and
+// what runs, a create of it says so. desktop, asked for, waits for debian,
+// which it starts from, and tells debian's progress as its own; `cove
+// template prepare` follows debian's lines; a failed preparation is listed
+// as failed with debootstrap's reason.
 func TestPrepareInBackground(t *testing.T) {
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
@@ -232,46 +233,67 @@ func TestPrepareInBackground(t *testing.T) {
 	}
 	srv := testutil.StartServer(t, key, "--debootstrap", program, "--prepare-templates")
 	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	create := func(tpl string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/sandboxes", strings.NewReader(`{"templateID":"`+tpl+`"}`))
+		req.Header.Set("X-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
 
-	progress := regexp.MustCompile(`(?m)^code-interpreter-v1\s.*(?:waiting|building) (\d+)%`)
+	progress := regexp.MustCompile(`(?m)^code-interpreter-v1\s.*building (\d+)%`)
 	var list string
 	testkit.Wait(30*time.Second, func() bool {
 		list, _, _ = c.run(t, "", "template", "list")
 		return progress.MatchString(list) && strings.Contains(list, "debootstrap: downloading packages")
 	})
-	if m := progress.FindStringSubmatch(list); m == nil || !regexp.MustCompile(`code-interpreter-v1 is \d+% done, now debian: debootstrap: downloading packages`).MatchString(list) {
+	if m := progress.FindStringSubmatch(list); m == nil || !regexp.MustCompile(`code-interpreter-v1 is \d+% done, now debootstrap: downloading packages`).MatchString(list) {
 		t.Fatalf("code-interpreter-v1 is not listed as being prepared:\n%s", list)
 	} else if pct, _ := strconv.Atoi(m[1]); pct < 1 || pct > 20 {
-		t.Errorf("code-interpreter-v1 is %d%% done while debian downloads its packages", pct)
+		t.Errorf("code-interpreter-v1 is %d%% done while debootstrap downloads its packages", pct)
 	}
-	if !regexp.MustCompile(`(?m)^debian\s.*building \d+%`).MatchString(list) {
-		t.Errorf("debian is not listed as being built:\n%s", list)
-	}
-
-	req, _ := http.NewRequest("POST", srv.URL+"/sandboxes", strings.NewReader(`{"templateID":"code-interpreter-v1"}`))
-	req.Header.Set("X-API-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || !regexp.MustCompile(`is being prepared .*: \d+% done, now debian: debootstrap: downloading packages`).Match(body) {
-		t.Errorf("a create while it is prepared: %d %s", resp.StatusCode, body)
+	if code, body := create("code-interpreter-v1"); code != 503 || !regexp.MustCompile(`is being prepared .*: \d+% done, now debootstrap: downloading packages`).MatchString(body) {
+		t.Errorf("a create while it is prepared: %d %s", code, body)
 	}
 
-	// prepare follows it to its end: debian's lines, then the failure.
+	// desktop's first use prepares it, through debian.
+	if code, body := create("desktop"); code != 503 || !strings.Contains(body, "is being prepared") {
+		t.Errorf("desktop's first create: %d %s", code, body)
+	}
+	testkit.Wait(30*time.Second, func() bool {
+		list, _, _ = c.run(t, "", "template", "list")
+		return strings.Contains(list, "desktop is") && strings.Contains(list, "now debian: debootstrap: downloading packages")
+	})
+	if !regexp.MustCompile(`(?m)^debian\s.*building \d+%`).MatchString(list) || !regexp.MustCompile(`(?m)^desktop\s.*waiting \d+%`).MatchString(list) ||
+		!regexp.MustCompile(`desktop is \d+% done, now debian: debootstrap: downloading packages`).MatchString(list) {
+		t.Errorf("debian is not listed as being built for desktop:\n%s", list)
+	}
+	if code, body := create("desktop"); code != 503 || !regexp.MustCompile(`is being prepared .*: \d+% done, now debian: debootstrap: downloading packages`).MatchString(body) {
+		t.Errorf("a create of desktop while debian is built: %d %s", code, body)
+	}
+
+	// prepare follows each to its end: debian's lines, then the failure.
 	go func() {
 		time.Sleep(time.Second)
 		os.WriteFile(release, nil, 0o644)
 	}()
-	out, errOut, code := c.run(t, "", "template", "prepare", "code-interpreter-v1")
+	out, errOut, code := c.run(t, "", "template", "prepare", "desktop")
 	if code == 0 || !strings.Contains(out, "debian: I: Retrieving libc6") || !strings.Contains(errOut+out, "debootstrap bookworm") {
-		t.Errorf("prepare: %d\n%s\n%s", code, out, errOut)
+		t.Errorf("prepare desktop: %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = c.run(t, "", "template", "prepare", "code-interpreter-v1")
+	if code == 0 || !strings.Contains(errOut+out, "debootstrap trixie") {
+		t.Errorf("prepare code-interpreter-v1: %d\n%s\n%s", code, out, errOut)
 	}
 	list, _, _ = c.run(t, "", "template", "list")
-	if !regexp.MustCompile(`(?m)^code-interpreter-v1\s.*error\s`).MatchString(list) || strings.Contains(list, "%") {
-		t.Errorf("a failed preparation:\n%s", list)
+	for _, name := range []string{"code-interpreter-v1", "desktop"} {
+		if !regexp.MustCompile(`(?m)^`+name+`\s.*error\s`).MatchString(list) || strings.Contains(list, "%") {
+			t.Errorf("a failed preparation of %s:\n%s", name, list)
+		}
 	}
 	// debootstrap's tmpfs is gone with it.
 	if left, _ := filepath.Glob(filepath.Join(srv.DataDir, "templates", "layers", ".debootstrap-*")); len(left) > 0 {

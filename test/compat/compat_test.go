@@ -118,6 +118,7 @@ func TestCodeInterpreter(t *testing.T) {
 			runNodeTests(t, srv.Addr, "code-interpreter.test.mjs")
 			runReadmeSnippet(t, sdkEnv(srv.Addr), "code-interpreter", "ci-compat") // the template the suite built
 			if isolation == "namespaces" {
+				checkImports(t, srv.Addr, "ci-compat")
 				runPytest(t, sdkEnv(srv.Addr), "test_code_interpreter.py")
 				runReadmeSnippet(t, sdkEnv(srv.Addr), "python-code-interpreter", "ci-compat")
 			}

@@ -85,6 +85,10 @@ func describeStep(s template.Step) string {
 		}
 		text = "installing " + strings.Join(pkgs, " ")
 	}
+	if strings.Contains(text, "pip install") && strings.ToUpper(s.Type) == "RUN" { // a recipe's, its lock in a here-document
+		text = fmt.Sprintf("installing %d Python packages (pip)", strings.Count(text, "=="))
+	}
+	text, _, _ = strings.Cut(text, "\n")
 	if len(text) > 60 {
 		text = text[:57] + "…"
 	}

@@ -55,6 +55,12 @@ func TestProgress(t *testing.T) {
 			{"3", "COPY a /a", 66, "step 3 of 3"},
 			{"", "starting: sleep inf", 99, "start command"},
 		}},
+		{"a here-document, a pip lock", template.Spec{Steps: []template.Step{
+			{Type: "RUN", Args: []string{"cat > /x <<'EOF'\nline two\nEOF\nmake"}},
+			{Type: "RUN", Args: []string{"cat > /l <<'EOF'\na==1 \\\n    --hash=sha256:00\nb==2\nEOF\npip install -r /l"}}}}, nil, []line{
+			{"1", "RUN cat", 33, "step 1 of 2: RUN cat > /x <<'EOF'"},
+			{"2", "RUN cat", 66, "step 2 of 2: installing 2 Python packages (pip)"},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProgress(tc.spec, tc.secs)
@@ -81,10 +87,10 @@ func TestProgress(t *testing.T) {
 // progress while it waits, then goes on from that share.
 func TestProgressWaitsForParent(t *testing.T) {
 	parent := newProgress(template.Recipes["debian"], template.RecipeSeconds["debian"])
-	child := newProgress(template.Recipes["code-interpreter-v1"], template.RecipeSeconds["code-interpreter-v1"])
-	share := template.RecipeShare("debian", "code-interpreter-v1")
+	child := newProgress(template.Recipes["desktop"], template.RecipeSeconds["desktop"])
+	share := template.RecipeShare("debian", "desktop")
 	if share < 0.3 || share > 0.7 {
-		t.Fatalf("debian's share of code-interpreter-v1: %v", share)
+		t.Fatalf("debian's share of desktop: %v", share)
 	}
 	child.waitFor("debian", parent, share)
 	parent.add(template.LogEntry{Message: "I: Unpacking the base system..."})
