@@ -39,7 +39,9 @@ command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.d
 # chromium: the dashboard's browser tests drive Debian's, headless.
 # qemu-system-x86_64: microVM guests (QEMU's microvm machine); mkfs.erofs
 # makes their read-only images of template layers.
-for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86 mkfs.erofs:erofs-utils; do
+# debootstrap: test/cli builds the debian recipe from the tests' own
+# Debian archive (scripts/debian-archive.sh, below).
+for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86 mkfs.erofs:erofs-utils debootstrap:debootstrap; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done
@@ -72,6 +74,11 @@ if [ -n "$need" ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 fi
 go mod download
+# The tests' own Debian archive: Debian 12's index and the debian recipe's
+# packages, fetched once (make test reaches no archive).
+if [ "$(id -u)" = 0 ]; then
+	./scripts/debian-archive.sh
+fi
 # The microVM guests' kernel: Debian's cloud kernel, unpacked (not
 # installed) into /var/cache/cove-microvm.
 if ! guest_kernel_ready; then

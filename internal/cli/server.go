@@ -92,6 +92,13 @@ func (r *runFlags) metrics(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.MetricsListen, "metrics-listen", os.Getenv("COVE_METRICS_LISTEN"), "serve Prometheus metrics at /metrics on this address, without a token: bind it where only the scraper reaches (COVE_METRICS_LISTEN; default: none)")
 }
 
+// recipes are the flags of the built-in templates' builds, which cove
+// server and a cluster's nodes run.
+func (r *runFlags) recipes(f *pflag.FlagSet) {
+	f.StringVar(&r.cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates (COVE_DEBOOTSTRAP; default: from PATH)")
+	f.StringVar(&r.cfg.DebianMirror, "debian-mirror", os.Getenv("COVE_DEBIAN_MIRROR"), "the Debian archive the built-in templates are built from (COVE_DEBIAN_MIRROR; default: the first one the host's apt sources name)")
+}
+
 // teams are the team quota flags: cove server's and a node's cap what a
 // team's sandboxes hold on the node, a cluster's API replicas (PostgreSQL
 // counting) over all its nodes.
@@ -196,7 +203,7 @@ Every flag can also be set through its environment variable.`,
 	r.metrics(f)
 	r.teams(f)
 	f.BoolVar(&r.cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
-	f.StringVar(&r.cfg.Debootstrap, "debootstrap", os.Getenv("COVE_DEBOOTSTRAP"), "the debootstrap program that builds the built-in debian templates (COVE_DEBOOTSTRAP; default: from PATH)")
+	r.recipes(f)
 	f.BoolVar(&r.cfg.PrepareTemplates, "prepare-templates", envOr("COVE_PREPARE_TEMPLATES", "true") == "true", "build the built-in templates debian and code-interpreter-v1 in the background from the server's start, when debootstrap is installed, rather than at their first use (COVE_PREPARE_TEMPLATES; `cove template list` shows how far)")
 	f.Int64Var(&r.cfg.VolumeSizeMB, "volume-size", 1024, "size of a new volume in MiB (an ext4 image on the data directory's disk)")
 	f.IntVar(&r.cfg.MaxTeamVolumes, "team-max-volumes", envInt("COVE_TEAM_MAX_VOLUMES", volume.DefaultMaxPerTeam), "volumes one team may keep (each holds a loop device, a mount and its image's disk; COVE_TEAM_MAX_VOLUMES)")

@@ -15,9 +15,10 @@ func templatePrepareCmd() *cobra.Command {
 		Short: "Build a built-in template now (debian, code-interpreter-v1, desktop), following its progress",
 		Long: `Build a built-in template now instead of on its first use, and follow the build.
 debian is debootstrap's bookworm minbase with python3, nodejs, git, curl and sudo
-(the server needs debootstrap and Debian's archive); code-interpreter-v1 adds
-numpy, pandas and matplotlib to it, desktop an XFCE desktop for @e2b/desktop
-(Xvfb, xdotool, x11vnc, noVNC). Built once, they are cached.`,
+(the server needs debootstrap and Debian's archive); code-interpreter-v1 is the
+same on trixie (Python 3.13) with E2B's Python packages from PyPI and the
+kernels; desktop adds an XFCE desktop for @e2b/desktop to debian (Xvfb,
+xdotool, x11vnc, noVNC). Built once, they are cached.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient()

@@ -107,7 +107,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api.ServeVolumes(vols, httpapi.NewVolumeFiles(vols.Locate, log))
 	if bucket != nil { // what it builds, the other nodes can fetch
 		builder := template.NewBuilder(templates, mgr, log)
-		builder.AllowLocalImages, builder.Debootstrap, builder.Observe = cfg.LocalImages, cfg.Debootstrap, observed.Built
+		builder.AllowLocalImages, builder.Debootstrap, builder.Mirror, builder.Observe = cfg.LocalImages, cfg.Debootstrap, cfg.DebianMirror, observed.Built
 		api.ServeBuilds(builder, st)
 	}
 	if _, _, err := mgr.Recover(ctx); err != nil {

@@ -101,6 +101,9 @@ type Config struct {
 	// Debootstrap is the program that builds the built-in Debian templates
 	// ("" = debootstrap from PATH).
 	Debootstrap string
+	// DebianMirror is the Debian archive they are built from ("" = the
+	// first one the host's apt sources name).
+	DebianMirror string
 	// PrepareTemplates builds the built-in templates that are not built
 	// yet (debian, code-interpreter-v1) in the background from the start,
 	// where this host can (debootstrap is installed).
@@ -278,7 +281,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stopBuilds()
 	builder := template.NewBuilder(templates, mgr, log)
 	builder.AllowLocalImages = cfg.LocalImages
-	builder.Debootstrap = cfg.Debootstrap
+	builder.Debootstrap, builder.Mirror = cfg.Debootstrap, cfg.DebianMirror
 	builder.Observe = observed.Built
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)
 	tpls.KeepLogs(st)

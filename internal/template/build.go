@@ -1,6 +1,7 @@
 package template
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -117,6 +118,10 @@ type Builder struct {
 	ReadyTimeout time.Duration
 	// Debootstrap is the debootstrap program ("" = from PATH).
 	Debootstrap string
+	// Mirror is the Debian archive the recipes are made from ("" = the
+	// first one the host's apt sources name); their build steps' apt-get
+	// uses it too.
+	Mirror string
 	// HostCerts is the node's directory of trusted certificates
 	// (/etc/ssl/certs), which the recipes' build steps see read-only at
 	// hostCertsTarget: a recipe that fetches over TLS (pip from PyPI)
@@ -256,7 +261,9 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsu
 	if spec.FromImage != "" && spec.FromTemplate != "" {
 		return state{}, errs.New(errs.InvalidArgument, "give fromImage or fromTemplate, not both")
 	}
-	if d := spec.FromDebootstrap; d != nil {
+	if spec.FromDebootstrap != nil {
+		d := *spec.FromDebootstrap
+		d.Mirror = cmp.Or(d.Mirror, b.Mirror)
 		key := d.key()
 		if cached, ok := b.cached(key); ok && !spec.Force {
 			say("CACHED " + key)
@@ -269,7 +276,7 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsu
 				return state{}, err
 			}
 		}
-		layer, err := b.store.layers.debootstrap(ctx, b.Debootstrap, *d, cacheDir, say)
+		layer, err := b.store.layers.debootstrap(ctx, b.Debootstrap, d, cacheDir, say)
 		if err != nil {
 			return state{}, err
 		}

@@ -169,3 +169,38 @@ func TestRecipeVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestDebianArchivePackages: the tests' Debian archive
+// (scripts/debian-archive.sh) holds what the debian recipe installs: its
+// debootstrap's packages and its apt-get steps'.
+func TestDebianArchivePackages(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/debian-archive.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(string(script), "\n") {
+		if v, ok := strings.CutPrefix(line, "packages=\""); ok {
+			listed = strings.Fields(strings.TrimSuffix(v, "\""))
+		}
+	}
+	spec := Recipes["debian"]
+	want := slices.Clone(spec.FromDebootstrap.Include)
+	for _, s := range spec.Steps {
+		if s.Type != "RUN" {
+			continue
+		}
+		if _, after, ok := strings.Cut(s.Args[0], "--force-unsafe-io "); ok {
+			pkgs, _, _ := strings.Cut(after, " &&")
+			want = append(want, strings.Fields(pkgs)...)
+		}
+	}
+	if !strings.Contains(string(script), " "+spec.FromDebootstrap.Suite+"\n") && !strings.Contains(string(script), "suite="+spec.FromDebootstrap.Suite) {
+		t.Errorf("the script does not capture %s", spec.FromDebootstrap.Suite)
+	}
+	slices.Sort(listed)
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Errorf("scripts/debian-archive.sh captures %v, the debian recipe installs %v", listed, want)
+	}
+}

@@ -303,3 +303,48 @@ func TestPrepareInBackground(t *testing.T) {
 		t.Errorf("mounts left under the data directory:\n%s", mounts)
 	}
 }
+
+// TestDebianRecipe builds the debian recipe end to end — debootstrap,
+// its apt-get step through the package cache, E2B's user — from the
+// tests' own Debian archive on the fake internet (make deps captured it:
+// nothing reaches Debian's), and checks that a sandbox of it has what
+// E2B's base has.
+func TestDebianRecipe(t *testing.T) {
+	srv := testutil.StartServer(t, key, "--network=true", "--network-range", "198.18.246.0/24", "--debian-mirror", testutil.DebianArchiveURL)
+	archive := testutil.ServeDebianArchive(t, testutil.FakeInternet(t)) // after the server's network
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	out, errOut, code := c.run(t, "", "template", "prepare", "debian")
+	for _, p := range archive.Missing() {
+		if strings.HasSuffix(p, ".deb") || strings.HasSuffix(p, "Release") || strings.HasSuffix(p, "Packages.xz") {
+			t.Errorf("the archive lacks %s (scripts/debian-archive.sh captures too little)", p)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("prepare debian: %d\n%s\n%s", code, lastLines(out, 30), errOut)
+	}
+	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "debian")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	defer c.run(t, "", "sandbox", "kill", id)
+	for _, check := range []struct{ cmd, want string }{
+		{"whoami; pwd; id -u", "user\n/home/user\n1000\n"},
+		{"python --version; python3 -c 'import sys; print(sys.version_info[:2])'", "Python 3.11"},
+		{"node -e 'console.log(process.version.split(\".\")[0])'; npm --version >/dev/null && echo npm", "npm\n"},
+		{"git --version >/dev/null && curl --version >/dev/null && gcc --version >/dev/null && make --version >/dev/null && tput -T xterm cols >/dev/null && echo tools", "tools\n"},
+		{"sudo -n true && sudo -n whoami", "root\n"},
+		{"test -d /code && test -w /code && echo code", "code\n"},
+	} {
+		out, errOut, code := c.run(t, "", "sandbox", "exec", id, "--", check.cmd)
+		if code != 0 || !strings.Contains(out, check.want) {
+			t.Errorf("%s: %q %q %d, want %q in it", check.cmd, out, errOut, code, check.want)
+		}
+	}
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
