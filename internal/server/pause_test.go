@@ -170,13 +170,15 @@ func TestPauseWithoutMemory(t *testing.T) {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
-	if out, err := run(ctx, first.url, id, tok, "echo kept > ~/state; (sleep 1000 >/dev/null 2>&1 &)"); err != nil {
+	// A sleep no other test's sandbox runs (pgrep sees the whole host).
+	sleep := fmt.Sprintf("sleep 1000.%d", time.Now().UnixNano()%1000000)
+	if out, err := run(ctx, first.url, id, tok, "echo kept > ~/state; ("+sleep+" >/dev/null 2>&1 &)"); err != nil {
 		t.Fatalf("%q %v", out, err)
 	}
 	if code, _, raw := first.do(t, "POST", "/sandboxes/"+id+"/pause", keyA, `{"memory":false}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, raw)
 	}
-	if out, _ := exec.Command("pgrep", "-f", "sleep 1000").Output(); len(out) > 0 {
+	if out, _ := exec.Command("pgrep", "-f", sleep).Output(); len(out) > 0 {
 		t.Errorf("a process of the paused sandbox runs: %s", out)
 	}
 	// Its saved files serve a snapshot and a fork as they are.

@@ -54,8 +54,13 @@ func FakeInternet(t testing.TB) netns.NsHandle {
 	}
 	host, err := netlink.LinkByName(name)
 	step(err)
-	step(netlink.AddrAdd(host, mustAddr(internetHost+"/24")))
+	// The host's end has its address alone (a /32) and a route to the
+	// rest: a cove server that starts meanwhile blocks its host's networks
+	// for its sandboxes, and the fake internet must not be one.
+	step(netlink.AddrAdd(host, mustAddr(internetHost+"/32")))
 	step(netlink.LinkSetUp(host))
+	_, internet, _ := net.ParseCIDR(InternetAddr + "/24")
+	step(netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: internet, Scope: netlink.SCOPE_LINK}))
 	step(netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: mustAddr(MetadataAddr + "/32").IPNet, Gw: net.ParseIP(InternetAddr)}))
 	h, err := netlink.NewHandleAt(ns)
 	step(err)
