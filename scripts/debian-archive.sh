@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 dir=${COVE_TEST_ARCHIVE:-/var/cache/cove-test-archive}
 suite=bookworm
 # template.Recipes["debian"]'s packages (a test holds this list to them).
-packages="python3 python-is-python3 nodejs git curl sudo ca-certificates procps iproute2 less ncurses-bin build-essential npm"
+packages="python3 python-is-python3 nodejs git curl sudo ca-certificates procps iproute2 less ncurses-bin build-essential npm yarnpkg"
 want=$(echo "4 $suite $packages" | sha256sum | cut -c1-16) # 3: the archive's layout
 if [ -f "$dir/complete" ] && [ "$(cat "$dir/complete")" = "$want" ]; then
 	exit 0

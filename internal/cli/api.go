@@ -35,6 +35,7 @@ Every flag can also be set through its environment variable.`,
 	r.metrics(f)
 	r.teams(f)
 	r.cluster(f)
+	r.base(f)
 	f.DurationVar(&r.cfg.NodeLease, "node-lease", 8*time.Second, "how long a node may go without reporting itself before it is taken for lost and its sandboxes for gone")
 	return cmd
 }

@@ -28,6 +28,7 @@ Every flag can also be set through its environment variable.`,
 	r.teams(f)
 	r.cluster(f)
 	r.recipes(f)
+	r.base(f)
 	f.StringVar(&r.cfg.NodeName, "name", envOr("COVE_NODE_NAME", ""), "the node's name in its cluster (COVE_NODE_NAME; default: the host's name)")
 	f.StringVar(&r.cfg.NodeURL, "advertise", envOr("COVE_NODE_ADVERTISE", ""), "the URL API replicas reach the node API at (COVE_NODE_ADVERTISE; default: http:// and the listen address)")
 	return cmd

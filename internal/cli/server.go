@@ -99,6 +99,12 @@ func (r *runFlags) recipes(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.DebianMirror, "debian-mirror", os.Getenv("COVE_DEBIAN_MIRROR"), "the Debian archive the built-in templates are built from (COVE_DEBIAN_MIRROR; default: the first one the host's apt sources name)")
 }
 
+// base is the flag of what the name base serves: every role of a cluster
+// must agree.
+func (r *runFlags) base(f *pflag.FlagSet) {
+	f.StringVar(&r.cfg.Base, "base", envOr("COVE_BASE", server.BaseHost), "what the template base is: host (the host's /usr, read-only: instant, whatever the host holds) or debian (E2B's base — Python 3.11, Node, npm, yarn, build tools, git, curl, sudo, user — built from Debian's archive in the background, the same on every node; the host's until it is ready), which keeps the host's reachable as host (COVE_BASE)")
+}
+
 // teams are the team quota flags: cove server's and a node's cap what a
 // team's sandboxes hold on the node, a cluster's API replicas (PostgreSQL
 // counting) over all its nodes.
@@ -204,6 +210,7 @@ Every flag can also be set through its environment variable.`,
 	r.teams(f)
 	f.BoolVar(&r.cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
 	r.recipes(f)
+	r.base(f)
 	f.BoolVar(&r.cfg.PrepareTemplates, "prepare-templates", envOr("COVE_PREPARE_TEMPLATES", "true") == "true", "build the built-in templates debian and code-interpreter-v1 in the background from the server's start, when debootstrap is installed, rather than at their first use (COVE_PREPARE_TEMPLATES; `cove template list` shows how far)")
 	f.Int64Var(&r.cfg.VolumeSizeMB, "volume-size", 1024, "size of a new volume in MiB (an ext4 image on the data directory's disk)")
 	f.IntVar(&r.cfg.MaxTeamVolumes, "team-max-volumes", envInt("COVE_TEAM_MAX_VOLUMES", volume.DefaultMaxPerTeam), "volumes one team may keep (each holds a loop device, a mount and its image's disk; COVE_TEAM_MAX_VOLUMES)")

@@ -39,6 +39,9 @@ type Templates interface {
 	// Resolve finds a ready build by id, or by a name of team's ("":
 	// the built-in templates' names).
 	Resolve(ctx context.Context, team, ref string) (template.Template, error)
+	// ResolveID finds the ready build a template's default tag points
+	// at, by its id alone.
+	ResolveID(ctx context.Context, id string) (template.Template, error)
 	ResolveBuild(ctx context.Context, templateID, buildID string) (template.Template, error)
 	LayerPath(name string) string
 	StageLayer() (string, error)

@@ -214,7 +214,7 @@ func (p *pool) short() (template.Template, bool) {
 	}
 	p.mu.Unlock()
 	for _, id := range ids {
-		tpl, err := p.m.templates.Resolve(context.Background(), "", id)
+		tpl, err := p.m.templates.ResolveID(context.Background(), id) // by id: base stays the host's
 		p.mu.Lock()
 		switch {
 		case errs.Is(err, errs.NotFound):

@@ -22,6 +22,9 @@ import (
 // sandboxes on the nodes that heartbeat there. Replicas share nothing
 // else: any number may run, and any may stop at any moment.
 func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := checkBase(cfg.Base); err != nil {
+		return err
+	}
 	raiseFileLimit(log)
 	st, secret, done, err := joinCluster(ctx, "cove api", cfg, false, log)
 	if err != nil {
@@ -88,6 +91,9 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go svc.RunWebhooks(running)
 	if bucket != nil {
 		go collectBucket(running, templates, nodes, log)
+	}
+	if cfg.Base == BaseDebian {
+		startBase(running, templates, tpls, nil, log)
 	}
 	api := httpapi.New(svc, tpls, volumes, vols.Files, st, log)
 	api.AdminToken = cfg.AdminToken

@@ -38,6 +38,9 @@ const heartbeatEvery = time.Second
 // sandboxes keep running and are adopted by the next start (an API
 // replica takes the node for lost after NodeLease without a heartbeat).
 func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := checkBase(cfg.Base); err != nil {
+		return err
+	}
 	if cfg.NodeName == "" {
 		host, err := os.Hostname()
 		if err != nil {
@@ -118,6 +121,9 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if err := mgr.Warm(ctx, template.BaseName); err != nil {
 		return fmt.Errorf("warm sandboxes: %w", err)
+	}
+	if cfg.Base == BaseDebian { // the API replicas build it
+		handOverBase(ctx, templates, warmer(mgr, cfg.PoolSize), log)
 	}
 	serverTLS, _, err := nodeTLS(cfg)
 	if err != nil {

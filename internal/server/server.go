@@ -104,6 +104,8 @@ type Config struct {
 	// DebianMirror is the Debian archive they are built from ("" = the
 	// first one the host's apt sources name).
 	DebianMirror string
+	// Base is what the name base serves: BaseHost ("" too) or BaseDebian.
+	Base string
 	// PrepareTemplates builds the built-in templates that are not built
 	// yet (debian, code-interpreter-v1) in the background from the start,
 	// where this host can (debootstrap is installed).
@@ -184,6 +186,9 @@ type Config struct {
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes
 // keep running and are adopted by the next start.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := checkBase(cfg.Base); err != nil {
+		return err
+	}
 	if cfg.PoolSize < 0 {
 		return fmt.Errorf("pool size %d: want 0 or more", cfg.PoolSize)
 	}
@@ -331,6 +336,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	step("warm")
 	if cfg.PrepareTemplates {
 		tpls.PrepareBuiltins()
+	}
+	if cfg.Base == BaseDebian {
+		startBase(ctx, templates, tpls, warmer(mgr, cfg.PoolSize), log)
 	}
 	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSampling()

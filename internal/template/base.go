@@ -28,8 +28,13 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 )
 
-// BaseName is the built-in template's name.
+// BaseName is the built-in base template's name, and the host
+// template's id: the name serves the host template, or the recipe
+// Store.SetBase hands it to (E2B's base, built from Debian's archive).
 const BaseName = "base"
+
+// HostName names the host template (id BaseName) whoever holds BaseName.
+const HostName = "host"
 
 // UserUID is the uid (and gid) of the sandbox's "user" account.
 const UserUID = 1000
@@ -104,7 +109,7 @@ func (s *Store) ensureBase() (*Record, error) {
 		made = st.ModTime().UTC()
 	}
 	return &Record{
-		ID: BaseName, Names: []string{BaseName}, Public: true, Tags: map[string]string{DefaultTag: BaseName}, CreatedAt: made,
+		ID: BaseName, Names: []string{BaseName, HostName}, Public: true, Tags: map[string]string{DefaultTag: BaseName}, CreatedAt: made,
 		Builds: []*Build{{
 			ID: BaseName, Status: StatusReady, CreatedAt: made, FinishedAt: made, // the node's default limits
 			Image: Image{Layers: []string{layer}, Binds: BaseBinds(), User: "user", Workdir: "/home/user"},

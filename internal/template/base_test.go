@@ -1,12 +1,14 @@
 package template
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
@@ -66,5 +68,72 @@ func TestMissingCommands(t *testing.T) {
 	want := []string{"nodejs", "npm", "ncurses-bin", "build-essential"}
 	if !slices.Equal(got, want) {
 		t.Errorf("missing %v, want %v", got, want)
+	}
+}
+
+// TestBaseName: the name base resolves to the host template until SetBase
+// hands it to a built-in recipe with a ready build, then to that; the
+// host template stays host, and by its id (base) — what a sandbox
+// recorded — whoever holds the name.
+func TestBaseName(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	names := func(ref string) (string, []string) {
+		t.Helper()
+		r, err := s.Get("team", ref)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		return r.ID, r.Names
+	}
+	if id, n := names("base"); id != BaseName || !slices.Equal(n, []string{BaseName, HostName}) {
+		t.Errorf("base before: %s %v", id, n)
+	}
+	if err := s.SetBase("debian"); !errs.Is(err, errs.Conflict) {
+		t.Errorf("base handed to a recipe with no ready build: %v", err)
+	}
+	// debian built (its record as a build leaves it).
+	s.mu.Lock()
+	deb := s.templates["debian"]
+	deb.Builds = []*Build{{ID: "b1", Status: StatusReady, Image: Image{Layers: []string{s.templates[BaseName].Builds[0].Image.Layers[0]}}}}
+	deb.Tags[DefaultTag] = "b1"
+	s.mu.Unlock()
+	if err := s.SetBase("debian"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ref, id string
+		names   []string
+	}{
+		{"base", "debian", []string{BaseName, "debian"}},
+		{"base:default", "debian", []string{BaseName, "debian"}},
+		{"debian", "debian", []string{BaseName, "debian"}},
+		{"host", BaseName, []string{HostName}},
+	} {
+		if id, n := names(c.ref); id != c.id || !slices.Equal(n, c.names) {
+			t.Errorf("%s: %s %v, want %s %v", c.ref, id, n, c.id, c.names)
+		}
+	}
+	if tpl, err := s.ResolveBuild(ctx, BaseName, BaseName); err != nil || tpl.ID != BaseName || len(tpl.RootFS.Binds) == 0 {
+		t.Errorf("the host template by its ids: %+v %v", tpl, err)
+	}
+	if tpl, err := s.Resolve(ctx, "team", "base"); err != nil || tpl.ID != "debian" || tpl.BuildID != "b1" {
+		t.Errorf("resolve base: %s %s %v", tpl.ID, tpl.BuildID, err)
+	}
+	listed := map[string][]string{}
+	for _, r := range s.List("team") {
+		listed[r.ID] = r.Names
+	}
+	if !slices.Equal(listed[BaseName], []string{HostName}) || !slices.Equal(listed["debian"], []string{BaseName, "debian"}) {
+		t.Errorf("listed: %v", listed)
+	}
+	if s.Base() != "debian" {
+		t.Errorf("Base: %s", s.Base())
+	}
+	if err := s.SetBase(""); err != nil || s.Base() != BaseName {
+		t.Errorf("base back to the host: %v %s", err, s.Base())
+	}
+	if id, _ := names("base"); id != BaseName {
+		t.Errorf("base after it came back: %s", id)
 	}
 }

@@ -196,8 +196,8 @@ func emptyDir(dir string) error {
 
 // Recipes are built-in templates built on first use: debian (debootstrap
 // bookworm minbase with what E2B's base template has: python3 and python,
-// nodejs and npm, git, curl, tput, build tools and sudo, and E2B's
-// `user` account), code-interpreter-v1 (the same on trixie, for its
+// nodejs, npm and yarn, git, curl, tput, build tools and sudo, and E2B's
+// `user` account; base with --base=debian), code-interpreter-v1 (the same on trixie, for its
 // Python 3.13, with the kernels from Debian's archive and E2B's Python
 // packages from PyPI) and desktop (debian with the X11 desktop
 // @e2b/desktop drives).
@@ -231,16 +231,17 @@ var Recipes = map[string]Spec{
 var e2bBasePackages = []string{"python3", "python-is-python3", "nodejs", "git", "curl", "sudo", "ca-certificates", "procps",
 	"iproute2", "less", "ncurses-bin", "build-essential"}
 
-// e2bBaseSteps make a debootstrap base E2B's base: npm (and its few
-// hundred node-* packages) through apt in a build step (debootstrap's own
-// configuration pass fails on it), E2B's `user` with passwordless sudo,
+// e2bBaseSteps make a debootstrap base E2B's base: npm and yarn (and
+// their few hundred node-* packages) through apt in a build step
+// (debootstrap's own configuration pass fails on them; Debian names yarn
+// yarnpkg, so yarn is linked to it), E2B's `user` with passwordless sudo,
 // and /code; then the recipe's own steps, as root; last `user` in
 // /home/user as the default user and directory.
 func e2bBaseSteps(own ...Step) []Step {
-	steps := append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps([][]string{{"npm"}})...)
+	steps := append([]Step{{Type: "USER", Args: []string{"root"}}}, aptSteps([][]string{{"npm", "yarnpkg"}})...)
 	steps = append(steps, Step{Type: "RUN", Args: []string{"useradd -m -s /bin/bash -u 1000 -G sudo user" +
 		" && echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user && chmod 440 /etc/sudoers.d/user" +
-		" && passwd -d user && mkdir -p /code && chmod 777 /code /usr/local"}})
+		" && passwd -d user && mkdir -p /code && chmod 777 /code /usr/local && ln -s /usr/bin/yarnpkg /usr/local/bin/yarn"}})
 	steps = append(steps, own...)
 	return append(steps, Step{Type: "USER", Args: []string{"user"}}, Step{Type: "WORKDIR", Args: []string{"/home/user"}})
 }

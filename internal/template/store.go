@@ -1,6 +1,7 @@
 package template
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,6 +185,9 @@ type Store struct {
 
 	mu        sync.Mutex
 	templates map[string]*Record
+	// baseTarget is the id the name base resolves to ("": the host
+	// template, id base; SetBase); guarded by mu.
+	baseTarget string
 	// builtin are the records no Records keep: the base template and the
 	// recipes not built yet.
 	builtin map[string]*Record
@@ -331,6 +335,26 @@ func (s *Store) Resolve(ctx context.Context, team, ref string) (Template, error)
 	})
 }
 
+// ResolveID finds the ready build a template's default tag points at, by
+// the template's id alone: never by a name, so base is the host template
+// whoever holds the name base (a node's warm pool keeps templates by id).
+func (s *Store) ResolveID(ctx context.Context, id string) (Template, error) {
+	if err := s.lock(); err != nil {
+		return Template{}, err
+	}
+	return s.fetched(ctx, func() (*Record, *Build, error) {
+		r, ok := s.templates[id]
+		if !ok {
+			return nil, nil, errs.New(errs.NotFound, "template '%s' not found", id)
+		}
+		b := r.Serving()
+		if b == nil {
+			return nil, nil, errs.New(errs.NotFound, "template %s has no ready build", id)
+		}
+		return r, b, nil
+	})
+}
+
 // ResolveBuild finds a ready build of a template by their ids (a fork
 // starts from its parent's build, whatever the tags say now).
 func (s *Store) ResolveBuild(ctx context.Context, templateID, buildID string) (Template, error) {
@@ -402,10 +426,20 @@ func (s *Store) resolved(r *Record, b *Build) Template {
 // Names are a team's own: team's template of that name, else a built-in
 // one (public); another team's name is not found. Ids name one template
 // whoever asks: a caller that serves a team checks the record's team.
+//
+// The name base comes first: it names the record SetBase gave it (while
+// that has one), though the host template's id is base too. Only a
+// reference resolves it so; what was recorded by id (a sandbox's template
+// and build, ResolveBuild) stays the host template's.
 func (s *Store) find(team, ref string) (*Record, string, error) {
 	name, tag, _ := strings.Cut(ref, ":")
 	if name == "" {
 		return nil, "", errs.New(errs.InvalidArgument, "empty template reference")
+	}
+	if name == BaseName && s.baseTarget != "" {
+		if r, ok := s.templates[s.baseTarget]; ok {
+			return r, tag, nil
+		}
 	}
 	byID, hasID := s.templates[name]
 	if hasID && (byID.Team == team || byID.Public) {
@@ -442,7 +476,47 @@ func (s *Store) Get(team, ref string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	return r.clone(), nil
+	return s.present(r), nil
+}
+
+// SetBase gives the name base to the built-in recipe id (its records must
+// have a ready build), or back to the host template ("" or BaseName),
+// which keeps the name host either way.
+func (s *Store) SetBase(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id == BaseName {
+		id = ""
+	}
+	if id != "" {
+		r, ok := s.templates[id]
+		if !ok || !r.Public || r.Serving() == nil {
+			return errs.New(errs.Conflict, "template %s cannot be base: it is no built-in template with a ready build", id)
+		}
+	}
+	s.baseTarget = id
+	return nil
+}
+
+// Base is the id of the template the name base resolves to.
+func (s *Store) Base() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cmp.Or(s.baseTarget, BaseName)
+}
+
+// present is a copy of r with the names it answers to now: base moves
+// from the host template to the record SetBase gave it (under s.mu).
+func (s *Store) present(r *Record) Record {
+	c := r.clone()
+	switch {
+	case s.baseTarget == "":
+	case r.ID == BaseName:
+		c.Names = slices.DeleteFunc(c.Names, func(n string) bool { return n == BaseName })
+	case r.ID == s.baseTarget:
+		c.Names = append([]string{BaseName}, c.Names...)
+	}
+	return c
 }
 
 // IDOf names the template a reference of team's (name, name:tag or id)
@@ -466,7 +540,7 @@ func (s *Store) List(team string) []Record {
 	var out []Record
 	for _, r := range s.templates {
 		if (r.Team == team || r.Public) && !r.Snapshot {
-			out = append(out, r.clone())
+			out = append(out, s.present(r))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,9 +10,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
@@ -304,43 +307,162 @@ func TestPrepareInBackground(t *testing.T) {
 	}
 }
 
-// TestDebianRecipe builds the debian recipe end to end — debootstrap,
-// its apt-get step through the package cache, E2B's user — from the
-// tests' own Debian archive on the fake internet (make deps captured it:
-// nothing reaches Debian's), and checks that a sandbox of it has what
-// E2B's base has.
+// waitingDebootstrap runs the real debootstrap once the file release
+// appears: the test's archive is served only after the server starts (the
+// fake internet comes after its network).
+const waitingDebootstrap = `#!/bin/sh
+while [ ! -e "%s" ]; do sleep 0.1; done
+exec debootstrap "$@"
+`
+
+// TestDebianRecipe: with --base=debian, base is the host's template until
+// E2B's base — the debian recipe, built end to end (debootstrap, its
+// apt-get step through the package cache, E2B's user) from the tests' own
+// Debian archive on the fake internet (make deps captured it: nothing
+// reaches Debian's) — is ready and warm, then that; creates of base go on
+// meanwhile and none fails. The host's template stays host, and by its id
+// for what was made from it before (a paused sandbox resumes on it); a
+// restart hands base over at once. A sandbox of base then has what E2B's
+// base has.
 func TestDebianRecipe(t *testing.T) {
-	srv := testutil.StartServer(t, key, "--network=true", "--network-range", "198.18.246.0/24", "--debian-mirror", testutil.DebianArchiveURL)
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	program := filepath.Join(dir, "debootstrap")
+	if err := os.WriteFile(program, []byte(fmt.Sprintf(waitingDebootstrap, release)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := testutil.StartProc(t, key, "--network=true", "--network-range", "198.18.246.0/24", "--debian-mirror", testutil.DebianArchiveURL,
+		"--base=debian", "--debootstrap", program)
 	archive := testutil.ServeDebianArchive(t, testutil.FakeInternet(t)) // after the server's network
 	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
-	out, errOut, code := c.run(t, "", "template", "prepare", "debian")
+	create := func(tpl string) (id, templateID string) {
+		t.Helper()
+		code, m, raw := apiDo(t, srv.URL, "POST", "/sandboxes", `{"templateID":"`+tpl+`","timeout":300}`)
+		if code != 201 {
+			t.Fatalf("create %s: %d %s", tpl, code, raw)
+		}
+		return m["sandboxID"].(string), m["templateID"].(string)
+	}
+	exec := func(id, cmd string) string {
+		t.Helper()
+		out, errOut, code := c.run(t, "", "sandbox", "exec", id, "--", cmd)
+		if code != 0 {
+			t.Errorf("%s: %q %q %d", cmd, out, errOut, code)
+		}
+		return out
+	}
+
+	// Before: base is the host's template, which a paused sandbox keeps.
+	old, tpl := create("base")
+	if tpl != template.BaseName {
+		t.Fatalf("base before the debian recipe is ready: template %s", tpl)
+	}
+	exec(old, "echo kept > /home/user/kept")
+	if out, errOut, code := c.run(t, "", "sandbox", "pause", "--no-memory", old); code != 0 {
+		t.Fatalf("pause: %s %s", out, errOut)
+	}
+
+	// Creates of base all along the build and the hand-over.
+	stop := make(chan struct{})
+	failed := make(chan string, 100)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			code, m, raw := apiDo(t, srv.URL, "POST", "/sandboxes", `{"templateID":"base","timeout":30}`)
+			if code != 201 {
+				failed <- fmt.Sprintf("%d %s", code, raw)
+				continue
+			}
+			apiDo(t, srv.URL, "DELETE", "/sandboxes/"+m["sandboxID"].(string), "")
+		}
+	}()
+	os.WriteFile(release, nil, 0o644)
+	testkit.Wait(5*time.Minute, func() bool {
+		_, m, _ := apiDo(t, srv.URL, "GET", "/templates/base", "")
+		return m["templateID"] == "debian" || m["buildStatus"] == "error"
+	})
+	close(stop)
+	wg.Wait()
+	close(failed)
+	for f := range failed {
+		t.Errorf("a create of base during the hand-over failed: %s", f)
+	}
 	for _, p := range archive.Missing() {
 		if strings.HasSuffix(p, ".deb") || strings.HasSuffix(p, "Release") || strings.HasSuffix(p, "Packages.xz") {
 			t.Errorf("the archive lacks %s (scripts/debian-archive.sh captures too little)", p)
 		}
 	}
-	if code != 0 {
-		t.Fatalf("prepare debian: %d\n%s\n%s", code, lastLines(out, 30), errOut)
+	if _, m, raw := apiDo(t, srv.URL, "GET", "/templates/base", ""); m["templateID"] != "debian" {
+		out, _, _ := c.run(t, "", "template", "prepare", "debian")
+		t.Fatalf("base was not handed to the debian recipe: %s\n%s", raw, lastLines(out, 30))
 	}
-	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "debian")
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("create: %s", errOut)
+	if out, _, _ := c.run(t, "", "template", "list"); !regexp.MustCompile(`(?m)^base\s+host\s+ready`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^debian\s+base,debian\s+ready`).MatchString(out) {
+		t.Errorf("the list after the hand-over:\n%s", out)
 	}
+
+	// After: base is E2B's base; host is the host's template, which the
+	// paused sandbox resumes on.
+	id, tpl := create("base")
 	defer c.run(t, "", "sandbox", "kill", id)
+	if tpl != "debian" {
+		t.Errorf("base after the hand-over: template %s", tpl)
+	}
 	for _, check := range []struct{ cmd, want string }{
 		{"whoami; pwd; id -u", "user\n/home/user\n1000\n"},
 		{"python --version; python3 -c 'import sys; print(sys.version_info[:2])'", "Python 3.11"},
-		{"node -e 'console.log(process.version.split(\".\")[0])'; npm --version >/dev/null && echo npm", "npm\n"},
+		{"node -e 'console.log(process.version.split(\".\")[0])'; npm --version >/dev/null && yarn --version >/dev/null && echo npm yarn", "npm yarn\n"},
 		{"git --version >/dev/null && curl --version >/dev/null && gcc --version >/dev/null && make --version >/dev/null && tput -T xterm cols >/dev/null && echo tools", "tools\n"},
 		{"sudo -n true && sudo -n whoami", "root\n"},
 		{"test -d /code && test -w /code && echo code", "code\n"},
 	} {
-		out, errOut, code := c.run(t, "", "sandbox", "exec", id, "--", check.cmd)
-		if code != 0 || !strings.Contains(out, check.want) {
-			t.Errorf("%s: %q %q %d, want %q in it", check.cmd, out, errOut, code, check.want)
+		if out := exec(id, check.cmd); !strings.Contains(out, check.want) {
+			t.Errorf("%s: %q, want %q in it", check.cmd, out, check.want)
 		}
 	}
+	if _, tpl := create("host"); tpl != template.BaseName {
+		t.Errorf("host: template %s", tpl)
+	}
+	if out, errOut, code := c.run(t, "", "sandbox", "resume", old); code != 0 {
+		t.Fatalf("resume: %s %s", out, errOut)
+	}
+	if out := exec(old, "cat /home/user/kept"); out != "kept\n" {
+		t.Errorf("the sandbox paused before: %q", out)
+	}
+	if _, m, _ := apiDo(t, srv.URL, "GET", "/sandboxes/"+old, ""); m["templateID"] != template.BaseName {
+		t.Errorf("the sandbox paused before resumed on %v", m["templateID"])
+	}
+
+	// A restart: base is E2B's base from the start.
+	srv.Restart(false)
+	if id, tpl := create("base"); tpl != "debian" {
+		t.Errorf("base after a restart: template %s", tpl)
+	} else {
+		c.run(t, "", "sandbox", "kill", id)
+	}
+}
+
+// apiDo calls the API at url with the test's key.
+func apiDo(t *testing.T, url, method, path, body string) (int, map[string]any, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m, raw
 }
 
 // lastLines is the last n lines of s.
