@@ -243,7 +243,8 @@ func TestReleasedNetworkComesBackClean(t *testing.T) {
 // 53 only, not on its other ports.
 func TestResolverPortOnly(t *testing.T) {
 	testkit.NeedRoot(t, "")
-	testutil.FakeInternet(t) // before New: its network is one of the host's, so blocked
+	testutil.FakeInternet(t)
+	testutil.FakeInternetOnHost(t) // before New: its network is one of the host's, so blocked
 	m, err := New(Config{Range: netip.MustParsePrefix("198.19.247.0/24"), Table: fmt.Sprintf("cove-test-r%d", os.Getpid()), PoolSize: 1,
 		DNS: []netip.Addr{netip.MustParseAddr(testutil.InternetAddr)}}, logx.Discard())
 	must(t, err)

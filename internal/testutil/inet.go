@@ -98,6 +98,22 @@ func FakeInternet(t testing.TB) netns.NsHandle {
 	return ns
 }
 
+// FakeInternetOnHost makes the fake internet (FakeInternet's, made first)
+// one of the host's own networks, as an operator's resolver on the host's
+// LAN is: its host end gets an address in the fake internet's /24, which
+// a cove server that starts afterwards blocks for its sandboxes. It goes
+// with the fake internet.
+func FakeInternetOnHost(t testing.TB) {
+	t.Helper()
+	host, err := netlink.LinkByName(fmt.Sprintf("tinet%d", os.Getpid()%100000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.AddrAdd(host, mustAddr("203.0.113.253/24")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // holdFakeInternet takes the host-wide lock on the fake internet's
 // addresses and routes until the test ends: test binaries of several
 // packages run at once, and two fake internets would claim the same routes.
