@@ -231,7 +231,7 @@ type stream struct {
 	// valuesDisplayed: the kernel shows each top-level expression's value
 	// as a display (IRkernel), not as the execution's result (IPython's
 	// execute_result). The last value shown is the main result, as the
-	// last expression's is in Python: each is held until the next result
+	// last expression's is in Python: each is held until the next value
 	// or the execution's end says which is last.
 	valuesDisplayed bool
 	held            map[string]any
