@@ -71,7 +71,10 @@ test: deps build runsc check-dashboard
 	# The isolation tests measure CPU shares: they run first, alone, one
 	# driver's package at a time.
 	$(GO) test -race -count=1 -p 1 -timeout 10m ./internal/isolation/...
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/internal/isolation$$' -e /internal/isolation/ -e /test/security)
+	$(GO) test -race -count=1 -timeout 20m -skip '^TestDebianRecipe$$' $$($(GO) list ./... | grep -v -e '/internal/isolation$$' -e /internal/isolation/ -e /test/security)
+	# A recipe built end to end (debootstrap, apt-get, dpkg on every CPU):
+	# alone, not beside tests that time what they wait for.
+	$(GO) test -race -count=1 -timeout 10m -run '^TestDebianRecipe$$' ./test/cli/
 	# The hostile suite measures a neighbour under attack: alone too.
 	$(GO) test -race -count=1 -timeout 20m ./test/security/
 	cd sdk/go && $(GO) test -race -count=1 -timeout 10m ./...
