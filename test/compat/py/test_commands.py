@@ -133,8 +133,11 @@ async def test_pty_sudo_stream_input_and_kill(S, sbx):
     else:
         t = await sbx.pty.create(PtySize(rows=24, cols=80), on_data=out.extend, timeout=60)
         inp = sbx.pty.stream_input(t.pid)
-        for line in lines:
-            await inp.send(line)
+        await inp.send(lines[0])
+        # The next line once root's shell reads: typed ahead, the user's
+        # shell may read it before sudo starts one.
+        assert await wait_until(lambda: b"root@" in out, 30), bytes(out)
+        await inp.send(lines[1])
         await inp.close()
         assert await wait_until(lambda: b"as-root-/dev/pts" in out, 30), bytes(out)
     assert b"as-root-/dev/pts" in out, bytes(out)
