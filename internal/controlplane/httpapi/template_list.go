@@ -15,25 +15,25 @@ import (
 
 // templateInfo is E2B's Template (GET /templates).
 type templateInfo struct {
-	TemplateID  string            `json:"templateID"`
-	BuildID     string            `json:"buildID"`
-	CPUCount    int               `json:"cpuCount"`
-	MemoryMB    int               `json:"memoryMB"`
-	MaxCPUCount int               `json:"maxCpuCount"`
-	MaxMemoryMB int               `json:"maxMemoryMB"`
-	DiskSizeMB  int               `json:"diskSizeMB"`
-	Public      bool              `json:"public"`
-	Aliases     []string          `json:"aliases"`
-	Names       []string          `json:"names"`
-	CreatedAt   time.Time         `json:"createdAt"`
-	UpdatedAt   time.Time         `json:"updatedAt"`
-	BuildCount  int               `json:"buildCount"`
-	SpawnCount  int64             `json:"spawnCount"`
+	TemplateID  string    `json:"templateID"`
+	BuildID     string    `json:"buildID"`
+	CPUCount    int       `json:"cpuCount"`
+	MemoryMB    int       `json:"memoryMB"`
+	MaxCPUCount int       `json:"maxCpuCount"`
+	MaxMemoryMB int       `json:"maxMemoryMB"`
+	DiskSizeMB  int       `json:"diskSizeMB"`
+	Public      bool      `json:"public"`
+	Aliases     []string  `json:"aliases"`
+	Names       []string  `json:"names"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	BuildCount  int       `json:"buildCount"`
+	SpawnCount  int64     `json:"spawnCount"`
 	// LastSpawnedAt is when its last sandbox started (none: omitted).
-	LastSpawnedAt *time.Time `json:"lastSpawnedAt,omitempty"`
-	EnvdVersion string            `json:"envdVersion"`
-	BuildStatus string            `json:"buildStatus"`
-	Tags        map[string]string `json:"tags,omitempty"`
+	LastSpawnedAt *time.Time        `json:"lastSpawnedAt,omitempty"`
+	EnvdVersion   string            `json:"envdVersion"`
+	BuildStatus   string            `json:"buildStatus"`
+	Tags          map[string]string `json:"tags,omitempty"`
 	// WarmError is why the node cannot keep sandboxes of the build warm
 	// (Cove's own; E2B has no such field).
 	WarmError string `json:"warmError,omitempty"`
