@@ -237,15 +237,8 @@ func TestPrepareInBackground(t *testing.T) {
 	srv := testutil.StartServer(t, key, "--debootstrap", program, "--prepare-templates")
 	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
 	create := func(tpl string) (int, string) {
-		req, _ := http.NewRequest("POST", srv.URL+"/sandboxes", strings.NewReader(`{"templateID":"`+tpl+`"}`))
-		req.Header.Set("X-API-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(body)
+		code, _, raw := apiDo(t, srv.URL, "POST", "/sandboxes", `{"templateID":"`+tpl+`"}`)
+		return code, string(raw)
 	}
 
 	progress := regexp.MustCompile(`(?m)^code-interpreter-v1\s.*building (\d+)%`)
