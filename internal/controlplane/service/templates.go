@@ -505,6 +505,9 @@ func (t *Templates) logTo(buildID string, bl *buildLog) (logf func(template.LogE
 	if t.keptLogs == nil {
 		return bl.add, func() {}
 	}
+	if err := t.keptLogs.PruneBuildLogs(t.ctx, template.LogKeep); err != nil { // as a node does at each build
+		t.log.Warn("prune old build logs", logx.Err(err))
+	}
 	sink := template.NewLogSink(t.keptLogs, buildID, t.log)
 	return func(e template.LogEntry) { bl.add(e); sink.Add(e) }, sink.Close
 }
@@ -584,13 +587,8 @@ type KeptLogs interface {
 
 // KeepLogs makes the builds this process runs keep their logs in logs,
 // where Status reads them once they are no longer in memory; logs older
-// than template.LogKeep go. Call it before serving.
-func (t *Templates) KeepLogs(logs KeptLogs) {
-	t.keptLogs = logs
-	if err := logs.PruneBuildLogs(t.ctx, template.LogKeep); err != nil {
-		t.log.Warn("prune old build logs", logx.Err(err))
-	}
-}
+// than template.LogKeep go as each build starts. Call it before serving.
+func (t *Templates) KeepLogs(logs KeptLogs) { t.keptLogs = logs }
 
 // Status returns a build's state with its log entries from offset on.
 func (t *Templates) Status(ctx context.Context, team, templateID, buildID string, offset int) (BuildStatus, error) {
