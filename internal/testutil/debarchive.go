@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
@@ -87,8 +88,12 @@ func ServeDebianArchive(t testing.TB, ns netns.NsHandle) *DebianArchive {
 		case strings.HasPrefix(rel, "pool/") && strings.HasSuffix(rel, ".deb"):
 			rel = "pool/" + path.Base(rel)
 		}
-		f, err := root.Open(rel)
-		if err != nil || r.Method != http.MethodGet && r.Method != http.MethodHead {
+		var f *os.File
+		err := errors.ErrUnsupported
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			f, err = root.Open(rel)
+		}
+		if err != nil {
 			a.mu.Lock()
 			a.missing = append(a.missing, r.URL.Path)
 			a.mu.Unlock()
