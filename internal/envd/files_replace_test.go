@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -139,5 +140,44 @@ func TestUploadReadOnly(t *testing.T) {
 	_, err = a.fs.MakeDir(ctx(t), req(&fspb.MakeDirRequest{Path: filepath.Join(dir, "d")}))
 	if err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Errorf("make dir on a read-only file system: %v", err)
+	}
+}
+
+// Uploads that race to make the same missing parents all succeed: none
+// finds a parent made for the user but not yet given to them (the
+// official Python SDK's write_files sends a batch's files at once).
+func TestConcurrentUploadsMakeParents(t *testing.T) {
+	t.Parallel()
+	testkit.NeedRoot(t, "needs root to upload as another user")
+	a := newAgent(t)
+	dir, err := os.MkdirTemp("", "uploads-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // nobody may pass, not write
+		t.Fatal(err)
+	}
+	const rounds, files = 200, 6
+	for r := range rounds {
+		codes := make(chan string, files)
+		for i := range files {
+			go func() {
+				path := filepath.Join(dir, fmt.Sprint("r", r), "many", fmt.Sprint("f", i))
+				resp, err := a.srv.Client().Post(a.srv.URL+"/files?username=nobody&path="+url.QueryEscape(path), "application/octet-stream", strings.NewReader("x"))
+				if err != nil {
+					codes <- err.Error()
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				codes <- fmt.Sprint(resp.StatusCode, " ", strings.TrimSpace(string(b)))
+			}()
+		}
+		for range files {
+			if got := <-codes; !strings.HasPrefix(got, "200 ") {
+				t.Fatalf("round %d: concurrent upload into new parents: %s", r, got)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -20,10 +21,16 @@ import (
 // link u planted cannot lead it elsewhere. Anywhere else it creates
 // nothing, and the caller goes on with u's rights alone. It never writes
 // a file: the file is the caller's, with u's rights.
+//
+// Calls are one at a time: a directory is made by root and then given to
+// u, and a concurrent call must not find it in between (it would take it
+// as u's and fail to write in it).
 func MakeParents(dir string, u identity.User) error {
 	if u.UID == 0 || !filepath.IsAbs(dir) {
 		return nil
 	}
+	makingParents.Lock()
+	defer makingParents.Unlock()
 	if _, err := os.Lstat(dir); err == nil {
 		return nil // the common case: nothing to make, no need to act as u
 	}
@@ -76,3 +83,6 @@ func MakeParents(dir string, u identity.User) error {
 	}
 	return nil
 }
+
+// makingParents makes MakeParents' calls one at a time.
+var makingParents sync.Mutex
