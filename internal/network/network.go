@@ -26,6 +26,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/svid"
 )
@@ -219,8 +220,11 @@ func (m *Manager) reserve() (int, error) {
 		m.used[slot] = true
 		return slot, nil
 	}
-	return 0, errors.New("no free sandbox network: the address range is used up")
+	return 0, errRangeUsedUp
 }
+
+// errRangeUsedUp: every slot of the range is handed out or on its way back.
+var errRangeUsedUp = errs.New(errs.Unavailable, "no free sandbox network: the address range is used up")
 
 func (m *Manager) unreserve(slot int) {
 	m.mu.Lock()
@@ -238,7 +242,10 @@ func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 		case n = <-m.ready:
 		default:
 			var err error
-			if n, err = m.make(); err != nil {
+			if n, err = m.make(); errors.Is(err, errRangeUsedUp) {
+				n, err = m.await(ctx)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -253,6 +260,37 @@ func (m *Manager) Acquire(ctx context.Context, internet bool) (*Net, error) {
 	m.out++
 	m.mu.Unlock()
 	return n, nil
+}
+
+// releaseWait is how long Acquire waits for a network when the range is
+// used up: released ones come back within forgetWindow (and the kernel's
+// removal of their veths), so under a stream of creates and kills a create
+// waits its turn rather than fail.
+const releaseWait = 3 * forgetWindow
+
+// await waits up to releaseWait (or ctx) for a network to come back or a
+// slot to free, for a range used up.
+func (m *Manager) await(ctx context.Context) (*Net, error) {
+	deadline := time.NewTimer(releaseWait)
+	defer deadline.Stop()
+	retry := time.NewTicker(forgetWindow / 10)
+	defer retry.Stop()
+	for {
+		select {
+		case n := <-m.returned:
+			return n, nil
+		case n := <-m.ready:
+			return n, nil
+		case <-ctx.Done():
+			return nil, errRangeUsedUp
+		case <-deadline.C:
+			return nil, errRangeUsedUp
+		case <-retry.C:
+			if n, err := m.make(); !errors.Is(err, errRangeUsedUp) {
+				return n, err
+			}
+		}
+	}
 }
 
 // Levels are the networks ready for a sandbox (made, or given back and

@@ -3,6 +3,7 @@ package network
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
@@ -234,6 +236,33 @@ func TestReleasedNetworkComesBackClean(t *testing.T) {
 	}
 	if got := get(t, back, testutil.InternetAddr+":8080"); !strings.HasPrefix(got, "hello from") {
 		t.Errorf("the reused network cannot reach out: %q", got)
+	}
+}
+
+// TestRangeUsedUpWaits: with every network of the range handed out, a
+// create waits for one being released rather than fail; with none coming
+// back it fails, as unavailable.
+func TestRangeUsedUpWaits(t *testing.T) {
+	testkit.NeedRoot(t, "")
+	m, err := New(Config{Range: netip.MustParsePrefix("198.19.245.0/29"), Table: fmt.Sprintf("cove-test-u%d", os.Getpid()), PoolSize: 1}, logx.Discard())
+	must(t, err)
+	defer m.Close()
+	a, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	b, err := m.Acquire(context.Background(), true)
+	must(t, err)
+	defer m.Release(b)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		m.Release(a)
+	}()
+	c, err := m.Acquire(context.Background(), true)
+	if err != nil {
+		t.Fatalf("a create while a network was on its way back: %v", err)
+	}
+	defer m.Release(c)
+	if _, err := m.Acquire(context.Background(), true); !errors.Is(err, errRangeUsedUp) || errs.KindOf(err) != errs.Unavailable {
+		t.Errorf("a create with the range used up: %v, want unavailable", err)
 	}
 }
 
