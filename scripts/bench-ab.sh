@@ -20,7 +20,7 @@ for arg in "$@"; do
 	label=${arg%%=*} bin=${arg#*=}
 	i=$((i + 1))
 	port=$((3320 + i))
-	COVE_PREPARE_TEMPLATES=false "$bin/cove" server --listen "127.0.0.1:$port" --data-dir "$dir/$label" --api-key "$key" \
+	COVE_PREPARE_TEMPLATES=false COVE_BASE=host "$bin/cove" server --listen "127.0.0.1:$port" --data-dir "$dir/$label" --api-key "$key" \
 		--cgroup-parent "cove-bench-ab-$label" --pool-size 4 --network-range "10.$((230 + i)).0.0/16" >"$dir/$label.log" 2>&1 &
 	pids+=($!)
 	urls+=("$label=http://127.0.0.1:$port")

@@ -8,6 +8,7 @@
 # bin/cove (make build). SUSTAIN (default 20s) and N (default 30) size it.
 set -eu
 export COVE_PREPARE_TEMPLATES=false # no background Debian builds beside the figures
+export COVE_BASE=host                # base is the host's template, as in make bench
 cd "$(dirname "$0")/.."
 key=e2b_00000000000000000000000000000000be4c4001
 token=bench-cluster-node-token-0123456789abcdef

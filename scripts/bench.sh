@@ -7,6 +7,8 @@ set -eu
 # The servers measured never build the built-in Debian templates in the
 # background (their downloads and dpkg would share the cores measured).
 export COVE_PREPARE_TEMPLATES=false
+# Their base is the host's template, as the figures before were.
+export COVE_BASE=host
 cd "$(dirname "$0")/.."
 out=$(mktemp)
 data=$(mktemp -d)

@@ -102,7 +102,7 @@ func (r *runFlags) recipes(f *pflag.FlagSet) {
 // base is the flag of what the name base serves: every role of a cluster
 // must agree.
 func (r *runFlags) base(f *pflag.FlagSet) {
-	f.StringVar(&r.cfg.Base, "base", envOr("COVE_BASE", server.BaseHost), "what the template base is: host (the host's /usr, read-only: instant, whatever the host holds) or debian (E2B's base — Python 3.11, Node, npm, yarn, build tools, git, curl, sudo, user — built from Debian's archive in the background, the same on every node; the host's until it is ready), which keeps the host's reachable as host (COVE_BASE)")
+	f.StringVar(&r.cfg.Base, "base", envOr("COVE_BASE", server.BaseDebian), "what the template base is: debian (E2B's base — Python 3.11, Node, npm, yarn, build tools, git, curl, sudo, user — built from Debian's archive in the background, the same on every node; the host's template until it is ready, and host after) or host (the host's /usr, read-only: instant, whatever the host holds) (COVE_BASE)")
 }
 
 // teams are the team quota flags: cove server's and a node's cap what a

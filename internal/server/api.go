@@ -93,7 +93,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		go collectBucket(running, templates, nodes, log)
 	}
 	if cfg.Base == BaseDebian {
-		startBase(running, templates, tpls, nil, log)
+		startBase(running, templates, tpls, clusterPool{nodes}, log)
 	}
 	api := httpapi.New(svc, tpls, volumes, vols.Files, st, log)
 	api.AdminToken = cfg.AdminToken

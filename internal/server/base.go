@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/cluster"
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
@@ -35,14 +36,38 @@ func checkBase(mode string) error {
 	return errs.New(errs.InvalidArgument, "--base %q: it is host (the host's /usr) or debian (E2B's base from Debian's archive)", mode)
 }
 
+// basePool keeps the warm sandboxes base is handed over with: a node's
+// (cove server, cove node), or the cluster's nodes as a replica sees them
+// (clusterPool).
+type basePool interface {
+	// Warm makes ref a template it keeps warm.
+	Warm(ctx context.Context, ref string) error
+	// Warmed is how many of templateID's are warm (where it stands for
+	// many nodes, the fewest any has).
+	Warmed(templateID string) int
+}
+
+// clusterPool is the cluster's nodes as a replica sees them: each node
+// warms the recipe by itself (handOverBase there), the replica waits.
+type clusterPool struct{ nodes *cluster.Cluster }
+
+func (clusterPool) Warm(context.Context, string) error { return nil }
+
+func (p clusterPool) Warmed(templateID string) int { return p.nodes.Warmed(templateID) }
+
+// baseWarmWait is how long handOverBase waits for a warm sandbox of the
+// recipe: a pool that cannot warm it (its failures are logged) holds base
+// back no longer.
+const baseWarmWait = time.Minute
+
 // handOverBase gives the name base to the debian recipe once a ready build
 // of it is here (a cluster's records are shared: every role sees it) and,
-// where mgr is given (a node that keeps warm sandboxes), one of it is
-// warm, so that no create of base is cold or fails on the way. Until then the host template serves
-// base; it stays reachable as host. It returns at once when the recipe is
-// ready at the start (a restart), else it watches in the background until
-// ctx ends.
-func handOverBase(ctx context.Context, templates *template.Store, mgr *node.Manager, log *slog.Logger) {
+// where pool is given, a sandbox of it is warm (on every node, for a
+// cluster's replica), so that no create of base is cold or fails on the
+// way. Until then the host template serves base; it stays reachable as
+// host. It returns at once when the recipe is ready at the start (a
+// restart), else it watches in the background until ctx ends.
+func handOverBase(ctx context.Context, templates *template.Store, pool basePool, log *slog.Logger) {
 	ready := func() bool {
 		r, err := templates.Get("", baseRecipe)
 		return err == nil && r.Serving() != nil
@@ -52,8 +77,8 @@ func handOverBase(ctx context.Context, templates *template.Store, mgr *node.Mana
 			log.Error("hand base to the debian recipe", logx.Err(err))
 			return
 		}
-		if mgr != nil { // at a restart: no create of base has warmed it yet
-			if err := mgr.Warm(ctx, baseRecipe); err != nil {
+		if pool != nil { // at a restart: no create of base has warmed it yet
+			if err := pool.Warm(ctx, baseRecipe); err != nil {
 				log.Warn("warm E2B's base", logx.Err(err))
 			}
 		}
@@ -77,17 +102,14 @@ func handOverBase(ctx context.Context, templates *template.Store, mgr *node.Mana
 			if !ready() {
 				continue
 			}
-			if mgr != nil {
-				id := templates.IDOf("", baseRecipe)
+			if pool != nil {
 				if warming.IsZero() {
 					warming = time.Now()
-					if err := mgr.Warm(ctx, baseRecipe); err != nil {
+					if err := pool.Warm(ctx, baseRecipe); err != nil {
 						log.Warn("warm the debian recipe before it serves base", logx.Err(err))
 					}
 				}
-				// A minute at most: a pool that cannot warm it (its failures
-				// are logged) holds base back no longer.
-				if mgr.Warmed(id) == 0 && time.Since(warming) < time.Minute {
+				if pool.Warmed(templates.IDOf("", baseRecipe)) == 0 && time.Since(warming) < baseWarmWait {
 					continue
 				}
 			}
@@ -100,15 +122,15 @@ func handOverBase(ctx context.Context, templates *template.Store, mgr *node.Mana
 // startBase, in BaseDebian mode, prepares the debian recipe in the
 // background (whatever --prepare-templates says: base waits for it) and
 // hands base to it once it is ready.
-func startBase(ctx context.Context, templates *template.Store, tpls *service.Templates, mgr *node.Manager, log *slog.Logger) {
+func startBase(ctx context.Context, templates *template.Store, tpls *service.Templates, pool basePool, log *slog.Logger) {
 	if _, err := tpls.Prepare(baseRecipe); err != nil {
 		log.Info("E2B's base (the debian recipe) is not built here: base stays the host's template", "reason", err.Error())
 	}
-	handOverBase(ctx, templates, mgr, log)
+	handOverBase(ctx, templates, pool, log)
 }
 
 // warmer is mgr where it keeps warm sandboxes, else nil.
-func warmer(mgr *node.Manager, poolSize int) *node.Manager {
+func warmer(mgr *node.Manager, poolSize int) basePool {
 	if poolSize > 0 {
 		return mgr
 	}

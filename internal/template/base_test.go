@@ -137,3 +137,26 @@ func TestBaseName(t *testing.T) {
 		t.Errorf("base after it came back: %s", id)
 	}
 }
+
+// A built-in recipe's build is started once: a second start while it is
+// unfinished (a cluster's other replica) joins it; once it ended, a start
+// starts another.
+func TestNewRecipeBuildJoins(t *testing.T) {
+	s := newStore(t)
+	first, started, err := s.NewRecipeBuild("debian", 2, 1024)
+	if err != nil || !started {
+		t.Fatalf("first start: %v %v", started, err)
+	}
+	again, started, err := s.NewRecipeBuild("debian", 2, 1024)
+	if err != nil || started || again.ID != first.ID {
+		t.Fatalf("a start while it is unfinished: %s started %v %v, want %s joined", again.ID, started, err, first.ID)
+	}
+	first.Status, first.Reason = StatusError, "failed"
+	if err := s.SetBuild("debian", *first); err != nil {
+		t.Fatal(err)
+	}
+	next, started, err := s.NewRecipeBuild("debian", 2, 1024)
+	if err != nil || !started || next.ID == first.ID {
+		t.Errorf("a start after it failed: %s started %v %v", next.ID, started, err)
+	}
+}

@@ -556,47 +556,65 @@ func (s *Store) NewBuild(team, name string, tags []string, cpu, memoryMB int) (R
 	}
 	var b *Build
 	r, err := retry(func() (r Record, err error) {
-		r, b, err = s.newBuild(team, name, tags, cpu, memoryMB)
+		r, b, _, err = s.newBuild(team, name, tags, cpu, memoryMB, false)
 		return r, err
 	})
 	return r, b, err
 }
 
-func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int) (Record, *Build, error) {
+// NewRecipeBuild starts a build of the built-in template name, unless its
+// newest build is unfinished (a cluster's other replica started it at the
+// same time): then it returns that one, and started false.
+func (s *Store) NewRecipeBuild(name string, cpu, memoryMB int) (b *Build, started bool, err error) {
+	var joined bool
+	_, err = retry(func() (r Record, err error) {
+		r, b, joined, err = s.newBuild("", name, nil, cpu, memoryMB, true)
+		return r, err
+	})
+	return b, err == nil && !joined, err
+}
+
+// newBuild adds a build to the template called name; join returns its
+// newest build instead (joined) where that is unfinished.
+func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int, join bool) (_ Record, _ *Build, joined bool, _ error) {
 	if err := s.lock(); err != nil {
-		return Record{}, nil, err
+		return Record{}, nil, false, err
 	}
 	defer s.mu.Unlock()
 	r, _, err := s.find(team, name)
+	if join && err == nil && len(r.Builds) > 0 && r.Builds[len(r.Builds)-1].Unfinished() {
+		out := *r.Builds[len(r.Builds)-1]
+		return r.clone(), &out, true, nil
+	}
 	switch {
 	case err == nil && r.Public && team != "":
-		return Record{}, nil, errs.New(errs.InvalidArgument, "%s is a built-in template's name: choose another", name)
+		return Record{}, nil, false, errs.New(errs.InvalidArgument, "%s is a built-in template's name: choose another", name)
 	case err == nil && r.Team != team: // an id of another team's
-		return Record{}, nil, errs.New(errs.NotFound, "template '%s' not found", name)
+		return Record{}, nil, false, errs.New(errs.NotFound, "template '%s' not found", name)
 	case err == nil && r.ID == BaseName:
-		return Record{}, nil, errs.New(errs.InvalidArgument, "the built-in template %s cannot be rebuilt", name)
+		return Record{}, nil, false, errs.New(errs.InvalidArgument, "the built-in template %s cannot be rebuilt", name)
 	case errs.Is(err, errs.NotFound):
 		r = &Record{ID: newID(), Team: team, Names: []string{name}, CreatedAt: time.Now().UTC(), Tags: map[string]string{}}
 	case err != nil:
-		return Record{}, nil, err
+		return Record{}, nil, false, err
 	}
 	if len(tags) == 0 {
 		tags = []string{DefaultTag}
 	}
 	for _, t := range tags {
 		if err := validTag(t); err != nil {
-			return Record{}, nil, err
+			return Record{}, nil, false, err
 		}
 	}
 	b := &Build{ID: ids.UUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB, PendingTags: tags}
 	r.Builds = append(r.Builds, b)
 	if err := s.save(r); err != nil {
 		r.Builds = r.Builds[:len(r.Builds)-1]
-		return Record{}, nil, err
+		return Record{}, nil, false, err
 	}
 	s.templates[r.ID] = r
 	out := *b // the caller's copy: the record's own changes under s.mu
-	return r.clone(), &out, nil
+	return r.clone(), &out, false, nil
 }
 
 // SetBuild records a build's progress; a ready build takes its tags.

@@ -127,25 +127,48 @@ func (c Cluster) Leftovers() []string {
 // error.
 func StartCluster(t *testing.T, apiKey, dsn string, replicas, nodes int, extra ...string) Cluster {
 	t.Helper()
+	return StartClusterWith(t, ClusterConfig{APIKey: apiKey, DSN: dsn, Replicas: replicas, Nodes: nodes,
+		NodeArgs: func(int) []string { return extra }})
+}
+
+// ClusterConfig is what StartClusterWith starts.
+type ClusterConfig struct {
+	APIKey, DSN     string
+	Replicas, Nodes int
+	// NodeArgs, when set, gives node i (from 0) its flags beyond the
+	// cluster's; APIArgs are every replica's.
+	NodeArgs func(i int) []string
+	APIArgs  []string
+}
+
+// StartClusterWith starts the cluster cfg describes, as StartCluster does.
+// Its roles serve the host's template as base unless their flags say
+// otherwise.
+func StartClusterWith(t *testing.T, cfg ClusterConfig) Cluster {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("cove node needs root")
 	}
 	var c Cluster
 	bucket, creds := ObjectStore(t)
 	env := []string{"COVE_OBJECT_STORE=" + bucket, "AWS_ACCESS_KEY_ID=" + creds.AccessKey, "AWS_SECRET_ACCESS_KEY=" + creds.SecretKey}
-	for i := range nodes {
+	for i := range cfg.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
-		args := append([]string{"node", "--database", dsn, "--node-token", nodeToken, "--name", name,
-			"--cgroup-parent", "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1))), "--network=false"}, extra...)
+		args := []string{"node", "--database", cfg.DSN, "--node-token", nodeToken, "--name", name,
+			"--cgroup-parent", "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1))), "--network=false", "--base=host"}
+		if cfg.NodeArgs != nil {
+			args = append(args, cfg.NodeArgs(i)...)
+		}
 		s, r := startRole(t, args, env)
 		c.Nodes, c.procs, c.all = append(c.Nodes, s), append(c.procs, r), append(c.all, r)
 	}
-	waitForNodes(t, dsn, nodes)
-	for range replicas {
-		s, r := startRole(t, []string{"api", "--database", dsn, "--node-token", nodeToken, "--api-key", apiKey}, env)
+	waitForNodes(t, cfg.DSN, cfg.Nodes)
+	for range cfg.Replicas {
+		args := append([]string{"api", "--database", cfg.DSN, "--node-token", nodeToken, "--api-key", cfg.APIKey, "--base=host"}, cfg.APIArgs...)
+		s, r := startRole(t, args, env)
 		c.APIs, c.all = append(c.APIs, s), append(c.all, r)
 	}
-	t.Cleanup(func() { killAll(c.APIs[0].URL, apiKey) }) // runs before the roles stop
+	t.Cleanup(func() { killAll(c.APIs[0].URL, cfg.APIKey) }) // runs before the roles stop
 	return c
 }
 

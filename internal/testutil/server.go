@@ -146,7 +146,7 @@ func startServerProc(t *testing.T, bin, apiKey string, extra []string) *Proc {
 	s := newServer(t)
 	parent := "cove-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(int(serverSeq.Add(1)))
 	p := &Proc{Server: s, t: t, key: apiKey, bin: bin, logs: &lockedBuffer{},
-		args: append([]string{"server", "--listen", s.Addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false", "--prepare-templates=false"}, extra...)}
+		args: append([]string{"server", "--listen", s.Addr, "--data-dir", s.DataDir, "--api-key", apiKey, "--cgroup-parent", parent, "--network=false", "--prepare-templates=false", "--base=host"}, extra...)}
 	t.Cleanup(func() {
 		killAll(s.URL, apiKey) // what a failed test left; the server keeps sandboxes on purpose
 		p.stop(false)

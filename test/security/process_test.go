@@ -57,7 +57,7 @@ func newCove(t testing.TB, dataDir string, extra ...string) *coveProc {
 	procSeq++
 	p := &coveProc{t: t, srv: testutil.Server{Addr: addr, URL: "http://" + addr, DataDir: dataDir},
 		cgroup: fmt.Sprintf("cove-sec-%d-%d", os.Getpid(), procSeq)}
-	p.args = append([]string{"server", "--listen", addr, "--data-dir", dataDir, "--api-key", apiKey, "--cgroup-parent", p.cgroup, "--prepare-templates=false"}, extra...)
+	p.args = append([]string{"server", "--listen", addr, "--data-dir", dataDir, "--api-key", apiKey, "--cgroup-parent", p.cgroup, "--prepare-templates=false", "--base=host"}, extra...)
 	t.Cleanup(p.cleanup)
 	p.start()
 	return p

@@ -410,3 +410,17 @@ func (c *Cluster) SandboxRanges() []netip.Prefix {
 	}
 	return out
 }
+
+// Warmed is how many warm sandboxes of a template the live node with the
+// fewest has, as their last heartbeats said (0 with no node).
+func (c *Cluster) Warmed(templateID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fewest := -1
+	for _, m := range c.nodes {
+		if n := m.Warm[templateID]; fewest < 0 || n < fewest {
+			fewest = n
+		}
+	}
+	return max(fewest, 0)
+}

@@ -240,9 +240,12 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 		return BuildStatus{}, err
 	}
 	cpus, mem := cmp.Or(spec.CPUCount, 2), cmp.Or(spec.MemoryMB, 1024)
-	_, b, err := t.store.NewBuild("", name, nil, cpus, mem)
+	b, started, err := t.store.NewRecipeBuild(name, cpus, mem)
 	if err != nil {
 		return BuildStatus{}, err
+	}
+	if !started { // a cluster's other replica's, just started
+		return BuildStatus{Build: *b}, nil
 	}
 	b.Recipe = t.recipes[name]
 	if err := t.store.SetBuild(name, *b); err != nil {
