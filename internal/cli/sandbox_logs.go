@@ -101,6 +101,11 @@ func logKey(l cove.LogEntry) string {
 	return b.String()
 }
 
+// commandField is the field of the agent's lines that holds a process's
+// command line: shown last and as it is (it runs to the line's end), as
+// the dashboard shows it, not quoted again.
+const commandField = "cmd"
+
 func printLog(w io.Writer, l cove.LogEntry, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(l)
@@ -108,11 +113,17 @@ func printLog(w io.Writer, l cove.LogEntry, asJSON bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-5s %s", l.Time.Local().Format("2006-01-02 15:04:05.000"), strings.ToUpper(l.Level), l.Message)
 	for _, k := range slices.Sorted(maps.Keys(l.Fields)) {
+		if k == commandField {
+			continue
+		}
 		v := l.Fields[k]
 		if v == "" || strings.ContainsAny(v, " \"=") {
 			v = strconv.Quote(v)
 		}
 		b.WriteString(" " + k + "=" + v)
+	}
+	if v, ok := l.Fields[commandField]; ok {
+		b.WriteString(" " + commandField + "=" + strings.ReplaceAll(v, "\n", `\n`))
 	}
 	_, err := fmt.Fprintln(w, b.String())
 	return err

@@ -248,7 +248,8 @@ async function sandboxPage(id) {
   const logs = async () => {
     const { data } = await api('GET', `${E2B}/v2/sandboxes/${encodeURIComponent(id)}/logs?direction=backward&limit=200`);
     $('#sb-logs').textContent = data.logs.reverse().map((l) => {
-      const f = Object.entries(l.fields || {}).map(([k, v]) => `${k}=${v}`).join(' ');
+      // The command line last: it runs to the line's end (as the CLI shows it).
+      const f = Object.entries(l.fields || {}).sort(([a], [b]) => (a === 'cmd') - (b === 'cmd')).map(([k, v]) => `${k}=${v}`).join(' ');
       return `${new Date(l.timestamp).toLocaleTimeString()} ${l.level.toUpperCase().padEnd(5)} ${l.message} ${f}`;
     }).join('\n');
   };

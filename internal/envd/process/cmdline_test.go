@@ -15,9 +15,11 @@ func TestCommandLine(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"E2B's login shell", "/bin/bash", []string{"-l", "-c", "python3 app.py --port 8000"}, "/bin/bash -l -c 'python3 app.py --port 8000'"},
+		{"E2B's login shell", "/bin/bash", []string{"-l", "-c", "python3 app.py --port 8000"}, "/bin/bash -l -c python3 app.py --port 8000"},
 		{"plain words", "ls", []string{"-la", "/tmp"}, "ls -la /tmp"},
-		{"a quote inside", "sh", []string{"-c", "echo 'hi'"}, `sh -c 'echo '\''hi'\'''`},
+		{"a shell's script as it is", "sh", []string{"-c", `echo 'hi' "there"`}, `sh -c echo 'hi' "there"`},
+		{"a quote inside", "grep", []string{"it's", "f"}, `grep 'it'\''s' f`},
+		{"an empty script", "sh", []string{"-c", ""}, "sh -c ''"},
 		{"an empty argument", "printf", []string{""}, "printf ''"},
 		{"cut when long", "/bin/bash", []string{"-c", long}, "/bin/bash -c " + long[:maxLoggedCmd-len("/bin/bash -c ")] + "…"},
 	} {

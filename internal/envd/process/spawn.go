@@ -91,13 +91,17 @@ const maxLoggedCmd = 200
 
 // commandLine is a process's command and arguments as a shell would read
 // them (an argument with spaces or quotes in single quotes), cut to
-// maxLoggedCmd bytes: what the sandbox's log says of it.
+// maxLoggedCmd bytes: what the sandbox's log says of it. A shell's script
+// (the last argument, after -c: how the SDKs run every command) is written
+// as it is, which reads as the command the user gave.
 func commandLine(cfg *pb.ProcessConfig) string {
 	var b strings.Builder
 	b.WriteString(cfg.GetCmd())
-	for _, a := range cfg.GetArgs() {
+	args := cfg.GetArgs()
+	for i, a := range args {
 		b.WriteByte(' ')
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?") {
+		script := i == len(args)-1 && i > 0 && args[i-1] == "-c" && a != ""
+		if !script && (a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?")) {
 			b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
 		} else {
 			b.WriteString(a)
