@@ -93,6 +93,9 @@ export E2B_API_KEY="$key"
 # client and its async one.
 E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" test/compat/py/.venv/bin/python bench/py/tti.py cold "${TTI_N:-50}" | tee -a "$out"
 E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" test/compat/py/.venv/bin/python bench/py/tti.py pooled "${TTI_N:-50}" | tee -a "$out"
+# Files through the official SDKs (the Go SDK's: the harness above).
+(cd bench/js && E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" node files.mjs) | tee -a "$out"
+E2B_API_URL="http://$pooled" E2B_SANDBOX_URL="http://$pooled" test/compat/py/.venv/bin/python bench/py/files.py | tee -a "$out"
 # The code interpreter through @e2b/code-interpreter, and its floor: the
 # same kernel driven by the reference Jupyter client.
 (cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node code.mjs cold "${CODE_N:-10}") | tee -a "$out"

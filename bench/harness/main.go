@@ -8,7 +8,7 @@
 //   - Create/pooled and /pooled-keyed: a pooled create alone, without and
 //     with an Idempotency-Key, interleaved;
 //   - ExecRTT: `true` in a running sandbox;
-//   - Files: upload and download of 1 MiB and 256 MiB;
+//   - Files/go-sdk: upload and download of 1, 50 and 256 MiB;
 //   - Burst100: 100 concurrent create + exec (pooled server);
 //   - Sustained: creates per second over -sustain with 4 workers, and the
 //     host CPU time (all cores, user + system) each create + kill cost;
@@ -260,7 +260,7 @@ func firstOutput(ctx context.Context, c *cove.Client, name string, n int) {
 func files(ctx context.Context, c *cove.Client) {
 	s := create(ctx, c)
 	defer kill(ctx, s)
-	for _, size := range []int{1 << 20, 256 << 20} {
+	for _, size := range []int{1 << 20, 50 << 20, 256 << 20} {
 		data := make([]byte, size)
 		rand.Read(data)
 		label := fmt.Sprintf("%dMiB", size>>20)
@@ -289,7 +289,7 @@ func files(ctx context.Context, c *cove.Client) {
 		if !bytes.Equal(got, data) {
 			check(fmt.Errorf("download of %s differs", label))
 		}
-		fmt.Printf("BenchmarkFiles/%s 3 0 ns/op %.1f upload-MB/s %.1f download-MB/s\n", label, up, down)
+		fmt.Printf("BenchmarkFiles/go-sdk/%s 3 0 ns/op %.1f upload-MB/s %.1f download-MB/s\n", label, up, down)
 		_, _ = s.Commands.Run(ctx, "rm -f /tmp/blob")
 	}
 }

@@ -3,6 +3,7 @@ package envd_test
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"mime/multipart"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,13 +129,39 @@ func TestFilesUploadDownload(t *testing.T) {
 	if resp2.StatusCode != 206 || string(b) != "world" {
 		t.Errorf("ranged download: %s %q", resp2.Status, b)
 	}
-	resp2, b = a.get(t, "/files?path="+url.QueryEscape(target), "Accept-Encoding", "gzip")
-	if resp2.Header.Get("Content-Encoding") != "gzip" {
-		t.Errorf("gzip download not compressed: %v", resp2.Header)
-	} else if zr, err := gzip.NewReader(bytes.NewReader(b)); err != nil {
-		t.Error(err)
-	} else if plain, _ := io.ReadAll(zr); string(plain) != "hello world" {
-		t.Errorf("gzip download %q", plain)
+	// gzip where it pays only: text of a size worth it, not a few bytes,
+	// not a large body, not random bytes.
+	noise := make([]byte, 64<<10)
+	rand.Read(noise)
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		gzipped bool
+	}{
+		{"text", bytes.Repeat([]byte("a line of text\n"), 300), true},
+		{"a few bytes", []byte("hello world"), false},
+		{"large text", bytes.Repeat([]byte("a line of text\n"), 150_000), false},
+		{"random bytes", noise, false},
+	} {
+		p := filepath.Join(dir, "gz-"+strings.ReplaceAll(tc.name, " ", "-"))
+		os.WriteFile(p, tc.content, 0o644)
+		resp, b := a.get(t, "/files?path="+url.QueryEscape(p), "Accept-Encoding", "gzip")
+		if got := resp.Header.Get("Content-Encoding") == "gzip"; got != tc.gzipped {
+			t.Errorf("%s (%d bytes): gzipped %v, want %v", tc.name, len(tc.content), got, tc.gzipped)
+			continue
+		}
+		if tc.gzipped {
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ = io.ReadAll(zr)
+		} else if resp.ContentLength != int64(len(tc.content)) {
+			t.Errorf("%s: raw without its Content-Length: %v", tc.name, resp.Header)
+		}
+		if !bytes.Equal(b, tc.content) {
+			t.Errorf("%s: the download differs", tc.name)
+		}
 	}
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, nil, 0o644)
