@@ -23,11 +23,25 @@ if [ "${1:-}" = run ]; then
 		cmd=${pair%%:*} pkg=${pair#*:}
 		command -v "$cmd" >/dev/null 2>&1 || case " $need " in *" $pkg "*) ;; *) need="$need $pkg" ;; esac
 	done
-	# *.localhost (the SDK's getHost URLs) resolving to loopback.
-	getent hosts cove-check.localhost >/dev/null 2>&1 || need="$need libnss-myhostname"
+	# *.localhost (the SDK's getHost URLs) resolving to loopback for Node
+	# and Python (curl and browsers resolve it themselves); NSS=no leaves
+	# the host's name resolution as it is.
+	if [ "${NSS:-}" != no ] && ! getent hosts cove-check.localhost >/dev/null 2>&1; then
+		need="$need libnss-myhostname"
+	fi
 	if [ -n "$need" ]; then
 		if [ "$(id -u)" != 0 ]; then echo "deps: cove server runs as root; as root this installs:$need" >&2; exit 1; fi
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
+		apt-get update -qq
+		# Say what changes on the host before it changes.
+		echo "make run installs from Debian's archive:$need"
+		case " $need " in *" libnss-myhostname "*)
+			echo "  libnss-myhostname adds 'myhostname' to the hosts line of /etc/nsswitch.conf, so that"
+			echo "  *.localhost (the SDK's getHost URLs) resolves to loopback; 'make run NSS=no' leaves it out"
+			echo "  (docs/GUIDE.md, \"Reaching a sandbox's ports\", says how to reach them then)." ;;
+		esac
+		echo "  apt-get installs or upgrades:"
+		apt-get install -s --no-install-recommends $need 2>/dev/null | sed -n 's/^Inst /    /p'
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
 	fi
 	if ! guest_kernel_ready && [ "$(id -u)" = 0 ]; then
 		./scripts/guest-kernel.sh
