@@ -30,7 +30,7 @@ func Main(args []string) int {
 		Version:       version.Version,
 	}
 	root.SetVersionTemplate("cove {{.Version}}\n")
-	root.AddCommand(versionCmd(), envdCmd(), codeInterpreterCmd(), serverCmd(), apiCmd(), nodeCmd(), keyCmd(), teamCmd(), sandboxCmd(), snapshotCmd(), templateCmd(), volumeCmd())
+	root.AddCommand(versionCmd(), envdCmd(), codeInterpreterCmd(), serverCmd(), apiCmd(), nodeCmd(), keyCmd(), teamCmd(), sandboxCmd(), snapshotCmd(), templateCmd(), volumeCmd(), webhookCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var exit exitCodeError

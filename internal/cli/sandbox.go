@@ -26,7 +26,7 @@ func sandboxCmd() *cobra.Command {
 The server and key come from COVE_API_URL and COVE_API_KEY (or E2B_API_URL and
 E2B_API_KEY); the URL defaults to http://127.0.0.1:3000.`,
 	}
-	cmd.AddCommand(sandboxCreateCmd(), sandboxListCmd(), sandboxInfoCmd(), sandboxLogsCmd(), sandboxKillCmd(), sandboxPauseCmd(), sandboxResumeCmd(), sandboxSnapshotCmd(), sandboxForkCmd(), sandboxRunCodeCmd(),
+	cmd.AddCommand(sandboxCreateCmd(), sandboxListCmd(), sandboxInfoCmd(), sandboxLogsCmd(), sandboxEventsCmd(), sandboxKillCmd(), sandboxPauseCmd(), sandboxResumeCmd(), sandboxSnapshotCmd(), sandboxForkCmd(), sandboxRunCodeCmd(),
 		sandboxExecCmd(), sandboxShellCmd(), sandboxCpCmd())
 	return cmd
 }
