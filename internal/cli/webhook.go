@@ -12,9 +12,9 @@ func webhookCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "webhook",
 		Aliases: []string{"webhooks"},
-		Short:   "Create, list, update and delete webhooks: the team's sandbox lifecycle events sent to a URL",
+		Short:   "Create, list, update and delete webhooks (the team's sandbox lifecycle events sent to a URL) and see what each has still to take",
 	}
-	cmd.AddCommand(webhookCreateCmd(), webhookListCmd(), webhookUpdateCmd(), webhookDeleteCmd())
+	cmd.AddCommand(webhookCreateCmd(), webhookListCmd(), webhookUpdateCmd(), webhookDeleteCmd(), webhookDeliveriesCmd())
 	return cmd
 }
 

@@ -119,3 +119,24 @@ func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/events/webhooks/"+url.PathEscape(id), nil, nil)
 	return err
 }
+
+// Delivery is an event a webhook has still to take: not tried yet, or
+// tried Attempts times in vain (LastError says why the last failed), due
+// again at NextAttemptAt.
+type Delivery struct {
+	ID            string    `json:"id"`
+	EventID       string    `json:"eventID"`
+	EventType     string    `json:"eventType"`
+	SandboxID     string    `json:"sandboxID"`
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"nextAttemptAt"`
+	LastError     string    `json:"lastError,omitempty"`
+}
+
+// WebhookDeliveries lists what a webhook has still to take (Cove's own
+// endpoint); a delivery taken or given up is gone from it.
+func (c *Client) WebhookDeliveries(ctx context.Context, id string) ([]Delivery, error) {
+	var out []Delivery
+	_, err := c.do(ctx, http.MethodGet, "/events/webhooks/"+url.PathEscape(id)+"/deliveries", nil, &out)
+	return out, err
+}

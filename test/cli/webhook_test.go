@@ -47,6 +47,12 @@ func TestEventsAndWebhooksCLI(t *testing.T) {
 	if out, _, _ := c.run(t, "", "webhook", "list"); !strings.Contains(out, hookID) || !strings.Contains(out, "created,killed") || strings.Contains(out, "s3cret") {
 		t.Errorf("webhook list: %q", out)
 	}
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	out, _, _ = c.run(t, "", "webhook", "create", "--name", "down", "--url", failing.URL, "--event", "sandbox.lifecycle.created")
+	downID := strings.TrimSpace(out)
 	if _, errOut, code := c.run(t, "", "webhook", "create", "--url", "ftp://example.test/"); code == 0 || !strings.Contains(errOut, "http") {
 		t.Errorf("webhook create with an ftp URL: %q %d, want it refused", errOut, code)
 	}
@@ -85,6 +91,17 @@ func TestEventsAndWebhooksCLI(t *testing.T) {
 		mu.Unlock()
 	}
 
+	// The failing webhook's delivery stays, with its attempts and why.
+	var deliveries string
+	if !testkit.Wait(30*time.Second, func() bool {
+		deliveries, _, _ = c.run(t, "", "webhook", "deliveries", downID)
+		return strings.Contains(deliveries, "500 Internal Server Error")
+	}) || !strings.Contains(deliveries, "created") || !strings.Contains(deliveries, id) {
+		t.Errorf("webhook deliveries of a failing receiver: %q", deliveries)
+	}
+	if out, _, _ := c.run(t, "", "webhook", "deliveries", hookID); strings.Count(out, "\n") != 1 {
+		t.Errorf("webhook deliveries of a receiver that took everything: %q, want the header only", out)
+	}
 	if _, errOut, code := c.run(t, "", "webhook", "update", hookID, "--disable", "--name", "off"); code != 0 {
 		t.Errorf("webhook update: %q", errOut)
 	}

@@ -113,6 +113,7 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 	a.handle("GET /events/webhooks/{webhookID}", a.getWebhook)
 	a.handle("PATCH /events/webhooks/{webhookID}", a.updateWebhook)
 	a.handle("DELETE /events/webhooks/{webhookID}", a.deleteWebhook)
+	a.handle("GET /events/webhooks/{webhookID}/deliveries", a.webhookDeliveries)
 	a.handle("GET /secrets", a.listSecrets)
 	a.handle("POST /secrets", a.createSecret)
 	a.handle("GET /secrets/{secretID}", a.getSecret)

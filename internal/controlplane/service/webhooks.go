@@ -91,6 +91,12 @@ func (s *Service) Webhooks(ctx context.Context, team string) ([]store.Webhook, e
 	return s.store.TeamWebhooks(ctx, team)
 }
 
+// WebhookDeliveries are what a team's webhook has still to take: its
+// failed attempts' deliveries, and those not tried yet.
+func (s *Service) WebhookDeliveries(ctx context.Context, team, id string) ([]store.Delivery, error) {
+	return s.store.WebhookDeliveries(ctx, team, id)
+}
+
 // DeleteWebhook removes a team's webhook; what was on its way is dropped.
 func (s *Service) DeleteWebhook(ctx context.Context, team, id string) error {
 	return s.store.DeleteWebhook(ctx, team, id)
@@ -305,7 +311,7 @@ func (s *Service) deliver(ctx context.Context, d store.Delivery) {
 		err = s.store.FinishDelivery(done, d.ID)
 	default:
 		s.log.Debug("webhook delivery failed", "webhook", d.WebhookID, "event", d.EventID, "attempt", d.Attempt+1, logx.Err(err))
-		err = s.store.RetryDelivery(done, d.ID, time.Now().Add(min(time.Second<<d.Attempt, maxBackoff)))
+		err = s.store.RetryDelivery(done, d.ID, time.Now().Add(min(time.Second<<d.Attempt, maxBackoff)), err.Error())
 	}
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("record a webhook delivery", "delivery", d.ID, logx.Err(err))

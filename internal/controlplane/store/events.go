@@ -121,6 +121,7 @@ type Delivery struct {
 	Team                   string // the webhook's
 	Attempt                int
 	NextAt                 time.Time
+	LastError              string // why the last attempt failed
 	// What the sender needs, from the webhook and the event.
 	URL, Secret string
 	Body        []byte

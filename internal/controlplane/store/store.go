@@ -253,8 +253,12 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
 	// FinishDelivery forgets a delivery (taken, or given up).
 	FinishDelivery(ctx context.Context, id string) error
-	// RetryDelivery counts a failed attempt and makes it due at next.
-	RetryDelivery(ctx context.Context, id string, next time.Time) error
+	// RetryDelivery counts a failed attempt, keeps why it failed and
+	// makes it due at next.
+	RetryDelivery(ctx context.Context, id string, next time.Time, why string) error
+	// WebhookDeliveries are the deliveries a team's webhook has still to
+	// take, by when they are due (errs.NotFound for no such webhook).
+	WebhookDeliveries(ctx context.Context, team, webhookID string) ([]Delivery, error)
 
 	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
 	Sandbox(ctx context.Context, id string) (Sandbox, error)

@@ -195,9 +195,31 @@ func (s *Store) FinishDelivery(ctx context.Context, id string) error {
 }
 
 // RetryDelivery implements store.Store.
-func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE deliveries SET attempt = attempt + 1, next_at = $2 WHERE id = $1`, id, next); err != nil {
+func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time, why string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE deliveries SET attempt = attempt + 1, next_at = $2, last_error = $3 WHERE id = $1`, id, next, why); err != nil {
 		return fmt.Errorf("retry delivery: %w", err)
 	}
 	return nil
+}
+
+// WebhookDeliveries implements store.Store.
+func (s *Store) WebhookDeliveries(ctx context.Context, team, webhookID string) ([]store.Delivery, error) {
+	if _, err := s.Webhook(ctx, team, webhookID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.id, d.event_id, d.attempt, d.next_at, d.last_error, e.body
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.webhook_id = $1 ORDER BY d.next_at, d.id`, webhookID)
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Delivery, error) {
+		d := store.Delivery{WebhookID: webhookID, Team: team}
+		err := r.Scan(&d.ID, &d.EventID, &d.Attempt, &d.NextAt, &d.LastError, &d.Body)
+		d.NextAt = d.NextAt.UTC()
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
+	}
+	return out, nil
 }

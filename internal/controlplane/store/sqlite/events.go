@@ -237,11 +237,35 @@ func (s *Store) FinishDelivery(ctx context.Context, id string) error {
 }
 
 // RetryDelivery implements store.Store.
-func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE deliveries SET attempt = attempt + 1, next_at = ? WHERE id = ?`, next.UnixNano(), id); err != nil {
+func (s *Store) RetryDelivery(ctx context.Context, id string, next time.Time, why string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE deliveries SET attempt = attempt + 1, next_at = ?, last_error = ? WHERE id = ?`, next.UnixNano(), why, id); err != nil {
 		return fmt.Errorf("retry delivery: %w", err)
 	}
 	return nil
+}
+
+// WebhookDeliveries implements store.Store.
+func (s *Store) WebhookDeliveries(ctx context.Context, team, webhookID string) ([]store.Delivery, error) {
+	if _, err := s.Webhook(ctx, team, webhookID); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT d.id, d.event_id, d.attempt, d.next_at, d.last_error, e.body
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.webhook_id = ? ORDER BY d.next_at, d.id`, webhookID)
+	if err != nil {
+		return nil, fmt.Errorf("read deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Delivery
+	for rows.Next() {
+		d := store.Delivery{WebhookID: webhookID, Team: team}
+		var next int64
+		if err := rows.Scan(&d.ID, &d.EventID, &d.Attempt, &next, &d.LastError, &d.Body); err != nil {
+			return nil, fmt.Errorf("read deliveries: %w", err)
+		}
+		d.NextAt = time.Unix(0, next).UTC()
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // TemplateSpawns implements store.Store.

@@ -513,8 +513,16 @@ func eventsAndWebhooks(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.RetryDelivery(ctx, claimed[0].ID, now.Add(10*time.Second)); err != nil {
+	if err := s.RetryDelivery(ctx, claimed[0].ID, now.Add(10*time.Second), "the receiver answered 500"); err != nil {
 		t.Fatal(err)
+	}
+	pending, err := s.WebhookDeliveries(ctx, "t1", claimed[0].WebhookID)
+	if err != nil || len(pending) != 1 || pending[0].ID != claimed[0].ID || pending[0].Attempt != 1 ||
+		pending[0].LastError != "the receiver answered 500" || !pending[0].NextAt.Equal(now.Add(10*time.Second)) || len(pending[0].Body) == 0 {
+		t.Errorf("the webhook's deliveries after a failed attempt: %+v, %v", pending, err)
+	}
+	if _, err := s.WebhookDeliveries(ctx, "t2", claimed[0].WebhookID); !errs.Is(err, errs.NotFound) {
+		t.Errorf("t2 reads t1's webhook's deliveries: %v", err)
 	}
 	if due, _ := s.ClaimDeliveries(ctx, now.Add(5*time.Second), time.Minute, 100); len(due) != 0 {
 		t.Errorf("a retry is due before its time: %d", len(due))
