@@ -110,7 +110,12 @@ test('the dashboard, from login to kill', async () => {
       if (process.env.DASHBOARD_SCREENSHOT) await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT });
     });
 
-    await step('kill from the page', async () => {
+    await step('kill from the page, once confirmed', async () => {
+      page.once('dialog', (d) => d.dismiss());
+      await page.click('#sb-actions button[data-act="kill"]');
+      await page.locator('#sb-actions button[data-act="kill"]:not([disabled])').waitFor();
+      assert.equal((await Sandbox.connect(sbx.sandboxId)).sandboxId, sbx.sandboxId, 'a kill called off killed');
+      page.once('dialog', (d) => d.accept());
       await page.click('#sb-actions button[data-act="kill"]');
       await page.locator('#sandboxes').waitFor();
       await row.waitFor({ state: 'detached' });

@@ -156,8 +156,13 @@ function renderSandboxes(list) {
 }
 window.coveRenderSandboxes = renderSandboxes; // the benchmark renders lists of its own
 
+// act runs a sandbox's action; false when the user called it off (a kill
+// asks first: what the sandbox holds goes with it).
 async function act(action, id) {
-  if (action === 'kill') await api('DELETE', `${E2B}/sandboxes/${encodeURIComponent(id)}`);
+  if (action === 'kill') {
+    if (!confirm(`Kill sandbox ${id}? Its processes and files go with it; it cannot be resumed.`)) return false;
+    await api('DELETE', `${E2B}/sandboxes/${encodeURIComponent(id)}`);
+  }
   if (action === 'pause') await api('POST', `${E2B}/sandboxes/${encodeURIComponent(id)}/pause`);
   if (action === 'resume') await api('POST', `${E2B}/sandboxes/${encodeURIComponent(id)}/resume`, { timeout: 300 });
 }
@@ -181,7 +186,7 @@ async function sandboxesPage() {
     if (!b) return;
     b.disabled = true;
     try {
-      await act(b.dataset.act, b.dataset.id);
+      if (await act(b.dataset.act, b.dataset.id) === false) { b.disabled = false; return; }
       await refresh();
     } catch (err) { report(err); b.disabled = false; }
   });
@@ -258,7 +263,7 @@ async function sandboxPage(id) {
     if (!b) return;
     b.disabled = true;
     try {
-      await act(b.dataset.act, id);
+      if (await act(b.dataset.act, id) === false) { b.disabled = false; return; }
       if (b.dataset.act === 'kill') { location.hash = '#/sandboxes'; return; }
       await details();
     } catch (err) { report(err); b.disabled = false; }
