@@ -42,7 +42,7 @@ func keyListCmd() *cobra.Command {
 					return err
 				}
 				for _, k := range keys {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID(), t.Name, k.Name, maskedKey(k), k.CreatedAt.Format(time.RFC3339), orNever(k.LastUsed))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID(), t.Name, k.Name, k.Masked(), k.CreatedAt.Format(time.RFC3339), orNever(k.LastUsed))
 				}
 			}
 			return w.Flush()
@@ -51,14 +51,6 @@ func keyListCmd() *cobra.Command {
 	state.add(cmd)
 	cmd.Flags().StringVar(&team, "team", "", "only this team's keys (name or id)")
 	return cmd
-}
-
-// maskedKey shows what is kept of a key: e2b_ab…wxyz.
-func maskedKey(k store.APIKey) string {
-	if len(k.Mask) != 6 {
-		return "e2b_…"
-	}
-	return "e2b_" + k.Mask[:2] + "…" + k.Mask[2:]
 }
 
 func orNever(t time.Time) string {

@@ -299,8 +299,10 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 type keyJSON struct {
 	ID        string    `json:"id"` // the key's hash
 	Name      string    `json:"name"`
+	Masked    string    `json:"masked"` // e2b_ab…wxyz, as the CLI shows it
 	CreatedAt time.Time `json:"createdAt"`
-	Current   bool      `json:"current"` // the key this session logged in with
+	LastUsed  time.Time `json:"lastUsed"` // zero: never
+	Current   bool      `json:"current"`  // the key this session logged in with
 	Key       string    `json:"key,omitempty"`
 }
 
@@ -313,7 +315,7 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]keyJSON, len(keys))
 	for i, k := range keys {
-		out[i] = keyJSON{ID: k.Hash, Name: k.Name, CreatedAt: k.CreatedAt, Current: k.Hash == s.KeyHash}
+		out[i] = keyJSON{ID: k.Hash, Name: k.Name, Masked: k.Masked(), CreatedAt: k.CreatedAt, LastUsed: k.LastUsed, Current: k.Hash == s.KeyHash}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

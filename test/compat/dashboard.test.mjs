@@ -132,6 +132,9 @@ test('the dashboard, from login to kill', async () => {
     const newKey = (await page.locator('#new-key-value').innerText()).trim();
     assert.match(newKey, /^e2b_[0-9a-f]{40}$/);
     await page.locator('#keys', { hasText: 'from the browser' }).waitFor();
+    // Masked as the CLI shows it, never used yet.
+    const row = await page.locator('#keys tr', { hasText: 'from the browser' }).innerText();
+    assert.ok(row.includes(`e2b_${newKey.slice(4, 6)}…${newKey.slice(-4)}`) && row.includes('never') && !row.includes(newKey), row);
     assert.equal(await apiStatus(newKey), 200);
     await page.locator('#keys tr', { hasText: 'from the browser' }).locator('button[data-revoke]').click();
     await page.waitForFunction(() => !document.querySelector('#keys').textContent.includes('from the browser'));

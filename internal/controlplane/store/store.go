@@ -27,6 +27,15 @@ type APIKey struct {
 	LastUsed time.Time
 }
 
+// Masked shows what is kept of a key: e2b_ab…wxyz (e2b_… for a key made
+// before its mask was kept).
+func (k APIKey) Masked() string {
+	if len(k.Mask) != 6 {
+		return "e2b_…"
+	}
+	return "e2b_" + k.Mask[:2] + "…" + k.Mask[2:]
+}
+
 // ID is a key's identifier in the key API: the first 128 bits of its
 // hash, in a UUID's form.
 func (k APIKey) ID() string {

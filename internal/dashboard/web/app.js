@@ -423,11 +423,12 @@ async function keysPage() {
   view().innerHTML = `<h1>API keys</h1><p id="error" class="error"></p>
 <form class="filters" id="new-key"><input id="key-name" placeholder="name of a new key" required><button type="submit" class="primary" id="create-key">Create</button></form>
 <div id="created"></div>
-<table id="keys"><thead><tr><th>Name</th><th>ID</th><th>Created</th><th></th></tr></thead><tbody></tbody></table>`;
+<table id="keys"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>`;
   const refresh = async () => {
     const { data } = await api('GET', '/dashboard/api/keys');
-    $('#keys tbody').innerHTML = data.map((k) => `<tr><td>${esc(k.name)}${k.current ? ' <em>(this session)</em>' : ''}</td><td><code>${esc(k.id.slice(0, 12))}</code></td>
-<td>${esc(fmtTime(k.createdAt))}</td><td><button type="button" class="danger" data-revoke="${esc(k.id)}">Revoke</button></td></tr>`).join('');
+    const used = (t) => (t && !t.startsWith('0001-') ? fmtTime(t) : 'never');
+    $('#keys tbody').innerHTML = data.map((k) => `<tr><td>${esc(k.name)}${k.current ? ' <em>(this session)</em>' : ''}</td><td><code>${esc(k.masked)}</code></td>
+<td>${esc(fmtTime(k.createdAt))}</td><td>${esc(used(k.lastUsed))}</td><td><button type="button" class="danger" data-revoke="${esc(k.id)}">Revoke</button></td></tr>`).join('');
   };
   $('#new-key').addEventListener('submit', async (ev) => {
     ev.preventDefault();
