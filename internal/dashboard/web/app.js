@@ -453,21 +453,28 @@ async function keysPage() {
 
 // ---- usage ----
 
+// templateNames maps the team's templates' ids to their first names.
+async function templateNames() {
+  const { data } = await api('GET', `${E2B}/templates`);
+  return Object.fromEntries(data.map((t) => [t.templateID, (t.names || [])[0] || t.templateID]));
+}
+
 async function usagePage() {
   view().innerHTML = `<h1>Usage</h1><p id="error" class="error"></p>
 <p id="now"></p>
 <table id="usage"><thead><tr><th>Template</th><th>Sandbox-seconds</th><th>CPU-seconds</th><th>GiB-seconds of memory</th></tr></thead><tbody></tbody></table>
 <p class="hint">What this team's sandboxes held while they ran (paused ones do not count), since the server started: their CPU and memory limits times the seconds they ran.</p>`;
   const refresh = async () => {
-    const [{ data: use }, { data: samples }] = await Promise.all([
+    const [{ data: use }, { data: samples }, names] = await Promise.all([
       api('GET', '/dashboard/api/usage'),
       api('GET', `/dashboard/api/e2b/teams/${encodeURIComponent(team)}/metrics`),
+      templateNames(),
     ]);
     const last = samples[samples.length - 1];
     const peak = samples.reduce((m, s) => Math.max(m, s.concurrentSandboxes), 0);
     $('#now').textContent = last ? `${last.concurrentSandboxes} running now, at most ${peak} in the last ${samples.length} samples` : 'no sandbox yet';
     $('#usage tbody').innerHTML = use.metered
-      ? use.templates.map((u) => `<tr><td>${esc(u.template)}</td><td>${esc(u.seconds.toFixed(0))}</td><td>${esc(u.cpuSeconds.toFixed(0))}</td><td>${esc(u.memoryGiBSeconds.toFixed(1))}</td></tr>`).join('')
+      ? use.templates.map((u) => `<tr><td>${esc(names[u.template] || u.template)}</td><td>${esc(u.seconds.toFixed(0))}</td><td>${esc(u.cpuSeconds.toFixed(0))}</td><td>${esc(u.memoryGiBSeconds.toFixed(1))}</td></tr>`).join('')
       : '<tr><td colspan="4">Each node meters its own: see its Prometheus metrics (cove_team_sandbox_seconds_total and the like).</td></tr>';
   };
   await refresh();
@@ -480,10 +487,13 @@ const bar = (used, total) => `<div class="bar" title="${esc(used)} of ${esc(tota
 
 async function nodesPage() {
   view().innerHTML = `<h1>Nodes</h1><p id="error" class="error"></p>
-<div class="scroll"><table id="nodes"><thead><tr><th>Node</th><th>Drivers</th><th>Sandboxes</th><th>Warm</th><th>CPU promised</th><th></th><th>Memory promised</th><th></th><th>Last heartbeat</th></tr></thead><tbody></tbody></table></div>`;
+<div class="scroll"><table id="nodes"><thead><tr><th>Node</th><th>Drivers</th><th>Sandboxes</th><th>Warm</th><th>CPU promised</th><th></th><th>Memory promised</th><th></th><th>Last heartbeat</th></tr></thead><tbody></tbody></table></div>
+<p class="hint" id="overcommit">Promised is what the limits of the node's sandboxes (warm ones included) add up to. CPU may be promised
+beyond the node's cores, and that is no fault: a limit is a ceiling (each sandbox gets at most its CPUs), sandboxes seldom use it
+all at once, and when they do they share the cores by weight, each running slower. Memory may be promised up to
+<code>--memory-overcommit</code> times the node's memory (4 by default); a create past that is refused as the node being full.</p>`;
   const refresh = async () => {
-    const [{ data }, { data: templates }] = await Promise.all([api('GET', '/dashboard/api/nodes'), api('GET', `${E2B}/templates`)]);
-    const names = Object.fromEntries(templates.map((t) => [t.templateID, (t.names || [])[0] || t.templateID]));
+    const [{ data }, names] = await Promise.all([api('GET', '/dashboard/api/nodes'), templateNames()]);
     $('#nodes tbody').innerHTML = data.map((n) => `<tr><td>${esc(n.id)}</td><td class="wrap">${esc(n.drivers.join(', '))}</td><td>${esc(n.sandboxes)}</td>
 <td class="wrap" data-warm>${esc(Object.entries(n.warm || {}).map(([t, c]) => `${names[t] || t}: ${c}`).join(', '))}</td>
 <td>${esc((n.committedCPUMillis / 1000).toFixed(1))} of ${esc(n.cpus)}</td><td>${bar(n.committedCPUMillis, n.cpus * 1000)}</td>
