@@ -415,6 +415,16 @@ func listen(cfg *Config) (net.Listener, error) {
 	return ln, nil
 }
 
+// localDomain reports whether domain (host[:port]) is localhost or under
+// it: the default mode, where sandboxes' hosts resolve to this machine.
+func localDomain(domain string) bool {
+	host := domain
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		host = h
+	}
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
 // serve answers the API and the sandbox proxy on ln (and on cfg.TLSListen)
 // until ctx ends, then shuts the listeners down.
 func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, dash *dashboard.Handler, px *proxy.Proxy, m *metrics.HTTP, role string, log *slog.Logger) error {
@@ -449,6 +459,16 @@ func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, d
 			defer cancel()
 			_ = tlsSrv.Shutdown(shut)
 		}()
+	}
+	if cfg.TLSListen == "" && localDomain(cfg.Domain) {
+		// The default mode: HTTPS on the same port, for the URLs the SDKs
+		// make https:// whatever the server speaks.
+		tc, caPath, err := tlsConfig(cfg.DataDir, cfg.Domain, cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return err
+		}
+		ln = listenBoth(ln, tc)
+		log.Info("HTTPS on the same port too, for https:// URLs of sandboxes' ports", "url", "https://<port>-<id>."+cfg.Domain, "trust", caPath)
 	}
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info(role+" listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "domain", cfg.Domain)

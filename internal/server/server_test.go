@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -349,6 +352,30 @@ func TestPorts(t *testing.T) {
 		code, body := get(tc.port, tc.host, tc.token)
 		if code != tc.status || !strings.Contains(body, tc.body) {
 			t.Errorf("%s: %d %q, want %d with %q", tc.name, code, body, tc.status, tc.body)
+		}
+	}
+	// The same port speaks HTTPS too (the URLs SDKs make https://, the
+	// desktop's stream among them), with the data directory's local CA.
+	ca, err := os.ReadFile(filepath.Join(s.dataDir, "tls", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	addr := strings.TrimPrefix(s.url, "http://")
+	httpsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	req, _ := http.NewRequest("GET", "https://8080-"+id+".localhost:"+port+"/index.html", nil)
+	req.Header.Set("E2b-Traffic-Access-Token", traffic)
+	if resp, err := httpsClient.Do(req); err != nil {
+		t.Errorf("HTTPS on the plain port: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "served\n" || resp.TLS == nil {
+			t.Errorf("HTTPS on the plain port: %d %q", resp.StatusCode, b)
 		}
 	}
 	// An upgraded connection (WebSocket) passes through both ways.
