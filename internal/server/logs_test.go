@@ -70,10 +70,10 @@ func TestSandboxLogs(t *testing.T) {
 	if created.Fields["template"] != "base" || created.Fields["isolation"] == "" || created.Level != "info" {
 		t.Errorf("created line %+v", created)
 	}
-	if started.Fields["source"] != "agent" || started.Fields["cmd"] != "/bin/sh -c 'echo logged'" || started.Fields["pid"] == "" {
+	if started.Fields["source"] != "agent" || started.Fields["cmd"] != "/bin/sh -c echo logged" || started.Fields["pid"] == "" {
 		t.Errorf("the agent's line %+v", started)
 	}
-	if ended := all[2]; ended.Fields["cmd"] != "/bin/sh -c 'echo logged'" || ended.Fields["status"] == "" {
+	if ended := all[2]; ended.Fields["cmd"] != "/bin/sh -c echo logged" || ended.Fields["status"] == "" {
 		t.Errorf("the end's line %+v", ended)
 	}
 	for i := 1; i < len(all); i++ {
