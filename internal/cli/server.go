@@ -74,6 +74,7 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.IntVar(&r.flows.PerSandbox, "egress-max-connections", envInt("COVE_EGRESS_MAX_CONNECTIONS", 256), "connections one sandbox may hold open through the egress proxy (allowOut names, rules, egressProxy); more are reset (COVE_EGRESS_MAX_CONNECTIONS)")
 	f.DurationVar(&r.flows.Idle, "egress-idle-timeout", envDuration("COVE_EGRESS_IDLE_TIMEOUT", 5*time.Minute), "how long a connection through the egress proxy may move no byte before it is closed (COVE_EGRESS_IDLE_TIMEOUT)")
 	f.IntVar(&r.cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
+	f.StringSliceVar(&r.cfg.PoolSkip, "pool-skip", envList("COVE_POOL_SKIP", []string{"desktop"}), "templates kept no warm sandboxes of, whatever --pool-size says: a create of one starts it (COVE_POOL_SKIP, comma-separated; default desktop, whose sandboxes hold 2 GiB each; \"\" warms every template in use)")
 	f.StringVar(&r.cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
 	f.StringVar(&r.cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces, gvisor or microvm (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
 	f.StringVar(&r.cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
@@ -267,4 +268,17 @@ func splitEnv(name string) []string {
 		return strings.Split(v, ",")
 	}
 	return nil
+}
+
+// envList is the comma-separated list in the variable name: def when it is
+// not set, none when it is set empty.
+func envList(name string, def []string) []string {
+	v, ok := os.LookupEnv(name)
+	switch {
+	case !ok:
+		return def
+	case v == "":
+		return nil
+	}
+	return strings.Split(v, ",")
 }

@@ -190,8 +190,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 			}
 			m.log.Warn("warm sandbox refused its hand-out; creating one", logx.SandboxID(w.info.ID), logx.Err(err))
 		}
-		m.observe(func(o Observer) { o.WarmMissed(tpl.ID) })
-		m.pool.want(tpl)
+		if !m.pool.cold[tpl.ID] {
+			m.observe(func(o Observer) { o.WarmMissed(tpl.ID) })
+			m.pool.want(tpl)
+		}
 	}
 	if req.ID == "" {
 		req.ID = NewID()

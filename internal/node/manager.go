@@ -93,6 +93,9 @@ type Config struct {
 	// PoolSize is how many warm sandboxes the node keeps ready per template
 	// it has been asked for (0: none).
 	PoolSize int
+	// ColdTemplates are templates (by id) it keeps no warm sandboxes of,
+	// whatever PoolSize says: a create of one starts it.
+	ColdTemplates []string
 	// Secret, when set, is what sandboxes' tokens derive from (package
 	// tokens; the control plane derives the same): a create may ask the
 	// node to derive them (CreateRequest.DeriveTokens), and a warm
@@ -195,7 +198,7 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 		m.drivers[d.Name()] = d
 	}
 	if cfg.PoolSize > 0 {
-		m.pool = newPool(m, cfg.PoolSize)
+		m.pool = newPool(m, cfg.PoolSize, cfg.ColdTemplates)
 	}
 	return m, nil
 }

@@ -31,6 +31,7 @@ import (
 type pool struct {
 	m    *Manager
 	size int
+	cold map[string]bool // templates kept no warm sandboxes of
 
 	mu   sync.Mutex
 	tpls map[string]template.Template // kept warm, by template id (latest build)
@@ -50,9 +51,14 @@ type warmSandbox struct {
 	agent *agentclient.Client
 }
 
-func newPool(m *Manager, size int) *pool {
-	p := &pool{m: m, size: size, tpls: map[string]template.Template{}, warm: map[string][]*warmSandbox{}, failed: warmFailures{},
+func newPool(m *Manager, size int, cold []string) *pool {
+	p := &pool{m: m, size: size, cold: map[string]bool{}, tpls: map[string]template.Template{}, warm: map[string][]*warmSandbox{}, failed: warmFailures{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	for _, id := range cold {
+		if id != "" {
+			p.cold[id] = true
+		}
+	}
 	p.wg.Add(1)
 	go p.loop()
 	return p
@@ -91,6 +97,9 @@ func (p *pool) signal() {
 
 // want keeps tpl warm (its latest build: older warm sandboxes go).
 func (p *pool) want(tpl template.Template) {
+	if p.cold[tpl.ID] {
+		return
+	}
 	p.mu.Lock()
 	cur, ok := p.tpls[tpl.ID]
 	if !ok || cur.BuildID != tpl.BuildID {

@@ -15,7 +15,9 @@ import (
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
@@ -243,5 +245,36 @@ func TestTokensNeedTheSecret(t *testing.T) {
 	}
 	if list := m.List(); len(list) != 0 {
 		t.Errorf("sandboxes after the refusal: %v", list)
+	}
+}
+
+// A template the node keeps cold (ColdTemplates, cove's --pool-skip) gets
+// no warm sandbox, asked for or created; its creates start one each.
+func TestColdTemplate(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	m, err := node.New(node.Config{Dir: filepath.Join(h.dir, "node"), MaxTimeout: time.Hour, PoolSize: 2, ColdTemplates: []string{"base"},
+		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256}}, h.driver(t), h.templates, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := ctxT(t)
+	if err := m.Warm(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // what a pool would have warmed by now (TestWarmPool: two)
+	if w := m.Warmed("base"); w != 0 {
+		t.Errorf("a cold template has %d warm sandboxes", w)
+	}
+	if err := m.Kill(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.leftovers(t); len(left) > 0 {
+		t.Errorf("left: %v", left)
 	}
 }

@@ -67,7 +67,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var mgr *node.Manager   // likewise
 	nodeCfg := node.Config{
 		Drivers: more, Unavailable: unavailable,
-		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
+		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, ColdTemplates: cfg.PoolSkip, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
 		Secret:  secret,
 		OnState: func(info node.Info) { api.StateChanged(info) },
 		OnEnd: func(info node.Info) {

@@ -92,6 +92,8 @@ type Config struct {
 	// PoolSize is how many warm sandboxes to keep per template in use (0:
 	// none): a create is then a hand-over.
 	PoolSize int
+	// PoolSkip are templates (by id) kept no warm sandboxes of.
+	PoolSkip []string
 	// Admission caps what the node promises its sandboxes and each team.
 	Admission node.Admission
 	// NoUserNamespaces runs namespaces sandboxes without a user namespace
