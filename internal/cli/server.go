@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,6 +34,7 @@ type runFlags struct {
 	userNS    bool
 	netRange  string
 	netAllow  []string
+	upCA      string
 	hookAllow []string
 	egressNS  []string
 	flows     network.FlowLimits
@@ -69,6 +71,7 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.CgroupParent, "cgroup-parent", envOr("COVE_CGROUP_PARENT", "cove"), "cgroup (under the server's own) that holds the sandboxes' groups (COVE_CGROUP_PARENT)")
 	f.BoolVar(&r.netOn, "network", envOr("COVE_NETWORK", "true") == "true", "give each sandbox its own network with NAT egress (COVE_NETWORK); false: loopback only")
 	f.StringVar(&r.netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
+	f.StringVar(&r.upCA, "upstream-ca", os.Getenv("COVE_UPSTREAM_CA"), "a PEM bundle of CAs the egress proxy trusts besides the host's roots, for the HTTPS servers sandboxes' rules send secrets to and for upstream proxies over TLS: a private upstream's CA (COVE_UPSTREAM_CA)")
 	f.StringSliceVar(&r.netAllow, "network-allow", splitEnv("COVE_NETWORK_ALLOW"), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
 	f.StringSliceVar(&r.egressNS, "egress-nameserver", splitEnv("COVE_EGRESS_NAMESERVERS"), "host:port of the resolvers where the egress proxy looks up the names allowOut lets through, a connection by name going only where its name leads (COVE_EGRESS_NAMESERVERS, comma-separated; default: the sandboxes' resolvers, port 53)")
 	f.IntVar(&r.flows.PerSandbox, "egress-max-connections", envInt("COVE_EGRESS_MAX_CONNECTIONS", 256), "connections one sandbox may hold open through the egress proxy (allowOut names, rules, egressProxy); more are reset (COVE_EGRESS_MAX_CONNECTIONS)")
@@ -166,6 +169,11 @@ func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, erro
 				return cfg, nil, fmt.Errorf("--egress-nameserver %q: want an IP address and port: %w", a, err)
 			}
 			cfg.Network.NameServers = append(cfg.Network.NameServers, ap)
+		}
+		if r.upCA != "" {
+			if cfg.Network.UpstreamRoots, err = upstreamRoots(r.upCA); err != nil {
+				return cfg, nil, err
+			}
 		}
 		for _, a := range r.netAllow {
 			p, err := netip.ParsePrefix(a)
@@ -281,4 +289,20 @@ func envList(name string, def []string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// upstreamRoots are the host's roots and the CAs in the PEM file path.
+func upstreamRoots(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--upstream-ca: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--upstream-ca %s: no PEM certificate in it", path)
+	}
+	return roots, nil
 }

@@ -24,7 +24,7 @@ import (
 // its own CA for its names: what a sandbox's transformed requests reach.
 type Upstream struct {
 	// Roots trusts its CA; CAFile is that CA in PEM, for a server process
-	// (SSL_CERT_FILE).
+	// (--upstream-ca).
 	Roots  *x509.CertPool
 	CAFile string
 	cert   tls.Certificate

@@ -25,8 +25,8 @@ import (
 // through.
 func TestEgress(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
-	t.Setenv("SSL_CERT_FILE", up.CAFile) // the server verifies upstreams with this CA alone
-	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.18.250.0/24", "--egress-nameserver", upstreamDNS(t).String())
+	srv := testutil.StartServer(t, apiKey, "--network=true", "--network-range", "198.18.250.0/24", "--egress-nameserver", upstreamDNS(t).String(),
+		"--upstream-ca", up.CAFile) // the upstream's CA, besides the host's roots
 	npmInstall(t)
 	runEgress(t, up, sdkEnv(srv.Addr), true)
 	if left := srv.Leftovers(); len(left) > 0 {
@@ -104,7 +104,7 @@ func secretValue() string {
 // operator's one key file.
 func TestEgressCluster(t *testing.T) {
 	up := testutil.NewUpstream(t, "api.upstream.test", "other.upstream.test")
-	t.Setenv("SSL_CERT_FILE", up.CAFile)
+	t.Setenv("COVE_UPSTREAM_CA", up.CAFile) // the node's flag, by its variable
 	key := filepath.Join(t.TempDir(), "secrets.key")
 	b := make([]byte, 32)
 	rand.Read(b)
