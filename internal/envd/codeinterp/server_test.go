@@ -523,9 +523,13 @@ func TestKernelFailures(t *testing.T) {
 	})
 	run := func(c string) execution { return s.execute(t, code(c), "secret") }
 
-	// Output without end is capped; the client going away interrupts it.
+	// Output past the cap is dropped; the client going away interrupts the
+	// code. The flood is 8 MB, then a long sleep: an endless one grows
+	// without bound in ipykernel's batches (the slower this process reads,
+	// the larger each), up to all of the host's memory under -race.
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/execute", strings.NewReader(code("kept = 1\nwhile True: print('x' * 1000)")))
+	flood := "kept = 1\nfor _ in range(8000): print('x' * 1000)\nimport time\ntime.sleep(3600)"
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/execute", strings.NewReader(code(flood)))
 	req.Header.Set("X-Access-Token", "secret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
