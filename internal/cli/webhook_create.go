@@ -12,7 +12,7 @@ func webhookCreateCmd() *cobra.Command {
 		disabled bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create --name NAME --url URL --secret SECRET [--event TYPE]...",
+		Use:   "create --url URL [--name NAME] [--secret SECRET] [--event TYPE]... [--disabled]",
 		Short: "Create a webhook and print its id",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

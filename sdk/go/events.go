@@ -76,8 +76,9 @@ type Webhook struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-// WebhookChange is what CreateWebhook sets (Name, URL, Events and Secret
-// are required there) and what UpdateWebhook changes (the fields given).
+// WebhookChange is what CreateWebhook sets (URL is required there; no
+// Events means every type, no Secret unsigned deliveries) and what
+// UpdateWebhook changes (the fields given).
 type WebhookChange struct {
 	Name    *string   `json:"name,omitempty"`
 	URL     *string   `json:"url,omitempty"`
