@@ -31,7 +31,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer done()
-	if err := setupKeys(ctx, st, cfg); err != nil {
+	if cfg, err = setupKeys(ctx, st, cfg); err != nil {
 		return err
 	}
 	// The templates, shared with the nodes; built by them when they share

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -213,7 +214,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := st.AbandonIdempotent(ctx); err != nil {
 		return err
 	}
-	if err := setupKeys(ctx, st, cfg); err != nil {
+	if cfg, err = setupKeys(ctx, st, cfg); err != nil {
 		return err
 	}
 	secret, err := st.Secret(ctx, "envd-token", auth.NewSecret)
@@ -611,9 +612,30 @@ func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolati
 }
 
 // setupKeys adds the configured keys (to the team "default"); with none
-// stored at all, it creates one and prints it once, and otherwise says
-// that keys exist and how to make another.
-func setupKeys(ctx context.Context, st store.Store, cfg Config) error {
+// stored at all, it creates one to print once, and otherwise says that
+// keys exist and how to make another. What it says is printed once the
+// server listens, after its start's log lines, where a user looks last
+// (the Config it returns does so in Ready).
+func setupKeys(ctx context.Context, st store.Store, cfg Config) (Config, error) {
+	out := cfg.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	var said bytes.Buffer
+	if err := addKeys(ctx, st, cfg, &said); err != nil {
+		return cfg, err
+	}
+	ready := cfg.Ready
+	cfg.Ready = func(a net.Addr) {
+		_, _ = out.Write(said.Bytes())
+		if ready != nil {
+			ready(a)
+		}
+	}
+	return cfg, nil
+}
+
+func addKeys(ctx context.Context, st store.Store, cfg Config, out io.Writer) error {
 	if cfg.AdminToken != "" && len(cfg.AdminToken) < 32 {
 		return fmt.Errorf("admin token: at least 32 characters (openssl rand -hex 32 makes one)")
 	}
@@ -628,10 +650,6 @@ func setupKeys(ctx context.Context, st store.Store, cfg Config) error {
 		if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(k), Team: DefaultTeam, Name: "flag", CreatedAt: now, Mask: auth.Mask(k)}); err != nil {
 			return err
 		}
-	}
-	out := cfg.Out
-	if out == nil {
-		out = os.Stdout
 	}
 	n, err := st.CountAPIKeys(ctx)
 	if err != nil {
