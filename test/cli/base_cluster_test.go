@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,12 +28,7 @@ func TestMain(m *testing.M) {
 // creates of base through either replica going on meanwhile without a
 // failure; then base on every node is E2B's base.
 func TestDebianRecipeCluster(t *testing.T) {
-	dir := t.TempDir()
-	release := filepath.Join(dir, "release")
-	program := filepath.Join(dir, "debootstrap")
-	if err := os.WriteFile(program, []byte(fmt.Sprintf(waitingDebootstrap, release)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	program, release := heldProgram(t, waitingDebootstrap)
 	dsn := testutil.Postgres(t)
 	c := testutil.StartClusterWith(t, testutil.ClusterConfig{APIKey: key, DSN: dsn, Replicas: 2, Nodes: 2,
 		NodeArgs: func(i int) []string {
@@ -47,27 +40,7 @@ func TestDebianRecipeCluster(t *testing.T) {
 	testutil.ServeDebianArchive(t, testutil.FakeInternet(t)) // after the nodes' networks
 	apis := []string{c.APIs[0].URL, c.APIs[1].URL}
 
-	stop := make(chan struct{})
-	failed := make(chan string, 100)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			url := apis[i%2]
-			code, m, raw := apiDo(t, url, "POST", "/sandboxes", `{"templateID":"base","timeout":30}`)
-			if code != 201 {
-				failed <- fmt.Sprintf("%d %s", code, raw)
-				continue
-			}
-			apiDo(t, url, "DELETE", "/sandboxes/"+m["sandboxID"].(string), "")
-		}
-	}()
+	stop := createsAlong(t, apis...)
 	os.WriteFile(release, nil, 0o644)
 	handed := func(url string) bool {
 		_, m, _ := apiDo(t, url, "GET", "/templates/base", "")
@@ -77,10 +50,7 @@ func TestDebianRecipeCluster(t *testing.T) {
 		_, m, _ := apiDo(t, apis[0], "GET", "/templates/debian", "")
 		return handed(apis[0]) && handed(apis[1]) || m["buildStatus"] == "error"
 	})
-	close(stop)
-	wg.Wait()
-	close(failed)
-	for f := range failed {
+	for _, f := range stop() {
 		t.Errorf("a create of base during the build and the hand-over failed: %s", f)
 	}
 	_, m, raw := apiDo(t, apis[1], "GET", "/templates/debian", "")

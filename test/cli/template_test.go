@@ -228,12 +228,7 @@ exit 1
 // template prepare` follows debian's lines; a failed preparation is listed
 // as failed with debootstrap's reason.
 func TestPrepareInBackground(t *testing.T) {
-	dir := t.TempDir()
-	release := filepath.Join(dir, "release")
-	program := filepath.Join(dir, "debootstrap")
-	if err := os.WriteFile(program, []byte(fmt.Sprintf(fakeDebootstrap, release)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	program, release := heldProgram(t, fakeDebootstrap)
 	srv := testutil.StartServer(t, key, "--debootstrap", program, "--prepare-templates")
 	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
 	create := func(tpl string) (int, string) {
@@ -308,6 +303,52 @@ while [ ! -e "%s" ]; do sleep 0.1; done
 exec debootstrap "$@"
 `
 
+// heldProgram writes script (a format with one %s: the release file's
+// path) as a program and returns it and the file that releases it.
+func heldProgram(t *testing.T, script string) (program, release string) {
+	t.Helper()
+	dir := t.TempDir()
+	release, program = filepath.Join(dir, "release"), filepath.Join(dir, "debootstrap")
+	if err := os.WriteFile(program, []byte(fmt.Sprintf(script, release)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return program, release
+}
+
+// createsAlong creates and deletes a sandbox of base every 500 ms, through
+// urls in turn, until the function it returns is called (or the test
+// ends); that returns the creates that failed.
+func createsAlong(t *testing.T, urls ...string) (stop func() []string) {
+	done := make(chan struct{})
+	var once sync.Once
+	var failed []string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			url := urls[i%len(urls)]
+			code, m, raw := apiDo(t, url, "POST", "/sandboxes", `{"templateID":"base","timeout":30}`)
+			if code != 201 {
+				failed = append(failed, fmt.Sprintf("%d %s", code, raw))
+				continue
+			}
+			apiDo(t, url, "DELETE", "/sandboxes/"+m["sandboxID"].(string), "")
+		}
+	}()
+	stop = func() []string {
+		once.Do(func() { close(done); wg.Wait() })
+		return failed
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
 // TestDebianRecipe: with --base=debian, base is the host's template until
 // E2B's base — the debian recipe, built end to end (debootstrap, its
 // apt-get step through the package cache, E2B's user) from the tests' own
@@ -318,12 +359,7 @@ exec debootstrap "$@"
 // restart hands base over at once. A sandbox of base then has what E2B's
 // base has.
 func TestDebianRecipe(t *testing.T) {
-	dir := t.TempDir()
-	release := filepath.Join(dir, "release")
-	program := filepath.Join(dir, "debootstrap")
-	if err := os.WriteFile(program, []byte(fmt.Sprintf(waitingDebootstrap, release)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	program, release := heldProgram(t, waitingDebootstrap)
 	srv := testutil.StartProc(t, key, "--network=true", "--network-range", "198.18.246.0/24", "--debian-mirror", testutil.DebianArchiveURL,
 		"--base=debian", "--debootstrap", program)
 	archive := testutil.ServeDebianArchive(t, testutil.FakeInternet(t)) // after the server's network
@@ -356,35 +392,13 @@ func TestDebianRecipe(t *testing.T) {
 	}
 
 	// Creates of base all along the build and the hand-over.
-	stop := make(chan struct{})
-	failed := make(chan string, 100)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			code, m, raw := apiDo(t, srv.URL, "POST", "/sandboxes", `{"templateID":"base","timeout":30}`)
-			if code != 201 {
-				failed <- fmt.Sprintf("%d %s", code, raw)
-				continue
-			}
-			apiDo(t, srv.URL, "DELETE", "/sandboxes/"+m["sandboxID"].(string), "")
-		}
-	}()
+	stop := createsAlong(t, srv.URL)
 	os.WriteFile(release, nil, 0o644)
 	testkit.Wait(5*time.Minute, func() bool {
 		_, m, _ := apiDo(t, srv.URL, "GET", "/templates/base", "")
 		return m["templateID"] == "debian" || m["buildStatus"] == "error"
 	})
-	close(stop)
-	wg.Wait()
-	close(failed)
-	for f := range failed {
+	for _, f := range stop() {
 		t.Errorf("a create of base during the hand-over failed: %s", f)
 	}
 	for _, p := range archive.Missing() {
