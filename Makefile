@@ -24,14 +24,17 @@ bin/runsc: Makefile
 	touch $@
 
 # run starts cove server on 127.0.0.1:3000 (as root; data in /var/lib/cove)
-# with both drivers (namespaces, and gVisor on bin/runsc) and debootstrap
-# for the built-in debian templates. The first start prints an API key and
-# the variables to export. ARGS passes flags to cove server:
+# with debootstrap for the built-in debian templates, as soon as Cove is
+# built: what the gvisor and microvm drivers need (runsc, QEMU, the guests'
+# kernel), scripts/prepare-drivers.sh prepares while it serves, and they
+# join when it is done. The first start prints an API key and the
+# variables to export. ARGS passes flags to cove server:
 #   make run ARGS='--data-dir /srv/cove --metrics-listen 127.0.0.1:9090'
 ARGS ?=
-run: build runsc
+run: build
 	./scripts/deps.sh run
 	./bin/cove server $(ARGS)
+run: export COVE_PREPARE_DRIVERS = $(CURDIR)/scripts/prepare-drivers.sh
 
 # install puts cove, cove-sandbox and runsc in $(PREFIX)/bin (cove finds
 # the other two beside itself).

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs what building and testing Cove needs on a fresh Debian/Ubuntu
 # machine, and nothing when it is already there. "tools" adds the code
-# generators; "run" installs only what cove server itself uses from
-# Debian (debootstrap, which builds the built-in debian templates; lxcfs;
-# QEMU, erofs-utils and the cloud kernel, which microVM sandboxes run on).
+# generators; "run" installs only what cove server needs to serve from
+# Debian (debootstrap, which builds the built-in debian templates, and
+# lxcfs): what its other drivers need, scripts/prepare-drivers.sh prepares
+# once it serves.
 set -eu
 cd "$(dirname "$0")/.."
 # guest_kernel_ready: the guests' kernel is unpacked, its ELF too
@@ -15,13 +16,6 @@ need=""
 if [ "${1:-}" = run ]; then
 	for pkg in debootstrap lxcfs; do
 		command -v "$pkg" >/dev/null 2>&1 || need="$need $pkg"
-	done
-	command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
-	command -v mkfs.erofs >/dev/null 2>&1 || need="$need erofs-utils"
-	# What E2B's base template has: the base template is the host's /usr.
-	for pair in python3:python3 node:nodejs npm:npm git:git curl:curl tput:ncurses-bin gcc:build-essential make:build-essential; do
-		cmd=${pair%%:*} pkg=${pair#*:}
-		command -v "$cmd" >/dev/null 2>&1 || case " $need " in *" $pkg "*) ;; *) need="$need $pkg" ;; esac
 	done
 	# *.localhost (the SDK's getHost URLs) resolving to loopback for Node
 	# and Python (curl and browsers resolve it themselves); NSS=no leaves
@@ -42,9 +36,6 @@ if [ "${1:-}" = run ]; then
 		echo "  apt-get installs or upgrades:"
 		apt-get install -s --no-install-recommends $need 2>/dev/null | sed -n 's/^Inst /    /p'
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need
-	fi
-	if ! guest_kernel_ready && [ "$(id -u)" = 0 ]; then
-		./scripts/guest-kernel.sh
 	fi
 	exit 0
 fi

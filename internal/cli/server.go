@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -78,9 +77,10 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.DurationVar(&r.flows.Idle, "egress-idle-timeout", envDuration("COVE_EGRESS_IDLE_TIMEOUT", 5*time.Minute), "how long a connection through the egress proxy may move no byte before it is closed (COVE_EGRESS_IDLE_TIMEOUT)")
 	f.IntVar(&r.cfg.PoolSize, "pool-size", envInt("COVE_POOL_SIZE", 4), "warm sandboxes kept ready per template in use; a create takes one (COVE_POOL_SIZE; 0: none)")
 	f.StringSliceVar(&r.cfg.PoolSkip, "pool-skip", envList("COVE_POOL_SKIP", []string{"desktop"}), "templates kept no warm sandboxes of, whatever --pool-size says: a create of one starts it (COVE_POOL_SKIP, comma-separated; default desktop, whose sandboxes hold 2 GiB each; \"\" warms every template in use)")
-	f.StringVar(&r.cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", besideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
+	f.StringVar(&r.cfg.SandboxBinary, "sandbox-binary", envOr("COVE_SANDBOX_BINARY", server.BesideSelf("cove-sandbox")), "the init-and-agent binary sandboxes start from, faster than cove itself (COVE_SANDBOX_BINARY; default: cove-sandbox beside cove, if there; \"\" for cove)")
 	f.StringVar(&r.cfg.DefaultIsolation, "default-isolation", envOr("COVE_DEFAULT_ISOLATION", "namespaces"), "driver of sandboxes that ask for none: namespaces, gvisor or microvm (COVE_DEFAULT_ISOLATION); a sandbox chooses with the metadata cove.isolation")
-	f.StringVar(&r.cfg.Runsc, "runsc", envOr("COVE_RUNSC", besideSelf("runsc")), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
+	f.StringVar(&r.cfg.Runsc, "runsc", os.Getenv("COVE_RUNSC"), "gVisor's runsc for the gvisor driver (COVE_RUNSC; default: runsc beside cove, else from PATH)")
+	f.StringVar(&r.cfg.PrepareDrivers, "prepare-drivers", os.Getenv("COVE_PREPARE_DRIVERS"), "a shell command that prepares what missing drivers need (runsc, QEMU, the guests' kernel), run in the background once the node serves, told which are missing in COVE_PREPARE_MISSING; meanwhile a create asking for one is told it is being prepared, with the command's last line of output, and once it ends they join; its stderr goes to <data-dir>/prepare.log (COVE_PREPARE_DRIVERS; make run passes scripts/prepare-drivers.sh)")
 	f.StringVar(&r.cfg.QEMU, "qemu", os.Getenv("COVE_QEMU"), "qemu-system-x86_64 for the microvm driver (COVE_QEMU; default: from PATH)")
 	f.StringVar(&r.cfg.GuestKernel, "guest-kernel", os.Getenv("COVE_GUEST_KERNEL"), "directory of the microvm guests' kernel: boot/vmlinuz-*, its lib/modules and, when there, boot/vmlinux-*, its ELF, which guests boot instead (COVE_GUEST_KERNEL; default: "+microvm.DefaultKernelDir+", which make deps fills)")
 	f.BoolVar(&r.cfg.MicroVMBindImages, "microvm-bind-images", envOr("COVE_MICROVM_BIND_IMAGES", "true") == "true", "give microVM guests the host directories their template binds (the base template's /usr) as disk images of them, made in the background at the first such guest and again when the directory changes, so that those guests can be paused with their memory and forked with their processes; an image takes disk in the data directory, about 60 % of the directory's size (COVE_MICROVM_BIND_IMAGES); false: virtiofs only")
@@ -225,20 +225,6 @@ Every flag can also be set through its environment variable.`,
 	f.IntVar(&r.cfg.MaxTeamVolumes, "team-max-volumes", envInt("COVE_TEAM_MAX_VOLUMES", volume.DefaultMaxPerTeam), "volumes one team may keep (each holds a loop device, a mount and its image's disk; COVE_TEAM_MAX_VOLUMES)")
 	f.Int64Var(&r.cfg.Admission.Team.StorageMB, "team-max-storage-mb", int64(envInt("COVE_TEAM_MAX_STORAGE_MB", 0)), "what one team may store, in MiB: its templates' layers, its uploads for COPY steps and its volumes; a build fails at the step that would pass it, and a build, upload or volume started once it is full is refused (COVE_TEAM_MAX_STORAGE_MB; 0: no cap)")
 	return cmd
-}
-
-// besideSelf is the path of name in the running binary's directory, or ""
-// when there is no such executable file.
-func besideSelf(name string) string {
-	self, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	p := filepath.Join(filepath.Dir(self), name)
-	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-		return ""
-	}
-	return p
 }
 
 func envDuration(name string, def time.Duration) time.Duration {

@@ -7,8 +7,6 @@ package node
 
 import (
 	"context"
-	"slices"
-	"strings"
 
 	"fmt"
 	"log/slog"
@@ -159,13 +157,19 @@ var DefaultLimits = isolation.Limits{CPUMillis: 2000, MemoryMB: 512, DiskMB: 102
 // Manager is the node's sandbox table.
 type Manager struct {
 	cfg       Config
-	driver    isolation.Driver            // the default
-	drivers   map[string]isolation.Driver // by name, the default's included
+	driver    isolation.Driver // the default
 	templates Templates
 	log       *slog.Logger
 	usage     *meter // what teams' sandboxes held while running
 
 	pool *pool // nil without warm sandboxes
+
+	// drivers are the node's drivers by name, the default's included,
+	// and unavailable the reasons it lacks others (drivers.go): a driver
+	// being prepared joins after the node serves (AddDriver).
+	drvMu       sync.RWMutex
+	drivers     map[string]isolation.Driver
+	unavailable map[string]unavailable
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
@@ -193,42 +197,18 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 		return nil, fmt.Errorf("create node directory: %w", err)
 	}
 	m := &Manager{cfg: cfg, driver: driver, templates: templates, log: log, usage: newMeter(),
-		drivers: map[string]isolation.Driver{driver.Name(): driver}, sandboxes: map[string]*sandbox{}, recorded: map[string]Phase{}, closing: make(chan struct{})}
+		drivers: map[string]isolation.Driver{driver.Name(): driver}, sandboxes: map[string]*sandbox{}, recorded: map[string]Phase{}, closing: make(chan struct{}),
+		unavailable: map[string]unavailable{}}
 	for _, d := range cfg.Drivers {
 		m.drivers[d.Name()] = d
+	}
+	for name, why := range cfg.Unavailable {
+		m.unavailable[name] = unavailable{why: why}
 	}
 	if cfg.PoolSize > 0 {
 		m.pool = newPool(m, cfg.PoolSize, cfg.ColdTemplates)
 	}
 	return m, nil
-}
-
-// Isolations names the drivers this node runs sandboxes with, the default
-// first, the others by name.
-func (m *Manager) Isolations() []string {
-	var more []string
-	for name := range m.drivers {
-		if name != m.driver.Name() {
-			more = append(more, name)
-		}
-	}
-	slices.Sort(more)
-	return append([]string{m.driver.Name()}, more...)
-}
-
-// driverNamed is the driver a create asks for ("" = the default), or an
-// InvalidArgument error saying why there is none.
-func (m *Manager) driverNamed(name string) (isolation.Driver, error) {
-	if name == "" {
-		return m.driver, nil
-	}
-	if d, ok := m.drivers[name]; ok {
-		return d, nil
-	}
-	if why, ok := m.cfg.Unavailable[name]; ok {
-		return nil, errs.New(errs.InvalidArgument, "isolation %q is not available on this node: %s", name, why)
-	}
-	return nil, errs.New(errs.InvalidArgument, "unknown isolation %q: this node offers %s", name, strings.Join(m.Isolations(), ", "))
 }
 
 // driverOf is the driver running sandbox id (the default's for one the

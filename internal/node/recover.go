@@ -65,38 +65,15 @@ func (m *Manager) Recover(ctx context.Context) (adopted, removed int, err error)
 		m.removeRecord(info.ID)
 		removed++
 	}
-	for _, d := range m.drivers {
-		lister, ok := d.(isolation.Lister)
-		if !ok {
-			continue
-		}
-		ids, err := lister.List(ctx)
+	for _, d := range m.driverList() {
+		n, err := m.removeLeftovers(ctx, d, func(id string) bool { return known[id] })
+		removed += n
 		if err != nil {
 			return adopted, removed, err
-		}
-		for _, id := range ids {
-			if known[id] {
-				continue
-			}
-			if err := d.Destroy(ctx, id); err != nil {
-				m.log.Error("remove leftover sandbox", logx.SandboxID(id), logx.Err(err))
-				continue
-			}
-			removed++
 		}
 	}
 	m.log.Info("node recovered", "adopted", adopted, "removed", removed)
 	return adopted, removed, nil
-}
-
-// recordDriver is the driver a record names (the default's for records
-// older than the field, or naming a driver this node no longer has). It
-// takes no lock: the caller holds the sandbox's, or owns info.
-func (m *Manager) recordDriver(info Info) isolation.Driver {
-	if d, ok := m.drivers[info.Isolation]; ok {
-		return d
-	}
-	return m.driver
 }
 
 // adopt re-attaches a recorded sandbox if it is alive and not yet expired

@@ -58,15 +58,15 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	cfg.LXCFS = startLXCFS(ctx, cfg.LXCFS, log)
-	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
+	drivers, err := openDrivers(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeDrivers()
+	defer drivers.Close()
 	var api *nodeapi.Server // set before any sandbox runs (Recover)
 	var mgr *node.Manager   // likewise
 	nodeCfg := node.Config{
-		Drivers: more, Unavailable: unavailable,
+		Drivers: drivers.more, Unavailable: drivers.unavailable,
 		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, ColdTemplates: cfg.PoolSkip, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
 		Secret:  secret,
 		OnState: func(info node.Info) { api.StateChanged(info) },
@@ -99,7 +99,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	var vols *volume.Store
 	var observed *metrics.Node
-	if mgr, vols, _, observed, err = newNode(ctx, cfg, nodeCfg, driver, templates, log); err != nil {
+	if mgr, vols, _, observed, err = newNode(ctx, cfg, nodeCfg, drivers.def, templates, log); err != nil {
 		return err
 	}
 	defer mgr.Close()
@@ -155,6 +155,13 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
+	preparing, stopPreparing := context.WithCancel(ctx)
+	prepared, err := prepareDrivers(preparing, cfg, drivers, mgr, log)
+	if err != nil {
+		stopPreparing()
+		return err
+	}
+	defer func() { stopPreparing(); <-prepared }()
 	select {
 	case err := <-errc:
 		return err

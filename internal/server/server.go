@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/covesandbox/cove/internal/objstore"
 	"io"
 	"log/slog"
 	"net"
@@ -30,14 +29,12 @@ import (
 	"github.com/covesandbox/cove/internal/dashboard"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/isolation/gvisor"
-	"github.com/covesandbox/cove/internal/isolation/microvm"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/lxcfs"
 	"github.com/covesandbox/cove/internal/metrics"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/proxy"
 	"github.com/covesandbox/cove/internal/secrets"
 	"github.com/covesandbox/cove/internal/svid"
@@ -121,6 +118,10 @@ type Config struct {
 	// Runsc is gVisor's runsc ("" = PATH's); without one the gvisor driver
 	// is unavailable, with the reason given to whoever asks for it.
 	Runsc string
+	// PrepareDrivers, when set, is a shell command that prepares what the
+	// missing drivers need, run in the background once the node serves;
+	// they join when it ends (prepareDrivers).
+	PrepareDrivers string
 	// QEMU is qemu-system-x86_64 ("" = PATH's) and GuestKernel the
 	// directory of the guests' kernel ("" = the one scripts/guest-kernel.sh
 	// unpacks) of the microvm driver; without either it is unavailable.
@@ -227,20 +228,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("prepare templates: %w", err)
 	}
 	step("templates")
-	if missing := template.MissingBaseCommands(); len(missing) > 0 {
+	if missing := template.MissingBaseCommands(); len(missing) > 0 && cfg.Base != BaseDebian {
 		log.Warn("the base template (the host's /usr) lacks commands E2B's base has: apt-get install "+strings.Join(missing, " "), "packages", missing)
 	}
 	cfg.LXCFS = startLXCFS(ctx, cfg.LXCFS, log)
-	driver, more, unavailable, closeDrivers, err := drivers(cfg, log)
+	drivers, err := openDrivers(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeDrivers()
+	defer drivers.Close()
 	step("driver")
 	var svc *service.Service
 	var tpls *service.Templates
 	nodeCfg := node.Config{
-		Drivers: more, Unavailable: unavailable,
+		Drivers: drivers.more, Unavailable: drivers.unavailable,
 		Dir:        filepath.Join(cfg.DataDir, "node"),
 		PoolSize:   cfg.PoolSize,
 		SpillAfter: cfg.PauseToDiskAfter,
@@ -280,7 +281,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer nets.Close()      // rules stay while sandboxes do; the next start rebuilds them
 	}
 	step("network")
-	mgr, vols, reg, observed, err := newNode(ctx, cfg, nodeCfg, driver, templates, log)
+	mgr, vols, reg, observed, err := newNode(ctx, cfg, nodeCfg, drivers.def, templates, log)
 	if err != nil {
 		return err
 	}
@@ -361,6 +362,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	px := proxy.New(mgr, svc, cfg.Domain, log)
+	preparing, stopPreparing := context.WithCancel(ctx)
+	prepared, err := prepareDrivers(preparing, cfg, drivers, mgr, log)
+	if err != nil {
+		stopPreparing()
+		return err
+	}
+	defer func() { stopPreparing(); <-prepared }()
 	return serve(ctx, cfg, ln, api, dash, px, httpMetrics(reg), "cove server", log)
 }
 
@@ -551,64 +559,6 @@ func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger
 		return nil, fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
 	}
 	return nets, nil
-}
-
-// drivers makes the isolation drivers: namespaces always, gVisor when
-// runsc runs here and microVMs when QEMU and a guest kernel are here (else
-// the reason they are not), the configured default first. close closes them all.
-func drivers(cfg Config, log *slog.Logger) (def isolation.Driver, more []isolation.Driver, unavailable map[string]string, closeAll func(), err error) {
-	ns, err := namespaces.New(namespaces.Config{Dir: filepath.Join(cfg.DataDir, "sandboxes"), CgroupParent: cfg.CgroupParent, LXCFS: cfg.LXCFS,
-		SandboxBinary: cfg.SandboxBinary, UserNamespaces: !cfg.NoUserNamespaces}, log)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	all := []isolation.Driver{ns}
-	closers := []func(){ns.Close}
-	closeAll = func() {
-		for _, c := range closers {
-			c()
-		}
-	}
-	unavailable = map[string]string{}
-	agent := cfg.SandboxBinary
-	if agent == "" {
-		if agent, err = os.Executable(); err != nil {
-			closeAll()
-			return nil, nil, nil, nil, err
-		}
-	}
-	gv, err := gvisor.New(gvisor.Config{Dir: filepath.Join(cfg.DataDir, "gvisor"), CgroupParent: cfg.CgroupParent,
-		Runsc: cfg.Runsc, SandboxBinary: agent}, log)
-	if err != nil {
-		unavailable["gvisor"] = err.Error()
-		log.Info("gVisor isolation unavailable", logx.Err(err))
-	} else {
-		all = append(all, gv)
-		closers = append(closers, gv.Close)
-	}
-	vm, err := microvm.NewDriver(microvm.DriverConfig{Dir: filepath.Join(cfg.DataDir, "microvm"), SandboxBinary: agent,
-		QEMU: cfg.QEMU, KernelDir: cfg.GuestKernel, CgroupParent: cfg.CgroupParent, BindImages: cfg.MicroVMBindImages, BootSnapshots: cfg.MicroVMBootSnapshots, Log: log})
-	if err != nil {
-		unavailable["microvm"] = err.Error()
-		log.Info("microVM isolation unavailable", logx.Err(err))
-	} else {
-		all = append(all, vm)
-		closers = append(closers, vm.Close)
-	}
-	want := cfg.DefaultIsolation
-	if want == "" {
-		want = ns.Name()
-	}
-	for i, d := range all {
-		if d.Name() == want {
-			return d, append(all[:i:i], all[i+1:]...), unavailable, closeAll, nil
-		}
-	}
-	closeAll()
-	if why, ok := unavailable[want]; ok {
-		return nil, nil, nil, nil, fmt.Errorf("default isolation %q: %s", want, why)
-	}
-	return nil, nil, nil, nil, fmt.Errorf("default isolation %q: want namespaces, gvisor or microvm", want)
 }
 
 // setupKeys adds the configured keys (to the team "default"); with none
