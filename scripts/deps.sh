@@ -46,7 +46,7 @@ command -v go >/dev/null 2>&1 || { echo "deps: Go is not installed (https://go.d
 # makes their read-only images of template layers.
 # debootstrap: test/cli builds the debian recipe from the tests' own
 # Debian archive (scripts/debian-archive.sh, below).
-for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86 mkfs.erofs:erofs-utils debootstrap:debootstrap; do
+for pair in python3:python3 node:nodejs npm:npm lxcfs:lxcfs chromium:chromium qemu-system-x86_64:qemu-system-x86 mkfs.erofs:erofs-utils debootstrap:debootstrap dnsmasq:dnsmasq-base openssl:openssl; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
 done

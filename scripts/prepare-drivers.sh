@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 for driver in ${COVE_PREPARE_MISSING:-gvisor microvm}; do
 	case $driver in
 	gvisor)
-		echo "gvisor: building gVisor's runsc into bin/ (about 3 minutes on 2 cores)"
+		echo "gvisor: building gVisor's runsc into bin/ (a few minutes)"
 		${MAKE:-make} --no-print-directory runsc >&2
 		echo "gvisor: runsc is built" ;;
 	microvm)

@@ -30,7 +30,7 @@ const (
 // at cleanup.
 func FakeInternet(t testing.TB) netns.NsHandle {
 	t.Helper()
-	holdFakeInternet(t)
+	HoldFakeInternet(t)
 	ns, err := hostproc.NewNetNS()
 	if err != nil {
 		t.Fatal(err)
@@ -114,10 +114,10 @@ func FakeInternetOnHost(t testing.TB) {
 	}
 }
 
-// holdFakeInternet takes the host-wide lock on the fake internet's
+// HoldFakeInternet takes the host-wide lock on the fake internet's
 // addresses and routes until the test ends: test binaries of several
 // packages run at once, and two fake internets would claim the same routes.
-func holdFakeInternet(t testing.TB) {
+func HoldFakeInternet(t testing.TB) {
 	f, err := os.OpenFile("/run/cove-test-fake-internet.lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)

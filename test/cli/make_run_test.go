@@ -13,14 +13,7 @@ import (
 // TestMakeRunArgs checks the README's `make run ARGS=…` line: make passes
 // the flags to cove server as written, and cove server knows each of them.
 func TestMakeRunArgs(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- readme:make-run -->\n```sh\n")
-	if !ok {
-		t.Fatal("README.md has no make run block")
-	}
+	_, rest := testutil.DocBlock(t, "../../README.md", "readme:make-run")
 	m := regexp.MustCompile(`^make run ARGS='([^']*)'`).FindStringSubmatch(rest)
 	if m == nil {
 		t.Fatalf("the block is not `make run ARGS='…'`: %q", rest)
@@ -37,5 +30,22 @@ func TestMakeRunArgs(t *testing.T) {
 		if strings.HasPrefix(f, "--") && !strings.Contains(string(help), "      "+f+" ") {
 			t.Errorf("cove server has no flag %s", f)
 		}
+	}
+}
+
+// TestPrepareDriversScript runs what make run prepares drivers with, on a
+// machine that has what they need (make test built runsc): it names each
+// step and ends well, and a driver it does not know is no failure.
+func TestPrepareDriversScript(t *testing.T) {
+	testutil.NeedRunsc(t)
+	cmd := exec.Command("../../scripts/prepare-drivers.sh")
+	cmd.Env = append(os.Environ(), "COVE_PREPARE_MISSING=gvisor microvm firecracker")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("prepare-drivers.sh: %v\n%s", err, out)
+	}
+	steps := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(steps) < 3 || !strings.HasPrefix(steps[0], "gvisor: ") || steps[len(steps)-1] != "microvm: QEMU and the guests' kernel are here" {
+		t.Errorf("prepare-drivers.sh's steps: %q", steps)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/covesandbox/cove/internal/testutil"
 )
 
 // snippetLanguages are the README's languages whose snippets the suite
@@ -17,8 +19,8 @@ var snippetLanguages = map[string]struct {
 	printed *regexp.Regexp
 	file    string
 }{
-	"js":     {regexp.MustCompile(`console\.log\(.*\)\s+// (.*)`), "readme-%s.tmp.mjs"},
-	"python": {regexp.MustCompile(`print\(.*\)\s+# (.*)`), "py/readme-%s.tmp.py"},
+	"js":     {regexp.MustCompile(`console\.log\(.*\)\s+// (.*)`), "%s.tmp.mjs"},
+	"python": {regexp.MustCompile(`print\(.*\)\s+# (.*)`), "py/%s.tmp.py"},
 }
 
 // runReadmeSnippet runs the README's block marked `<!-- readme:<name> -->`
@@ -29,29 +31,32 @@ var snippetLanguages = map[string]struct {
 // archive, minutes of downloads, on first use).
 func runReadmeSnippet(t *testing.T, env []string, name, tpl string) {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- readme:"+name+" -->\n```")
-	if !ok {
-		t.Fatalf("README.md has no %s snippet", name)
-	}
-	lang, rest, _ := strings.Cut(rest, "\n")
+	runDocSnippet(t, env, "../../README.md", "readme:"+name, func(snippet string) string {
+		if !strings.Contains(snippet, "Sandbox.create()") {
+			t.Fatalf("the snippet no longer calls Sandbox.create(): %s", snippet)
+		}
+		return strings.Replace(snippet, "Sandbox.create()", "Sandbox.create("+`"`+tpl+`"`+")", 1)
+	})
+}
+
+// runDocSnippet runs doc's block marked `<!-- name -->` (JavaScript or
+// Python) with env, changed by edit when set, and checks that it prints
+// what its comments say.
+func runDocSnippet(t *testing.T, env []string, doc, name string, edit func(string) string) {
+	t.Helper()
+	lang, snippet := testutil.DocBlock(t, doc, name)
 	how, ok := snippetLanguages[lang]
 	if !ok {
-		t.Fatalf("the README's %s snippet is in %q, which the suite does not run", name, lang)
+		t.Fatalf("%s's %s snippet is in %q, which the suite does not run", doc, name, lang)
 	}
-	snippet, _, _ := strings.Cut(rest, "```")
 	var want []string
 	for _, m := range how.printed.FindAllStringSubmatch(snippet, -1) {
 		want = append(want, m[1])
 	}
-	if !strings.Contains(snippet, "Sandbox.create()") {
-		t.Fatalf("the snippet no longer calls Sandbox.create(): %s", snippet)
+	if edit != nil {
+		snippet = edit(snippet)
 	}
-	snippet = strings.Replace(snippet, "Sandbox.create()", "Sandbox.create("+`"`+tpl+`"`+")", 1)
-	file := filepath.FromSlash(strings.Replace(how.file, "%s", name, 1))
+	file := filepath.FromSlash(strings.Replace(how.file, "%s", strings.ReplaceAll(name, ":", "-"), 1))
 	if err := os.WriteFile(file, []byte(snippet), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +68,9 @@ func runReadmeSnippet(t *testing.T, env []string, name, tpl string) {
 	cmd.Env = nodeEnv(env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's snippet: %v\n%s", err, out)
+		t.Fatalf("%s's %s snippet: %v\n%s", doc, name, err, out)
 	}
 	if got := strings.Split(strings.TrimSpace(string(out)), "\n"); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("the README's %s snippet printed %q, its comments say %q", name, got, want)
+		t.Errorf("%s's %s snippet printed %q, its comments say %q", doc, name, got, want)
 	}
 }
