@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +41,7 @@ var _ node.Observer = (*Node)(nil)
 
 // Source is what a node's metrics read at each scrape (*node.Manager).
 type Source interface {
-	List() []node.Info
+	List(ctx context.Context) ([]node.Info, error)
 	Load() node.Load
 	Usage() []node.Usage
 }
@@ -168,7 +169,8 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	}
 	type key struct{ state, template, driver string }
 	counts := map[key]int{}
-	for _, info := range n.src.List() {
+	list, _ := n.src.List(context.Background()) // a collect has no context; the node's table answers at once
+	for _, info := range list {
 		if info.ForBuild() {
 			continue
 		}

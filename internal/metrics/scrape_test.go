@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"testing"
@@ -30,7 +31,7 @@ func newFakeNode(n int) fakeNode {
 	return f
 }
 
-func (f fakeNode) List() []node.Info { return f.infos }
+func (f fakeNode) List(context.Context) ([]node.Info, error) { return f.infos, nil }
 func (f fakeNode) Usage() []node.Usage {
 	out := make([]node.Usage, 10) // ten teams, one template each
 	for i := range out {

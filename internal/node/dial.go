@@ -16,7 +16,7 @@ import (
 
 // Running reports whether a sandbox is in the table and running.
 func (m *Manager) Running(id string) bool {
-	info, err := m.Get(id)
+	info, err := m.get(id)
 	return err == nil && info.State == StateRunning
 }
 
@@ -30,7 +30,7 @@ func (m *Manager) Dial(ctx context.Context, id string, port int) (net.Conn, erro
 
 // TrafficToken is the token a sandbox's ports require ("" = public).
 func (m *Manager) TrafficToken(id string) string {
-	info, err := m.Get(id)
+	info, err := m.get(id)
 	if err != nil {
 		return ""
 	}
@@ -41,7 +41,7 @@ func (m *Manager) TrafficToken(id string) string {
 // gets (its maskRequestHost with the port, or "" to keep the client's),
 // and whether the port serves HTTPS.
 func (m *Manager) PortRoute(id string, port int) (string, bool) {
-	info, err := m.Get(id)
+	info, err := m.get(id)
 	if err != nil {
 		return "", false
 	}
@@ -67,7 +67,7 @@ type NetworkUpdate struct {
 }
 
 // UpdateNetwork applies an update to a running sandbox's network.
-func (m *Manager) UpdateNetwork(id string, u NetworkUpdate) error {
+func (m *Manager) UpdateNetwork(_ context.Context, id string, u NetworkUpdate) error {
 	sb := m.lookup(id)
 	if sb == nil {
 		return errs.New(errs.NotFound, "sandbox %s not found", id)
@@ -148,7 +148,7 @@ func (m *Manager) AgentTransport(id string) (http.RoundTripper, bool) {
 
 // AccessToken is the token a sandbox's agent requires ("" = none).
 func (m *Manager) AccessToken(id string) string {
-	info, err := m.Get(id)
+	info, err := m.get(id)
 	if err != nil {
 		return ""
 	}

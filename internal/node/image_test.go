@@ -105,7 +105,7 @@ func TestCloneFromAnImage(t *testing.T) {
 		if _, err := m.Create(ctx, req); !errs.Is(err, errs.DataLoss) {
 			t.Errorf("a create from a damaged image: %v, want DataLoss", err)
 		}
-		if list := m.List(); len(list) != 1 {
+		if list := listOf(m); len(list) != 1 {
 			t.Errorf("sandboxes after a refused create: %d, want the source only", len(list))
 		}
 	}

@@ -232,7 +232,10 @@ func driverCan[T any](d isolation.Driver, what string) (T, error) {
 }
 
 // Get returns a sandbox's info.
-func (m *Manager) Get(id string) (Info, error) {
+func (m *Manager) Get(_ context.Context, id string) (Info, error) { return m.get(id) }
+
+// get returns a sandbox's details.
+func (m *Manager) get(id string) (Info, error) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
@@ -241,7 +244,10 @@ func (m *Manager) Get(id string) (Info, error) {
 }
 
 // List returns every sandbox in the table, oldest first.
-func (m *Manager) List() []Info {
+func (m *Manager) List(context.Context) ([]Info, error) { return m.list(), nil }
+
+// list returns every sandbox in the table, oldest first.
+func (m *Manager) list() []Info {
 	m.mu.Lock()
 	out := make([]Info, 0, len(m.sandboxes))
 	for _, sb := range m.sandboxes {

@@ -173,7 +173,7 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 // One paused without its memory is not woken: booted afresh, it would not
 // be the one the traffic was for (E2B's rule too).
 func (m *Manager) Wake(ctx context.Context, id string) bool {
-	info, err := m.Get(id)
+	info, err := m.get(id)
 	if err != nil {
 		return false
 	}

@@ -243,7 +243,7 @@ func TestTokensNeedTheSecret(t *testing.T) {
 	if _, err := m.Create(ctxT(t), node.CreateRequest{Timeout: time.Minute, DeriveTokens: true, Secure: true}); !errs.Is(err, errs.InvalidArgument) {
 		t.Errorf("a create asking for tokens on a node without the secret: %v, want InvalidArgument", err)
 	}
-	if list := m.List(); len(list) != 0 {
+	if list := listOf(m); len(list) != 0 {
 		t.Errorf("sandboxes after the refusal: %v", list)
 	}
 }

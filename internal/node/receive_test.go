@@ -49,7 +49,7 @@ func TestReceiveRefuses(t *testing.T) {
 	if left := h.leftovers(t); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
-	if got := m.List(); len(got) != 0 {
+	if got := listOf(m); len(got) != 0 {
 		t.Errorf("table holds %v", got)
 	}
 }

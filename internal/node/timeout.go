@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -8,13 +9,13 @@ import (
 
 // SetTimeout makes a running sandbox end timeout from now (it may shorten
 // its life, as E2B's POST /sandboxes/{id}/timeout does).
-func (m *Manager) SetTimeout(id string, timeout time.Duration) (Info, error) {
+func (m *Manager) SetTimeout(_ context.Context, id string, timeout time.Duration) (Info, error) {
 	return m.retime(id, timeout, false)
 }
 
 // ExtendTimeout moves a running sandbox's end to timeout from now unless
 // it already ends later (E2B's connect semantics).
-func (m *Manager) ExtendTimeout(id string, timeout time.Duration) (Info, error) {
+func (m *Manager) ExtendTimeout(_ context.Context, id string, timeout time.Duration) (Info, error) {
 	return m.retime(id, timeout, true)
 }
 

@@ -76,23 +76,14 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 }
 
 // Get returns a sandbox the node runs.
-func (c *Client) Get(id string) (node.Info, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+func (c *Client) Get(ctx context.Context, id string) (node.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return info(c.rpc.Get(ctx, connect.NewRequest(&pb.SandboxRef{Id: id})))
 }
 
-// List returns the node's sandboxes (none when it cannot be reached).
-func (c *Client) List() []node.Info {
-	list, err := c.ListContext(context.Background())
-	if err != nil {
-		return nil
-	}
-	return list
-}
-
-// ListContext returns the node's sandboxes, or why it cannot.
-func (c *Client) ListContext(ctx context.Context) ([]node.Info, error) {
+// List returns the node's sandboxes, or why it cannot.
+func (c *Client) List(ctx context.Context) ([]node.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	r, err := c.rpc.List(ctx, connect.NewRequest(&pb.Empty{}))
@@ -110,21 +101,21 @@ func (c *Client) ListContext(ctx context.Context) ([]node.Info, error) {
 	return out, nil
 }
 
-func (c *Client) retime(id string, timeout time.Duration, extend bool) (node.Info, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+func (c *Client) retime(ctx context.Context, id string, timeout time.Duration, extend bool) (node.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return info(c.rpc.SetTimeout(ctx, connect.NewRequest(&pb.TimeoutRequest{Id: id, Timeout: durationpb.New(timeout), Extend: extend})))
 }
 
 // SetTimeout makes a sandbox end timeout from now.
-func (c *Client) SetTimeout(id string, timeout time.Duration) (node.Info, error) {
-	return c.retime(id, timeout, false)
+func (c *Client) SetTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return c.retime(ctx, id, timeout, false)
 }
 
 // ExtendTimeout moves a sandbox's end to timeout from now unless it ends
 // later already.
-func (c *Client) ExtendTimeout(id string, timeout time.Duration) (node.Info, error) {
-	return c.retime(id, timeout, true)
+func (c *Client) ExtendTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return c.retime(ctx, id, timeout, true)
 }
 
 // Stats returns a sandbox's resource use.
@@ -146,8 +137,8 @@ func (c *Client) AgentLog(ctx context.Context, id string) ([]byte, error) {
 }
 
 // UpdateNetwork changes a sandbox's egress.
-func (c *Client) UpdateNetwork(id string, u node.NetworkUpdate) error {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+func (c *Client) UpdateNetwork(ctx context.Context, id string, u node.NetworkUpdate) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := c.rpc.UpdateNetwork(ctx, connect.NewRequest(networkToPB(id, u)))
 	return err

@@ -14,8 +14,12 @@ import (
 // Sample implements the Sample RPC: a sandbox that ends meanwhile is left
 // out.
 func (s *Server) Sample(ctx context.Context, _ *connect.Request[pb.Empty]) (*connect.Response[pb.SampleList], error) {
+	list, err := s.mgr.List(ctx)
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
 	out := &pb.SampleList{}
-	for _, info := range s.mgr.List() {
+	for _, info := range list {
 		if info.State != node.StateRunning {
 			continue
 		}

@@ -182,25 +182,29 @@ func (s *Server) Kill(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*
 }
 
 // Get implements nodepbconnect.NodeHandler.
-func (s *Server) Get(_ context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.Sandbox], error) {
-	return sandbox(s.mgr.Get(r.Msg.GetId()))
+func (s *Server) Get(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.Sandbox], error) {
+	return sandbox(s.mgr.Get(ctx, r.Msg.GetId()))
 }
 
 // List implements nodepbconnect.NodeHandler.
-func (s *Server) List(context.Context, *connect.Request[pb.Empty]) (*connect.Response[pb.SandboxList], error) {
+func (s *Server) List(ctx context.Context, _ *connect.Request[pb.Empty]) (*connect.Response[pb.SandboxList], error) {
+	list, err := s.mgr.List(ctx)
+	if err != nil {
+		return nil, errs.ConnectError(err)
+	}
 	out := &pb.SandboxList{}
-	for _, info := range s.mgr.List() {
+	for _, info := range list {
 		out.Sandboxes = append(out.Sandboxes, infoToPB(info))
 	}
 	return connect.NewResponse(out), nil
 }
 
 // SetTimeout implements nodepbconnect.NodeHandler.
-func (s *Server) SetTimeout(_ context.Context, r *connect.Request[pb.TimeoutRequest]) (*connect.Response[pb.Sandbox], error) {
+func (s *Server) SetTimeout(ctx context.Context, r *connect.Request[pb.TimeoutRequest]) (*connect.Response[pb.Sandbox], error) {
 	if r.Msg.GetExtend() {
-		return sandbox(s.mgr.ExtendTimeout(r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
+		return sandbox(s.mgr.ExtendTimeout(ctx, r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
 	}
-	return sandbox(s.mgr.SetTimeout(r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
+	return sandbox(s.mgr.SetTimeout(ctx, r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
 }
 
 // Stats implements nodepbconnect.NodeHandler.
@@ -216,10 +220,10 @@ func (s *Server) AgentLog(ctx context.Context, r *connect.Request[pb.SandboxRef]
 }
 
 // UpdateNetwork implements nodepbconnect.NodeHandler.
-func (s *Server) UpdateNetwork(_ context.Context, r *connect.Request[pb.NetworkUpdate]) (*connect.Response[pb.Empty], error) {
+func (s *Server) UpdateNetwork(ctx context.Context, r *connect.Request[pb.NetworkUpdate]) (*connect.Response[pb.Empty], error) {
 	u, err := networkFromPB(r.Msg)
 	if err == nil {
-		err = s.mgr.UpdateNetwork(r.Msg.GetId(), u)
+		err = s.mgr.UpdateNetwork(ctx, r.Msg.GetId(), u)
 	}
 	return reply(&pb.Empty{}, err)
 }

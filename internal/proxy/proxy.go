@@ -60,7 +60,7 @@ const trafficTokenHeader = "E2b-Traffic-Access-Token"
 // E2B_SANDBOX_URL set, the SDK's uploadUrl/downloadUrl carry no sandbox id:
 // the signature, keyed by one sandbox's token, is what names it.
 type SignedFiles interface {
-	SandboxForSignature(path, operation, user, signature, expiration string) (id string, ok bool)
+	SandboxForSignature(ctx context.Context, path, operation, user, signature, expiration string) (id string, ok bool)
 }
 
 // Proxy is the sandbox traffic handler.
@@ -237,7 +237,7 @@ func (p *Proxy) routeSigned(r *http.Request) (target, bool) {
 	if op == "" {
 		return target{}, false
 	}
-	id, ok := p.signed.SandboxForSignature(q.Get("path"), op, q.Get("username"), sig, q.Get("signature_expiration"))
+	id, ok := p.signed.SandboxForSignature(r.Context(), q.Get("path"), op, q.Get("username"), sig, q.Get("signature_expiration"))
 	if !ok {
 		return target{denied: "invalid signature: no sandbox signed this URL"}, true
 	}

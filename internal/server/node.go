@@ -300,7 +300,11 @@ func killUnrecorded(ctx context.Context, st store.Members, name string, mgr *nod
 	if err != nil {
 		return err
 	}
-	for _, info := range mgr.List() {
+	running, err := mgr.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, info := range running {
 		if slices.Contains(recorded, info.ID) || minAge > 0 && (info.ForBuild() || time.Since(info.StartedAt) < minAge) {
 			continue
 		}

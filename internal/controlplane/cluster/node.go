@@ -109,11 +109,11 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 }
 
 // Get returns a sandbox from its node.
-func (c *Cluster) Get(id string) (node.Info, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+func (c *Cluster) Get(ctx context.Context, id string) (node.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	info, err := routed(ctx, c, id, func(n *nodeapi.Client, r route) (node.Info, error) {
-		info, err := n.Get(id)
+		info, err := n.Get(ctx, id)
 		info.Node = r.node
 		return info, err
 	})
@@ -131,12 +131,16 @@ func (c *Cluster) Get(id string) (node.Info, error) {
 }
 
 // List returns every live node's sandboxes (a node that does not answer
-// adds none).
-func (c *Cluster) List() []node.Info {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+// adds none); it fails only when ctx ends first.
+func (c *Cluster) List(ctx context.Context) ([]node.Info, error) {
+	ask, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	return fromEachNode(ctx, c, "list", func(n *nodeapi.Client) ([]node.Info, error) { return n.ListContext(ctx) },
+	list := fromEachNode(ask, c, "list", func(n *nodeapi.Client) ([]node.Info, error) { return n.List(ask) },
 		func(info *node.Info, id string) { info.Node = id })
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return list, nil
 }
 
 // fromEachNode asks every live node at once and joins their answers,
@@ -198,13 +202,13 @@ func (c *Cluster) Kill(ctx context.Context, id string) error {
 }
 
 // SetTimeout makes a sandbox end timeout from now.
-func (c *Cluster) SetTimeout(id string, timeout time.Duration) (node.Info, error) {
-	return routed(context.Background(), c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.SetTimeout(id, timeout) })
+func (c *Cluster) SetTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.SetTimeout(ctx, id, timeout) })
 }
 
 // ExtendTimeout moves a sandbox's end to at least timeout from now.
-func (c *Cluster) ExtendTimeout(id string, timeout time.Duration) (node.Info, error) {
-	return routed(context.Background(), c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.ExtendTimeout(id, timeout) })
+func (c *Cluster) ExtendTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.ExtendTimeout(ctx, id, timeout) })
 }
 
 // AgentLog returns the end of a sandbox's agent log.
@@ -218,8 +222,8 @@ func (c *Cluster) Stats(ctx context.Context, id string) (isolation.Stats, error)
 }
 
 // UpdateNetwork changes a sandbox's egress.
-func (c *Cluster) UpdateNetwork(id string, u node.NetworkUpdate) error {
-	_, err := routed(context.Background(), c, id, func(n *nodeapi.Client, _ route) (struct{}, error) { return struct{}{}, n.UpdateNetwork(id, u) })
+func (c *Cluster) UpdateNetwork(ctx context.Context, id string, u node.NetworkUpdate) error {
+	_, err := routed(ctx, c, id, func(n *nodeapi.Client, _ route) (struct{}, error) { return struct{}{}, n.UpdateNetwork(ctx, id, u) })
 	return err
 }
 
@@ -370,7 +374,9 @@ func (c *Cluster) known(id string) (route, bool) {
 	if ok && r.known {
 		return r, true
 	}
-	if _, err := c.Get(id); err != nil {
+	// The proxy's questions carry no context: the node's answer is
+	// bounded by callTimeout alone.
+	if _, err := c.Get(context.Background(), id); err != nil {
 		return route{}, false
 	}
 	c.mu.Lock()
@@ -420,7 +426,7 @@ func (c *Cluster) catchUp(ctx context.Context, nodeID string, client *nodeapi.Cl
 		c.log.Warn("list the sandboxes recorded on a node", "node", nodeID, logx.Err(err))
 		return
 	}
-	running, err := client.ListContext(ctx)
+	running, err := client.List(ctx)
 	if err != nil {
 		c.log.Warn("list a node's sandboxes", "node", nodeID, logx.Err(err))
 		return

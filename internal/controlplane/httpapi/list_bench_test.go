@@ -20,7 +20,7 @@ import (
 // list asks its node); the rest of service.Node is not called.
 type runningNode struct{ service.Node }
 
-func (runningNode) Get(id string) (node.Info, error) {
+func (runningNode) Get(_ context.Context, id string) (node.Info, error) {
 	return node.Info{ID: id, State: node.StateRunning}, nil
 }
 

@@ -85,7 +85,10 @@ func (s *Service) RunSampler(ctx context.Context) {
 			}
 			s.teams.sample(infos, time.Now().UTC())
 		} else {
-			infos := s.node.List()
+			infos, err := s.node.List(ctx)
+			if err != nil {
+				s.log.Debug("list sandboxes to sample", logx.Err(err))
+			}
 			s.teams.sample(infos, time.Now().UTC())
 			for _, info := range infos {
 				if info.State != node.StateRunning || info.Team == "" {
@@ -163,7 +166,7 @@ func (s *Service) Metrics(ctx context.Context, team, id string, start, end time.
 	}
 	s.mu.Unlock()
 	if len(out) == 0 && start.IsZero() && end.IsZero() {
-		info, err := s.node.Get(id)
+		info, err := s.node.Get(ctx, id)
 		if err != nil {
 			return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
 		}

@@ -97,7 +97,7 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 		u.Rules = &rules
 	}
 	if r.AllowOut != nil || r.DenyOut != nil {
-		info, err := s.node.Get(id)
+		info, err := s.node.Get(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -118,7 +118,7 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 		}
 		u.AllowOut, u.DenyOut, u.AllowDomains = &e.Allow, &e.Deny, &e.AllowDomains
 	}
-	if err := s.node.UpdateNetwork(id, u); err != nil {
+	if err := s.node.UpdateNetwork(ctx, id, u); err != nil {
 		return err
 	}
 	s.eventOf(ctx, id, store.EventUpdated, store.ReasonAPI)

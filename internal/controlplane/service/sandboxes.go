@@ -286,7 +286,7 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 	}
 	// A sandbox that is ending is gone for the API already, even while the
 	// node still tears it down and before its record is dropped.
-	info, err := s.node.Get(id)
+	info, err := s.node.Get(ctx, id)
 	if err != nil || info.State == node.StateKilled {
 		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
@@ -386,7 +386,7 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if n, err := s.node.Get(id); reboot && err == nil && n.State == node.StatePaused {
+	if n, err := s.node.Get(ctx, id); reboot && err == nil && n.State == node.StatePaused {
 		// Its memory is dropped: its files are saved, to boot from.
 		if _, err := s.node.PauseFiles(ctx, id); err != nil && !errs.Is(err, errs.Conflict) {
 			return Sandbox{}, err
@@ -416,7 +416,7 @@ func (s *Service) checkTimeout(timeout time.Duration) error {
 
 // retime sets a team's sandbox's end by fn and records it; it returns the
 // sandbox as it was read before.
-func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(string, time.Duration) (node.Info, error)) (Sandbox, error) {
+func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(context.Context, string, time.Duration) (node.Info, error)) (Sandbox, error) {
 	if err := s.checkTimeout(timeout); err != nil {
 		return Sandbox{}, err
 	}
@@ -424,7 +424,7 @@ func (s *Service) retime(ctx context.Context, team, id string, timeout time.Dura
 	if err != nil {
 		return Sandbox{}, err
 	}
-	info, err := fn(id, timeout)
+	info, err := fn(ctx, id, timeout)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -439,7 +439,7 @@ func (s *Service) List(ctx context.Context, f store.ListFilter) ([]Sandbox, erro
 	}
 	out := make([]Sandbox, 0, len(list))
 	for _, sb := range list {
-		info, err := s.node.Get(sb.ID)
+		info, err := s.node.Get(ctx, sb.ID)
 		if err != nil || info.State == node.StateKilled {
 			continue // ending: gone for the API already
 		}

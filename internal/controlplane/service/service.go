@@ -167,13 +167,19 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	recorded := map[string]bool{}
 	for _, id := range ids {
 		recorded[id] = true
-		if _, err := s.node.Get(id); err != nil {
+		if _, err := s.node.Get(ctx, id); errs.Is(err, errs.NotFound) {
 			if _, err := s.store.DeleteSandbox(ctx, id); err != nil {
 				return err
 			}
+		} else if err != nil {
+			return err
 		}
 	}
-	for _, info := range s.node.List() {
+	running, err := s.node.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, info := range running {
 		if !recorded[info.ID] {
 			if err := s.node.Kill(ctx, info.ID); err != nil {
 				s.log.Error("kill unrecorded sandbox", logx.SandboxID(info.ID), logx.Err(err))

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"crypto/subtle"
 	"strconv"
 
@@ -11,7 +12,7 @@ import (
 // SandboxForSignature finds the running sandbox whose access token made a
 // signed file URL's signature (proxy.SignedFiles). It checks every running
 // sandbox with a token: a few microseconds each.
-func (s *Service) SandboxForSignature(path, operation, user, signature, expiration string) (string, bool) {
+func (s *Service) SandboxForSignature(ctx context.Context, path, operation, user, signature, expiration string) (string, bool) {
 	var exp int64
 	if expiration != "" {
 		n, err := strconv.ParseInt(expiration, 10, 64)
@@ -20,7 +21,11 @@ func (s *Service) SandboxForSignature(path, operation, user, signature, expirati
 		}
 		exp = n
 	}
-	for _, info := range s.node.List() {
+	running, err := s.node.List(ctx)
+	if err != nil {
+		return "", false
+	}
+	for _, info := range running {
 		if info.State != node.StateRunning || info.AccessToken == "" {
 			continue
 		}
