@@ -4,6 +4,7 @@ package layering
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,6 +59,21 @@ func TestNodeSideBelowControlPlane(t *testing.T) {
 			if under(dep, "internal/controlplane") {
 				t.Errorf("%s imports the control plane (%s)", p, dep)
 			}
+		}
+	}
+}
+
+// TestFakeNodeInTestsOnly: the fake node (nodefake) is for tests: no
+// package but a test imports it, so no binary links it.
+func TestFakeNodeInTestsOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "../../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ":")
+		if slices.Contains(strings.Fields(imports), module+"internal/nodefake") {
+			t.Errorf("%s imports internal/nodefake", pkg)
 		}
 	}
 }

@@ -1,0 +1,271 @@
+package service_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/service"
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/nodefake"
+	"github.com/covesandbox/cove/internal/tokens"
+)
+
+// The use cases of package service over a fake node and a store of its
+// own: what each asks the node, records and answers, without root or a
+// sandbox.
+
+var secret = []byte("unit-test-secret")
+
+// newService is a service over a fake node and an SQLite store in a
+// temporary directory, with cfg.
+func newService(t *testing.T, cfg service.Config) (*service.Service, *nodefake.Node, store.Store) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	n := nodefake.New()
+	return service.New(cfg, st, n, secret, slog.New(slog.DiscardHandler)), n, st
+}
+
+// request is a create of base for team t, as the API makes one.
+func request(edit func(*service.CreateRequest)) service.CreateRequest {
+	req := service.CreateRequest{CreateRequest: node.CreateRequest{Template: "base", Team: "t", Timeout: time.Minute, Secure: true, PublicTraffic: true}}
+	if edit != nil {
+		edit(&req)
+	}
+	return req
+}
+
+func TestCreate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		edit  func(*service.CreateRequest)
+		quota node.TeamQuota // the server's, for every team
+		kind  errs.Kind      // the error's (0: none)
+		asked bool           // the node was asked to create it
+	}{
+		{"base", nil, node.TeamQuota{}, 0, true},
+		{"no timeout", func(r *service.CreateRequest) { r.Timeout = 0 }, node.TeamQuota{}, errs.InvalidArgument, false},
+		{"a timeout past the bound", func(r *service.CreateRequest) { r.Timeout = 25 * time.Hour }, node.TeamQuota{}, errs.InvalidArgument, false},
+		{"private traffic of an insecure sandbox", func(r *service.CreateRequest) { r.Secure, r.PublicTraffic = false, false }, node.TeamQuota{}, errs.InvalidArgument, false},
+		{"an empty metadata key", func(r *service.CreateRequest) { r.Metadata = map[string]string{"": "v"} }, node.TeamQuota{}, errs.InvalidArgument, false},
+		{"an environment variable with =", func(r *service.CreateRequest) { r.EnvVars = map[string]string{"A=B": "v"} }, node.TeamQuota{}, errs.InvalidArgument, false},
+		{"a bad egress rule", func(r *service.CreateRequest) { r.EgressDeny = []string{"nonsense/99"} }, node.TeamQuota{}, errs.InvalidArgument, false},
+		{"a server's team quota, which the node admits by", nil, node.TeamQuota{Sandboxes: 3, CPUs: 4}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			svc, n, st := newService(t, service.Config{TeamQuota: tc.quota})
+			ctx := context.Background()
+			sb, err := svc.Create(ctx, request(tc.edit))
+			if got := errs.KindOf(err); err != nil && got != tc.kind || err == nil && tc.kind != 0 {
+				t.Fatalf("create: %v (%v), want kind %v", err, got, tc.kind)
+			}
+			if asked := len(n.Requests()) > 0; asked != tc.asked {
+				t.Errorf("the node was asked to create: %v, want %v", asked, tc.asked)
+			}
+			if err != nil {
+				// Nothing is left: no record, no sandbox on the node.
+				if list, _ := n.List(ctx); len(list) != 0 {
+					t.Errorf("a failed create left %d sandboxes on the node", len(list))
+				}
+				if ids, _ := st.AllSandboxIDs(ctx); len(ids) != 0 {
+					t.Errorf("a failed create left records: %v", ids)
+				}
+				return
+			}
+			got := n.Requests()[0]
+			if !got.DeriveTokens || got.Quota == nil || *got.Quota != tc.quota || got.Team != "t" {
+				t.Errorf("the node's request: derive tokens %v, quota %v, team %q", got.DeriveTokens, got.Quota, got.Team)
+			}
+			rec, err := st.Sandbox(ctx, sb.ID)
+			if err != nil || rec.Team != "t" || rec.Alias != "base" || rec.State != "running" || rec.CPUCount != 2 || rec.MemoryMB != 512 {
+				t.Errorf("the record: %+v %v", rec, err)
+			}
+			if sb.EnvdAccessToken != tokens.Envd(secret, sb.ID) || sb.TrafficAccessToken != "" {
+				t.Errorf("the answer's tokens: %q %q", sb.EnvdAccessToken, sb.TrafficAccessToken)
+			}
+		})
+	}
+}
+
+// TestCreateNodeFails: a node's refusal is the answer, with its kind, and
+// nothing is recorded.
+func TestCreateNodeFails(t *testing.T) {
+	t.Parallel()
+	svc, n, st := newService(t, service.Config{})
+	ctx := context.Background()
+	n.Fail("Create", errs.New(errs.Unavailable, "node is full"))
+	if _, err := svc.Create(ctx, request(nil)); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("create on a full node: %v", err)
+	}
+	if ids, _ := st.AllSandboxIDs(ctx); len(ids) != 0 {
+		t.Errorf("records: %v", ids)
+	}
+}
+
+// TestIsolationFromMetadata: the metadata's cove.isolation chooses the
+// driver, and stays in the metadata as given.
+func TestIsolationFromMetadata(t *testing.T) {
+	t.Parallel()
+	svc, n, _ := newService(t, service.Config{})
+	ctx := context.Background()
+	sb, err := svc.Create(ctx, request(func(r *service.CreateRequest) { r.Metadata = map[string]string{service.IsolationKey: "gvisor"} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Requests()[0].Isolation; got != "gvisor" {
+		t.Errorf("the node's isolation: %q", got)
+	}
+	if sb.Isolation != "gvisor" || sb.Metadata[service.IsolationKey] != "gvisor" {
+		t.Errorf("the answer: isolation %q, metadata %v", sb.Isolation, sb.Metadata)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		steps func(ctx context.Context, svc *service.Service, id string) error
+		kind  errs.Kind // the last step's error (0: none)
+		state string    // the record's state after ("": no record)
+	}{
+		{"pause", func(ctx context.Context, svc *service.Service, id string) error {
+			return svc.Pause(ctx, "t", id, true)
+		}, 0, "paused"},
+		{"pause twice", func(ctx context.Context, svc *service.Service, id string) error {
+			if err := svc.Pause(ctx, "t", id, true); err != nil {
+				return err
+			}
+			return svc.Pause(ctx, "t", id, false)
+		}, errs.Conflict, "paused"},
+		{"pause and resume", func(ctx context.Context, svc *service.Service, id string) error {
+			if err := svc.Pause(ctx, "t", id, false); err != nil {
+				return err
+			}
+			_, err := svc.Resume(ctx, "t", id, time.Minute, false)
+			return err
+		}, 0, "running"},
+		{"resume a running one", func(ctx context.Context, svc *service.Service, id string) error {
+			_, err := svc.Resume(ctx, "t", id, time.Minute, false)
+			return err
+		}, errs.Conflict, "running"},
+		{"connect to a paused one resumes it", func(ctx context.Context, svc *service.Service, id string) error {
+			if err := svc.Pause(ctx, "t", id, true); err != nil {
+				return err
+			}
+			_, resumed, err := svc.Connect(ctx, "t", id, time.Minute, false)
+			if err == nil && !resumed {
+				return errs.New(errs.Internal, "not resumed")
+			}
+			return err
+		}, 0, "running"},
+		{"kill", func(ctx context.Context, svc *service.Service, id string) error {
+			return svc.Kill(ctx, "t", id)
+		}, 0, ""},
+		{"another team's", func(ctx context.Context, svc *service.Service, id string) error {
+			return svc.Kill(ctx, "u", id)
+		}, errs.NotFound, "running"},
+		{"a timeout of none", func(ctx context.Context, svc *service.Service, id string) error {
+			return svc.SetTimeout(ctx, "t", id, 0)
+		}, errs.InvalidArgument, "running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			svc, _, st := newService(t, service.Config{})
+			ctx := context.Background()
+			sb, err := svc.Create(ctx, request(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.steps(ctx, svc, sb.ID)
+			if got := errs.KindOf(err); err != nil && got != tc.kind || err == nil && tc.kind != 0 {
+				t.Fatalf("%v (%v), want kind %v", err, got, tc.kind)
+			}
+			rec, err := st.Sandbox(ctx, sb.ID)
+			switch {
+			case tc.state == "" && !errs.Is(err, errs.NotFound):
+				t.Errorf("the record stayed: %+v %v", rec, err)
+			case tc.state != "" && (err != nil || rec.State != tc.state):
+				t.Errorf("the record: state %q (%v), want %q", rec.State, err, tc.state)
+			}
+		})
+	}
+}
+
+// TestTimeouts: SetTimeout moves the end both ways, Extend only later,
+// and the record follows the node.
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	svc, n, st := newService(t, service.Config{})
+	ctx := context.Background()
+	sb, err := svc.Create(ctx, request(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func() time.Time {
+		info, err := n.Get(ctx, sb.ID)
+		rec, rerr := st.Sandbox(ctx, sb.ID)
+		if err != nil || rerr != nil || !rec.EndAt.Equal(info.EndAt) {
+			t.Fatalf("the record's end %v (%v), the node's %v (%v)", rec.EndAt, rerr, info.EndAt, err)
+		}
+		return info.EndAt
+	}
+	if err := svc.SetTimeout(ctx, "t", sb.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	long := end()
+	if err := svc.Extend(ctx, "t", sb.ID, time.Second); err != nil || !end().Equal(long) {
+		t.Errorf("extending to less moved the end: %v", err)
+	}
+	if err := svc.SetTimeout(ctx, "t", sb.ID, time.Second); err != nil || !end().Before(long) {
+		t.Errorf("setting less did not move the end: %v", err)
+	}
+}
+
+// TestReconcile: after a restart, records of sandboxes the node lost go,
+// sandboxes it runs without a record are killed, and a node that cannot
+// answer changes nothing.
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+	svc, n, st := newService(t, service.Config{})
+	ctx := context.Background()
+	kept, err := svc.Create(ctx, request(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := svc.Create(ctx, request(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Kill(ctx, lost.ID); err != nil { // it died with the node
+		t.Fatal(err)
+	}
+	n.Add(node.Info{ID: "iunrecorded", State: node.StateRunning, StartedAt: time.Now()})
+	n.Fail("Get", errs.New(errs.Unavailable, "the node does not answer"))
+	if err := svc.Reconcile(ctx); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("reconcile while the node does not answer: %v", err)
+	}
+	if ids, _ := st.AllSandboxIDs(ctx); len(ids) != 2 {
+		t.Fatalf("a node that did not answer lost records: %v", ids)
+	}
+	n.Fail("Get", nil)
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := st.AllSandboxIDs(ctx); len(ids) != 1 || ids[0] != kept.ID {
+		t.Errorf("records after: %v, want %s alone", ids, kept.ID)
+	}
+	if list, _ := n.List(ctx); len(list) != 1 || list[0].ID != kept.ID {
+		t.Errorf("the node runs %v, want %s alone", list, kept.ID)
+	}
+}

@@ -1,0 +1,244 @@
+// Package nodefake is a node in memory that runs nothing: the node
+// contract (node.Sandboxes) kept by a table, for unit tests of what sits
+// above it. Its sandboxes move through the states as a node's do and its
+// refusals are the node's kinds of error (NotFound, Conflict); a test can
+// make any call fail (Fail) and read what was asked (Requests).
+package nodefake
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/node"
+)
+
+// Node is the fake node.
+type Node struct {
+	mu        sync.Mutex
+	sandboxes map[string]*node.Info
+	requests  []node.CreateRequest
+	fail      map[string]error
+	next      int
+	now       func() time.Time
+}
+
+var _ node.Sandboxes = (*Node)(nil)
+
+// New returns a node without sandboxes.
+func New() *Node {
+	return &Node{sandboxes: map[string]*node.Info{}, fail: map[string]error{}, now: time.Now}
+}
+
+// Fail makes every later call of method (its name: "Create", "Kill" …)
+// fail with err; nil lets it succeed again.
+func (n *Node) Fail(method string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err == nil {
+		delete(n.fail, method)
+		return
+	}
+	n.fail[method] = err
+}
+
+// Requests are the creates the node was asked for, in order.
+func (n *Node) Requests() []node.CreateRequest {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.requests)
+}
+
+// Add puts a sandbox in the table as it is (one a node runs that the
+// caller did not create: a restart's, a crash's).
+func (n *Node) Add(info node.Info) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sandboxes[info.ID] = &info
+}
+
+// failing is the error a test set for method; it takes n.mu.
+func (n *Node) failing(method string) error { return n.fail[method] }
+
+// Create starts a sandbox of req's template: running for req.Timeout,
+// with req's id or the next of the node's own.
+func (n *Node) Create(_ context.Context, req node.CreateRequest) (node.Info, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.requests = append(n.requests, req)
+	if err := n.failing("Create"); err != nil {
+		return node.Info{}, err
+	}
+	id := req.ID
+	if id == "" {
+		n.next++
+		id = fmt.Sprintf("ifake%015d", n.next)
+	}
+	if _, ok := n.sandboxes[id]; ok {
+		return node.Info{}, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
+	}
+	limits := req.Limits
+	if limits == (isolation.Limits{}) {
+		limits = node.DefaultLimits
+	}
+	now := n.now()
+	info := node.Info{ID: id, TemplateID: cmp.Or(req.Template, "base"), BuildID: req.BuildID, Team: req.Team, Isolation: cmp.Or(req.Isolation, "namespaces"),
+		State: node.StateRunning, Limits: limits, StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
+		EnvVars: maps.Clone(req.EnvVars), Volumes: req.Volumes, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
+		MaskRequestHost: req.MaskRequestHost, HTTPSPorts: req.HTTPSPorts, AutoPause: req.AutoPause, AutoResume: req.AutoResume,
+		AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout, Node: req.Node}
+	n.sandboxes[id] = &info
+	return info, nil
+}
+
+// lookup is sandbox id, or NotFound; it takes n.mu.
+func (n *Node) lookup(method, id string) (*node.Info, error) {
+	if err := n.failing(method); err != nil {
+		return nil, err
+	}
+	info, ok := n.sandboxes[id]
+	if !ok {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return info, nil
+}
+
+// Kill ends a sandbox: it leaves the table.
+func (n *Node) Kill(_ context.Context, id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, err := n.lookup("Kill", id); err != nil {
+		return err
+	}
+	delete(n.sandboxes, id)
+	return nil
+}
+
+// Get returns a sandbox.
+func (n *Node) Get(_ context.Context, id string) (node.Info, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info, err := n.lookup("Get", id)
+	if err != nil {
+		return node.Info{}, err
+	}
+	return *info, nil
+}
+
+// List returns every sandbox, oldest first.
+func (n *Node) List(context.Context) ([]node.Info, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.failing("List"); err != nil {
+		return nil, err
+	}
+	out := make([]node.Info, 0, len(n.sandboxes))
+	for _, info := range n.sandboxes {
+		out = append(out, *info)
+	}
+	slices.SortFunc(out, func(a, b node.Info) int { return a.StartedAt.Compare(b.StartedAt) })
+	return out, nil
+}
+
+// retime moves a running sandbox's end to timeout from now (with extend,
+// only later).
+func (n *Node) retime(method, id string, timeout time.Duration, extend bool) (node.Info, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info, err := n.lookup(method, id)
+	if err != nil {
+		return node.Info{}, err
+	}
+	if info.State != node.StateRunning {
+		return node.Info{}, errs.New(errs.Conflict, "sandbox %s is %s", id, info.State)
+	}
+	end := n.now().Add(timeout)
+	if !extend || end.After(info.EndAt) {
+		info.EndAt = end
+	}
+	return *info, nil
+}
+
+// SetTimeout makes a running sandbox end timeout from now.
+func (n *Node) SetTimeout(_ context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return n.retime("SetTimeout", id, timeout, false)
+}
+
+// ExtendTimeout moves a running sandbox's end to timeout from now unless
+// it ends later already.
+func (n *Node) ExtendTimeout(_ context.Context, id string, timeout time.Duration) (node.Info, error) {
+	return n.retime("ExtendTimeout", id, timeout, true)
+}
+
+// Stats returns no use.
+func (n *Node) Stats(_ context.Context, id string) (isolation.Stats, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, err := n.lookup("Stats", id)
+	return isolation.Stats{}, err
+}
+
+// AgentLog returns an empty log.
+func (n *Node) AgentLog(_ context.Context, id string) ([]byte, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, err := n.lookup("AgentLog", id)
+	return nil, err
+}
+
+// UpdateNetwork records nothing of u but that the sandbox exists.
+func (n *Node) UpdateNetwork(_ context.Context, id string, _ node.NetworkUpdate) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, err := n.lookup("UpdateNetwork", id)
+	return err
+}
+
+// setState moves a sandbox from one state to another, or says why not.
+func (n *Node) setState(method, id string, from, to node.State) (node.Info, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info, err := n.lookup(method, id)
+	if err != nil {
+		return node.Info{}, err
+	}
+	if info.State != from {
+		return node.Info{}, errs.New(errs.Conflict, "sandbox %s is %s, not %s", id, info.State, from)
+	}
+	info.State = to
+	return *info, nil
+}
+
+// Pause pauses a running sandbox with its memory.
+func (n *Node) Pause(_ context.Context, id string) (node.Info, error) {
+	return n.setState("Pause", id, node.StateRunning, node.StatePaused)
+}
+
+// PauseFiles pauses a running sandbox keeping its files only.
+func (n *Node) PauseFiles(_ context.Context, id string) (node.Info, error) {
+	return n.setState("PauseFiles", id, node.StateRunning, node.StatePaused)
+}
+
+// Resume lets a paused sandbox run again for timeout.
+func (n *Node) Resume(_ context.Context, id string, timeout time.Duration) (node.Info, error) {
+	if _, err := n.setState("Resume", id, node.StatePaused, node.StateRunning); err != nil {
+		return node.Info{}, err
+	}
+	return n.retime("Resume", id, timeout, false)
+}
+
+// SaveLayer cannot copy what the fake does not hold.
+func (n *Node) SaveLayer(_ context.Context, id string, _ bool) (node.Copy, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, err := n.lookup("SaveLayer", id); err != nil {
+		return node.Copy{}, err
+	}
+	return node.Copy{}, errs.New(errs.Unimplemented, "the fake node copies no sandbox")
+}
