@@ -42,17 +42,14 @@ func newClient() (*cove.Client, error) {
 // explain turns SDK errors into messages a person can act on.
 func explain(c *cove.Client, err error, sandboxID string) error {
 	var netErr *net.OpError
+	var ae *cove.APIError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, cove.ErrUnauthorized):
 		return fmt.Errorf("the server refused the API key: set COVE_API_KEY to a key of the server at %s (%v)", c.APIURL(), err)
-	case errors.Is(err, cove.ErrNotFound) && sandboxID != "" && strings.Contains(err.Error(), "lost with its node"):
-		var ae *cove.APIError
-		if errors.As(err, &ae) {
-			return errors.New(ae.Message)
-		}
-		return err
+	case errors.As(err, &ae) && ae.Code == "sandbox_lost_with_node":
+		return errors.New(ae.Message)
 	case errors.Is(err, cove.ErrNotFound) && sandboxID != "":
 		return fmt.Errorf("sandbox %s not found: it may have timed out or been killed (`cove sandbox list` shows the running ones)", sandboxID)
 	case errors.As(err, &netErr):

@@ -31,6 +31,14 @@ const (
 	CodeIdempotencyReused = "idempotency_request_mismatch"
 )
 
+// Cove's own error codes, for its clients (the CLI) to tell apart answers
+// of one status.
+const (
+	CodeTemplatePreparing  = "template_being_prepared"
+	CodeIsolationPreparing = "isolation_being_prepared"
+	CodeSandboxLost        = "sandbox_lost_with_node"
+)
+
 var (
 	yes, no = true, false
 	// kindRetry is whether a request that failed with a kind may succeed

@@ -127,12 +127,7 @@ type Cloner interface {
 
 // Capabilities describe a driver on this host.
 type Capabilities struct {
-	Pause          bool
-	Snapshot       bool
-	Fork           bool
-	NeedsKVM       bool
 	UserNamespaces bool // sandboxes may ask for a user namespace
-	CgroupVersion  int  // 1 or 2
 	// Builds: the driver runs template builds' steps (Spec.RootFS.Upper).
 	Builds bool
 	// ContainsProcesses: a process that exhausts the sandbox's memory or

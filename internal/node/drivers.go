@@ -60,7 +60,8 @@ func (m *Manager) driverNamed(name string) (isolation.Driver, error) {
 	case ok:
 		return d, nil
 	case lacks && why.preparing:
-		return nil, errs.New(errs.Unavailable, "isolation %q is being prepared on this node (%s): try again later", name, why.why)
+		return nil, errs.WithHint(errs.New(errs.Unavailable, "isolation %q is being prepared on this node (%s): try again later", name, why.why),
+			errs.Hint{Code: errs.CodeIsolationPreparing})
 	case lacks:
 		return nil, errs.New(errs.InvalidArgument, "isolation %q is not available on this node: %s", name, why.why)
 	}

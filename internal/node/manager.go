@@ -277,10 +277,9 @@ func (m *Manager) Stats(ctx context.Context, id string) (isolation.Stats, error)
 	if _, err := m.Agent(id); err != nil {
 		return isolation.Stats{}, err
 	}
-	d := m.driverOf(id)
-	st, ok := d.(isolation.Stater)
-	if !ok {
-		return isolation.Stats{}, errs.New(errs.Unimplemented, "driver %s reports no stats", d.Name())
+	st, err := driverCan[isolation.Stater](m.driverOf(id), "report a sandbox's use")
+	if err != nil {
+		return isolation.Stats{}, err
 	}
 	stats, err := st.Stats(ctx, id)
 	if err != nil {

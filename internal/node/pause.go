@@ -28,9 +28,9 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 	if sb == nil {
 		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	p, ok := m.driverOf(id).(isolation.Pauser)
-	if !ok || !m.driverOf(id).Capabilities().Pause {
-		return Info{}, errs.New(errs.Unimplemented, "the %s driver cannot pause a sandbox", m.driverOf(id).Name())
+	p, err := driverCan[isolation.Pauser](m.driverOf(id), "pause a sandbox")
+	if err != nil {
+		return Info{}, err
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()

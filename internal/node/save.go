@@ -93,10 +93,13 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, onto string) (template.LayerSum, error) {
 	id := sb.info.ID
 	d := m.recordDriver(sb.info) // not driverOf: it takes sb.mu
-	saver, ok := d.(isolation.LayerSaver)
-	pauser, ok2 := d.(isolation.Pauser)
-	if !ok || !ok2 || !d.Capabilities().Pause {
-		return template.LayerSum{}, errs.New(errs.Unimplemented, "the %s driver cannot save a sandbox's files", d.Name())
+	saver, err := driverCan[isolation.LayerSaver](d, "save a sandbox's files")
+	if err != nil {
+		return template.LayerSum{}, err
+	}
+	pauser, err := driverCan[isolation.Pauser](d, "save a sandbox's files")
+	if err != nil {
+		return template.LayerSum{}, err
 	}
 	start := time.Now()
 	stage, err := m.templates.StageLayer()

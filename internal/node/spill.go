@@ -63,10 +63,13 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 		return errs.New(errs.Conflict, "sandbox %s is not paused with its memory in it", id)
 	}
 	d := m.recordDriver(sb.info)
-	cp, ok := d.(isolation.Checkpointer)
-	p, ok2 := d.(isolation.Pauser)
-	if !ok || !ok2 {
-		return errs.New(errs.Unimplemented, "the %s driver cannot write a sandbox's memory to disk", d.Name())
+	cp, err := driverCan[isolation.Checkpointer](d, "write a sandbox's memory to disk")
+	if err != nil {
+		return err
+	}
+	p, err := driverCan[isolation.Pauser](d, "write a sandbox's memory to disk")
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	dir := m.spillDir(id)
@@ -138,9 +141,9 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 		m.log.Error("saved memory refused", logx.SandboxID(id), logx.Err(err))
 		return err
 	}
-	cp, ok := m.recordDriver(sb.info).(isolation.Checkpointer)
-	if !ok {
-		return errs.New(errs.Unimplemented, "the %s driver cannot restore a sandbox", sb.info.Isolation)
+	cp, err := driverCan[isolation.Checkpointer](m.recordDriver(sb.info), "restore a sandbox")
+	if err != nil {
+		return err
 	}
 	var netns *os.File
 	if sb.net == nil && m.cfg.Networks != nil && sb.info.Network != nil {

@@ -269,7 +269,8 @@ func TestCluster(t *testing.T) {
 	// Asked for again, a lost sandbox is said lost with its node (not
 	// timed out or killed), through either replica.
 	for _, a := range apis {
-		if code, _, raw := a.do(t, "GET", "/sandboxes/"+lost[0], keyA, ""); code != 404 || !strings.Contains(string(raw), "was lost with its node n1 at ") {
+		if code, _, raw := a.do(t, "GET", "/sandboxes/"+lost[0], keyA, ""); code != 404 || !strings.Contains(string(raw), "was lost with its node n1 at ") ||
+			!strings.Contains(string(raw), `"error_code":"sandbox_lost_with_node"`) {
 			t.Errorf("a lost sandbox through %s: %d %s", a.url, code, raw)
 		}
 	}

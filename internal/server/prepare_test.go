@@ -33,7 +33,8 @@ func TestPrepareDrivers(t *testing.T) {
 			if code != 503 {
 				t.Fatalf("a gVisor create while it is prepared: %d %s", code, raw)
 			}
-			return strings.Contains(string(raw), "being prepared") && strings.Contains(string(raw), "gvisor: fetching runsc")
+			return strings.Contains(string(raw), "being prepared") && strings.Contains(string(raw), "gvisor: fetching runsc") &&
+				strings.Contains(string(raw), `"error_code":"isolation_being_prepared"`)
 		})
 		if err := os.WriteFile(goOn, nil, 0o600); err != nil {
 			t.Fatal(err)

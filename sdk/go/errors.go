@@ -25,6 +25,10 @@ var (
 type APIError struct {
 	Status  int    // HTTP status
 	Message string // the server's message
+	// Code is the server's error_code, where it gives one: E2B's
+	// ("sandbox_capacity_unavailable" …) or Cove's ("template_being_prepared",
+	// "isolation_being_prepared", "sandbox_lost_with_node").
+	Code string
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Message) }
@@ -52,11 +56,12 @@ func apiError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body struct {
 		Message string `json:"message"`
+		Code    string `json:"error_code"`
 	}
 	if json.Unmarshal(b, &body) != nil || body.Message == "" {
 		body.Message = string(b)
 	}
-	return &APIError{Status: resp.StatusCode, Message: body.Message}
+	return &APIError{Status: resp.StatusCode, Message: body.Message, Code: body.Code}
 }
 
 // CommandExitError is a command that ran and exited non-zero.

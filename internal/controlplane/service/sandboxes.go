@@ -267,9 +267,9 @@ func (s *Service) gone(ctx context.Context, team, id string, notFound error) err
 	if err != nil || len(last) == 0 || last[0].Message != store.LostMessage || last[0].Fields["reason"] != store.ReasonNodeLost {
 		return notFound
 	}
-	return errs.New(errs.NotFound, "sandbox %s was lost with its node %s at %s: a running sandbox ends with its node "+
+	return errs.Final(errs.New(errs.NotFound, "sandbox %s was lost with its node %s at %s: a running sandbox ends with its node "+
 		"(a paused one, in a cluster with an object store, resumes on another); start a new one",
-		id, last[0].Fields["node"], last[0].Time.UTC().Format(time.RFC3339))
+		id, last[0].Fields["node"], last[0].Time.UTC().Format(time.RFC3339)), errs.CodeSandboxLost)
 }
 
 // Get returns a team's sandbox; other teams' sandboxes are not found.

@@ -138,8 +138,8 @@ func (t *Templates) CanUse(team, ref string) error {
 		return errs.New(errs.Unavailable, "template %s failed to build: %s", r.ID, st.Build.Reason)
 	}
 	pct, doing, _ := t.Progress(st.Build.ID)
-	return errs.New(errs.Unavailable, "template %s is being prepared (built once from Debian's archive, a few minutes): %d%% done, now %s; "+
-		"follow it with `cove template prepare %s` or `cove template list`, then try again", r.ID, pct, doing, r.ID)
+	return errs.WithHint(errs.New(errs.Unavailable, "template %s is being prepared (built once from Debian's archive, a few minutes): %d%% done, now %s; "+
+		"follow it with `cove template prepare %s` or `cove template list`, then try again", r.ID, pct, doing, r.ID), errs.Hint{Code: errs.CodeTemplatePreparing})
 }
 
 // upToDate reports whether built-in recipe r serves a build of the

@@ -70,6 +70,7 @@ var (
 	_ isolation.Stater       = (*Driver)(nil)
 	_ isolation.Pauser       = (*Driver)(nil)
 	_ isolation.Checkpointer = (*Driver)(nil)
+	_ isolation.AgentLogger  = (*Driver)(nil)
 )
 
 type sandbox struct {
@@ -156,7 +157,7 @@ func (d *Driver) Name() string { return "gvisor" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{Pause: true, Builds: true, CgroupVersion: cgroups.Version()}
+	return isolation.Capabilities{Builds: true}
 }
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }

@@ -100,7 +100,14 @@ type sandboxVM struct {
 	checkpointed bool
 }
 
-var _ isolation.Driver = (*Driver)(nil)
+var (
+	_ isolation.Driver      = (*Driver)(nil)
+	_ isolation.Lister      = (*Driver)(nil)
+	_ isolation.Outdater    = (*Driver)(nil)
+	_ isolation.Stater      = (*Driver)(nil)
+	_ isolation.AgentLogger = (*Driver)(nil)
+	_ isolation.Pauser      = (*Driver)(nil)
+)
 
 // staticBinary refuses a guest init that needs a dynamic loader: a guest
 // has no C library, and such an init makes its kernel panic at boot.
@@ -210,7 +217,7 @@ func (d *Driver) Name() string { return "microvm" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{Pause: true, ContainsProcesses: true, CgroupVersion: cgroups.Version()}
+	return isolation.Capabilities{ContainsProcesses: true}
 }
 
 // vmmOverheadMB is QEMU's and the virtiofsds' memory beyond the guest's,

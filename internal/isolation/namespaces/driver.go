@@ -69,10 +69,12 @@ type Driver struct {
 }
 
 var (
-	_ isolation.Driver     = (*Driver)(nil)
-	_ isolation.Lister     = (*Driver)(nil)
-	_ isolation.Stater     = (*Driver)(nil)
-	_ isolation.HandOverer = (*Driver)(nil)
+	_ isolation.Driver      = (*Driver)(nil)
+	_ isolation.Lister      = (*Driver)(nil)
+	_ isolation.Stater      = (*Driver)(nil)
+	_ isolation.HandOverer  = (*Driver)(nil)
+	_ isolation.AgentLogger = (*Driver)(nil)
+	_ isolation.Pauser      = (*Driver)(nil)
 )
 
 // sandbox is one live sandbox the driver owns.
@@ -162,7 +164,7 @@ func (d *Driver) Name() string { return "namespaces" }
 
 // Capabilities implements isolation.Driver.
 func (d *Driver) Capabilities() isolation.Capabilities {
-	return isolation.Capabilities{Pause: true, Builds: true, UserNamespaces: true, CgroupVersion: cgroups.Version(), ContainsProcesses: true}
+	return isolation.Capabilities{Builds: true, UserNamespaces: true, ContainsProcesses: true}
 }
 
 func (d *Driver) dir(id string) string { return filepath.Join(d.cfg.Dir, id) }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
@@ -39,7 +38,7 @@ func (s *Store) AddTeamSecret(ctx context.Context, sec store.TeamSecret) error {
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO team_secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		sec.ID, sec.Team, sec.Name, sec.Version, string(meta), sec.Sealed, sec.CreatedAt.UnixMilli(), sec.UpdatedAt.UnixMilli())
-	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
+	if duplicate(err) {
 		return errs.New(errs.AlreadyExists, "a secret named %s exists", sec.Name)
 	}
 	if err != nil {

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	driver "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
@@ -143,7 +144,7 @@ func insertSandbox(ctx context.Context, db execer, sb store.Sandbox) error {
 		sb.ID, sb.Team, sb.TemplateID, sb.Alias, sb.State, sb.StartedAt.UnixNano(), sb.EndAt.UnixNano(),
 		sb.CPUCount, sb.MemoryMB, sb.DiskMB, string(meta), internet, sb.AutoPause, sb.Secure, sb.EnvdVersion, sb.PublicTraffic, sb.Isolation, sb.AutoResume, sb.Node)
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE") {
+		if duplicate(err) {
 			return errs.New(errs.AlreadyExists, "sandbox %s already exists", sb.ID)
 		}
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
@@ -312,4 +313,11 @@ func (s *Store) AllSandboxIDs(ctx context.Context) ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// duplicate reports whether err is a UNIQUE or PRIMARY KEY constraint's
+// refusal.
+func duplicate(err error) bool {
+	var e *driver.Error
+	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
