@@ -7,7 +7,7 @@ PKGS    := ./...
 # sandbox) from the Go module proxy into bin/.
 RUNSC_VERSION ?= v0.0.0-20260905035102-160fafc42237
 
-.PHONY: image bench-prepare all build dashboard check-dashboard test test-long test-k8s bench bench-ab bench-cluster deps tools generate check-generated run install clean runsc
+.PHONY: lint image bench-prepare all build dashboard check-dashboard test test-long test-k8s bench bench-ab bench-cluster deps tools generate check-generated run install clean runsc
 
 all: build
 
@@ -72,7 +72,7 @@ image: build runsc
 deps:
 	./scripts/deps.sh
 
-test: deps build runsc check-dashboard
+test: deps build runsc check-dashboard check-generated lint
 	CGO_ENABLED=1 $(GO) vet $(PKGS)
 	cd sdk/go && $(GO) vet ./...
 	# The isolation tests measure CPU shares: they run first, alone, one
@@ -130,8 +130,22 @@ tools:
 generate: tools
 	./api/generate.sh
 
+# lint checks the imports' grouping (goimports -local, generated code
+# aside) and runs staticcheck, both pinned.
+GOIMPORTS   = golang.org/x/tools/cmd/goimports@v0.52.0
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	@out=$$($(GO) run $(GOIMPORTS) -local github.com/covesandbox/cove -l $$(git ls-files '*.go' | grep -v -e '\.pb\.go$$' -e '\.connect\.go$$')); \
+	if [ -n "$$out" ]; then echo "imports not as goimports -local github.com/covesandbox/cove -w groups them:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+	cd sdk/go && $(GO) run $(STATICCHECK) ./...
+
+# check-generated regenerates the protobuf code and fails when it differs
+# from what is committed (or is not committed at all).
+GENERATED = internal/nodeapi/nodepb sdk/go/envdpb
 check-generated: generate
-	git diff --exit-code -- api/
+	git diff --exit-code -- $(GENERATED)
+	test -z "$$(git status --porcelain -- $(GENERATED))"
 
 clean:
 	rm -rf bin

@@ -4,11 +4,12 @@
 package envd
 
 import (
-	"connectrpc.com/connect"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/envd/filesystem"
 	"github.com/covesandbox/cove/internal/envd/process"

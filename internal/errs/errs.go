@@ -1,7 +1,9 @@
 // Package errs classifies Cove's errors by kind. Code wraps errors with an
 // operation prefix (fmt.Errorf("create netns %s: %w", id, err)) and marks the
 // kind once, where it is known; the edges (Connect handlers, HTTP handlers)
-// map the kind to a status code in one place: ConnectCode and HTTPStatus.
+// map the kind to a status code in one place: ConnectError and HTTPStatus.
+// A Hint adds what the caller may do about it (retry, when, E2B's or
+// Cove's error_code).
 package errs
 
 import (

@@ -147,7 +147,7 @@ func unpackEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string, op
 				return err
 			}
 		}
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // tar.Reader reads the old TypeRegA as this
 		if err := replace(root, name); err != nil {
 			return err
 		}

@@ -319,11 +319,10 @@ func sniOf(br *bufio.Reader) (string, error) {
 func hostOf(br *bufio.Reader) (string, error) {
 	want := 1
 	for {
-		buf, err := br.Peek(want)
-		if err != nil {
+		if _, err := br.Peek(want); err != nil {
 			return "", fmt.Errorf("no complete HTTP request head: %w", err)
 		}
-		buf, _ = br.Peek(br.Buffered())
+		buf, _ := br.Peek(br.Buffered())
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
 			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(buf[:i+4])))
 			if err != nil {

@@ -697,8 +697,5 @@ func blockedRanges(cfg Config) ([]netip.Prefix, error) {
 	}
 	// Loopback, link-local (metadata), multicast and reserved space stay
 	// blocked whatever the operator allows.
-	for _, p := range neverAllowed {
-		kept = append(kept, p)
-	}
-	return kept, nil
+	return append(kept, neverAllowed...), nil
 }

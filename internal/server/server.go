@@ -1,5 +1,7 @@
-// Package server wires `cove server`: the E2B-compatible API, the sandbox
-// proxy and a node, on one listener, with SQLite state.
+// Package server wires Cove's serving roles: `cove server` (the
+// E2B-compatible API, the sandbox proxy, the dashboard and a node on one
+// listener, its state in SQLite or PostgreSQL), and a cluster's `cove api`
+// (api.go) and `cove node` (node.go).
 package server
 
 import (

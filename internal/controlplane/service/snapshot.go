@@ -2,8 +2,8 @@ package service
 
 import (
 	"context"
-	"github.com/covesandbox/cove/internal/controlplane/store"
 
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"

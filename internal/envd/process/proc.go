@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"golang.org/x/sys/unix"
+
+	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
 // endRetention is how long an exited process stays findable, so Connect can

@@ -9,11 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
-	"golang.org/x/time/rate"
 )
 
 // Options configure a Service.

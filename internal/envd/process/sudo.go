@@ -153,7 +153,9 @@ func (s *Service) sudo(conn *net.UnixConn) error {
 	if master != nil {
 		rights = unix.UnixRights(int(master.Fd()))
 	}
-	_, _, err = conn.WriteMsgUnix(started, rights, nil)
+	if _, _, err := conn.WriteMsgUnix(started, rights, nil); err != nil {
+		s.log.Debug("sudo: tell the client the command started", logx.Err(err)) // it went away: relaySignals hangs the command up
+	}
 	if master != nil {
 		master.Close() // the client holds it now
 	}

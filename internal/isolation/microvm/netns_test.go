@@ -110,6 +110,9 @@ func TestPoolNetwork(t *testing.T) {
 			return err
 		}
 		tables, err := conn.ListTables()
+		if err != nil {
+			return err
+		}
 		if len(tables) > 0 {
 			t.Errorf("nftables tables left: %d", len(tables))
 		}

@@ -19,15 +19,13 @@ func init() {
 	case initArg0:
 		// Package init runs on the main thread with the goroutine locked to
 		// it: every namespace change below stays on the thread that execs.
-		if err := sandboxInit(); err != nil {
-			prefix := "cove sandbox init: "
-			if errs.Is(err, errs.InvalidArgument) { // the spec's or template's fault
-				prefix = initRefused
-			}
-			fmt.Fprintf(os.Stderr, "%s%v\n", prefix, err)
-			os.Exit(1)
+		err := sandboxInit() // it returns only when it fails: it execs the agent
+		prefix := "cove sandbox init: "
+		if errs.Is(err, errs.InvalidArgument) { // the spec's or template's fault
+			prefix = initRefused
 		}
-		os.Exit(0) // not reached: sandboxInit execs the agent
+		fmt.Fprintf(os.Stderr, "%s%v\n", prefix, err)
+		os.Exit(1)
 	case spawnerArg0:
 		runSpawner()
 	}

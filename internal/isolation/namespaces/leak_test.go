@@ -17,7 +17,6 @@ import (
 
 // hostSnapshot is what sandboxes could leave on the host.
 type hostSnapshot struct {
-	links   int      // network interfaces in the node's namespace
 	cgroups []string // groups under the test's cgroup parent
 	files   []string // entries under the sandboxes directory
 }
