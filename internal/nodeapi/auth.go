@@ -2,6 +2,7 @@ package nodeapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -54,4 +55,18 @@ func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 
 func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// nodeGone marks a call that ended with the node's connection as
+// Unavailable (client side): connect names a reset connection Canceled,
+// as it would a caller that left, but while the caller is still there it
+// is the node that went away, and another node may serve the call.
+func nodeGone(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		if err != nil && ctx.Err() == nil && connect.CodeOf(err) == connect.CodeCanceled {
+			return nil, errs.Mark(errs.Unavailable, fmt.Errorf("the node went away during %s: %w", req.Spec().Procedure, err))
+		}
+		return resp, err
+	}
 }

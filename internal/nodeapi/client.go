@@ -49,7 +49,7 @@ func NewClient(baseURL, token string, hc *http.Client, tlsConfig *tls.Config) (*
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	rpc := nodepbconnect.NewNodeClient(hc, base.String(), connect.WithInterceptors(bearer(token)))
+	rpc := nodepbconnect.NewNodeClient(hc, base.String(), connect.WithInterceptors(bearer(token), connect.UnaryInterceptorFunc(nodeGone)))
 	return &Client{base: base, token: token, tls: tlsConfig, hc: hc, rpc: rpc}, nil
 }
 

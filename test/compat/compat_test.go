@@ -311,17 +311,17 @@ func TestClusterNodeKilled(t *testing.T) {
 	}
 	// Load while the node dies: creates through both replicas.
 	load, stopLoad := context.WithCancel(context.Background())
-	failed := make(chan int, 1)
+	failed := make(chan []string, 1)
 	go func() {
-		n := 0
+		var why []string
 		for i := 0; load.Err() == nil; i++ {
 			if code, m := api("POST", "/v2/sandboxes", i); code == 201 {
 				api("DELETE", "/sandboxes/"+m["sandboxID"].(string), i)
 			} else {
-				n++
+				why = append(why, fmt.Sprint(code, " ", m["message"]))
 			}
 		}
-		failed <- n
+		failed <- why
 	}()
 	c.KillNode(t, victim)
 	killed := time.Now()
@@ -355,8 +355,11 @@ func TestClusterNodeKilled(t *testing.T) {
 	}
 	forgotten := time.Since(killed)
 	stopLoad()
-	t.Logf("the killed node's sandboxes were gone %v after its SIGKILL, their records %v after; %d creates failed meanwhile",
-		took.Round(100*time.Millisecond), forgotten.Round(100*time.Millisecond), <-failed)
+	t.Logf("the killed node's sandboxes were gone %v after its SIGKILL, their records %v after",
+		took.Round(100*time.Millisecond), forgotten.Round(100*time.Millisecond))
+	if why := <-failed; len(why) > 0 {
+		t.Errorf("%d creates failed while the node died: %q", len(why), why)
+	}
 	for i := range 3 {
 		if code, m := api("POST", "/v2/sandboxes", i); code != 201 {
 			t.Errorf("a create after the loss: %d %v", code, m)
