@@ -12,10 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/covesandbox/cove/internal/version"
-
-	// The namespaces driver re-executes this binary as a sandbox's init and
-	// agent; importing it installs that entry point.
-	_ "github.com/covesandbox/cove/internal/isolation/namespaces"
 )
 
 // Main runs the command line and returns the process exit code.

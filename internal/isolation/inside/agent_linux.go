@@ -15,17 +15,16 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 )
 
-func init() {
-	// Started as the agent (by a sandbox's init, or by another runtime at
-	// AgentPath); with arguments it is a command of main's.
-	if (os.Args[0] == AgentArg0 || os.Args[0] == AgentPath) && len(os.Args) == 1 {
-		os.Exit(agentMain())
-	}
+// IsAgent reports whether this process was started as the agent (by a
+// sandbox's init, or by another runtime at AgentPath); with arguments it
+// is a command of main's.
+func IsAgent() bool {
+	return (os.Args[0] == AgentArg0 || os.Args[0] == AgentPath) && len(os.Args) == 1
 }
 
-// agentMain is the agent as the sandbox's PID 1, exec'd by the namespaces
+// AgentMain is the agent as the sandbox's PID 1, exec'd by the namespaces
 // driver's sandbox init (or started by another runtime).
-func agentMain() int {
+func AgentMain() int {
 	fixed, settings, err := agentEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

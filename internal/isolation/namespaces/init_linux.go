@@ -14,22 +14,36 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/inside"
 )
 
-func init() {
-	switch os.Args[0] {
-	case initArg0:
-		// Package init runs on the main thread with the goroutine locked to
-		// it: every namespace change below stays on the thread that execs.
-		err := sandboxInit() // it returns only when it fails: it execs the agent
-		prefix := "cove sandbox init: "
-		if errs.Is(err, errs.InvalidArgument) { // the spec's or template's fault
-			prefix = initRefused
-		}
-		fmt.Fprintf(os.Stderr, "%s%v\n", prefix, err)
-		os.Exit(1)
-	case spawnerArg0:
-		runSpawner()
+// Role is what this process was started as, of the driver's own roles, by
+// the name it was started under: a sandbox's init (which becomes its
+// agent), the node's spawner of inits, or the agent an init execs (or
+// runsc starts); as the function that runs it, nil for none. A binary
+// that is the driver's sandbox binary (cove, cove-sandbox, and the test
+// binaries that start the driver) runs it first thing in main, on the
+// process's main thread (locked to it from an init): every namespace
+// change stays on the thread that execs.
+func Role() func() int {
+	switch {
+	case os.Args[0] == initArg0:
+		return initMain
+	case os.Args[0] == spawnerArg0:
+		return spawnerMain
+	case inside.IsAgent():
+		return inside.AgentMain
 	}
-	// (The agent, which the init execs, is package inside's to start.)
+	return nil
+}
+
+// initMain is a sandbox's init: it becomes the agent, and returns only
+// when it fails.
+func initMain() int {
+	err := sandboxInit()
+	prefix := "cove sandbox init: "
+	if errs.Is(err, errs.InvalidArgument) { // the spec's or template's fault
+		prefix = initRefused
+	}
+	fmt.Fprintf(os.Stderr, "%s%v\n", prefix, err)
+	return 1
 }
 
 // sandboxInit runs as the sandbox's PID 1 in its new pid, mount, uts, ipc

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +54,16 @@ func testEnv(t *testing.T) env {
 	return shared
 }
 
+// This test binary is the sandbox binary of the test-binary cases and the
+// spawner of them all: its roles run first, on the main thread, as cove's
+// main runs them.
+func init() { runtime.LockOSThread() }
+
 func TestMain(m *testing.M) {
+	if run := Role(); run != nil {
+		os.Exit(run())
+	}
+	runtime.UnlockOSThread()
 	code := m.Run()
 	if shared.dir != "" {
 		if g, err := cgroups.Load(shared.cgroupParent); err == nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"syscall"
 
@@ -164,7 +163,3 @@ func spawnHere(req spawnRequest, fds []int) (int, int, error) {
 	return pid, pidfd, nil
 }
 
-// runSpawner is package init's entry when this binary is the spawner.
-func runSpawner() {
-	os.Exit(spawnerMain())
-}
