@@ -162,4 +162,3 @@ func spawnHere(req spawnRequest, fds []int) (int, int, error) {
 	}
 	return pid, pidfd, nil
 }
-
