@@ -424,15 +424,9 @@ func TestTeamsAndKeys(t *testing.T) {
 // beside a running server (COVE_DATA_DIR names its data directory).
 func TestTeamsReadme(t *testing.T) {
 	srv := testutil.StartServer(t, key)
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(readme), "## Teams and keys\n")
-	_, block, _ := strings.Cut(section, "```sh\n")
-	block, _, ok := strings.Cut(block, "```")
-	if !ok || !strings.Contains(block, "cove team create") {
-		t.Fatal("README.md has no teams and keys block")
+	_, block := testutil.DocBlock(t, "../../README.md", "readme:teams")
+	if !strings.Contains(block, "cove team create") {
+		t.Fatal("README.md's teams block creates no team")
 	}
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(testutil.Binary(t))+":"+os.Getenv("PATH"), "COVE_DATA_DIR="+srv.DataDir)
