@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -100,4 +101,44 @@ func selX(sel *ast.SelectorExpr) (string, bool) {
 		return "", false
 	}
 	return id.Name, true
+}
+
+// TestGlossaryNamesExist: every name of the code that docs/ARCHITECTURE.md's
+// glossary gives (node.X, template.X, service.X, or X.Y of package node)
+// is in the code, so a rename fails until the glossary follows.
+func TestGlossaryNamesExist(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, glossary, ok := strings.Cut(string(doc), "## Glossary\n")
+	glossary, _, _ = strings.Cut(glossary, "\n## ")
+	if !ok {
+		t.Fatal("docs/ARCHITECTURE.md has no glossary")
+	}
+	pkgs := map[string]string{"node": "internal/node", "template": "internal/template", "service": "internal/controlplane/service", "isolation": "internal/isolation"}
+	names := 0
+	for _, row := range strings.Split(glossary, "\n") {
+		cols := strings.Split(row, "|")
+		if len(cols) < 4 {
+			continue
+		}
+		for _, part := range strings.Split(cols[2], "`") {
+			first, rest, ok := strings.Cut(part, ".")
+			if !ok || strings.ContainsAny(part, " /_") {
+				continue
+			}
+			pkg, sym := pkgs[first], rest
+			if pkg == "" { // Info.Rest, Manager.shareFiles: package node's
+				pkg, sym = "internal/node", part
+			}
+			names++
+			if out, err := exec.Command("go", "doc", "-u", module+pkg, sym).CombinedOutput(); err != nil {
+				t.Errorf("the glossary names %s, which %s lacks: %s", part, pkg, out)
+			}
+		}
+	}
+	if names < 10 {
+		t.Errorf("the glossary names %d things of the code", names)
+	}
 }

@@ -52,9 +52,9 @@ const (
 //	PhaseOnDisk    Memory, with its manifest; Files as paused
 //	PhaseFiles     Files: what it boots from again
 type Rest struct {
-	Phase  Phase       `json:"phase,omitempty"`
-	Files  *SavedState `json:"files,omitempty"`
-	Memory *SpillState `json:"memory,omitempty"`
+	Phase  Phase         `json:"phase,omitempty"`
+	Files  *SavedFiles   `json:"files,omitempty"`
+	Memory *MemoryOnDisk `json:"memory,omitempty"`
 }
 
 // paused is the rest of a sandbox paused with its memory, keeping a shared
@@ -63,11 +63,11 @@ type Rest struct {
 func (r Rest) paused() Rest { return Rest{Phase: PhasePaused, Files: r.Files} }
 
 func (r Rest) spilling(dir string) Rest {
-	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &SpillState{Dir: dir}}
+	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir}}
 }
 
 func (r Rest) onDisk(dir string, files []template.FileSum) Rest {
-	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &SpillState{Dir: dir, Files: files}}
+	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir, Files: files}}
 }
 
 // check refuses a rest its record's state cannot have. A killed
@@ -101,10 +101,10 @@ func (i *Info) UnmarshalJSON(b []byte) error {
 	type record Info // without this method
 	var r struct {
 		record
-		Saved    *SavedState `json:"saved"`
-		Fallback *SavedState `json:"fallback"`
-		Spilled  *SpillState `json:"spilled"`
-		Saving   bool        `json:"saving"`
+		Saved    *SavedFiles   `json:"saved"`
+		Fallback *SavedFiles   `json:"fallback"`
+		Spilled  *MemoryOnDisk `json:"spilled"`
+		Saving   bool          `json:"saving"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 )
 
 func TestPhaseOfRecord(t *testing.T) {
-	onDisk := &SpillState{Dir: "d", Files: []template.FileSum{{}}}
+	onDisk := &MemoryOnDisk{Dir: "d", Files: []template.FileSum{{}}}
 	for _, c := range []struct {
 		info Info
 		want Phase
@@ -22,11 +22,11 @@ func TestPhaseOfRecord(t *testing.T) {
 		{Info{State: StateRunning}, PhaseRunning},
 		{Info{State: StateRunning, Rest: Rest{Phase: PhaseSaving}}, PhaseSaving},
 		{Info{State: StatePaused, Rest: Rest{Phase: PhasePaused}}, PhasePaused},
-		{Info{State: StatePaused, Rest: Rest{Phase: PhasePaused, Files: &SavedState{}}}, PhasePaused},
-		{Info{State: StatePaused, Rest: Rest{Phase: PhaseSpilling, Memory: &SpillState{Dir: "d"}}}, PhaseSpilling},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhasePaused, Files: &SavedFiles{}}}, PhasePaused},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhaseSpilling, Memory: &MemoryOnDisk{Dir: "d"}}}, PhaseSpilling},
 		{Info{State: StatePaused, Rest: Rest{Phase: PhaseOnDisk, Memory: onDisk}}, PhaseOnDisk},
-		{Info{State: StatePaused, Rest: Rest{Phase: PhaseFiles, Files: &SavedState{}}}, PhaseFiles},
-		{Info{State: StateKilled, Rest: Rest{Phase: PhaseFiles, Files: &SavedState{}}}, PhaseKilled},
+		{Info{State: StatePaused, Rest: Rest{Phase: PhaseFiles, Files: &SavedFiles{}}}, PhaseFiles},
+		{Info{State: StateKilled, Rest: Rest{Phase: PhaseFiles, Files: &SavedFiles{}}}, PhaseKilled},
 	} {
 		if got := c.info.Phase(); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.info, got, c.want)
@@ -40,7 +40,7 @@ func TestPhaseOfRecord(t *testing.T) {
 // TestRestParts: a rest has the parts its phase says, on a record whose
 // state can have it; writeRecord refuses any other.
 func TestRestParts(t *testing.T) {
-	files, spilling, onDisk := &SavedState{}, &SpillState{Dir: "d"}, &SpillState{Dir: "d", Files: []template.FileSum{{}}}
+	files, spilling, onDisk := &SavedFiles{}, &MemoryOnDisk{Dir: "d"}, &MemoryOnDisk{Dir: "d", Files: []template.FileSum{{}}}
 	for _, c := range []struct {
 		state State
 		rest  Rest

@@ -56,17 +56,17 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 		sb.timer.Reset(time.Until(sb.info.EndAt))
 		return Info{}, err
 	}
-	m.keepFallback(ctx, sb)
+	m.shareFiles(ctx, sb)
 	m.scheduleSpill(sb)
 	m.log.Info("sandbox paused", logx.SandboxID(id))
 	return sb.info, nil
 }
 
-// keepFallback copies the files of a sandbox just paused with its memory
+// shareFiles copies the files of a sandbox just paused with its memory
 // (sb.mu held) and shares them (Config.Share), for another node to boot it
 // from if this one is lost: Rest.Files. Without it the pause stands,
 // bound to this node.
-func (m *Manager) keepFallback(ctx context.Context, sb *sandbox) {
+func (m *Manager) shareFiles(ctx context.Context, sb *sandbox) {
 	if m.cfg.Share == nil || len(sb.info.Volumes) > 0 {
 		return
 	}
@@ -93,7 +93,7 @@ func (m *Manager) keepFallback(ctx context.Context, sb *sandbox) {
 		fail(err)
 		return
 	}
-	sb.info.Rest.Files = &SavedState{Layer: sum, Template: tpl, Blobs: blobs}
+	sb.info.Rest.Files = &SavedFiles{Layer: sum, Template: tpl, Blobs: blobs}
 	if err := m.writeRecord(sb.info); err != nil {
 		sb.info.Rest.Files = nil
 		fail(err)

@@ -63,13 +63,13 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	// processes end, so that a crash in between boots it from them.
 	prev := sb.info
 	tpl.RootFS.Layers = append(slices.Clone(layers), m.templates.LayerPath(sum.Name))
-	tpl.Saved = nil // SavedState.Layer is what is checked at the boot
+	tpl.Saved = nil // SavedFiles.Layer is what is checked at the boot
 	tpl.Image = nil // it boots: no processes carried over
 	// A shared copy of its files taken at a pause with its memory is
 	// stale now: they are saved, and shared below. Its memory on disk, if
 	// any, is removed below (a restart in between removes it: adoptSaved).
 	sb.info.State = StatePaused
-	sb.info.Rest = Rest{Phase: PhaseFiles, Files: &SavedState{Layer: sum, Template: tpl}}
+	sb.info.Rest = Rest{Phase: PhaseFiles, Files: &SavedFiles{Layer: sum, Template: tpl}}
 	sb.info.Layers = tpl.RootFS.Layers
 	sb.info.OwnLayer = sum.Name
 	if err := m.writeRecord(sb.info); err != nil {

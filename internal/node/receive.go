@@ -48,7 +48,7 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 		paths[i] = m.templates.LayerPath(n)
 	}
 	info.Layers = paths
-	files := &SavedState{Layer: saved.Layer, Template: saved.Template, Blobs: saved.Blobs}
+	files := &SavedFiles{Layer: saved.Layer, Template: saved.Template, Blobs: saved.Blobs}
 	files.Template.RootFS.Layers = slices.Clone(paths)
 	info.Handle, info.Rest = isolation.Handle{}, Rest{Phase: PhaseFiles, Files: files}
 	if info.Network != nil {

@@ -22,7 +22,7 @@ func TestReceiveRefuses(t *testing.T) {
 		tpl.RootFS.Layers = []string{"/x/layers/sha256-aa", "/x/layers/sha256-bb"}
 		tpl.RootFS.Binds = []isolation.Bind{{Source: "/usr", Target: "/usr"}}
 		return node.Info{ID: "imovedfromelsewhere1", State: node.StatePaused, Layers: []string{"/y/sha256-aa", "/y/sha256-bb"},
-			Rest: node.Rest{Phase: node.PhaseFiles, Files: &node.SavedState{Template: tpl, Blobs: map[string]string{"sha256-aa": "1", "sha256-bb": "2"}}}}
+			Rest: node.Rest{Phase: node.PhaseFiles, Files: &node.SavedFiles{Template: tpl, Blobs: map[string]string{"sha256-aa": "1", "sha256-bb": "2"}}}}
 	}
 	tests := []struct {
 		name string

@@ -106,8 +106,8 @@ type VolumeMount struct {
 	Bind isolation.Bind `json:"bind"`
 }
 
-// SavedState is a sandbox paused without its memory.
-type SavedState struct {
+// SavedFiles is a sandbox paused without its memory.
+type SavedFiles struct {
 	// Layer is its files, checked against this manifest entry before it
 	// boots again.
 	Layer template.LayerSum `json:"layer"`

@@ -14,9 +14,9 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
-// SpillState is a paused sandbox whose memory the node wrote to disk
+// MemoryOnDisk is a paused sandbox whose memory the node wrote to disk
 // (Config.SpillAfter): the driver's checkpoint image and its manifest.
-type SpillState struct {
+type MemoryOnDisk struct {
 	Dir   string             `json:"dir"`
 	Files []template.FileSum `json:"files"`
 }
