@@ -407,8 +407,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 // is destroyed.
 func (m *Manager) admit(sb *sandbox, info *Info, n *network.Net, agent *agentclient.Client) error {
 	agent.SetToken(info.AccessToken)
-	info.State = StateRunning
-	if err := m.writeRecord(*info); err != nil {
+	if err := m.recordAs(info, StateRunning, info.Rest); err != nil {
 		agent.Close()
 		m.destroy(info.ID, n)
 		m.removeRecord(info.ID)

@@ -53,8 +53,7 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	if sb.spill != nil {
 		sb.spill.Stop()
 	}
-	sb.info.State = StateKilled
-	sb.info.Exit = exit
+	m.killing(sb, exit)
 	if sb.timer != nil {
 		sb.timer.Stop()
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
 )
@@ -232,4 +233,57 @@ func (m *Manager) notePhase(id string, p Phase) {
 		return
 	}
 	m.recorded[id] = p
+}
+
+// transition takes sb (its lock held) to state and rest, with edit's other
+// changes to its record (nil: none), and records it: writeRecord checks
+// the move against Transitions, writes it and announces it. sb changes only
+// once the record is written. When the record fails, undo (nil: nothing
+// to undo) takes back what the caller did first (a driver's pause), sb
+// stays as it was, and the error is returned. No other code changes a
+// recorded sandbox's phase: transitioned, for a change already made,
+// recordAs, for a record outside the table, and killing, for the end, are
+// its other doors (TestOnePhaseWriter).
+func (m *Manager) transition(sb *sandbox, state State, rest Rest, edit func(*Info), undo func()) error {
+	next := sb.info
+	if edit != nil {
+		edit(&next)
+	}
+	next.State, next.Rest = state, rest
+	if err := m.writeRecord(next); err != nil {
+		if undo != nil {
+			undo()
+		}
+		return err
+	}
+	sb.info = next
+	return nil
+}
+
+// transitioned is transition for a change already made that cannot be
+// taken back (a resume, a thaw): sb follows it whatever the record does;
+// an unrecorded change (the error) leaves a restarted node the phase
+// recorded before, which it knows how to leave.
+func (m *Manager) transitioned(sb *sandbox, state State, rest Rest, edit func(*Info)) error {
+	if edit != nil {
+		edit(&sb.info)
+	}
+	sb.info.State, sb.info.Rest = state, rest
+	return m.writeRecord(sb.info)
+}
+
+// recordAs is transition for a record outside the table: one being
+// admitted or booted again (before its sandbox takes it), adopted at a
+// restart or taken over from another node. info takes state and rest and
+// is written through writeRecord.
+func (m *Manager) recordAs(info *Info, state State, rest Rest) error {
+	info.State, info.Rest = state, rest
+	return m.writeRecord(*info)
+}
+
+// killing marks sb (its lock held) killed with exit, in the table alone:
+// its record keeps its last phase until the teardown removes it, so that a
+// node that stops meanwhile tears it down again at its restart.
+func (m *Manager) killing(sb *sandbox, exit isolation.Exit) {
+	sb.info.State, sb.info.Exit = StateKilled, exit
 }

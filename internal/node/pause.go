@@ -48,12 +48,11 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 		m.cfg.Networks.CloseFlows(sb.net)
 	}
 	sb.timer.Stop()
-	sb.info.State, sb.info.Rest = StatePaused, Rest{Phase: PhasePaused}
-	if err := m.writeRecord(sb.info); err != nil {
+	if err := m.transition(sb, StatePaused, Rest{Phase: PhasePaused}, nil, func() {
 		// Unrecorded, the pause would not survive a restart: undo it.
 		_ = p.Resume(context.WithoutCancel(ctx), id)
-		sb.info.State, sb.info.Rest = StateRunning, Rest{}
 		sb.timer.Reset(time.Until(sb.info.EndAt))
+	}); err != nil {
 		return Info{}, err
 	}
 	m.shareFiles(ctx, sb)
@@ -93,9 +92,9 @@ func (m *Manager) shareFiles(ctx context.Context, sb *sandbox) {
 		fail(err)
 		return
 	}
-	sb.info.Rest.Files = &SavedFiles{Layer: sum, Template: tpl, Blobs: blobs}
-	if err := m.writeRecord(sb.info); err != nil {
-		sb.info.Rest.Files = nil
+	rest := sb.info.Rest
+	rest.Files = &SavedFiles{Layer: sum, Template: tpl, Blobs: blobs}
+	if err := m.transition(sb, StatePaused, rest, nil, nil); err != nil {
 		fail(err)
 	}
 }
@@ -158,10 +157,9 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 	if err := p.Resume(ctx, id); err != nil {
 		return Info{}, err
 	}
-	sb.info.State, sb.info.Rest = StateRunning, Rest{} // a shared copy of its files is stale now
-	sb.info.EndAt = time.Now().UTC().Add(timeout)
 	sb.timer.Reset(timeout)
-	if err := m.writeRecord(sb.info); err != nil {
+	// A shared copy of its files is stale now.
+	if err := m.transitioned(sb, StateRunning, Rest{}, func(i *Info) { i.EndAt = time.Now().UTC().Add(timeout) }); err != nil {
 		m.log.Error("record a resumed sandbox", logx.SandboxID(id), logx.Err(err))
 	}
 	m.log.Info("sandbox resumed", logx.SandboxID(id), "timeout", timeout)

@@ -47,7 +47,6 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	}
 	release := m.templates.Hold()
 	defer release()
-	wasRunning := sb.info.State == StateRunning
 	layers := sb.info.Layers
 	if own := sb.info.OwnLayer; own != "" && len(layers) > 0 && filepath.Base(layers[len(layers)-1]) == own {
 		layers = layers[:len(layers)-1] // merged into the new one
@@ -68,16 +67,9 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	// A shared copy of its files taken at a pause with its memory is
 	// stale now: they are saved, and shared below. Its memory on disk, if
 	// any, is removed below (a restart in between removes it: adoptSaved).
-	sb.info.State = StatePaused
-	sb.info.Rest = Rest{Phase: PhaseFiles, Files: &SavedFiles{Layer: sum, Template: tpl}}
-	sb.info.Layers = tpl.RootFS.Layers
-	sb.info.OwnLayer = sum.Name
-	if err := m.writeRecord(sb.info); err != nil {
-		sb.info = prev
-		if p, ok := d.(isolation.Pauser); ok && wasRunning {
-			_ = p.Resume(context.WithoutCancel(ctx), id)
-			sb.info.Rest = Rest{}
-		}
+	if err := m.transition(sb, StatePaused, Rest{Phase: PhaseFiles, Files: &SavedFiles{Layer: sum, Template: tpl}}, func(i *Info) {
+		i.Layers, i.OwnLayer = tpl.RootFS.Layers, sum.Name
+	}, func() { m.thaw(ctx, sb) }); err != nil { // one the copy froze runs again
 		return Info{}, err
 	}
 	sb.timer.Stop()
@@ -107,7 +99,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 		m.cfg.Networks.Release(sb.net)
 		sb.net = nil
 	}
-	sb.info.Handle = isolation.Handle{}
+	files := *sb.info.Rest.Files
 	if m.cfg.Share != nil && len(sb.info.Volumes) == 0 {
 		// Shared, it outlives this node; not shared (or mounting this
 		// node's volumes), it stays here alone.
@@ -115,9 +107,10 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 		if err != nil {
 			m.log.Warn("share the files of a sandbox paused without its memory: it can resume on this node only", logx.SandboxID(id), logx.Err(err))
 		}
-		sb.info.Rest.Files.Blobs = blobs
+		files.Blobs = blobs
 	}
-	if err := m.writeRecord(sb.info); err != nil {
+	// Its processes ended: it holds no handle.
+	if err := m.transitioned(sb, StatePaused, Rest{Phase: PhaseFiles, Files: &files}, func(i *Info) { i.Handle = isolation.Handle{} }); err != nil {
 		m.log.Error("record a sandbox paused without its memory", logx.SandboxID(id), logx.Err(err))
 	}
 	m.log.Info("sandbox paused without its memory", logx.SandboxID(id), "layer", sum.Name)
@@ -146,11 +139,10 @@ func (m *Manager) reboot(ctx context.Context, sb *sandbox, timeout time.Duration
 	}
 	agent := m.agentFor(info.ID)
 	agent.SetToken(info.AccessToken)
-	info.State, info.Rest = StateRunning, Rest{}
 	info.EndAt = time.Now().UTC().Add(timeout)
 	err = m.trustEgressCA(ctx, agent, info.Network)
 	if err == nil {
-		err = m.writeRecord(info)
+		err = m.recordAs(&info, StateRunning, Rest{})
 	}
 	if err != nil {
 		agent.Close()

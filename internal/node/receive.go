@@ -50,7 +50,7 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 	info.Layers = paths
 	files := &SavedFiles{Layer: saved.Layer, Template: saved.Template, Blobs: saved.Blobs}
 	files.Template.RootFS.Layers = slices.Clone(paths)
-	info.Handle, info.Rest = isolation.Handle{}, Rest{Phase: PhaseFiles, Files: files}
+	info.Handle = isolation.Handle{}
 	if info.Network != nil {
 		info.Network = &NetworkInfo{Internet: info.Network.Internet, AllowOut: info.Network.AllowOut,
 			DenyOut: info.Network.DenyOut, AllowDomains: info.Network.AllowDomains, Rules: info.Network.Rules, EgressProxy: info.Network.EgressProxy, Tokens: info.Network.Tokens}
@@ -61,7 +61,7 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 	if taken {
 		return Info{}, errs.New(errs.AlreadyExists, "sandbox %s already exists", info.ID)
 	}
-	if err := m.writeRecord(info); err != nil {
+	if err := m.recordAs(&info, StatePaused, Rest{Phase: PhaseFiles, Files: files}); err != nil {
 		return Info{}, err
 	}
 	m.adoptSaved(ctx, info)

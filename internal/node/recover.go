@@ -106,8 +106,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 				m.log.Error("let a sandbox frozen for a copy run again", logx.SandboxID(info.ID), logx.Err(err))
 			}
 		}
-		info.Rest = Rest{}
-		if err := m.writeRecord(info); err != nil {
+		if err := m.recordAs(&info, StateRunning, Rest{}); err != nil {
 			m.log.Error("record a recovered sandbox", logx.SandboxID(info.ID), logx.Err(err))
 		}
 		m.log.Info("sandbox thawed after an interrupted copy of its files", logx.SandboxID(info.ID))

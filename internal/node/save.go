@@ -110,9 +110,7 @@ func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, o
 	if sb.info.State == StateRunning {
 		// Recorded first: a node that stops during the copy lets the
 		// sandbox run again when it comes back.
-		sb.info.Rest = Rest{Phase: PhaseSaving}
-		if err := m.writeRecord(sb.info); err != nil {
-			sb.info.Rest = Rest{}
+		if err := m.transition(sb, StateRunning, Rest{Phase: PhaseSaving}, nil, nil); err != nil {
 			return template.LayerSum{}, err
 		}
 		if err := pauser.Pause(ctx, id); err != nil {
@@ -170,8 +168,7 @@ func (m *Manager) thaw(ctx context.Context, sb *sandbox) {
 }
 
 func (m *Manager) unmarkSaving(sb *sandbox) {
-	sb.info.Rest = Rest{}
-	if err := m.writeRecord(sb.info); err != nil {
+	if err := m.transitioned(sb, StateRunning, Rest{}, nil); err != nil {
 		m.log.Error("record a sandbox after copying its files", logx.SandboxID(sb.info.ID), logx.Err(err))
 	}
 }

@@ -81,14 +81,11 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	// Recorded first, without a manifest: a node that stops during the
 	// checkpoint finds out at its restart which way it went (adopt).
-	sb.info.Rest = sb.info.Rest.spilling(dir)
-	if err := m.writeRecord(sb.info); err != nil {
-		sb.info.Rest = sb.info.Rest.paused()
+	if err := m.transition(sb, StatePaused, sb.info.Rest.spilling(dir), nil, nil); err != nil {
 		return err
 	}
 	undo := func() {
-		sb.info.Rest = sb.info.Rest.paused()
-		if err := m.writeRecord(sb.info); err != nil {
+		if err := m.transitioned(sb, StatePaused, sb.info.Rest.paused(), nil); err != nil {
 			m.log.Error("record a sandbox whose checkpoint failed", logx.SandboxID(id), logx.Err(err))
 		}
 	}
@@ -108,16 +105,17 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	files, err := template.SumFiles(dir)
 	if err == nil {
-		sb.info.Rest = sb.info.Rest.onDisk(dir, files)
-		err = m.writeRecord(sb.info)
+		err = m.transition(sb, StatePaused, sb.info.Rest.onDisk(dir, files), nil, nil)
 	}
 	if err != nil {
 		// The checkpoint stopped it: unrecorded, it would be lost at a
-		// restart. It runs again from the image, paused.
-		sb.info.Rest = sb.info.Rest.paused()
+		// restart. It runs again from the image, paused (a restart that
+		// finds it spilling and alive finds it so too); if it cannot, it
+		// stays spilling, which a restart resolves from the image.
 		if _, rerr := cp.Restore(context.WithoutCancel(ctx), id, dir, nil); rerr == nil {
 			_ = p.Pause(context.WithoutCancel(ctx), id)
 			m.watch(sb)
+			undo()
 		} else {
 			m.log.Error("restore a sandbox whose spill was not recorded", logx.SandboxID(id), logx.Err(rerr))
 		}
@@ -163,11 +161,11 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 	if err != nil {
 		return err
 	}
-	sb.info.Handle = h
-	sb.info.State, sb.info.Rest = StateRunning, Rest{} // a shared copy of its files is stale now
-	sb.info.EndAt = time.Now().UTC().Add(timeout)
 	sb.timer.Reset(timeout)
-	if err := m.writeRecord(sb.info); err != nil {
+	// A shared copy of its files is stale now.
+	if err := m.transitioned(sb, StateRunning, Rest{}, func(i *Info) {
+		i.Handle, i.EndAt = h, time.Now().UTC().Add(timeout)
+	}); err != nil {
 		m.log.Error("record a restored sandbox", logx.SandboxID(id), logx.Err(err))
 	}
 	if err := fsutil.RemoveTree(sp.Dir); err != nil {
@@ -203,9 +201,8 @@ func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 			}
 		}
 		fsutil.RemoveTree(info.Rest.Memory.Dir)
-		info.Rest = info.Rest.paused()
 		m.log.Info("sandbox kept paused in memory after an interrupted checkpoint", logx.SandboxID(info.ID))
-		return info, m.writeRecord(info)
+		return info, m.recordAs(&info, StatePaused, info.Rest.paused())
 	}
 	return m.listSpilled(info)
 }
@@ -222,7 +219,6 @@ func (m *Manager) listSpilled(info Info) (Info, error) {
 	if err != nil || len(files) == 0 {
 		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
 	}
-	info.Rest = info.Rest.onDisk(dir, files)
 	m.log.Info("sandbox's memory on disk after an interrupted checkpoint", logx.SandboxID(info.ID))
-	return info, m.writeRecord(info)
+	return info, m.recordAs(&info, StatePaused, info.Rest.onDisk(dir, files))
 }
