@@ -17,6 +17,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/template"
 )
 
 // Node is the fake node.
@@ -233,12 +234,14 @@ func (n *Node) Resume(_ context.Context, id string, timeout time.Duration) (node
 	return n.retime("Resume", id, timeout, false)
 }
 
-// SaveLayer cannot copy what the fake does not hold.
+// SaveLayer copies a sandbox as it is: its record, and a layer named
+// "layer-of-<id>" that holds nothing (no processes).
 func (n *Node) SaveLayer(_ context.Context, id string, _ bool) (node.Copy, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, err := n.lookup("SaveLayer", id); err != nil {
+	info, err := n.lookup("SaveLayer", id)
+	if err != nil {
 		return node.Copy{}, err
 	}
-	return node.Copy{}, errs.New(errs.Unimplemented, "the fake node copies no sandbox")
+	return node.NewCopy(*info, template.LayerSum{Name: "layer-of-" + id}, nil, nil, func() {}), nil
 }

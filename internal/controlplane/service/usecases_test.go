@@ -269,3 +269,80 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("the node runs %v, want %s alone", list, kept.ID)
 	}
 }
+
+// TestFork: a fork starts count children from one copy of its parent,
+// each asked of the node with the parent's template build, layers, size,
+// environment, metadata and settings and the copy's layer; a bad count is
+// refused before anything is copied, and a copy that fails starts none.
+func TestFork(t *testing.T) {
+	t.Parallel()
+	svc, n, st := newService(t, service.Config{})
+	ctx := context.Background()
+	parent, err := svc.Create(ctx, request(func(r *service.CreateRequest) {
+		r.Metadata, r.EnvVars = map[string]string{"owner": "me"}, map[string]string{"A": "1"}
+		r.AutoPause, r.HTTPSPorts, r.MaskRequestHost = true, []int{8443}, "example.com"
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []int{0, service.MaxForks + 1} {
+		if _, err := svc.Fork(ctx, "t", parent.ID, bad, time.Minute); !errs.Is(err, errs.InvalidArgument) {
+			t.Errorf("fork %d: %v", bad, err)
+		}
+	}
+	children, err := svc.Fork(ctx, "t", parent.ID, 3, time.Minute)
+	if err != nil || len(children) != 3 {
+		t.Fatalf("fork: %v %v", children, err)
+	}
+	reqs := n.Requests()[1:] // the parent's create first
+	if len(reqs) != 3 {
+		t.Fatalf("the node was asked %d creates for 3 children", len(reqs))
+	}
+	for i, c := range children {
+		r := reqs[i]
+		switch {
+		case c.Err != nil:
+			t.Errorf("child %d: %v", i, c.Err)
+		case r.Saved == nil || r.Saved.Name != "layer-of-"+parent.ID:
+			t.Errorf("child %d starts from %+v, not its parent's copy", i, r.Saved)
+		case r.Metadata["owner"] != "me" || r.EnvVars["A"] != "1" || !r.AutoPause || r.MaskRequestHost != "example.com" || len(r.HTTPSPorts) != 1 || r.Team != "t":
+			t.Errorf("child %d's request lost its parent's settings: %+v", i, r)
+		}
+		if rec, err := st.Sandbox(ctx, c.Sandbox.ID); err != nil || rec.Metadata["owner"] != "me" {
+			t.Errorf("child %d's record: %+v %v", i, rec, err)
+		}
+	}
+	n.Fail("SaveLayer", errs.New(errs.Unavailable, "the node is gone"))
+	if _, err := svc.Fork(ctx, "t", parent.ID, 2, time.Minute); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("a fork whose copy failed: %v", err)
+	}
+	if got := len(n.Requests()); got != 4 {
+		t.Errorf("a fork whose copy failed asked for creates: %d in all", got)
+	}
+}
+
+// TestListHidesEnding: a sandbox its node reports killed (ending) is gone
+// for the API already, in a list and a get.
+func TestListHidesEnding(t *testing.T) {
+	t.Parallel()
+	svc, n, _ := newService(t, service.Config{})
+	ctx := context.Background()
+	kept, err := svc.Create(ctx, request(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ending, err := svc.Create(ctx, request(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := n.Get(ctx, ending.ID)
+	info.State = node.StateKilled
+	n.Add(info)
+	list, err := svc.List(ctx, store.ListFilter{Team: "t"})
+	if err != nil || len(list) != 1 || list[0].ID != kept.ID {
+		t.Errorf("list: %v %v, want %s alone", list, err, kept.ID)
+	}
+	if _, err := svc.Get(ctx, "t", ending.ID); !errs.Is(err, errs.NotFound) {
+		t.Errorf("get of an ending sandbox: %v", err)
+	}
+}
