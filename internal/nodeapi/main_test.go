@@ -2,21 +2,11 @@ package nodeapi_test
 
 import (
 	"os"
-	"runtime"
 	"testing"
 
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nstest"
 )
 
-// The namespaces driver runs this test binary (/proc/self/exe) as its
-// spawner of sandboxes' inits: its roles run first, on the main thread,
-// as cove's main runs them.
-func init() { runtime.LockOSThread() }
-
-func TestMain(m *testing.M) {
-	if run := namespaces.Role(); run != nil {
-		os.Exit(run())
-	}
-	runtime.UnlockOSThread()
-	os.Exit(m.Run())
-}
+// The namespaces driver runs this test binary as its spawner: nstest
+// dispatches its roles first.
+func TestMain(m *testing.M) { os.Exit(nstest.Run(m)) }

@@ -155,13 +155,11 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
-	preparing, stopPreparing := context.WithCancel(ctx)
-	prepared, err := prepareDrivers(preparing, cfg, drivers, mgr, log)
+	stopPreparing, err := prepareDrivers(ctx, cfg, drivers, mgr, log)
 	if err != nil {
-		stopPreparing()
 		return err
 	}
-	defer func() { stopPreparing(); <-prepared }()
+	defer stopPreparing()
 	select {
 	case err := <-errc:
 		return err

@@ -5,28 +5,20 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nstest"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
 	"github.com/covesandbox/cove/internal/testutil"
 )
 
-// The namespaces driver runs this test binary (/proc/self/exe) as its
-// spawner of sandboxes' inits: its roles run first, on the main thread,
-// as cove's main runs them.
-func init() { runtime.LockOSThread() }
-
+// The namespaces driver runs this test binary as its spawner: nstest
+// dispatches its roles first.
 func TestMain(m *testing.M) {
-	if run := namespaces.Role(); run != nil {
-		os.Exit(run())
-	}
-	runtime.UnlockOSThread()
-	code := m.Run()
+	code := nstest.Run(m)
 	testutil.StopPostgres()
 	testutil.StopObjectStore()
 	os.Exit(code)

@@ -27,10 +27,12 @@ import (
 // The command learns which drivers are missing from COVE_PREPARE_MISSING
 // (space-separated names). Its stdout is progress, a line per step, which
 // the server logs; its stderr is the detail, kept in <data-dir>/prepare.log.
-// It runs in a process group of its own, ended with ctx. done is closed
-// once it ended and its drivers were opened.
-func prepareDrivers(ctx context.Context, cfg Config, set *driverSet, mgr *node.Manager, log *slog.Logger) (done <-chan struct{}, err error) {
+// It runs in a process group of its own, which stop (or ctx) ends; stop
+// returns once the command ended and its drivers were opened.
+func prepareDrivers(ctx context.Context, cfg Config, set *driverSet, mgr *node.Manager, log *slog.Logger) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
 	end := make(chan struct{})
+	stop = func() { cancel(); <-end }
 	var missing []string
 	for name := range set.unavailable {
 		missing = append(missing, name)
@@ -38,11 +40,12 @@ func prepareDrivers(ctx context.Context, cfg Config, set *driverSet, mgr *node.M
 	slices.Sort(missing)
 	if cfg.PrepareDrivers == "" || len(missing) == 0 {
 		close(end)
-		return end, nil
+		return stop, nil
 	}
 	logPath := filepath.Join(cfg.DataDir, "prepare.log")
 	detail, err := os.OpenFile(logPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("prepare drivers: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cfg.PrepareDrivers)
@@ -53,10 +56,12 @@ func prepareDrivers(ctx context.Context, cfg Config, set *driverSet, mgr *node.M
 	cmd.WaitDelay = 10 * time.Second
 	progress, err := cmd.StdoutPipe()
 	if err != nil {
+		cancel()
 		detail.Close()
 		return nil, fmt.Errorf("prepare drivers: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
+		cancel()
 		detail.Close()
 		return nil, fmt.Errorf("prepare drivers: %s: %w", cfg.PrepareDrivers, err)
 	}
@@ -103,5 +108,5 @@ func prepareDrivers(ctx context.Context, cfg Config, set *driverSet, mgr *node.M
 			log.Info(name + " isolation ready")
 		}
 	}()
-	return end, nil
+	return stop, nil
 }

@@ -364,13 +364,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	px := proxy.New(mgr, svc, cfg.Domain, log)
-	preparing, stopPreparing := context.WithCancel(ctx)
-	prepared, err := prepareDrivers(preparing, cfg, drivers, mgr, log)
+	stopPreparing, err := prepareDrivers(ctx, cfg, drivers, mgr, log)
 	if err != nil {
-		stopPreparing()
 		return err
 	}
-	defer func() { stopPreparing(); <-prepared }()
+	defer stopPreparing()
 	return serve(ctx, cfg, ln, api, dash, px, httpMetrics(reg), "cove server", log)
 }
 
