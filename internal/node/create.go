@@ -198,22 +198,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	if req.ID == "" {
 		req.ID = NewID()
 	}
-	if req.DeriveTokens {
-		req.AccessToken, req.TrafficToken = tokens.Sandbox(m.cfg.Secret, req.ID, req.Secure, req.PublicTraffic)
-	}
-	env := maps.Clone(tpl.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	maps.Copy(env, req.EnvVars)
-	now := time.Now().UTC()
-	sb := &sandbox{team: req.Team, limits: limits, ended: make(chan struct{}), info: Info{
-		ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Team: req.Team, Isolation: d.Name(), State: StateCreating, Limits: limits,
-		StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
-		Layers: tpl.RootFS.Layers, EnvVars: env, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
-		MaskRequestHost: req.MaskRequestHost, HTTPSPorts: req.HTTPSPorts, AutoPause: req.AutoPause, AutoResume: req.AutoResume, AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout,
-		Volumes: req.Volumes,
-	}}
+	first := Info{ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Isolation: d.Name(), State: StateCreating, Limits: limits,
+		Layers: tpl.RootFS.Layers, Volumes: req.Volumes}
+	req.onto(&first, tpl.Env, m.cfg.Secret, time.Now().UTC())
+	sb := &sandbox{team: req.Team, limits: limits, ended: make(chan struct{}), info: first}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {
 		m.mu.Unlock()
@@ -467,6 +455,28 @@ func withDefaults(l, def isolation.Limits) isolation.Limits {
 		l.PIDs = def.PIDs
 	}
 	return l
+}
+
+// onto sets on info what a create asks of the sandbox it gets, started for
+// it or handed out warm (one place for both): its team, life from now,
+// metadata, variables over the template's (tplEnv), tokens (derived from
+// secret when asked), ports' settings and pause settings. TestOnto lists
+// the request's other fields and where they go.
+func (r CreateRequest) onto(info *Info, tplEnv map[string]string, secret []byte, now time.Time) {
+	info.Team = r.Team
+	info.StartedAt, info.EndAt, info.Timeout = now, now.Add(r.Timeout), r.Timeout
+	info.Metadata = maps.Clone(r.Metadata)
+	info.EnvVars = maps.Clone(tplEnv)
+	if info.EnvVars == nil {
+		info.EnvVars = map[string]string{}
+	}
+	maps.Copy(info.EnvVars, r.EnvVars)
+	info.AccessToken, info.TrafficToken = r.AccessToken, r.TrafficToken
+	if r.DeriveTokens {
+		info.AccessToken, info.TrafficToken = tokens.Sandbox(secret, info.ID, r.Secure, r.PublicTraffic)
+	}
+	info.MaskRequestHost, info.HTTPSPorts = r.MaskRequestHost, r.HTTPSPorts
+	info.AutoPause, info.AutoResume, info.AutoPauseFiles = r.AutoPause, r.AutoResume, r.AutoPauseFiles
 }
 
 // network is the network a create asks for.

@@ -380,20 +380,7 @@ func (p *pool) close() {
 // variables, tokens and network rules, then it joins the table.
 func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest) (Info, error) {
 	info := w.info
-	now := time.Now().UTC()
-	info.StartedAt, info.EndAt = now, now.Add(req.Timeout)
-	info.Metadata = maps.Clone(req.Metadata)
-	info.EnvVars = maps.Clone(w.tpl.Env)
-	if info.EnvVars == nil {
-		info.EnvVars = map[string]string{}
-	}
-	maps.Copy(info.EnvVars, req.EnvVars)
-	info.AccessToken, info.TrafficToken = req.AccessToken, req.TrafficToken
-	if req.DeriveTokens {
-		info.AccessToken, info.TrafficToken = tokens.Sandbox(m.cfg.Secret, info.ID, req.Secure, req.PublicTraffic)
-	}
-	info.Team, info.MaskRequestHost, info.HTTPSPorts = req.Team, req.MaskRequestHost, req.HTTPSPorts
-	info.AutoPause, info.AutoResume, info.AutoPauseFiles, info.Timeout = req.AutoPause, req.AutoResume, req.AutoPauseFiles, req.Timeout
+	req.onto(&info, w.tpl.Env, m.cfg.Secret, time.Now().UTC())
 	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()
 	if err := m.admitLocked(req.Team, req.Quota, info.Limits); err != nil {
