@@ -1,13 +1,17 @@
 package cli_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/covesandbox/cove/internal/testutil"
+	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
 
 // TestMakeRunArgs checks the README's `make run ARGS=…` line: make passes
@@ -47,5 +51,27 @@ func TestPrepareDriversScript(t *testing.T) {
 	steps := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(steps) < 3 || !strings.HasPrefix(steps[0], "gvisor: ") || steps[len(steps)-1] != "microvm: QEMU and the guests' kernel are here" {
 		t.Errorf("prepare-drivers.sh's steps: %q", steps)
+	}
+}
+
+// TestPrepareDriversLogged: what a server preparing its drivers says in
+// its log (README, OPERATIONS): a line per step of the command, and the
+// driver's joining.
+func TestPrepareDriversLogged(t *testing.T) {
+	testutil.NeedRunsc(t)
+	runsc, err := filepath.Abs("../../bin/runsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "runsc")
+	p := testutil.StartProc(t, key, "--runsc", target, "--prepare-drivers", "echo 'gvisor: copying runsc'; cp "+runsc+" "+target)
+	testkit.Eventually(t, time.Minute, func() error {
+		if !strings.Contains(p.Log(), "gvisor isolation ready") {
+			return errors.New("gvisor did not join")
+		}
+		return nil
+	})
+	if log := p.Log(); !strings.Contains(log, `msg="preparing drivers" step="gvisor: copying runsc"`) {
+		t.Errorf("the step is not in the server's log:\n%s", log)
 	}
 }
