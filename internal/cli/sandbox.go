@@ -48,7 +48,7 @@ func explain(c *cove.Client, err error, sandboxID string) error {
 		return nil
 	case errors.Is(err, cove.ErrUnauthorized):
 		return fmt.Errorf("the server refused the API key: set COVE_API_KEY to a key of the server at %s (%v)", c.APIURL(), err)
-	case errors.As(err, &ae) && ae.Code == "sandbox_lost_with_node":
+	case errors.As(err, &ae) && ae.Code == cove.CodeSandboxLost:
 		return errors.New(ae.Message)
 	case errors.Is(err, cove.ErrNotFound) && sandboxID != "":
 		return fmt.Errorf("sandbox %s not found: it may have timed out or been killed (`cove sandbox list` shows the running ones)", sandboxID)

@@ -47,7 +47,7 @@ func sandboxCreateCmd() *cobra.Command {
 				opts.Volumes[path] = name
 			}
 			sbx, err := c.Create(cmd.Context(), opts)
-			if ae := (*cove.APIError)(nil); errors.As(err, &ae) && ae.Code == "template_being_prepared" {
+			if ae := (*cove.APIError)(nil); errors.As(err, &ae) && ae.Code == cove.CodeTemplatePreparing {
 				// A built-in template not built yet: follow its build, then create.
 				fmt.Fprintf(cmd.ErrOrStderr(), "template %s is being prepared; following it\n", template)
 				if err := prepare(cmd, c, template, cmd.ErrOrStderr()); err != nil {

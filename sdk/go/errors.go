@@ -26,10 +26,21 @@ type APIError struct {
 	Status  int    // HTTP status
 	Message string // the server's message
 	// Code is the server's error_code, where it gives one: E2B's
-	// ("sandbox_capacity_unavailable" …) or Cove's ("template_being_prepared",
-	// "isolation_being_prepared", "sandbox_lost_with_node").
+	// ("sandbox_capacity_unavailable" …) or Cove's (below).
 	Code string
 }
+
+// Cove's error codes (APIError.Code).
+const (
+	// CodeTemplatePreparing: the template is being built; try again once
+	// it is ready (its builds' status says how far).
+	CodeTemplatePreparing = "template_being_prepared"
+	// CodeIsolationPreparing: the isolation asked for is being prepared on
+	// the server; try again later.
+	CodeIsolationPreparing = "isolation_being_prepared"
+	// CodeSandboxLost: the sandbox ended with its node.
+	CodeSandboxLost = "sandbox_lost_with_node"
+)
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Message) }
 
