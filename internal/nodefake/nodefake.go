@@ -27,14 +27,13 @@ type Node struct {
 	requests  []node.CreateRequest
 	fail      map[string]error
 	next      int
-	now       func() time.Time
 }
 
 var _ node.Sandboxes = (*Node)(nil)
 
 // New returns a node without sandboxes.
 func New() *Node {
-	return &Node{sandboxes: map[string]*node.Info{}, fail: map[string]error{}, now: time.Now}
+	return &Node{sandboxes: map[string]*node.Info{}, fail: map[string]error{}}
 }
 
 // Fail makes every later call of method (its name: "Create", "Kill" …)
@@ -88,7 +87,7 @@ func (n *Node) Create(_ context.Context, req node.CreateRequest) (node.Info, err
 	if limits == (isolation.Limits{}) {
 		limits = node.DefaultLimits
 	}
-	now := n.now()
+	now := time.Now()
 	info := node.Info{ID: id, TemplateID: cmp.Or(req.Template, "base"), BuildID: req.BuildID, Team: req.Team, Isolation: cmp.Or(req.Isolation, "namespaces"),
 		State: node.StateRunning, Limits: limits, StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		EnvVars: maps.Clone(req.EnvVars), Volumes: req.Volumes, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
@@ -159,7 +158,7 @@ func (n *Node) retime(method, id string, timeout time.Duration, extend bool) (no
 	if info.State != node.StateRunning {
 		return node.Info{}, errs.New(errs.Conflict, "sandbox %s is %s", id, info.State)
 	}
-	end := n.now().Add(timeout)
+	end := time.Now().Add(timeout)
 	if !extend || end.After(info.EndAt) {
 		info.EndAt = end
 	}
