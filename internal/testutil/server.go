@@ -4,7 +4,6 @@ package testutil
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -337,30 +336,6 @@ func WaitBindImage(t testing.TB, dir string, within time.Duration) {
 // free now) and keeps its data (a directory of the test's).
 func newServer(t testing.TB) Server {
 	t.Helper()
-	ports, err := freePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	addr := FreeAddr(t)
 	return Server{Addr: addr, URL: "http://" + addr, DataDir: t.TempDir()}
-}
-
-// freePorts finds n loopback TCP ports free now.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

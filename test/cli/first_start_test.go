@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,12 +18,7 @@ import (
 // after the start's log lines, once the server listens — the last lines a
 // user sees of the start, not lines scrolled away above them.
 func TestFirstStartKeyLast(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.FreeAddr(t)
 	data := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(testutil.Binary(t), "server", "--listen", addr, "--data-dir", data, "--network=false", "--pool-size", "0",
 		"--base=host", "--prepare-templates=false", "--cgroup-parent", "cove-test-first-"+filepath.Base(filepath.Dir(data)))

@@ -33,16 +33,11 @@ func TestDomainMode(t *testing.T) {
 // port, its domain cove.localhost:<port>, once its HTTPS listener is open.
 func startDomainServer(t *testing.T, extra ...string) (testutil.Server, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testutil.FreePort(t)
 	domain := "cove.localhost:" + strconv.Itoa(port)
 	srv := testutil.StartServer(t, apiKey, append([]string{"--domain", domain, "--tls-listen", "127.0.0.1:" + strconv.Itoa(port)}, extra...)...)
 	testkit.Eventually(t, 30*time.Second, func() error {
-		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
 			c.Close()
 			return nil
 		}

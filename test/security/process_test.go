@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,12 +44,7 @@ var procSeq int
 func newCove(t testing.TB, dataDir string, extra ...string) *coveProc {
 	t.Helper()
 	testkit.NeedRoot(t, "cove server needs root")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.FreeAddr(t)
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
@@ -29,12 +29,7 @@ func TestSoak(t *testing.T) {
 	if long() {
 		d = 5 * time.Minute
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	debug := ln.Addr().String()
-	ln.Close()
+	debug := testutil.FreeAddr(t)
 	const netRange = "198.19.242.0/24"
 	p := newCove(t, "", "--network=true", "--network-range", netRange, "--debug-listen", debug)
 	p.prefix = network.InterfacePrefix(netip.MustParsePrefix(netRange))
