@@ -87,7 +87,7 @@ func (b *Budget) Charge(n int64) error {
 	if look {
 		var fs unix.Statfs_t
 		if err := unix.Statfs(b.Dir, &fs); err == nil {
-			free, size := int64(fs.Bavail)*fs.Bsize, int64(fs.Blocks)*fs.Bsize
+			free, size := int64(fs.Bavail)*int64(fs.Bsize), int64(fs.Blocks)*int64(fs.Bsize) // Bsize is an int32 on some systems
 			floor := b.MinFree
 			if floor == 0 {
 				floor = DiskFloor(size)

@@ -32,7 +32,7 @@ func RemoveTree(dir string) error {
 		}
 		return err
 	}
-	return removeSameDevice(dir, st.Dev)
+	return removeSameDevice(dir, uint64(st.Dev)) // Dev is an int32 on some systems
 }
 
 func removeSameDevice(dir string, dev uint64) error {
@@ -46,7 +46,7 @@ func removeSameDevice(dir string, dev uint64) error {
 		if err := unix.Lstat(p, &st); err != nil {
 			return err
 		}
-		if st.Dev != dev {
+		if uint64(st.Dev) != dev {
 			return fmt.Errorf("refusing to remove %s: on another file system", p)
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {

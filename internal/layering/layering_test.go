@@ -63,6 +63,30 @@ func TestNodeSideBelowControlPlane(t *testing.T) {
 	}
 }
 
+// TestControlPlaneImportsTheContract: the control plane knows a node by
+// its contract (internal/sandboxes), never by the node's implementation
+// (internal/node) or a driver, its tests included; and the contract
+// itself is types only: nothing of the node's, the control plane's or a
+// driver's. `make lint` builds both for macOS, which proves them free of
+// Linux.
+func TestControlPlaneImportsTheContract(t *testing.T) {
+	implementation := []string{"internal/node", "internal/isolation/namespaces", "internal/isolation/gvisor", "internal/isolation/microvm", "internal/agentclient"}
+	for _, dep := range deps(t, "../../internal/controlplane/...") {
+		for _, impl := range implementation {
+			if under(dep, impl) {
+				t.Errorf("the control plane imports %s", dep)
+			}
+		}
+	}
+	for _, dep := range deps(t, "../../internal/sandboxes") {
+		for _, above := range append(implementation, "internal/controlplane", "internal/nodeapi") {
+			if under(dep, above) {
+				t.Errorf("the node contract imports %s", dep)
+			}
+		}
+	}
+}
+
 // TestFakeNodeInTestsOnly: the fake node (nodefake) is for tests: no
 // package but a test imports it, so no binary links it.
 func TestFakeNodeInTestsOnly(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Node instruments a node (cove server, cove node): it is the node's
@@ -41,7 +42,7 @@ var _ node.Observer = (*Node)(nil)
 
 // Source is what a node's metrics read at each scrape (*node.Manager).
 type Source interface {
-	List(ctx context.Context) ([]node.Info, error)
+	List(ctx context.Context) ([]sandboxes.Info, error)
 	Load() node.Load
 	Usage() []node.Usage
 }
@@ -142,7 +143,7 @@ func (n *Node) Resumed(d time.Duration) { n.resume.Observe(d.Seconds()) }
 func (n *Node) WarmMissed(templateID string) { n.warmMisses.WithLabelValues(templateID).Inc() }
 
 // Transitioned implements node.Observer.
-func (n *Node) Transitioned(from, to node.Phase) {
+func (n *Node) Transitioned(from, to sandboxes.Phase) {
 	n.phaseMoves.WithLabelValues(string(from), string(to)).Inc()
 }
 

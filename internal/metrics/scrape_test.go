@@ -10,28 +10,29 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // fakeNode is a node of n sandboxes over 10 templates, two drivers, some
 // paused.
-type fakeNode struct{ infos []node.Info }
+type fakeNode struct{ infos []sandboxes.Info }
 
 func newFakeNode(n int) fakeNode {
 	var f fakeNode
 	for i := range n {
-		state, driver := node.StateRunning, "namespaces"
+		state, driver := sandboxes.StateRunning, "namespaces"
 		if i%5 == 0 {
-			state = node.StatePaused
+			state = sandboxes.StatePaused
 		}
 		if i%3 == 0 {
 			driver = "gvisor"
 		}
-		f.infos = append(f.infos, node.Info{ID: fmt.Sprintf("i%019d", i), TemplateID: fmt.Sprintf("t%d", i%10), State: state, Isolation: driver})
+		f.infos = append(f.infos, sandboxes.Info{ID: fmt.Sprintf("i%019d", i), TemplateID: fmt.Sprintf("t%d", i%10), State: state, Isolation: driver})
 	}
 	return f
 }
 
-func (f fakeNode) List(context.Context) ([]node.Info, error) { return f.infos, nil }
+func (f fakeNode) List(context.Context) ([]sandboxes.Info, error) { return f.infos, nil }
 func (f fakeNode) Usage() []node.Usage {
 	out := make([]node.Usage, 10) // ten teams, one template each
 	for i := range out {
@@ -85,7 +86,7 @@ func TestScrapeCounts(t *testing.T) {
 		for _, m := range f.GetMetric() {
 			total += m.GetGauge().GetValue()
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "state" && l.GetValue() == string(node.StatePaused) {
+				if l.GetName() == "state" && l.GetValue() == string(sandboxes.StatePaused) {
 					paused += m.GetGauge().GetValue()
 				}
 			}

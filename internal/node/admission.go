@@ -33,17 +33,6 @@ type Admission struct {
 	Team TeamQuota
 }
 
-// TeamQuota caps one team's sandboxes; a zero field is no cap.
-type TeamQuota struct {
-	Sandboxes int
-	CPUs      int
-	MemoryMB  int64
-	DiskMB    int64
-	// StorageMB caps the layers its templates hold (the template service
-	// enforces it, at a build's start).
-	StorageMB int64
-}
-
 // DefaultMemoryOvercommit lets sandboxes' memory limits add up to four
 // times the node's memory.
 const DefaultMemoryOvercommit = 4
@@ -107,28 +96,6 @@ func (m *Manager) admitLocked(team string, quota *TeamQuota, l isolation.Limits)
 		return nil
 	}
 	return a.Team.Admit(teamUse, TeamQuota{Sandboxes: 1, CPUs: int((l.CPUMillis + 999) / 1000), MemoryMB: l.MemoryMB, DiskMB: l.DiskMB})
-}
-
-// Admit refuses (QuotaExceeded) what a team would add to what it uses
-// when that passes the quota; a zero field of q is no cap. The same
-// request may pass once some of the team's sandboxes end: the refusal
-// says to retry.
-func (q TeamQuota) Admit(use, add TeamQuota) error {
-	var err error
-	switch {
-	case q.Sandboxes > 0 && use.Sandboxes+add.Sandboxes > q.Sandboxes:
-		err = errs.New(errs.QuotaExceeded, "team quota: %d sandboxes running, at most %d", use.Sandboxes, q.Sandboxes)
-	case q.CPUs > 0 && use.CPUs+add.CPUs > q.CPUs:
-		err = errs.New(errs.QuotaExceeded, "team quota: %d CPUs in use, %d more would pass %d", use.CPUs, add.CPUs, q.CPUs)
-	case q.MemoryMB > 0 && use.MemoryMB+add.MemoryMB > q.MemoryMB:
-		err = errs.New(errs.QuotaExceeded, "team quota: %d MiB of memory in use, %d MiB more would pass %d MiB", use.MemoryMB, add.MemoryMB, q.MemoryMB)
-	case q.DiskMB > 0 && use.DiskMB+add.DiskMB > q.DiskMB:
-		err = errs.New(errs.QuotaExceeded, "team quota: %d MiB of disk in use, %d MiB more would pass %d MiB", use.DiskMB, add.DiskMB, q.DiskMB)
-	}
-	if err != nil {
-		return errs.Retryable(err, time.Second, "")
-	}
-	return nil
 }
 
 // checkAdmission is admitLocked taking the lock.

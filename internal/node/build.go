@@ -12,13 +12,6 @@ import (
 // buildTimeout bounds a build sandbox's life.
 const buildTimeout = time.Hour
 
-// BuildKey is the metadata that marks a build sandbox (its value: the
-// template), the node's own: no user's, never in the API's records.
-const BuildKey = "cove.build"
-
-// ForBuild reports whether the sandbox is a template build's.
-func (i Info) ForBuild() bool { return i.Metadata[BuildKey] != "" }
-
 // StartBuild starts a sandbox for a template build: the same isolation,
 // limits and network (with internet access) as any sandbox, over t, whose
 // RootFS.Upper keeps what the sandbox writes. The start command is the

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -21,81 +20,6 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/tokens"
 )
-
-// CreateRequest describes a new sandbox.
-type CreateRequest struct {
-	ID       string // "" = generate (or take a warm sandbox's)
-	Template string // "" = base
-	// Resolved, when set, is the template itself (template builds), and
-	// Template is not looked up.
-	Resolved *template.Template
-	Timeout  time.Duration
-	Limits   isolation.Limits // zero fields take the template's or the node's defaults
-	// Sized: Limits' CPUs and memory are a size a user asked for, which
-	// the template's maxCpuCount and maxMemoryMB bound (checkSize).
-	Sized       bool
-	EnvVars     map[string]string
-	Metadata    map[string]string
-	AccessToken string // "" = the agent accepts every caller
-	// TrafficToken, when set, guards the sandbox's ports through the proxy.
-	TrafficToken string
-	// DeriveTokens has the node derive both tokens from the sandbox's id
-	// once it is known (a warm sandbox has its id already) with its secret
-	// (Config.Secret), replacing the two: the agent's when Secure, the
-	// ports' unless PublicTraffic.
-	DeriveTokens          bool
-	Secure, PublicTraffic bool
-	// NoInternet turns the sandbox's egress off (it has some by default).
-	NoInternet bool
-	// AllowOut and DenyOut are the sandbox's own egress rules (allow wins);
-	// AllowDomains are names reachable on ports 80 and 443.
-	AllowOut, DenyOut []netip.Prefix
-	AllowDomains      []string
-	// Rules transform requests to their domains (network.Rules), with the
-	// team's secrets.
-	Rules network.Rules
-	// EgressProxy, when set, is the upstream SOCKS5 proxy its outbound
-	// TCP goes through.
-	EgressProxy *network.EgressProxy
-	// Tokens are the workload tokens its rules may name (svid).
-	Tokens map[string]svid.Token
-	// Isolation names the driver ("" = the node's default).
-	Isolation string
-	// Team owns the sandbox: its quota applies ("" = none).
-	Team string
-	// Quota, when set, is the team's quota here instead of the node's
-	// (the team's own, from the control plane's records; in-process only:
-	// a cluster's nodes keep their own and the API admits over all of them).
-	Quota *TeamQuota
-	// MaskRequestHost is the Host header traffic to its ports gets.
-	MaskRequestHost string
-	// HTTPSPorts are its ports that serve HTTPS: the proxy speaks TLS to
-	// them (E2B's network.httpsPorts).
-	HTTPSPorts []int
-	// AutoPause pauses the sandbox (with its memory, or its files only
-	// with AutoPauseFiles) at its timeout instead of killing it;
-	// AutoResume resumes it on traffic.
-	AutoPause, AutoResume, AutoPauseFiles bool
-	// BuildID, when set, is the build of Template to start from (a fork
-	// starts from its parent's) instead of the one its tag names.
-	BuildID string
-	// Saved, when set, is a saved layer (SaveLayer) stacked on the
-	// template's (or on Layers), checked against its manifest first.
-	Saved *template.LayerSum
-	// Layers, when set, replace the template build's layers (paths): a
-	// fork stacks what its parent stacked.
-	Layers []string
-	// Volumes are bound read-write into the sandbox.
-	Volumes []VolumeMount
-	// Image, when set, is a copy of the processes of the sandbox Saved
-	// and Layers come from (SaveLayer with memory): the sandbox runs them
-	// on from where they were instead of booting (its template's start
-	// command does not run again). A snapshot's template brings its own.
-	Image *template.ProcessImage
-	// Node, in a cluster, is the node the sandbox must go to (its API
-	// replica's placement; a node ignores it).
-	Node string
-}
 
 // Create makes a sandbox and returns once its agent is initialized and
 // ready: a warm one from the template's pool when there is one, else a new
@@ -200,7 +124,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	}
 	first := Info{ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		Layers: tpl.RootFS.Layers, Volumes: req.Volumes}
-	req.onto(&first, tpl.Env, m.cfg.Secret, time.Now().UTC())
+	onto(req, &first, tpl.Env, m.cfg.Secret, time.Now().UTC())
 	sb := &sandbox{team: req.Team, limits: limits, ended: make(chan struct{}), info: first}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {
@@ -215,7 +139,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	m.mu.Unlock()
 
 	info := sb.snapshot()
-	n, err := m.launch(ctx, &info, tpl, req.network(), false, req.Image)
+	n, err := m.launch(ctx, &info, tpl, askedNetwork(req), false, req.Image)
 	if err == nil {
 		err = m.admit(sb, &info, n, m.agentFor(info.ID))
 		phase.Mark(ctx, "record")
@@ -462,7 +386,7 @@ func withDefaults(l, def isolation.Limits) isolation.Limits {
 // metadata, variables over the template's (tplEnv), tokens (derived from
 // secret when asked), ports' settings and pause settings. TestOnto lists
 // the request's other fields and where they go.
-func (r CreateRequest) onto(info *Info, tplEnv map[string]string, secret []byte, now time.Time) {
+func onto(r CreateRequest, info *Info, tplEnv map[string]string, secret []byte, now time.Time) {
 	info.Team = r.Team
 	info.StartedAt, info.EndAt, info.Timeout = now, now.Add(r.Timeout), r.Timeout
 	info.Metadata = maps.Clone(r.Metadata)
@@ -479,8 +403,8 @@ func (r CreateRequest) onto(info *Info, tplEnv map[string]string, secret []byte,
 	info.AutoPause, info.AutoResume, info.AutoPauseFiles = r.AutoPause, r.AutoResume, r.AutoPauseFiles
 }
 
-// network is the network a create asks for.
-func (r CreateRequest) network() *NetworkInfo {
+// askedNetwork is the network a create asks for.
+func askedNetwork(r CreateRequest) *NetworkInfo {
 	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules, EgressProxy: r.EgressProxy, Tokens: r.Tokens}
 }
 

@@ -4,14 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/network"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Running reports whether a sandbox is in the table and running.
@@ -45,25 +43,7 @@ func (m *Manager) PortRoute(id string, port int) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	return MaskHost(info.MaskRequestHost, port), slices.Contains(info.HTTPSPorts, port)
-}
-
-// MaskHost is the Host header a sandbox's maskRequestHost gives traffic to
-// port ("${PORT}" is the port), "" when it has none.
-func MaskHost(mask string, port int) string {
-	return strings.ReplaceAll(mask, "${PORT}", strconv.Itoa(port))
-}
-
-// NetworkUpdate changes a running sandbox's egress; nil fields stay.
-type NetworkUpdate struct {
-	Internet          *bool
-	AllowOut, DenyOut *[]netip.Prefix
-	AllowDomains      *[]string
-	Rules             *network.Rules
-	// SetEgressProxy replaces the upstream proxy with EgressProxy (nil:
-	// none).
-	SetEgressProxy bool
-	EgressProxy    *network.EgressProxy
+	return sandboxes.MaskHost(info.MaskRequestHost, port), slices.Contains(info.HTTPSPorts, port)
 }
 
 // UpdateNetwork applies an update to a running sandbox's network.

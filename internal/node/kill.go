@@ -12,9 +12,6 @@ import (
 	"github.com/covesandbox/cove/internal/phase"
 )
 
-// KilledDetail is the exit detail of a sandbox ended by Kill.
-const KilledDetail = "killed"
-
 // Kill ends a sandbox and removes everything it owned. Killing a sandbox
 // that is already gone is NotFound; concurrent kills all wait for the same
 // teardown.

@@ -31,7 +31,7 @@ func TestPhaseOfRecord(t *testing.T) {
 		if got := c.info.Phase(); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.info, got, c.want)
 		}
-		if err := c.info.Rest.check(c.info.State); c.info.State != "" && err != nil {
+		if err := c.info.Rest.Check(c.info.State); c.info.State != "" && err != nil {
 			t.Errorf("%+v: %v", c.info, err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestRestParts(t *testing.T) {
 		{StatePaused, Rest{Phase: PhaseFiles, Files: files, Memory: onDisk}},
 		{StatePaused, Rest{Phase: PhaseRunning}},
 	} {
-		if err := c.rest.check(c.state); !errs.Is(err, errs.Internal) {
+		if err := c.rest.Check(c.state); !errs.Is(err, errs.Internal) {
 			t.Errorf("%s %+v: %v, want an internal error", c.state, c.rest, err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestRecordBeforeRest(t *testing.T) {
 		if got := info.Phase(); got != c.want || (info.Rest.Files != nil) != c.files || (info.Rest.Memory != nil) != c.mem {
 			t.Errorf("%s: %s %+v, want %s (files %t, memory %t)", c.record, got, info.Rest, c.want, c.files, c.mem)
 		}
-		if err := info.Rest.check(info.State); err != nil {
+		if err := info.Rest.Check(info.State); err != nil {
 			t.Errorf("%s: %v", c.record, err)
 		}
 		if info.ID != "a" {

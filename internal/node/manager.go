@@ -27,6 +27,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/phase"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -151,9 +152,6 @@ type Networks interface {
 	Flows(n *network.Net) int
 }
 
-// DefaultLimits are E2B's base sandbox: 2 vCPU, 512 MB.
-var DefaultLimits = isolation.Limits{CPUMillis: 2000, MemoryMB: 512, DiskMB: 1024, PIDs: 1024}
-
 // Manager is the node's sandbox table.
 type Manager struct {
 	cfg       Config
@@ -184,7 +182,7 @@ type Manager struct {
 // New returns a manager over driver. Call Recover before serving.
 func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Logger) (*Manager, error) {
 	if cfg.DefaultLimits == (isolation.Limits{}) {
-		cfg.DefaultLimits = DefaultLimits
+		cfg.DefaultLimits = sandboxes.DefaultLimits
 	}
 	if cfg.MaxTimeout == 0 {
 		cfg.MaxTimeout = 24 * time.Hour

@@ -51,7 +51,7 @@ func TestOnto(t *testing.T) {
 	}
 	now := time.Unix(1e9, 0).UTC()
 	info := Info{ID: "i1"}
-	req.onto(&info, map[string]string{"A": "template", "B": "template"}, []byte("secret"), now)
+	onto(req, &info, map[string]string{"A": "template", "B": "template"}, []byte("secret"), now)
 	want := Info{ID: "i1", Team: "team", StartedAt: now, EndAt: now.Add(time.Minute), Timeout: time.Minute,
 		Metadata: map[string]string{"m": "v"}, EnvVars: map[string]string{"A": "1", "B": "template"},
 		AccessToken: "given", TrafficToken: "given", MaskRequestHost: "example.com:${PORT}", HTTPSPorts: []int{8443},
@@ -62,7 +62,7 @@ func TestOnto(t *testing.T) {
 	// Derived tokens replace those given: the agent's when secure, the
 	// ports' unless public.
 	req.DeriveTokens, req.Secure, req.PublicTraffic = true, true, false
-	req.onto(&info, nil, []byte("secret"), now)
+	onto(req, &info, nil, []byte("secret"), now)
 	access, traffic := tokens.Sandbox([]byte("secret"), "i1", true, false)
 	if info.AccessToken != access || info.TrafficToken != traffic || access == "" || traffic == "" {
 		t.Errorf("derived tokens: %q %q, want %q %q", info.AccessToken, info.TrafficToken, access, traffic)

@@ -8,6 +8,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Pause freezes a running sandbox in place: its processes stop where they
@@ -87,7 +88,7 @@ func (m *Manager) shareFiles(ctx context.Context, sb *sandbox) {
 	}
 	tpl.RootFS.Layers = append(slices.Clone(sb.info.Layers), m.templates.LayerPath(sum.Name))
 	tpl.Saved, tpl.Image = nil, nil
-	blobs, err := m.cfg.Share(context.WithoutCancel(ctx), LayerNames(tpl.RootFS.Layers))
+	blobs, err := m.cfg.Share(context.WithoutCancel(ctx), sandboxes.LayerNames(tpl.RootFS.Layers))
 	if err != nil {
 		fail(err)
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // PauseFiles pauses a sandbox without its memory: its files are saved as a
@@ -103,7 +104,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	if m.cfg.Share != nil && len(sb.info.Volumes) == 0 {
 		// Shared, it outlives this node; not shared (or mounting this
 		// node's volumes), it stays here alone.
-		blobs, err := m.cfg.Share(context.WithoutCancel(ctx), LayerNames(sb.info.Layers))
+		blobs, err := m.cfg.Share(context.WithoutCancel(ctx), sandboxes.LayerNames(sb.info.Layers))
 		if err != nil {
 			m.log.Warn("share the files of a sandbox paused without its memory: it can resume on this node only", logx.SandboxID(id), logx.Err(err))
 		}

@@ -380,7 +380,7 @@ func (p *pool) close() {
 // variables, tokens and network rules, then it joins the table.
 func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest) (Info, error) {
 	info := w.info
-	req.onto(&info, w.tpl.Env, m.cfg.Secret, time.Now().UTC())
+	onto(req, &info, w.tpl.Env, m.cfg.Secret, time.Now().UTC())
 	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
 	m.mu.Lock()
 	if err := m.admitLocked(req.Team, req.Quota, info.Limits); err != nil {
@@ -400,7 +400,7 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 		return Info{}, err
 	}
 	if nets := m.cfg.Networks; nets != nil && w.net != nil {
-		want := *req.network()
+		want := *askedNetwork(req)
 		if !want.Internet {
 			if err := nets.SetInternet(w.net, false); err != nil {
 				return fail(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation/namespaces"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
 	"github.com/covesandbox/cove/internal/tokens"
@@ -101,7 +102,7 @@ func TestWarmPool(t *testing.T) {
 	h.warm(t, m, 2)
 	// Other limits than the template's: not from the pool.
 	asked = time.Now()
-	big, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Limits: node.DefaultLimits})
+	big, err := m.Create(ctx, node.CreateRequest{Timeout: time.Minute, Limits: sandboxes.DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
 	}

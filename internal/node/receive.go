@@ -7,6 +7,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Receive takes over a sandbox paused without its memory on another node
@@ -25,7 +26,7 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 		return Info{}, errs.New(errs.Conflict, "sandbox %s is not paused with its files shared: it cannot move", info.ID)
 	case len(info.Volumes) > 0:
 		return Info{}, errs.New(errs.Conflict, "sandbox %s mounts volumes of its node: it cannot move", info.ID)
-	case !slices.Equal(LayerNames(info.Layers), LayerNames(saved.Template.RootFS.Layers)):
+	case !slices.Equal(sandboxes.LayerNames(info.Layers), sandboxes.LayerNames(saved.Template.RootFS.Layers)):
 		return Info{}, errs.New(errs.InvalidArgument, "sandbox %s: its layers and its saved template's differ", info.ID)
 	case slices.ContainsFunc(saved.Template.RootFS.Binds, func(b isolation.Bind) bool { return b.Writable }):
 		// Host binds are read-only, always: a state saying otherwise was
@@ -38,7 +39,7 @@ func (m *Manager) Receive(ctx context.Context, info Info) (Info, error) {
 	if m.lookup(info.ID) != nil {
 		return Info{}, errs.New(errs.AlreadyExists, "sandbox %s already exists", info.ID)
 	}
-	names := LayerNames(info.Layers)
+	names := sandboxes.LayerNames(info.Layers)
 	if err := m.templates.FetchLayers(ctx, names, saved.Blobs); err != nil {
 		return Info{}, err
 	}

@@ -9,28 +9,9 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
-
-// Copy is what SaveLayer kept of a sandbox, until Release.
-type Copy struct {
-	Info  Info                   // the sandbox as it was copied
-	Layer template.LayerSum      // its files
-	Image *template.ProcessImage // its processes, when asked for and its driver can copy them
-	// Blobs, for a copy a cluster's node shared, are the object store's
-	// archives of the layers it stacks and of its own (name → SHA-256).
-	Blobs   map[string]string
-	release func()
-}
-
-// NewCopy is a copy kept elsewhere (a cluster's node) that release lets go.
-func NewCopy(info Info, layer template.LayerSum, image *template.ProcessImage, blobs map[string]string, release func()) Copy {
-	return Copy{Info: info, Layer: layer, Image: image, Blobs: blobs, release: release}
-}
-
-// Release lets Collect have the layer (the caller names it first: a
-// template build, a sandbox) and removes the image.
-func (c Copy) Release() { c.release() }
 
 // SaveLayer copies what a sandbox wrote over its template — its writable
 // layer — into the template store and, with memory, its processes into an
@@ -56,7 +37,7 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 		// Its files are saved already: the top of its layers.
 		info := sb.info
 		info.Layers = info.Layers[:len(info.Layers)-1]
-		return Copy{Info: info, Layer: sb.info.Rest.Files.Layer, release: release}, nil
+		return sandboxes.NewCopy(info, sb.info.Rest.Files.Layer, nil, nil, release), nil
 	}
 	_, cloner := m.recordDriver(sb.info).(isolation.Cloner)
 	memory = memory && cloner && sb.info.Rest.Memory == nil
@@ -65,25 +46,24 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 		release()
 		return Copy{}, err
 	}
-	c := Copy{Info: sb.info, Layer: sum, release: release}
-	if memory {
-		// Frozen still, so that its processes match its files.
-		c.Image, err = m.image(ctx, sb)
-		m.thaw(ctx, sb)
-		if errs.Is(err, errs.Unimplemented) { // this sandbox, on a driver that copies others: its files only
-			m.log.Info("a sandbox's processes are not copied", logx.SandboxID(id), logx.Err(err))
-			return c, nil
-		}
-		if err != nil {
-			release()
-			return Copy{}, err
-		}
-		c.release = func() {
-			release()
-			m.removeImage(c.Image)
-		}
+	if !memory {
+		return sandboxes.NewCopy(sb.info, sum, nil, nil, release), nil
 	}
-	return c, nil
+	// Frozen still, so that its processes match its files.
+	image, err := m.image(ctx, sb)
+	m.thaw(ctx, sb)
+	if errs.Is(err, errs.Unimplemented) { // this sandbox, on a driver that copies others: its files only
+		m.log.Info("a sandbox's processes are not copied", logx.SandboxID(id), logx.Err(err))
+		return sandboxes.NewCopy(sb.info, sum, nil, nil, release), nil
+	}
+	if err != nil {
+		release()
+		return Copy{}, err
+	}
+	return sandboxes.NewCopy(sb.info, sum, image, nil, func() {
+		release()
+		m.removeImage(image)
+	}), nil
 }
 
 // copyLayer copies sb's writable layer into the template store (sb.mu

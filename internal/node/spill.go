@@ -14,13 +14,6 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
-// MemoryOnDisk is a paused sandbox whose memory the node wrote to disk
-// (Config.SpillAfter): the driver's checkpoint image and its manifest.
-type MemoryOnDisk struct {
-	Dir   string             `json:"dir"`
-	Files []template.FileSum `json:"files"`
-}
-
 // spillDir is where a sandbox's checkpoint image goes.
 func (m *Manager) spillDir(id string) string { return filepath.Join(m.cfg.Dir, "saved", id) }
 
@@ -81,11 +74,11 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	// Recorded first, without a manifest: a node that stops during the
 	// checkpoint finds out at its restart which way it went (adopt).
-	if err := m.transition(sb, StatePaused, sb.info.Rest.spilling(dir), nil, nil); err != nil {
+	if err := m.transition(sb, StatePaused, sb.info.Rest.Spilling(dir), nil, nil); err != nil {
 		return err
 	}
 	undo := func() {
-		if err := m.transitioned(sb, StatePaused, sb.info.Rest.paused(), nil); err != nil {
+		if err := m.transitioned(sb, StatePaused, sb.info.Rest.Paused(), nil); err != nil {
 			m.log.Error("record a sandbox whose checkpoint failed", logx.SandboxID(id), logx.Err(err))
 		}
 	}
@@ -105,7 +98,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	}
 	files, err := template.SumFiles(dir)
 	if err == nil {
-		err = m.transition(sb, StatePaused, sb.info.Rest.onDisk(dir, files), nil, nil)
+		err = m.transition(sb, StatePaused, sb.info.Rest.OnDisk(dir, files), nil, nil)
 	}
 	if err != nil {
 		// The checkpoint stopped it: unrecorded, it would be lost at a
@@ -202,7 +195,7 @@ func (m *Manager) adoptSpilling(ctx context.Context, info Info) (Info, error) {
 		}
 		fsutil.RemoveTree(info.Rest.Memory.Dir)
 		m.log.Info("sandbox kept paused in memory after an interrupted checkpoint", logx.SandboxID(info.ID))
-		return info, m.recordAs(&info, StatePaused, info.Rest.paused())
+		return info, m.recordAs(&info, StatePaused, info.Rest.Paused())
 	}
 	return m.listSpilled(info)
 }
@@ -220,5 +213,5 @@ func (m *Manager) listSpilled(info Info) (Info, error) {
 		return info, errs.New(errs.DataLoss, "sandbox %s: its checkpoint was cut short and left no image: %v", info.ID, err)
 	}
 	m.log.Info("sandbox's memory on disk after an interrupted checkpoint", logx.SandboxID(info.ID))
-	return info, m.recordAs(&info, StatePaused, info.Rest.onDisk(dir, files))
+	return info, m.recordAs(&info, StatePaused, info.Rest.OnDisk(dir, files))
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
 	"github.com/covesandbox/cove/internal/nodeapi/nodepb/nodepbconnect"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // callTimeout bounds the calls whose callers give no context (the
@@ -53,18 +53,18 @@ func NewClient(baseURL, token string, hc *http.Client, tlsConfig *tls.Config) (*
 	return &Client{base: base, token: token, tls: tlsConfig, hc: hc, rpc: rpc}, nil
 }
 
-func info(r *connect.Response[pb.Sandbox], err error) (node.Info, error) {
+func info(r *connect.Response[pb.Sandbox], err error) (sandboxes.Info, error) {
 	if err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	return infoFromPB(r.Msg)
 }
 
 // Create starts a sandbox on the node.
-func (c *Client) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
+func (c *Client) Create(ctx context.Context, req sandboxes.CreateRequest) (sandboxes.Info, error) {
 	m, err := createToPB(req)
 	if err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	return info(c.rpc.Create(ctx, connect.NewRequest(m)))
 }
@@ -76,21 +76,21 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 }
 
 // Get returns a sandbox the node runs.
-func (c *Client) Get(ctx context.Context, id string) (node.Info, error) {
+func (c *Client) Get(ctx context.Context, id string) (sandboxes.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return info(c.rpc.Get(ctx, connect.NewRequest(&pb.SandboxRef{Id: id})))
 }
 
 // List returns the node's sandboxes, or why it cannot.
-func (c *Client) List(ctx context.Context) ([]node.Info, error) {
+func (c *Client) List(ctx context.Context) ([]sandboxes.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	r, err := c.rpc.List(ctx, connect.NewRequest(&pb.Empty{}))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]node.Info, 0, len(r.Msg.GetSandboxes()))
+	out := make([]sandboxes.Info, 0, len(r.Msg.GetSandboxes()))
 	for _, sb := range r.Msg.GetSandboxes() {
 		in, err := infoFromPB(sb)
 		if err != nil {
@@ -101,20 +101,20 @@ func (c *Client) List(ctx context.Context) ([]node.Info, error) {
 	return out, nil
 }
 
-func (c *Client) retime(ctx context.Context, id string, timeout time.Duration, extend bool) (node.Info, error) {
+func (c *Client) retime(ctx context.Context, id string, timeout time.Duration, extend bool) (sandboxes.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return info(c.rpc.SetTimeout(ctx, connect.NewRequest(&pb.TimeoutRequest{Id: id, Timeout: durationpb.New(timeout), Extend: extend})))
 }
 
 // SetTimeout makes a sandbox end timeout from now.
-func (c *Client) SetTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+func (c *Client) SetTimeout(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
 	return c.retime(ctx, id, timeout, false)
 }
 
 // ExtendTimeout moves a sandbox's end to timeout from now unless it ends
 // later already.
-func (c *Client) ExtendTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+func (c *Client) ExtendTimeout(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
 	return c.retime(ctx, id, timeout, true)
 }
 
@@ -137,7 +137,7 @@ func (c *Client) AgentLog(ctx context.Context, id string) ([]byte, error) {
 }
 
 // UpdateNetwork changes a sandbox's egress.
-func (c *Client) UpdateNetwork(ctx context.Context, id string, u node.NetworkUpdate) error {
+func (c *Client) UpdateNetwork(ctx context.Context, id string, u sandboxes.NetworkUpdate) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := c.rpc.UpdateNetwork(ctx, connect.NewRequest(networkToPB(id, u)))
@@ -145,17 +145,17 @@ func (c *Client) UpdateNetwork(ctx context.Context, id string, u node.NetworkUpd
 }
 
 // Pause pauses a sandbox with its memory.
-func (c *Client) Pause(ctx context.Context, id string) (node.Info, error) {
+func (c *Client) Pause(ctx context.Context, id string) (sandboxes.Info, error) {
 	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id, Memory: true})))
 }
 
 // PauseFiles pauses a sandbox keeping its files only.
-func (c *Client) PauseFiles(ctx context.Context, id string) (node.Info, error) {
+func (c *Client) PauseFiles(ctx context.Context, id string) (sandboxes.Info, error) {
 	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id})))
 }
 
 // Resume resumes a paused sandbox for timeout.
-func (c *Client) Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
+func (c *Client) Resume(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
 	return info(c.rpc.Resume(ctx, connect.NewRequest(&pb.ResumeRequest{Id: id, Timeout: durationpb.New(timeout)})))
 }
 
@@ -174,7 +174,7 @@ func (c *Client) Dial(ctx context.Context, id string, port int) (net.Conn, error
 // Event is a sandbox's end (Ended) or a state the node gave it itself.
 type Event struct {
 	Ended bool
-	Info  node.Info
+	Info  sandboxes.Info
 }
 
 // Follow calls onEvent with the node's events until ctx ends. Each time
@@ -220,9 +220,9 @@ func (c *Client) follow(ctx context.Context, onFollow func(), onEvent func(Event
 
 // Receive has the node take over a sandbox from the paused state another
 // node reported of it (in.PausedState).
-func (c *Client) Receive(ctx context.Context, in node.Info) (node.Info, error) {
+func (c *Client) Receive(ctx context.Context, in sandboxes.Info) (sandboxes.Info, error) {
 	if len(in.PausedState) == 0 {
-		return node.Info{}, errs.New(errs.Conflict, "sandbox %s has no shared paused state: it cannot move", in.ID)
+		return sandboxes.Info{}, errs.New(errs.Conflict, "sandbox %s has no shared paused state: it cannot move", in.ID)
 	}
 	return info(c.rpc.Receive(ctx, connect.NewRequest(&pb.ReceiveRequest{PausedState: in.PausedState})))
 }

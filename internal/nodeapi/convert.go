@@ -10,8 +10,8 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/svid"
 )
 
@@ -46,14 +46,14 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func infoToPB(in node.Info) *pb.Sandbox {
+func infoToPB(in sandboxes.Info) *pb.Sandbox {
 	out := &pb.Sandbox{
 		Id: in.ID, TemplateId: in.TemplateID, BuildId: in.BuildID, Team: in.Team, Isolation: in.Isolation,
 		State: string(in.State), Limits: limitsToPB(in.Limits),
 		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
 		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
 		MaskRequestHost: in.MaskRequestHost, HttpsPorts: portsToPB(in.HTTPSPorts), AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
-		Layers: node.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
+		Layers: sandboxes.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
 	out.PausedState = pausedState(in)
@@ -65,10 +65,10 @@ func infoToPB(in node.Info) *pb.Sandbox {
 	return out
 }
 
-func infoFromPB(in *pb.Sandbox) (node.Info, error) {
-	out := node.Info{
+func infoFromPB(in *pb.Sandbox) (sandboxes.Info, error) {
+	out := sandboxes.Info{
 		ID: in.GetId(), TemplateID: in.GetTemplateId(), BuildID: in.GetBuildId(), Team: in.GetTeam(), Isolation: in.GetIsolation(),
-		State: node.State(in.GetState()), Limits: limitsFromPB(in.GetLimits()),
+		State: sandboxes.State(in.GetState()), Limits: limitsFromPB(in.GetLimits()),
 		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
 		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
 		MaskRequestHost: in.GetMaskRequestHost(), HTTPSPorts: portsFromPB(in.GetHttpsPorts()), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
@@ -85,7 +85,7 @@ func infoFromPB(in *pb.Sandbox) (node.Info, error) {
 		if err != nil {
 			return out, err
 		}
-		out.Network = &node.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
+		out.Network = &sandboxes.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
 			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains(), Rules: rulesFromPB(n.GetRules()),
 			EgressProxy: egressProxyFromPB(n.GetEgressProxy()), Tokens: tokensFromPB(n.GetTokens())}
 	}
@@ -177,7 +177,7 @@ func rulesFromPB(r map[string]*pb.Rules) network.Rules {
 
 // mountsToPB are a sandbox's volumes as they cross the wire: by id; the
 // node binds its own.
-func mountsToPB(vs []node.VolumeMount) []*pb.VolumeMount {
+func mountsToPB(vs []sandboxes.VolumeMount) []*pb.VolumeMount {
 	var out []*pb.VolumeMount
 	for _, v := range vs {
 		out = append(out, &pb.VolumeMount{Id: v.ID, Name: v.Name, Path: v.Path})
@@ -185,17 +185,17 @@ func mountsToPB(vs []node.VolumeMount) []*pb.VolumeMount {
 	return out
 }
 
-func mountsFromPB(vs []*pb.VolumeMount) []node.VolumeMount {
-	var out []node.VolumeMount
+func mountsFromPB(vs []*pb.VolumeMount) []sandboxes.VolumeMount {
+	var out []sandboxes.VolumeMount
 	for _, v := range vs {
-		out = append(out, node.VolumeMount{ID: v.GetId(), Name: v.GetName(), Path: v.GetPath()})
+		out = append(out, sandboxes.VolumeMount{ID: v.GetId(), Name: v.GetName(), Path: v.GetPath()})
 	}
 	return out
 }
 
 // createToPB is a create as it crosses the wire. A template in the making
 // (resolved on the API's side) cannot.
-func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
+func createToPB(r sandboxes.CreateRequest) (*pb.CreateRequest, error) {
 	if r.Resolved != nil {
 		return nil, errs.New(errs.Unimplemented, "a create from a template in the making does not cross to a node")
 	}
@@ -212,16 +212,16 @@ func createToPB(r node.CreateRequest) (*pb.CreateRequest, error) {
 }
 
 // createFromPB is a create as the node takes it.
-func createFromPB(r *pb.CreateRequest) (node.CreateRequest, error) {
+func createFromPB(r *pb.CreateRequest) (sandboxes.CreateRequest, error) {
 	allow, err := parsePrefixes(r.GetAllowOut())
 	if err != nil {
-		return node.CreateRequest{}, err
+		return sandboxes.CreateRequest{}, err
 	}
 	deny, err := parsePrefixes(r.GetDenyOut())
 	if err != nil {
-		return node.CreateRequest{}, err
+		return sandboxes.CreateRequest{}, err
 	}
-	out := node.CreateRequest{
+	out := sandboxes.CreateRequest{
 		ID: r.GetId(), Template: r.GetTemplate(), BuildID: r.GetBuildId(), Timeout: r.GetTimeout().AsDuration(),
 		Limits: limitsFromPB(r.GetLimits()), Sized: r.GetSized(), EnvVars: r.GetEnvVars(), Metadata: r.GetMetadata(),
 		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
@@ -246,7 +246,7 @@ func statsFromPB(s *pb.SandboxStats) isolation.Stats {
 		PIDs: s.GetPids(), OOMKills: s.GetOomKills(), EgressConnections: s.GetEgressConnections()}
 }
 
-func networkToPB(id string, u node.NetworkUpdate) *pb.NetworkUpdate {
+func networkToPB(id string, u sandboxes.NetworkUpdate) *pb.NetworkUpdate {
 	out := &pb.NetworkUpdate{Id: id, Internet: u.Internet}
 	if u.AllowOut != nil {
 		out.AllowOut = &pb.StringList{Values: prefixStrings(*u.AllowOut)}
@@ -265,8 +265,8 @@ func networkToPB(id string, u node.NetworkUpdate) *pb.NetworkUpdate {
 	return out
 }
 
-func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
-	out := node.NetworkUpdate{Internet: u.Internet}
+func networkFromPB(u *pb.NetworkUpdate) (sandboxes.NetworkUpdate, error) {
+	out := sandboxes.NetworkUpdate{Internet: u.Internet}
 	for _, l := range []struct {
 		in  *pb.StringList
 		out **[]netip.Prefix
@@ -300,15 +300,15 @@ func networkFromPB(u *pb.NetworkUpdate) (node.NetworkUpdate, error) {
 // pause without its memory, or its fallback copy of a pause with it (it
 // then boots afresh, paused without its memory as far as the taker
 // knows).
-func pausedState(in node.Info) []byte {
+func pausedState(in sandboxes.Info) []byte {
 	files := in.Rest.Files
 	if files == nil || len(files.Blobs) == 0 {
 		return nil
 	}
 	switch in.Phase() {
-	case node.PhaseFiles:
-	case node.PhasePaused, node.PhaseSpilling, node.PhaseOnDisk:
-		in.Rest = node.Rest{Phase: node.PhaseFiles, Files: files}
+	case sandboxes.PhaseFiles:
+	case sandboxes.PhasePaused, sandboxes.PhaseSpilling, sandboxes.PhaseOnDisk:
+		in.Rest = sandboxes.Rest{Phase: sandboxes.PhaseFiles, Files: files}
 		in.Layers, in.OwnLayer = files.Template.RootFS.Layers, files.Layer.Name
 	default:
 		return nil

@@ -8,13 +8,13 @@ import (
 
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/svid"
 )
 
 // TestCreateRequestCrosses: every field of a create crosses the node API
 // as it was, but those listed here, which do not cross or cross another
-// way. A field added to node.CreateRequest fails the test until it is
+// way. A field added to sandboxes.CreateRequest fails the test until it is
 // set below (and so crosses) or listed.
 func TestCreateRequestCrosses(t *testing.T) {
 	notHere := map[string]string{
@@ -24,7 +24,7 @@ func TestCreateRequestCrosses(t *testing.T) {
 		"Layers":   "the same",
 		"Image":    "the same",
 	}
-	in := node.CreateRequest{
+	in := sandboxes.CreateRequest{
 		ID: "isandbox", Template: "tpl", BuildID: "build", Timeout: time.Minute,
 		Limits: isolation.Limits{CPUMillis: 2000, MemoryMB: 512, DiskMB: 1024, PIDs: 100}, Sized: true,
 		EnvVars: map[string]string{"A": "1"}, Metadata: map[string]string{"m": "v"},
@@ -36,12 +36,12 @@ func TestCreateRequestCrosses(t *testing.T) {
 		Tokens:       map[string]svid.Token{"aws": {Audience: "sts", TokenType: svid.TokenType}},
 		Isolation:    "gvisor", Team: "team", MaskRequestHost: "localhost:${PORT}", HTTPSPorts: []int{8443},
 		AutoPause: true, AutoResume: true, AutoPauseFiles: true,
-		Volumes: []node.VolumeMount{{ID: "vol", Name: "data", Path: "/data"}}, Node: "n1",
+		Volumes: []sandboxes.VolumeMount{{ID: "vol", Name: "data", Path: "/data"}}, Node: "n1",
 	}
 	v := reflect.ValueOf(in)
 	for i := range v.NumField() {
 		if f := v.Type().Field(i); notHere[f.Name] == "" && v.Field(i).IsZero() {
-			t.Errorf("node.CreateRequest.%s is not set in this test: set it, so that it crosses, or say why it does not", f.Name)
+			t.Errorf("sandboxes.CreateRequest.%s is not set in this test: set it, so that it crosses, or say why it does not", f.Name)
 		}
 	}
 	pb, err := createToPB(in)

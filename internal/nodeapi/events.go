@@ -3,8 +3,8 @@ package nodeapi
 import (
 	"sync"
 
-	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // followerBuffer is how many events a follower may lag behind before it
@@ -37,7 +37,7 @@ func (h *hub) join() (<-chan *pb.Event, func()) {
 
 // publish never waits: a follower whose buffer is full is dropped (its
 // channel closed).
-func (h *hub) publish(kind pb.Event_Kind, info node.Info) {
+func (h *hub) publish(kind pb.Event_Kind, info sandboxes.Info) {
 	ev := &pb.Event{Kind: kind, Sandbox: infoToPB(info)}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // TestNodeGoneMidCall: a node whose connection is reset during a call
@@ -30,7 +30,7 @@ func TestNodeGoneMidCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Create(context.Background(), node.CreateRequest{Template: "base"}); !errs.Is(err, errs.Unavailable) {
+	if _, err := c.Create(context.Background(), sandboxes.CreateRequest{Template: "base"}); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("a create whose node went away: %v (%v), want Unavailable", err, errs.KindOf(err))
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -24,6 +24,7 @@ import (
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
@@ -64,7 +65,7 @@ func startNode(t *testing.T) *testNode {
 	var srv *nodeapi.Server
 	mgr, err := node.New(node.Config{Dir: filepath.Join(dir, "node"), MaxTimeout: time.Hour, Secret: secret,
 		DefaultLimits: isolation.Limits{CPUMillis: 1000, MemoryMB: 256, DiskMB: 128, PIDs: 256},
-		OnEnd: func(info node.Info) {
+		OnEnd: func(info sandboxes.Info) {
 			tn.mu.Lock()
 			tn.ended = append(tn.ended, info.ID)
 			tn.mu.Unlock()
@@ -111,20 +112,20 @@ func TestSameInProcessAndRemote(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			a := tc.api
-			info, err := a.Create(ctx, node.CreateRequest{Timeout: time.Minute, Team: "t1", DeriveTokens: true, Secure: true,
+			info, err := a.Create(ctx, sandboxes.CreateRequest{Timeout: time.Minute, Team: "t1", DeriveTokens: true, Secure: true,
 				Metadata: map[string]string{"k": "v"}, EnvVars: map[string]string{"GREETING": "hello"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			access, traffic := sandboxTokens(info.ID)
-			if info.State != node.StateRunning || info.AccessToken != access || traffic == "" || info.TrafficToken != traffic || info.Metadata["k"] != "v" || info.Team != "t1" {
+			if info.State != sandboxes.StateRunning || info.AccessToken != access || traffic == "" || info.TrafficToken != traffic || info.Metadata["k"] != "v" || info.Team != "t1" {
 				t.Errorf("created: %+v", info)
 			}
 			got, err := a.Get(context.Background(), info.ID)
 			if err != nil || got.ID != info.ID || got.AccessToken != info.AccessToken || !got.EndAt.Equal(info.EndAt) || got.Limits != info.Limits {
 				t.Errorf("get: %+v %v, want %+v", got, err, info)
 			}
-			if !slices.ContainsFunc(listOf(a), func(i node.Info) bool { return i.ID == info.ID }) {
+			if !slices.ContainsFunc(listOf(a), func(i sandboxes.Info) bool { return i.ID == info.ID }) {
 				t.Error("not listed")
 			}
 			// The agent, through the byte stream.
@@ -146,19 +147,19 @@ func TestSameInProcessAndRemote(t *testing.T) {
 			if st, err := a.Stats(ctx, info.ID); err != nil || st.MemoryLimit != 256<<20 {
 				t.Errorf("stats: %+v %v", st, err)
 			}
-			if p, err := a.Pause(ctx, info.ID); err != nil || p.State != node.StatePaused {
+			if p, err := a.Pause(ctx, info.ID); err != nil || p.State != sandboxes.StatePaused {
 				t.Errorf("pause: %v %v", p.State, err)
 			}
 			if a.Wake(ctx, info.ID) {
 				t.Error("woke a sandbox without auto-resume")
 			}
-			if r, err := a.Resume(ctx, info.ID, time.Minute); err != nil || r.State != node.StateRunning {
+			if r, err := a.Resume(ctx, info.ID, time.Minute); err != nil || r.State != sandboxes.StateRunning {
 				t.Errorf("resume: %v %v", r.State, err)
 			}
-			if p, err := a.PauseFiles(ctx, info.ID); err != nil || p.State != node.StatePaused {
+			if p, err := a.PauseFiles(ctx, info.ID); err != nil || p.State != sandboxes.StatePaused {
 				t.Errorf("pause without memory: %v %v", p.State, err)
 			}
-			if r, err := a.Resume(ctx, info.ID, time.Minute); err != nil || r.State != node.StateRunning || r.AccessToken != info.AccessToken {
+			if r, err := a.Resume(ctx, info.ID, time.Minute); err != nil || r.State != sandboxes.StateRunning || r.AccessToken != info.AccessToken {
 				t.Errorf("resume without memory: %+v %v", r, err)
 			}
 			for _, c := range []struct {
@@ -167,7 +168,7 @@ func TestSameInProcessAndRemote(t *testing.T) {
 				kind errs.Kind
 			}{
 				{"get an unknown sandbox", func() error { _, err := a.Get(context.Background(), "nope"); return err }(), errs.NotFound},
-				{"a create without a timeout", func() error { _, err := a.Create(ctx, node.CreateRequest{}); return err }(), errs.InvalidArgument},
+				{"a create without a timeout", func() error { _, err := a.Create(ctx, sandboxes.CreateRequest{}); return err }(), errs.InvalidArgument},
 				{"pause a sandbox twice", func() error {
 					if _, err := a.Pause(ctx, info.ID); err != nil {
 						return err
@@ -202,13 +203,13 @@ func TestRemoteOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wrong.Create(ctx, node.CreateRequest{Timeout: time.Minute}); !errs.Is(err, errs.Unauthenticated) {
+	if _, err := wrong.Create(ctx, sandboxes.CreateRequest{Timeout: time.Minute}); !errs.Is(err, errs.Unauthenticated) {
 		t.Errorf("a create with a wrong token: %v", err)
 	}
 	if len(listOf(tn.mgr)) != 0 {
 		t.Error("a sandbox was created for a wrong token")
 	}
-	info, err := tn.client.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+	info, err := tn.client.Create(ctx, sandboxes.CreateRequest{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestRemoteOnly(t *testing.T) {
 
 	// A node that stops ends the byte streams it carries, as its exit
 	// would, and takes no new one.
-	info, err = tn.client.Create(ctx, node.CreateRequest{Timeout: time.Minute})
+	info, err = tn.client.Create(ctx, sandboxes.CreateRequest{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestRemoteOnly(t *testing.T) {
 }
 
 // listOf is what n lists (none when it cannot).
-func listOf(n node.Sandboxes) []node.Info {
+func listOf(n sandboxes.Node) []sandboxes.Info {
 	list, _ := n.List(context.Background())
 	return list
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Sample implements the Sample RPC: a sandbox that ends meanwhile is left
@@ -20,7 +20,7 @@ func (s *Server) Sample(ctx context.Context, _ *connect.Request[pb.Empty]) (*con
 	}
 	out := &pb.SampleList{}
 	for _, info := range list {
-		if info.State != node.StateRunning {
+		if info.State != sandboxes.StateRunning {
 			continue
 		}
 		st, err := s.mgr.Stats(ctx, info.ID)
@@ -36,18 +36,18 @@ func (s *Server) Sample(ctx context.Context, _ *connect.Request[pb.Empty]) (*con
 }
 
 // Sample returns the node's running sandboxes with their use now.
-func (c *Client) Sample(ctx context.Context) ([]node.Sample, error) {
+func (c *Client) Sample(ctx context.Context) ([]sandboxes.Sample, error) {
 	r, err := c.rpc.Sample(ctx, connect.NewRequest(&pb.Empty{}))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]node.Sample, 0, len(r.Msg.GetSamples()))
+	out := make([]sandboxes.Sample, 0, len(r.Msg.GetSamples()))
 	for _, m := range r.Msg.GetSamples() {
 		info, err := infoFromPB(m.GetSandbox())
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, node.Sample{Info: info, Stats: statsFromPB(m.GetStats())})
+		out = append(out, sandboxes.Sample{Info: info, Stats: statsFromPB(m.GetStats())})
 	}
 	return out, nil
 }

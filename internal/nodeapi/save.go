@@ -12,8 +12,8 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -23,7 +23,7 @@ const copyKeep = time.Hour
 
 // keptCopy is a SaveLayer copy held for a caller.
 type keptCopy struct {
-	copy  node.Copy
+	copy  sandboxes.Copy
 	timer *time.Timer
 }
 
@@ -57,7 +57,7 @@ func (s *Server) SaveLayer(ctx context.Context, req *connect.Request[pb.SaveLaye
 // share pushes a copy — the layers its sandbox stacks, its own, the
 // image of its processes — to the object store, for any node to start
 // from.
-func (s *Server) share(ctx context.Context, c *node.Copy) error {
+func (s *Server) share(ctx context.Context, c *sandboxes.Copy) error {
 	if s.layers == nil {
 		return errs.New(errs.Unimplemented, "this node shares nothing: it has no object store (--object-store)")
 	}
@@ -112,7 +112,7 @@ func (s *Server) keptImage(name string) (*template.ProcessImage, bool) {
 
 // savedFromPB fills a create's fork fields: its layers found by name in
 // the node's store, the saved layer's manifest, a kept image.
-func (s *Server) savedFromPB(r *pb.CreateRequest, out *node.CreateRequest) error {
+func (s *Server) savedFromPB(r *pb.CreateRequest, out *sandboxes.CreateRequest) error {
 	for _, name := range r.GetLayers() {
 		if s.layers == nil || name != filepath.Base(name) || !strings.HasPrefix(name, "sha256-") {
 			return errs.New(errs.InvalidArgument, "layer %q: not a layer of this node", name)
@@ -140,8 +140,8 @@ func (s *Server) savedFromPB(r *pb.CreateRequest, out *node.CreateRequest) error
 }
 
 // savedToPB puts a create's fork fields on the wire.
-func savedToPB(r node.CreateRequest, out *pb.CreateRequest) {
-	out.Layers = node.LayerNames(r.Layers)
+func savedToPB(r sandboxes.CreateRequest, out *pb.CreateRequest) {
+	out.Layers = sandboxes.LayerNames(r.Layers)
 	if r.Saved != nil {
 		out.Saved, _ = json.Marshal(r.Saved)
 	}
@@ -152,39 +152,39 @@ func savedToPB(r node.CreateRequest, out *pb.CreateRequest) {
 
 // SaveLayer copies a sandbox's files (and processes) on its node; the
 // copy's Release lets the node drop it.
-func (c *Client) SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
+func (c *Client) SaveLayer(ctx context.Context, id string, memory bool) (sandboxes.Copy, error) {
 	return c.saveLayer(ctx, id, memory, false)
 }
 
 // ShareLayer copies a sandbox's files (and, with memory, processes) on
 // its node and pushes them, with the layers under them, to the object
 // store (Blobs).
-func (c *Client) ShareLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
+func (c *Client) ShareLayer(ctx context.Context, id string, memory bool) (sandboxes.Copy, error) {
 	return c.saveLayer(ctx, id, memory, true)
 }
 
-func (c *Client) saveLayer(ctx context.Context, id string, memory, share bool) (node.Copy, error) {
+func (c *Client) saveLayer(ctx context.Context, id string, memory, share bool) (sandboxes.Copy, error) {
 	r, err := c.rpc.SaveLayer(ctx, connect.NewRequest(&pb.SaveLayerRequest{Id: id, Memory: memory, Share: share}))
 	if err != nil {
-		return node.Copy{}, err
+		return sandboxes.Copy{}, err
 	}
 	info, err := infoFromPB(r.Msg.GetSandbox())
 	if err != nil {
-		return node.Copy{}, err
+		return sandboxes.Copy{}, err
 	}
 	var layer template.LayerSum
 	if err := json.Unmarshal(r.Msg.GetLayer(), &layer); err != nil {
-		return node.Copy{}, err
+		return sandboxes.Copy{}, err
 	}
 	var img *template.ProcessImage
 	if raw := r.Msg.GetImage(); len(raw) > 0 {
 		img = &template.ProcessImage{}
 		if err := json.Unmarshal(raw, img); err != nil {
-			return node.Copy{}, err
+			return sandboxes.Copy{}, err
 		}
 	}
 	handle := r.Msg.GetHandle()
-	return node.NewCopy(info, layer, img, r.Msg.GetBlobs(), func() {
+	return sandboxes.NewCopy(info, layer, img, r.Msg.GetBlobs(), func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = c.rpc.Release(rctx, connect.NewRequest(&pb.ReleaseRequest{Handle: handle}))

@@ -16,20 +16,20 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
 	pb "github.com/covesandbox/cove/internal/nodeapi/nodepb"
 	"github.com/covesandbox/cove/internal/nodeapi/nodepb/nodepbconnect"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/volume"
 )
 
 // Manager is what a node serves: its sandbox manager (*node.Manager), as
-// node.Sandboxes and what only the API replicas ask besides (the proxy's
+// sandboxes.Node and what only the API replicas ask besides (the proxy's
 // wake and dial, a takeover's receive).
 type Manager interface {
-	node.Sandboxes
+	sandboxes.Node
 	Wake(ctx context.Context, id string) bool
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
-	Receive(ctx context.Context, info node.Info) (node.Info, error)
+	Receive(ctx context.Context, info sandboxes.Info) (sandboxes.Info, error)
 }
 
 // Server serves a node's manager.
@@ -140,11 +140,11 @@ func (s *Server) untunnel(c net.Conn) {
 
 // Ended and StateChanged publish the node's events (node.Config's OnEnd
 // and OnState) to the API replicas that follow them.
-func (s *Server) Ended(info node.Info) { s.events.publish(pb.Event_KIND_ENDED, info) }
+func (s *Server) Ended(info sandboxes.Info) { s.events.publish(pb.Event_KIND_ENDED, info) }
 
 // StateChanged publishes a pause or resume the node made itself.
-func (s *Server) StateChanged(info node.Info) {
-	if info.State == node.StatePaused {
+func (s *Server) StateChanged(info sandboxes.Info) {
+	if info.State == sandboxes.StatePaused {
 		s.closeTunnels(info.ID)
 	}
 	s.events.publish(pb.Event_KIND_STATE, info)
@@ -157,7 +157,7 @@ func reply[T any](m *T, err error) (*connect.Response[T], error) {
 	return connect.NewResponse(m), nil
 }
 
-func sandbox(info node.Info, err error) (*connect.Response[pb.Sandbox], error) {
+func sandbox(info sandboxes.Info, err error) (*connect.Response[pb.Sandbox], error) {
 	if err != nil {
 		return nil, errs.ConnectError(err)
 	}
@@ -277,7 +277,7 @@ func (s *Server) Events(ctx context.Context, _ *connect.Request[pb.Empty], strea
 
 // Receive takes over a sandbox paused on a lost node.
 func (s *Server) Receive(ctx context.Context, r *connect.Request[pb.ReceiveRequest]) (*connect.Response[pb.Sandbox], error) {
-	var info node.Info
+	var info sandboxes.Info
 	if err := json.Unmarshal(r.Msg.GetPausedState(), &info); err != nil {
 		return nil, errs.ConnectError(errs.New(errs.InvalidArgument, "paused state: %v", err))
 	}

@@ -1,5 +1,5 @@
 // Package nodefake is a node in memory that runs nothing: the node
-// contract (node.Sandboxes) kept by a table, for unit tests of what sits
+// contract (sandboxes.Node) kept by a table, for unit tests of what sits
 // above it. Its sandboxes move through the states as a node's do and its
 // refusals are the node's kinds of error (NotFound, Conflict); a test can
 // make any call fail (Fail) and read what was asked (Requests).
@@ -16,24 +16,24 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
 // Node is the fake node.
 type Node struct {
 	mu        sync.Mutex
-	sandboxes map[string]*node.Info
-	requests  []node.CreateRequest
+	sandboxes map[string]*sandboxes.Info
+	requests  []sandboxes.CreateRequest
 	fail      map[string]error
 	next      int
 }
 
-var _ node.Sandboxes = (*Node)(nil)
+var _ sandboxes.Node = (*Node)(nil)
 
 // New returns a node without sandboxes.
 func New() *Node {
-	return &Node{sandboxes: map[string]*node.Info{}, fail: map[string]error{}}
+	return &Node{sandboxes: map[string]*sandboxes.Info{}, fail: map[string]error{}}
 }
 
 // Fail makes every later call of method (its name: "Create", "Kill" …)
@@ -49,7 +49,7 @@ func (n *Node) Fail(method string, err error) {
 }
 
 // Requests are the creates the node was asked for, in order.
-func (n *Node) Requests() []node.CreateRequest {
+func (n *Node) Requests() []sandboxes.CreateRequest {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.requests)
@@ -57,7 +57,7 @@ func (n *Node) Requests() []node.CreateRequest {
 
 // Add puts a sandbox in the table as it is (one a node runs that the
 // caller did not create: a restart's, a crash's).
-func (n *Node) Add(info node.Info) {
+func (n *Node) Add(info sandboxes.Info) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.sandboxes[info.ID] = &info
@@ -68,12 +68,12 @@ func (n *Node) failing(method string) error { return n.fail[method] }
 
 // Create starts a sandbox of req's template: running for req.Timeout,
 // with req's id or the next of the node's own.
-func (n *Node) Create(_ context.Context, req node.CreateRequest) (node.Info, error) {
+func (n *Node) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes.Info, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.requests = append(n.requests, req)
 	if err := n.failing("Create"); err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	id := req.ID
 	if id == "" {
@@ -81,15 +81,15 @@ func (n *Node) Create(_ context.Context, req node.CreateRequest) (node.Info, err
 		id = fmt.Sprintf("ifake%015d", n.next)
 	}
 	if _, ok := n.sandboxes[id]; ok {
-		return node.Info{}, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
+		return sandboxes.Info{}, errs.New(errs.AlreadyExists, "sandbox %s exists", id)
 	}
 	limits := req.Limits
 	if limits == (isolation.Limits{}) {
-		limits = node.DefaultLimits
+		limits = sandboxes.DefaultLimits
 	}
 	now := time.Now()
-	info := node.Info{ID: id, TemplateID: cmp.Or(req.Template, "base"), BuildID: req.BuildID, Team: req.Team, Isolation: cmp.Or(req.Isolation, "namespaces"),
-		State: node.StateRunning, Limits: limits, StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
+	info := sandboxes.Info{ID: id, TemplateID: cmp.Or(req.Template, "base"), BuildID: req.BuildID, Team: req.Team, Isolation: cmp.Or(req.Isolation, "namespaces"),
+		State: sandboxes.StateRunning, Limits: limits, StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		EnvVars: maps.Clone(req.EnvVars), Volumes: req.Volumes, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 		MaskRequestHost: req.MaskRequestHost, HTTPSPorts: req.HTTPSPorts, AutoPause: req.AutoPause, AutoResume: req.AutoResume,
 		AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout, Node: req.Node}
@@ -98,7 +98,7 @@ func (n *Node) Create(_ context.Context, req node.CreateRequest) (node.Info, err
 }
 
 // lookup is sandbox id, or NotFound; it takes n.mu.
-func (n *Node) lookup(method, id string) (*node.Info, error) {
+func (n *Node) lookup(method, id string) (*sandboxes.Info, error) {
 	if err := n.failing(method); err != nil {
 		return nil, err
 	}
@@ -121,42 +121,42 @@ func (n *Node) Kill(_ context.Context, id string) error {
 }
 
 // Get returns a sandbox.
-func (n *Node) Get(_ context.Context, id string) (node.Info, error) {
+func (n *Node) Get(_ context.Context, id string) (sandboxes.Info, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	info, err := n.lookup("Get", id)
 	if err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	return *info, nil
 }
 
 // List returns every sandbox, oldest first.
-func (n *Node) List(context.Context) ([]node.Info, error) {
+func (n *Node) List(context.Context) ([]sandboxes.Info, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.failing("List"); err != nil {
 		return nil, err
 	}
-	out := make([]node.Info, 0, len(n.sandboxes))
+	out := make([]sandboxes.Info, 0, len(n.sandboxes))
 	for _, info := range n.sandboxes {
 		out = append(out, *info)
 	}
-	slices.SortFunc(out, func(a, b node.Info) int { return a.StartedAt.Compare(b.StartedAt) })
+	slices.SortFunc(out, func(a, b sandboxes.Info) int { return a.StartedAt.Compare(b.StartedAt) })
 	return out, nil
 }
 
 // retime moves a running sandbox's end to timeout from now (with extend,
 // only later).
-func (n *Node) retime(method, id string, timeout time.Duration, extend bool) (node.Info, error) {
+func (n *Node) retime(method, id string, timeout time.Duration, extend bool) (sandboxes.Info, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	info, err := n.lookup(method, id)
 	if err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
-	if info.State != node.StateRunning {
-		return node.Info{}, errs.New(errs.Conflict, "sandbox %s is %s", id, info.State)
+	if info.State != sandboxes.StateRunning {
+		return sandboxes.Info{}, errs.New(errs.Conflict, "sandbox %s is %s", id, info.State)
 	}
 	end := time.Now().Add(timeout)
 	if !extend || end.After(info.EndAt) {
@@ -166,13 +166,13 @@ func (n *Node) retime(method, id string, timeout time.Duration, extend bool) (no
 }
 
 // SetTimeout makes a running sandbox end timeout from now.
-func (n *Node) SetTimeout(_ context.Context, id string, timeout time.Duration) (node.Info, error) {
+func (n *Node) SetTimeout(_ context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
 	return n.retime("SetTimeout", id, timeout, false)
 }
 
 // ExtendTimeout moves a running sandbox's end to timeout from now unless
 // it ends later already.
-func (n *Node) ExtendTimeout(_ context.Context, id string, timeout time.Duration) (node.Info, error) {
+func (n *Node) ExtendTimeout(_ context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
 	return n.retime("ExtendTimeout", id, timeout, true)
 }
 
@@ -193,7 +193,7 @@ func (n *Node) AgentLog(_ context.Context, id string) ([]byte, error) {
 }
 
 // UpdateNetwork records nothing of u but that the sandbox exists.
-func (n *Node) UpdateNetwork(_ context.Context, id string, _ node.NetworkUpdate) error {
+func (n *Node) UpdateNetwork(_ context.Context, id string, _ sandboxes.NetworkUpdate) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	_, err := n.lookup("UpdateNetwork", id)
@@ -201,46 +201,46 @@ func (n *Node) UpdateNetwork(_ context.Context, id string, _ node.NetworkUpdate)
 }
 
 // setState moves a sandbox from one state to another, or says why not.
-func (n *Node) setState(method, id string, from, to node.State) (node.Info, error) {
+func (n *Node) setState(method, id string, from, to sandboxes.State) (sandboxes.Info, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	info, err := n.lookup(method, id)
 	if err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	if info.State != from {
-		return node.Info{}, errs.New(errs.Conflict, "sandbox %s is %s, not %s", id, info.State, from)
+		return sandboxes.Info{}, errs.New(errs.Conflict, "sandbox %s is %s, not %s", id, info.State, from)
 	}
 	info.State = to
 	return *info, nil
 }
 
 // Pause pauses a running sandbox with its memory.
-func (n *Node) Pause(_ context.Context, id string) (node.Info, error) {
-	return n.setState("Pause", id, node.StateRunning, node.StatePaused)
+func (n *Node) Pause(_ context.Context, id string) (sandboxes.Info, error) {
+	return n.setState("Pause", id, sandboxes.StateRunning, sandboxes.StatePaused)
 }
 
 // PauseFiles pauses a running sandbox keeping its files only.
-func (n *Node) PauseFiles(_ context.Context, id string) (node.Info, error) {
-	return n.setState("PauseFiles", id, node.StateRunning, node.StatePaused)
+func (n *Node) PauseFiles(_ context.Context, id string) (sandboxes.Info, error) {
+	return n.setState("PauseFiles", id, sandboxes.StateRunning, sandboxes.StatePaused)
 }
 
 // Resume lets a paused sandbox run again for timeout.
-func (n *Node) Resume(_ context.Context, id string, timeout time.Duration) (node.Info, error) {
-	if _, err := n.setState("Resume", id, node.StatePaused, node.StateRunning); err != nil {
-		return node.Info{}, err
+func (n *Node) Resume(_ context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
+	if _, err := n.setState("Resume", id, sandboxes.StatePaused, sandboxes.StateRunning); err != nil {
+		return sandboxes.Info{}, err
 	}
 	return n.retime("Resume", id, timeout, false)
 }
 
 // SaveLayer copies a sandbox as it is: its record, and a layer named
 // "layer-of-<id>" that holds nothing (no processes).
-func (n *Node) SaveLayer(_ context.Context, id string, _ bool) (node.Copy, error) {
+func (n *Node) SaveLayer(_ context.Context, id string, _ bool) (sandboxes.Copy, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	info, err := n.lookup("SaveLayer", id)
 	if err != nil {
-		return node.Copy{}, err
+		return sandboxes.Copy{}, err
 	}
-	return node.NewCopy(*info, template.LayerSum{Name: "layer-of-" + id}, nil, nil, func() {}), nil
+	return sandboxes.NewCopy(*info, template.LayerSum{Name: "layer-of-" + id}, nil, nil, func() {}), nil
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/covesandbox/cove/internal/dashboard"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/proxy"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -48,7 +48,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	nodes := cluster.New(cluster.Config{Token: cfg.NodeToken, Lease: cfg.NodeLease, TLS: clientTLS,
 		TemplateID:   templates.IDOf,
 		Ended:        func(id string, exit isolation.Exit) { svc.Ended(id, exit) },
-		StateChanged: func(info node.Info) { svc.StateChanged(info) },
+		StateChanged: func(info sandboxes.Info) { svc.StateChanged(info) },
 	}, st, st, log)
 	var builder service.Builder
 	if bucket != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
 	"github.com/covesandbox/cove/internal/objstore"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -69,8 +70,8 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Drivers: drivers.more, Unavailable: drivers.unavailable,
 		Dir: filepath.Join(cfg.DataDir, "node"), PoolSize: cfg.PoolSize, ColdTemplates: cfg.PoolSkip, SpillAfter: cfg.PauseToDiskAfter, Admission: cfg.Admission,
 		Secret:  secret,
-		OnState: func(info node.Info) { api.StateChanged(info) },
-		OnEnd: func(info node.Info) {
+		OnState: func(info sandboxes.Info) { api.StateChanged(info) },
+		OnEnd: func(info sandboxes.Info) {
 			api.Ended(info)
 			// The layers of templates deleted (by any replica) go once their
 			// last sandbox here ended; the records are read: not inline.

@@ -38,6 +38,7 @@ import (
 	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/objstore"
 	"github.com/covesandbox/cove/internal/proxy"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/secrets"
 	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
@@ -249,12 +250,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		SpillAfter: cfg.PauseToDiskAfter,
 		Admission:  cfg.Admission,
 		Secret:     secret,
-		OnState: func(info node.Info) {
+		OnState: func(info sandboxes.Info) {
 			if !info.ForBuild() {
 				svc.StateChanged(info)
 			}
 		},
-		OnEnd: func(info node.Info) {
+		OnEnd: func(info sandboxes.Info) {
 			if !info.ForBuild() {
 				svc.Ended(info.ID, info.Exit)
 			}

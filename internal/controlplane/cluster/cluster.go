@@ -20,8 +20,8 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Config configures an API replica's view of the cluster.
@@ -47,7 +47,7 @@ type Config struct {
 	// Ended and StateChanged receive what the nodes report (the service's
 	// Ended and StateChanged).
 	Ended        func(id string, exit isolation.Exit)
-	StateChanged func(info node.Info)
+	StateChanged func(info sandboxes.Info)
 }
 
 // Cluster is safe for concurrent use.
@@ -390,11 +390,11 @@ func (c *Cluster) moved(ctx context.Context, id, nodeID string) bool {
 }
 
 // learn keeps what the proxy asks of a sandbox, from its info.
-func (c *Cluster) learn(info node.Info) {
+func (c *Cluster) learn(info sandboxes.Info) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.routes[info.ID] = route{node: info.Node, known: true, traffic: info.TrafficToken, access: info.AccessToken, maskRequest: info.MaskRequestHost,
-		httpsPorts: info.HTTPSPorts, running: info.State == node.StateRunning}
+		httpsPorts: info.HTTPSPorts, running: info.State == sandboxes.StateRunning}
 }
 
 // SandboxRanges are the live nodes' sandbox address ranges, as they

@@ -14,8 +14,8 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodeapi"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -73,7 +73,7 @@ func (c *Cluster) placed(nodeID string, memoryMB int64, template string) {
 // Create places a sandbox: on the least loaded live node that offers its
 // isolation, else the next (a full or unreachable node is passed over;
 // any other refusal is the request's and is returned).
-func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info, error) {
+func (c *Cluster) Create(ctx context.Context, req sandboxes.CreateRequest) (sandboxes.Info, error) {
 	tpl := ""
 	if c.cfg.TemplateID != nil {
 		tpl = c.cfg.TemplateID(req.Team, req.Template)
@@ -82,14 +82,14 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 	if req.Node != "" { // what it starts from is there
 		cands = slices.DeleteFunc(cands, func(m candidate) bool { return m.id != req.Node })
 		if len(cands) == 0 {
-			return node.Info{}, errs.New(errs.Unavailable, "node %s, which holds what the sandbox starts from, is not available", req.Node)
+			return sandboxes.Info{}, errs.New(errs.Unavailable, "node %s, which holds what the sandbox starts from, is not available", req.Node)
 		}
 	}
 	if len(cands) == 0 {
 		if req.Isolation != "" {
-			return node.Info{}, errs.WithHint(errs.New(errs.Unavailable, "no node of the cluster is available with isolation %q", req.Isolation), errs.Hint{Code: errs.CodeNoCompatibleNode})
+			return sandboxes.Info{}, errs.WithHint(errs.New(errs.Unavailable, "no node of the cluster is available with isolation %q", req.Isolation), errs.Hint{Code: errs.CodeNoCompatibleNode})
 		}
-		return node.Info{}, errs.Retryable(errs.New(errs.Unavailable, "no node of the cluster is available"), time.Second, errs.CodeCapacity)
+		return sandboxes.Info{}, errs.Retryable(errs.New(errs.Unavailable, "no node of the cluster is available"), time.Second, errs.CodeCapacity)
 	}
 	var why []string
 	for _, m := range cands {
@@ -101,18 +101,18 @@ func (c *Cluster) Create(ctx context.Context, req node.CreateRequest) (node.Info
 			return info, nil
 		}
 		if !errs.Is(err, errs.Unavailable) && !errs.Is(err, errs.ResourceExhausted) || ctx.Err() != nil {
-			return node.Info{}, err
+			return sandboxes.Info{}, err
 		}
 		why = append(why, m.id+": "+err.Error())
 	}
-	return node.Info{}, errs.New(errs.Unavailable, "no node of the cluster could take the sandbox: %s", strings.Join(why, "; "))
+	return sandboxes.Info{}, errs.New(errs.Unavailable, "no node of the cluster could take the sandbox: %s", strings.Join(why, "; "))
 }
 
 // Get returns a sandbox from its node.
-func (c *Cluster) Get(ctx context.Context, id string) (node.Info, error) {
+func (c *Cluster) Get(ctx context.Context, id string) (sandboxes.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	info, err := routed(ctx, c, id, func(n *nodeapi.Client, r route) (node.Info, error) {
+	info, err := routed(ctx, c, id, func(n *nodeapi.Client, r route) (sandboxes.Info, error) {
 		info, err := n.Get(ctx, id)
 		info.Node = r.node
 		return info, err
@@ -124,7 +124,7 @@ func (c *Cluster) Get(ctx context.Context, id string) (node.Info, error) {
 			c.learn(info)
 			return info, nil
 		}
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	c.learn(info)
 	return info, nil
@@ -132,11 +132,11 @@ func (c *Cluster) Get(ctx context.Context, id string) (node.Info, error) {
 
 // List returns every live node's sandboxes (a node that does not answer
 // adds none); it fails only when ctx ends first.
-func (c *Cluster) List(ctx context.Context) ([]node.Info, error) {
+func (c *Cluster) List(ctx context.Context) ([]sandboxes.Info, error) {
 	ask, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	list := fromEachNode(ask, c, "list", func(n *nodeapi.Client) ([]node.Info, error) { return n.List(ask) },
-		func(info *node.Info, id string) { info.Node = id })
+	list := fromEachNode(ask, c, "list", func(n *nodeapi.Client) ([]sandboxes.Info, error) { return n.List(ask) },
+		func(info *sandboxes.Info, id string) { info.Node = id })
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -202,13 +202,13 @@ func (c *Cluster) Kill(ctx context.Context, id string) error {
 }
 
 // SetTimeout makes a sandbox end timeout from now.
-func (c *Cluster) SetTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.SetTimeout(ctx, id, timeout) })
+func (c *Cluster) SetTimeout(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (sandboxes.Info, error) { return n.SetTimeout(ctx, id, timeout) })
 }
 
 // ExtendTimeout moves a sandbox's end to at least timeout from now.
-func (c *Cluster) ExtendTimeout(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
-	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (node.Info, error) { return n.ExtendTimeout(ctx, id, timeout) })
+func (c *Cluster) ExtendTimeout(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
+	return routed(ctx, c, id, func(n *nodeapi.Client, _ route) (sandboxes.Info, error) { return n.ExtendTimeout(ctx, id, timeout) })
 }
 
 // AgentLog returns the end of a sandbox's agent log.
@@ -222,15 +222,15 @@ func (c *Cluster) Stats(ctx context.Context, id string) (isolation.Stats, error)
 }
 
 // UpdateNetwork changes a sandbox's egress.
-func (c *Cluster) UpdateNetwork(ctx context.Context, id string, u node.NetworkUpdate) error {
+func (c *Cluster) UpdateNetwork(ctx context.Context, id string, u sandboxes.NetworkUpdate) error {
 	_, err := routed(ctx, c, id, func(n *nodeapi.Client, _ route) (struct{}, error) { return struct{}{}, n.UpdateNetwork(ctx, id, u) })
 	return err
 }
 
 // stateChange runs a pause or resume on the sandbox's node and keeps
 // what it made of it.
-func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Client) (node.Info, error)) (node.Info, error) {
-	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (node.Info, error) {
+func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Client) (sandboxes.Info, error)) (sandboxes.Info, error) {
+	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (sandboxes.Info, error) {
 		c.setRunning(id, false) // whatever comes of it, ask the node next time
 		info, err := f(client)
 		if err == nil {
@@ -243,22 +243,22 @@ func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Cl
 }
 
 // Pause pauses a sandbox with its memory.
-func (c *Cluster) Pause(ctx context.Context, id string) (node.Info, error) {
-	return c.pause(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.Pause(ctx, id) })
+func (c *Cluster) Pause(ctx context.Context, id string) (sandboxes.Info, error) {
+	return c.pause(ctx, id, func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Pause(ctx, id) })
 }
 
 // PauseFiles pauses a sandbox keeping its files only.
-func (c *Cluster) PauseFiles(ctx context.Context, id string) (node.Info, error) {
-	return c.pause(ctx, id, func(n *nodeapi.Client) (node.Info, error) { return n.PauseFiles(ctx, id) })
+func (c *Cluster) PauseFiles(ctx context.Context, id string) (sandboxes.Info, error) {
+	return c.pause(ctx, id, func(n *nodeapi.Client) (sandboxes.Info, error) { return n.PauseFiles(ctx, id) })
 }
 
 // pause runs a pause on the sandbox's node; one whose node is lost is
 // paused already (a Conflict, as on its node).
-func (c *Cluster) pause(ctx context.Context, id string, f func(*nodeapi.Client) (node.Info, error)) (node.Info, error) {
+func (c *Cluster) pause(ctx context.Context, id string, f func(*nodeapi.Client) (sandboxes.Info, error)) (sandboxes.Info, error) {
 	info, err := c.stateChange(ctx, id, f)
 	if err != nil && (errs.Is(err, errs.NotFound) || errs.Is(err, errs.Unavailable)) {
 		if _, ok := c.orphaned(ctx, id); ok {
-			return node.Info{}, errs.New(errs.Conflict, "sandbox %s is already paused", id)
+			return sandboxes.Info{}, errs.New(errs.Conflict, "sandbox %s is already paused", id)
 		}
 	}
 	return info, err
@@ -266,8 +266,8 @@ func (c *Cluster) pause(ctx context.Context, id string, f func(*nodeapi.Client) 
 
 // Resume resumes a paused sandbox: on its node, or on another that takes
 // it over when its node is lost.
-func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) (node.Info, error) {
-	resume := func(n *nodeapi.Client) (node.Info, error) { return n.Resume(ctx, id, timeout) }
+func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
+	resume := func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Resume(ctx, id, timeout) }
 	info, err := c.stateChange(ctx, id, resume)
 	if err == nil || !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unavailable) {
 		return info, err
@@ -277,7 +277,7 @@ func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) 
 		return info, err
 	}
 	if err := c.takeOver(ctx, orphan); err != nil {
-		return node.Info{}, err
+		return sandboxes.Info{}, err
 	}
 	return c.stateChange(ctx, id, resume)
 }
@@ -295,19 +295,19 @@ func (c *Cluster) setRunning(id string, running bool) {
 // SaveLayer copies a sandbox's files (and processes) on its node, where
 // they stay until the copy's Release: what starts from it is created on
 // that node (CreateRequest.Node).
-func (c *Cluster) SaveLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
-	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.SaveLayer(ctx, id, memory) })
+func (c *Cluster) SaveLayer(ctx context.Context, id string, memory bool) (sandboxes.Copy, error) {
+	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (sandboxes.Copy, error) { return n.SaveLayer(ctx, id, memory) })
 }
 
 // ShareLayer copies a sandbox's files (and, with memory, processes) on
 // its node, which pushes them to the object store with the layers under
 // them: any node can start from the copy (a snapshot).
-func (c *Cluster) ShareLayer(ctx context.Context, id string, memory bool) (node.Copy, error) {
-	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (node.Copy, error) { return n.ShareLayer(ctx, id, memory) })
+func (c *Cluster) ShareLayer(ctx context.Context, id string, memory bool) (sandboxes.Copy, error) {
+	return c.saveLayer(ctx, id, func(n *nodeapi.Client) (sandboxes.Copy, error) { return n.ShareLayer(ctx, id, memory) })
 }
 
-func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.Client) (node.Copy, error)) (node.Copy, error) {
-	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (node.Copy, error) {
+func (c *Cluster) saveLayer(ctx context.Context, id string, save func(*nodeapi.Client) (sandboxes.Copy, error)) (sandboxes.Copy, error) {
+	return routed(ctx, c, id, func(client *nodeapi.Client, r route) (sandboxes.Copy, error) {
 		cp, err := save(client)
 		cp.Info.Node = r.node
 		return cp, err
@@ -407,7 +407,7 @@ func (c *Cluster) Running(id string) bool {
 // whether the port serves HTTPS.
 func (c *Cluster) PortRoute(id string, port int) (string, bool) {
 	r, _ := c.known(id)
-	return node.MaskHost(r.maskRequest, port), slices.Contains(r.httpsPorts, port)
+	return sandboxes.MaskHost(r.maskRequest, port), slices.Contains(r.httpsPorts, port)
 }
 
 // AgentTransport: a replica has no pool of its own to sandboxes' agents;
@@ -500,7 +500,7 @@ func (Builder) CanBuild(template.Spec) error { return nil }
 
 // Sample returns every live node's running sandboxes with their use now,
 // one call per node, at once (a node that does not answer adds none).
-func (c *Cluster) Sample(ctx context.Context) []node.Sample {
-	return fromEachNode(ctx, c, "sample", func(n *nodeapi.Client) ([]node.Sample, error) { return n.Sample(ctx) },
-		func(s *node.Sample, id string) { s.Info.Node = id })
+func (c *Cluster) Sample(ctx context.Context) []sandboxes.Sample {
+	return fromEachNode(ctx, c, "sample", func(n *nodeapi.Client) ([]sandboxes.Sample, error) { return n.Sample(ctx) },
+		func(s *sandboxes.Sample, id string) { s.Info.Node = id })
 }

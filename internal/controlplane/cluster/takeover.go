@@ -7,7 +7,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // A sandbox paused without its memory, in a cluster with an object store,
@@ -19,9 +19,9 @@ import (
 
 // keepPausedState records what another node would take a sandbox over
 // from: its shared paused state while paused, nothing otherwise.
-func (c *Cluster) keepPausedState(ctx context.Context, info node.Info) {
+func (c *Cluster) keepPausedState(ctx context.Context, info sandboxes.Info) {
 	var state []byte
-	if info.State == node.StatePaused {
+	if info.State == sandboxes.StatePaused {
 		state = info.PausedState
 	}
 	if err := c.members.SetPausedState(ctx, info.ID, state); err != nil {
@@ -31,21 +31,21 @@ func (c *Cluster) keepPausedState(ctx context.Context, info node.Info) {
 
 // orphaned returns a paused sandbox whose node was lost, as its paused
 // state describes it (on no node).
-func (c *Cluster) orphaned(ctx context.Context, id string) (node.Info, bool) {
+func (c *Cluster) orphaned(ctx context.Context, id string) (sandboxes.Info, bool) {
 	sb, err := c.records.Sandbox(ctx, id)
 	if err != nil || sb.Node != "" {
-		return node.Info{}, false
+		return sandboxes.Info{}, false
 	}
 	state, err := c.members.PausedState(ctx, id)
 	if err != nil || len(state) == 0 {
-		return node.Info{}, false
+		return sandboxes.Info{}, false
 	}
-	var info node.Info
+	var info sandboxes.Info
 	if err := json.Unmarshal(state, &info); err != nil || info.ID != id {
 		c.log.Error("unreadable paused state", logx.SandboxID(id), logx.Err(err))
-		return node.Info{}, false
+		return sandboxes.Info{}, false
 	}
-	info.Node, info.PausedState, info.State = "", state, node.StatePaused
+	info.Node, info.PausedState, info.State = "", state, sandboxes.StatePaused
 	return info, true
 }
 
@@ -55,7 +55,7 @@ func (c *Cluster) orphaned(ctx context.Context, id string) (node.Info, bool) {
 // gives it back for the next. A replica that dies in between leaves it
 // recorded on a node that lacks it: the next to follow that node frees
 // it again (catchUp).
-func (c *Cluster) takeOver(ctx context.Context, info node.Info) error {
+func (c *Cluster) takeOver(ctx context.Context, info sandboxes.Info) error {
 	var why []string
 	for _, m := range c.candidates(info.Isolation, info.TemplateID) {
 		won, err := c.members.MoveSandbox(ctx, info.ID, "", m.id)
@@ -95,7 +95,7 @@ func (c *Cluster) PausedBlobs(ctx context.Context) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for _, s := range states {
-		var info node.Info
+		var info sandboxes.Info
 		if err := json.Unmarshal(s, &info); err != nil {
 			return nil, errs.New(errs.DataLoss, "an unreadable paused state: %v", err)
 		}

@@ -13,15 +13,15 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // runningNode reports every sandbox it is asked about running (what the
 // list asks its node); the rest of service.Node is not called.
 type runningNode struct{ service.Node }
 
-func (runningNode) Get(_ context.Context, id string) (node.Info, error) {
-	return node.Info{ID: id, State: node.StateRunning}, nil
+func (runningNode) Get(_ context.Context, id string) (sandboxes.Info, error) {
+	return sandboxes.Info{ID: id, State: sandboxes.StateRunning}, nil
 }
 
 // BenchmarkListSandboxes1000 is the dashboard's list of 1000 sandboxes

@@ -10,7 +10,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/svid"
 )
 
@@ -93,7 +93,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		return service.CreateRequest{}, errs.New(errs.InvalidArgument, "autoResume cannot be combined with autoPauseMemory false: a sandbox paused without its memory boots afresh, so it is resumed with connect, not by traffic")
 	}
 	return service.CreateRequest{
-		CreateRequest: node.CreateRequest{
+		CreateRequest: sandboxes.CreateRequest{
 			Template: req.TemplateID, Timeout: seconds(timeout), Limits: size, Sized: size != (isolation.Limits{}),
 			Metadata: req.Metadata, EnvVars: req.EnvVars, Secure: secure,
 			AutoPause: autoPause, AutoResume: autoResume, AutoPauseFiles: autoPause && pauseFiles,

@@ -8,7 +8,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // MaxForks bounds the children of one fork (E2B's limit).
@@ -47,7 +47,7 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 	}
 	defer c.Release() // the children stack the layer once started
 	info, sum := c.Info, c.Layer
-	req := CreateRequest{Alias: parent.Alias, AllowInternetAccess: parent.AllowInternetAccess, CreateRequest: node.CreateRequest{
+	req := CreateRequest{Alias: parent.Alias, AllowInternetAccess: parent.AllowInternetAccess, CreateRequest: sandboxes.CreateRequest{
 		Team: team, Template: info.TemplateID, BuildID: info.BuildID, Layers: info.Layers, Saved: &sum,
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
 		AutoPause: parent.AutoPause, AutoResume: parent.AutoResume, AutoPauseFiles: info.AutoPauseFiles,

@@ -7,7 +7,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Metric is one sample of a sandbox's resource use.
@@ -75,7 +75,7 @@ func (s *Service) RunSampler(ctx context.Context) {
 		live := map[string]bool{}
 		if b, ok := s.node.(batchSampler); ok { // one call per node
 			samples := b.Sample(ctx)
-			infos := make([]node.Info, len(samples))
+			infos := make([]sandboxes.Info, len(samples))
 			for i, smp := range samples {
 				infos[i] = smp.Info
 				if smp.Info.Team != "" { // builds have no history
@@ -91,7 +91,7 @@ func (s *Service) RunSampler(ctx context.Context) {
 			}
 			s.teams.sample(infos, time.Now().UTC())
 			for _, info := range infos {
-				if info.State != node.StateRunning || info.Team == "" {
+				if info.State != sandboxes.StateRunning || info.Team == "" {
 					continue // builds and ending sandboxes have no history
 				}
 				live[info.ID] = true
@@ -113,7 +113,7 @@ func (s *Service) RunSampler(ctx context.Context) {
 
 // sample takes one sample of a sandbox now and keeps it; CPU is averaged
 // since the previous sample (or since the sandbox started).
-func (s *Service) sample(ctx context.Context, info node.Info) (Metric, error) {
+func (s *Service) sample(ctx context.Context, info sandboxes.Info) (Metric, error) {
 	st, err := s.node.Stats(ctx, info.ID)
 	if errs.Is(err, errs.Unimplemented) {
 		st = isolation.Stats{}
@@ -126,12 +126,12 @@ func (s *Service) sample(ctx context.Context, info node.Info) (Metric, error) {
 // batchSampler is a node that reports all its running sandboxes' use in
 // one call (a cluster: one call per node).
 type batchSampler interface {
-	Sample(ctx context.Context) []node.Sample
+	Sample(ctx context.Context) []sandboxes.Sample
 }
 
 // keep makes a sandbox's use now a sample of its history; CPU is averaged
 // since the previous sample (or since the sandbox started).
-func (s *Service) keep(info node.Info, st isolation.Stats) Metric {
+func (s *Service) keep(info sandboxes.Info, st isolation.Stats) Metric {
 	now := time.Now().UTC()
 	cpus := int((info.Limits.CPUMillis + 999) / 1000)
 	m := Metric{At: now, CPUCount: cpus, MemUsed: st.MemoryUsage, MemTotal: st.MemoryLimit,

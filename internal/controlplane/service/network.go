@@ -13,7 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/secrets"
 )
 
@@ -80,7 +80,7 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 	if _, err := s.Get(ctx, team, id); err != nil {
 		return err
 	}
-	u := node.NetworkUpdate{Internet: r.Internet, SetEgressProxy: r.SetEgressProxy, EgressProxy: r.EgressProxy}
+	u := sandboxes.NetworkUpdate{Internet: r.Internet, SetEgressProxy: r.SetEgressProxy, EgressProxy: r.EgressProxy}
 	if r.EgressProxy != nil {
 		if err := r.EgressProxy.Check(); err != nil {
 			return err
@@ -125,7 +125,7 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 	return nil
 }
 
-func egressStrings(ni *node.NetworkInfo) (allow, deny []string) {
+func egressStrings(ni *sandboxes.NetworkInfo) (allow, deny []string) {
 	for _, p := range ni.AllowOut {
 		allow = append(allow, p.String())
 	}

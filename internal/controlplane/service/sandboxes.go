@@ -15,7 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/tokens"
@@ -26,7 +26,7 @@ import (
 // tokens' derivation, the egress rules parsed and the isolation the
 // metadata names — and what only the control plane keeps of it.
 type CreateRequest struct {
-	node.CreateRequest
+	sandboxes.CreateRequest
 	// AllowInternetAccess is the request's own (nil: not said): listed as
 	// asked; false turns the sandbox's egress off (NoInternet).
 	AllowInternetAccess *bool
@@ -50,7 +50,7 @@ type Sandbox struct {
 	Domain             string
 	VolumeMounts       []VolumeMount
 	// Network is its egress as its node has it (Get's answer only).
-	Network *node.NetworkInfo
+	Network *sandboxes.NetworkInfo
 }
 
 func (s *Service) view(sb store.Sandbox) Sandbox {
@@ -248,15 +248,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 
 // record records a sandbox just created: admitted against its team's
 // quota by the store where one is set (a cluster's, over every node).
-func (s *Service) record(ctx context.Context, sb store.Sandbox, q node.TeamQuota) error {
+func (s *Service) record(ctx context.Context, sb store.Sandbox, q sandboxes.TeamQuota) error {
 	q.StorageMB = 0 // the template service's
 	adm, ok := s.store.(store.Admitting)
-	if !ok || q == (node.TeamQuota{}) {
+	if !ok || q == (sandboxes.TeamQuota{}) {
 		return s.store.InsertSandbox(ctx, sb)
 	}
-	add := node.TeamQuota{Sandboxes: 1, CPUs: sb.CPUCount, MemoryMB: int64(sb.MemoryMB), DiskMB: int64(sb.DiskMB)}
+	add := sandboxes.TeamQuota{Sandboxes: 1, CPUs: sb.CPUCount, MemoryMB: int64(sb.MemoryMB), DiskMB: int64(sb.DiskMB)}
 	return adm.InsertSandboxAdmitted(ctx, sb, func(u store.TeamUse) error {
-		return q.Admit(node.TeamQuota{Sandboxes: u.Sandboxes, CPUs: u.CPUs, MemoryMB: u.MemoryMB, DiskMB: u.DiskMB}, add)
+		return q.Admit(sandboxes.TeamQuota{Sandboxes: u.Sandboxes, CPUs: u.CPUs, MemoryMB: u.MemoryMB, DiskMB: u.DiskMB}, add)
 	})
 }
 
@@ -287,12 +287,12 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 	// A sandbox that is ending is gone for the API already, even while the
 	// node still tears it down and before its record is dropped.
 	info, err := s.node.Get(ctx, id)
-	if err != nil || info.State == node.StateKilled {
+	if err != nil || info.State == sandboxes.StateKilled {
 		return Sandbox{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
 	v := s.view(sb)
 	v.VolumeMounts, v.Network = info.Volumes, info.Network
-	if info.State == node.StateRunning || info.State == node.StatePaused {
+	if info.State == sandboxes.StateRunning || info.State == sandboxes.StatePaused {
 		// The node's: a pause or resume it made itself (a timeout, traffic)
 		// reaches the store a moment later when another replica's node
 		// made it (seen: the official SDK's getInfo just after traffic
@@ -336,7 +336,7 @@ func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Dur
 	if err != nil {
 		return Sandbox{}, false, err
 	}
-	if cur.State == string(node.StatePaused) {
+	if cur.State == string(sandboxes.StatePaused) {
 		sb, err = s.Resume(ctx, team, id, timeout, reboot)
 		if !errs.Is(err, errs.Conflict) { // resumed meanwhile: extend below
 			return sb, err == nil, err
@@ -372,7 +372,7 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 		return err
 	}
 	s.logLine(ctx, team, id, "info", "sandbox paused", map[string]string{"memory": fmt.Sprint(memory)}, event(cur.Sandbox, store.EventPaused, store.ReasonAPI))
-	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StatePaused), info.EndAt)
+	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(sandboxes.StatePaused), info.EndAt)
 }
 
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
@@ -386,7 +386,7 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if n, err := s.node.Get(ctx, id); reboot && err == nil && n.State == node.StatePaused {
+	if n, err := s.node.Get(ctx, id); reboot && err == nil && n.State == sandboxes.StatePaused {
 		// Its memory is dropped: its files are saved, to boot from.
 		if _, err := s.node.PauseFiles(ctx, id); err != nil && !errs.Is(err, errs.Conflict) {
 			return Sandbox{}, err
@@ -397,7 +397,7 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 		return Sandbox{}, err
 	}
 	s.logLine(ctx, team, id, "info", "sandbox resumed", map[string]string{"reboot": fmt.Sprint(reboot)}, event(cur.Sandbox, store.EventResumed, store.ReasonAPI))
-	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(node.StateRunning), info.EndAt); err != nil {
+	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(sandboxes.StateRunning), info.EndAt); err != nil {
 		return Sandbox{}, err
 	}
 	return s.Get(ctx, team, id)
@@ -416,7 +416,7 @@ func (s *Service) checkTimeout(timeout time.Duration) error {
 
 // retime sets a team's sandbox's end by fn and records it; it returns the
 // sandbox as it was read before.
-func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(context.Context, string, time.Duration) (node.Info, error)) (Sandbox, error) {
+func (s *Service) retime(ctx context.Context, team, id string, timeout time.Duration, fn func(context.Context, string, time.Duration) (sandboxes.Info, error)) (Sandbox, error) {
 	if err := s.checkTimeout(timeout); err != nil {
 		return Sandbox{}, err
 	}
@@ -440,7 +440,7 @@ func (s *Service) List(ctx context.Context, f store.ListFilter) ([]Sandbox, erro
 	out := make([]Sandbox, 0, len(list))
 	for _, sb := range list {
 		info, err := s.node.Get(ctx, sb.ID)
-		if err != nil || info.State == node.StateKilled {
+		if err != nil || info.State == sandboxes.StateKilled {
 			continue // ending: gone for the API already
 		}
 		v := s.view(sb)

@@ -15,7 +15,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/secrets"
 	"github.com/covesandbox/cove/internal/svid"
 	"github.com/covesandbox/cove/internal/template"
@@ -23,7 +23,7 @@ import (
 
 // Node is where sandboxes run: the in-process node manager in `cove
 // server`, the cluster's nodes (cluster.Cluster) in `cove api`.
-type Node = node.Sandboxes
+type Node = sandboxes.Node
 
 // Snapshots records snapshots as templates (template.Store).
 type Snapshots interface {
@@ -53,7 +53,7 @@ type Config struct {
 	// store admits too (store.Admitting: a cluster's PostgreSQL), it caps
 	// what each team's sandboxes hold together over every node. A create
 	// past it is QuotaExceeded, nothing left.
-	TeamQuota node.TeamQuota
+	TeamQuota sandboxes.TeamQuota
 	// WebhookAllow are ranges webhooks may be sent to although they are
 	// loopback, private or the host's (an operator's opt-in).
 	WebhookAllow []netip.Prefix
@@ -114,7 +114,7 @@ func (s *Service) Ended(id string, exit isolation.Exit) {
 		switch {
 		case err != nil:
 			s.log.Error("forget ended sandbox", logx.SandboxID(id), logx.Err(err))
-		case deleted && exit.Detail == node.KilledDetail:
+		case deleted && exit.Detail == sandboxes.KilledDetail:
 			s.logLine(ctx, sb.Team, id, "info", "sandbox killed", nil, event(sb, store.EventKilled, store.ReasonAPI))
 		case deleted:
 			level := "info"
@@ -134,7 +134,7 @@ func (s *Service) Ended(id string, exit isolation.Exit) {
 
 // StateChanged records a pause or resume the node made itself (a timeout
 // with auto-pause, traffic with auto-resume).
-func (s *Service) StateChanged(info node.Info) {
+func (s *Service) StateChanged(info sandboxes.Info) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sb, err := s.store.Sandbox(ctx, info.ID)
@@ -147,9 +147,9 @@ func (s *Service) StateChanged(info node.Info) {
 		return
 	}
 	if sb.State != string(info.State) { // another replica's news, else
-		msg := map[node.State]string{node.StatePaused: "sandbox paused at its timeout", node.StateRunning: "sandbox resumed by traffic"}[info.State]
+		msg := map[sandboxes.State]string{sandboxes.StatePaused: "sandbox paused at its timeout", sandboxes.StateRunning: "sandbox resumed by traffic"}[info.State]
 		typ, reason := store.EventResumed, store.ReasonTraffic
-		if info.State == node.StatePaused {
+		if info.State == sandboxes.StatePaused {
 			typ, reason = store.EventPaused, store.ReasonAutoPause
 		}
 		s.logLine(ctx, sb.Team, info.ID, "info", cmp.Or(msg, "sandbox "+string(info.State)), nil, event(sb, typ, reason))

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/covesandbox/cove/internal/envd"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // SandboxForSignature finds the running sandbox whose access token made a
@@ -26,7 +26,7 @@ func (s *Service) SandboxForSignature(ctx context.Context, path, operation, user
 		return "", false
 	}
 	for _, info := range running {
-		if info.State != node.StateRunning || info.AccessToken == "" {
+		if info.State != sandboxes.StateRunning || info.AccessToken == "" {
 			continue
 		}
 		want := envd.Signature(path, operation, user, info.AccessToken, exp)

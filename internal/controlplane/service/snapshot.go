@@ -6,7 +6,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -26,9 +26,9 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string, mem
 			return template.Record{}, err
 		}
 	}
-	save := func() (node.Copy, error) { return s.node.SaveLayer(ctx, id, memory) }
+	save := func() (sandboxes.Copy, error) { return s.node.SaveLayer(ctx, id, memory) }
 	if sh, ok := s.node.(sharer); ok {
-		save = func() (node.Copy, error) { return sh.ShareLayer(ctx, id, memory) }
+		save = func() (sandboxes.Copy, error) { return sh.ShareLayer(ctx, id, memory) }
 	}
 	c, err := save()
 	if err != nil {
@@ -37,7 +37,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string, mem
 	defer c.Release()
 	info, sum := c.Info, c.Layer
 	rec, err := s.cfg.Snapshots.CreateSnapshot(name, template.SnapshotSource{
-		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: node.LayerNames(info.Layers),
+		Team: team, SandboxID: id, TemplateID: info.TemplateID, BuildID: info.BuildID, Env: info.EnvVars, Layers: sandboxes.LayerNames(info.Layers),
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB), DiskMB: int(info.Limits.DiskMB),
 		Isolation: info.Isolation, Blobs: c.Blobs,
 	}, sum, c.Image)
@@ -52,7 +52,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string, mem
 // sharer is a node that keeps a snapshot's copy where every node reaches
 // it (a cluster's, through its object store).
 type sharer interface {
-	ShareLayer(ctx context.Context, id string, memory bool) (node.Copy, error)
+	ShareLayer(ctx context.Context, id string, memory bool) (sandboxes.Copy, error)
 }
 
 // Snapshots lists a team's snapshots, newest first, of sandboxID and

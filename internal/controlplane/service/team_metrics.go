@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // TeamMetric is one sample of a team's sandboxes (E2B's TeamMetric): how
@@ -53,7 +53,7 @@ func (tm *teamMetrics) created(team, id string) {
 // sample takes every team's sample from the sandboxes the nodes run now:
 // those running count as concurrent; those not seen at the sample before
 // (or created here since) as started.
-func (tm *teamMetrics) sample(infos []node.Info, now time.Time) {
+func (tm *teamMetrics) sample(infos []sandboxes.Info, now time.Time) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	running := map[string]int{}
@@ -63,7 +63,7 @@ func (tm *teamMetrics) sample(infos []node.Info, now time.Time) {
 			continue
 		}
 		seen[info.ID] = true
-		if info.State == node.StateRunning {
+		if info.State == sandboxes.StateRunning {
 			running[info.Team]++
 		}
 		if !tm.seen[info.ID] && !tm.last.IsZero() && info.StartedAt.After(tm.last) {

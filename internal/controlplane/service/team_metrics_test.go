@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // TestTeamMetricsSample: a team's sample counts its running sandboxes,
@@ -13,18 +13,18 @@ import (
 func TestTeamMetricsSample(t *testing.T) {
 	t0 := time.Unix(1700000000, 0).UTC()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	sb := func(id, team string, state node.State, started int) node.Info {
-		return node.Info{ID: id, Team: team, State: state, StartedAt: at(started)}
+	sb := func(id, team string, state sandboxes.State, started int) sandboxes.Info {
+		return sandboxes.Info{ID: id, Team: team, State: state, StartedAt: at(started)}
 	}
 	tm := newTeamMetrics()
-	tm.sample([]node.Info{sb("a", "t1", node.StateRunning, -10)}, at(0)) // the first: no rate
-	tm.created("t1", "short")                                            // made and gone between samples
-	tm.created("t1", "a")                                                // its create returned after the sample that saw it
-	tm.sample([]node.Info{
-		sb("a", "t1", node.StateRunning, -10), sb("b", "t1", node.StateRunning, 2), sb("c", "t1", node.StatePaused, 3),
-		sb("d", "t2", node.StateRunning, 4), {ID: "w", State: node.StateRunning, StartedAt: at(4)}, // warm: no team
+	tm.sample([]sandboxes.Info{sb("a", "t1", sandboxes.StateRunning, -10)}, at(0)) // the first: no rate
+	tm.created("t1", "short")                                                      // made and gone between samples
+	tm.created("t1", "a")                                                          // its create returned after the sample that saw it
+	tm.sample([]sandboxes.Info{
+		sb("a", "t1", sandboxes.StateRunning, -10), sb("b", "t1", sandboxes.StateRunning, 2), sb("c", "t1", sandboxes.StatePaused, 3),
+		sb("d", "t2", sandboxes.StateRunning, 4), {ID: "w", State: sandboxes.StateRunning, StartedAt: at(4)}, // warm: no team
 	}, at(5))
-	tm.sample([]node.Info{sb("b", "t1", node.StateRunning, 2)}, at(10))
+	tm.sample([]sandboxes.Info{sb("b", "t1", sandboxes.StateRunning, 2)}, at(10))
 	for _, tc := range []struct {
 		team string
 		want []TeamMetric

@@ -11,7 +11,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // Teams and their API keys: what `cove team`, `cove key`, the key API and
@@ -111,13 +111,13 @@ type quotaCache struct {
 }
 
 type cachedQuota struct {
-	q  node.TeamQuota
+	q  sandboxes.TeamQuota
 	at time.Time
 }
 
 // TeamQuota is a team's quota: the server's, with what the team's record
 // sets instead (each field above 0), read at most every quotaTTL.
-func (s *Service) TeamQuota(ctx context.Context, team string) (node.TeamQuota, error) {
+func (s *Service) TeamQuota(ctx context.Context, team string) (sandboxes.TeamQuota, error) {
 	now := time.Now()
 	s.quotas.mu.Lock()
 	c, ok := s.quotas.read[team]

@@ -9,7 +9,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 // TestTeamQuota: a team's own quota replaces the server's field by field
@@ -21,7 +21,7 @@ func TestTeamQuota(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	server := node.TeamQuota{Sandboxes: 10, CPUs: 20, MemoryMB: 1000, DiskMB: 2000, StorageMB: 3000}
+	server := sandboxes.TeamQuota{Sandboxes: 10, CPUs: 20, MemoryMB: 1000, DiskMB: 2000, StorageMB: 3000}
 	s := New(Config{TeamQuota: server}, st, nil, nil, logx.Discard())
 	cpus, mem := 4, int64(512)
 	team, err := CreateTeam(ctx, st, "acme", store.TeamQuota{MaxCPUs: &cpus, MaxMemoryMB: &mem})
@@ -30,9 +30,9 @@ func TestTeamQuota(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		team string
-		want node.TeamQuota
+		want sandboxes.TeamQuota
 	}{
-		{team.ID, node.TeamQuota{Sandboxes: 10, CPUs: 4, MemoryMB: 512, DiskMB: 2000, StorageMB: 3000}},
+		{team.ID, sandboxes.TeamQuota{Sandboxes: 10, CPUs: 4, MemoryMB: 512, DiskMB: 2000, StorageMB: 3000}},
 		{"keys-only", server},
 	} {
 		if got, err := s.TeamQuota(ctx, tc.team); err != nil || got != tc.want {

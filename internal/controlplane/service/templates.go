@@ -10,7 +10,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -45,7 +45,7 @@ type Templates struct {
 	// templates may hold before its builds are refused; Quotas, when set,
 	// gives each team's instead (Service.TeamQuota). Set before serving.
 	MaxTeamStorageMB int64
-	Quotas           func(ctx context.Context, team string) (node.TeamQuota, error)
+	Quotas           func(ctx context.Context, team string) (sandboxes.TeamQuota, error)
 	// VolumeBytes, when set, is what a team's volumes take: its storage
 	// quota counts them beside its layers and uploads.
 	VolumeBytes func(ctx context.Context, team string) (int64, error)

@@ -11,8 +11,8 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
 	"github.com/covesandbox/cove/internal/nodefake"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/tokens"
 )
 
@@ -37,7 +37,7 @@ func newService(t *testing.T, cfg service.Config) (*service.Service, *nodefake.N
 
 // request is a create of base for team t, as the API makes one.
 func request(edit func(*service.CreateRequest)) service.CreateRequest {
-	req := service.CreateRequest{CreateRequest: node.CreateRequest{Template: "base", Team: "t", Timeout: time.Minute, Secure: true, PublicTraffic: true}}
+	req := service.CreateRequest{CreateRequest: sandboxes.CreateRequest{Template: "base", Team: "t", Timeout: time.Minute, Secure: true, PublicTraffic: true}}
 	if edit != nil {
 		edit(&req)
 	}
@@ -49,18 +49,18 @@ func TestCreate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		edit  func(*service.CreateRequest)
-		quota node.TeamQuota // the server's, for every team
-		kind  errs.Kind      // the error's (0: none)
-		asked bool           // the node was asked to create it
+		quota sandboxes.TeamQuota // the server's, for every team
+		kind  errs.Kind           // the error's (0: none)
+		asked bool                // the node was asked to create it
 	}{
-		{"base", nil, node.TeamQuota{}, 0, true},
-		{"no timeout", func(r *service.CreateRequest) { r.Timeout = 0 }, node.TeamQuota{}, errs.InvalidArgument, false},
-		{"a timeout past the bound", func(r *service.CreateRequest) { r.Timeout = 25 * time.Hour }, node.TeamQuota{}, errs.InvalidArgument, false},
-		{"private traffic of an insecure sandbox", func(r *service.CreateRequest) { r.Secure, r.PublicTraffic = false, false }, node.TeamQuota{}, errs.InvalidArgument, false},
-		{"an empty metadata key", func(r *service.CreateRequest) { r.Metadata = map[string]string{"": "v"} }, node.TeamQuota{}, errs.InvalidArgument, false},
-		{"an environment variable with =", func(r *service.CreateRequest) { r.EnvVars = map[string]string{"A=B": "v"} }, node.TeamQuota{}, errs.InvalidArgument, false},
-		{"a bad egress rule", func(r *service.CreateRequest) { r.EgressDeny = []string{"nonsense/99"} }, node.TeamQuota{}, errs.InvalidArgument, false},
-		{"a server's team quota, which the node admits by", nil, node.TeamQuota{Sandboxes: 3, CPUs: 4}, 0, true},
+		{"base", nil, sandboxes.TeamQuota{}, 0, true},
+		{"no timeout", func(r *service.CreateRequest) { r.Timeout = 0 }, sandboxes.TeamQuota{}, errs.InvalidArgument, false},
+		{"a timeout past the bound", func(r *service.CreateRequest) { r.Timeout = 25 * time.Hour }, sandboxes.TeamQuota{}, errs.InvalidArgument, false},
+		{"private traffic of an insecure sandbox", func(r *service.CreateRequest) { r.Secure, r.PublicTraffic = false, false }, sandboxes.TeamQuota{}, errs.InvalidArgument, false},
+		{"an empty metadata key", func(r *service.CreateRequest) { r.Metadata = map[string]string{"": "v"} }, sandboxes.TeamQuota{}, errs.InvalidArgument, false},
+		{"an environment variable with =", func(r *service.CreateRequest) { r.EnvVars = map[string]string{"A=B": "v"} }, sandboxes.TeamQuota{}, errs.InvalidArgument, false},
+		{"a bad egress rule", func(r *service.CreateRequest) { r.EgressDeny = []string{"nonsense/99"} }, sandboxes.TeamQuota{}, errs.InvalidArgument, false},
+		{"a server's team quota, which the node admits by", nil, sandboxes.TeamQuota{Sandboxes: 3, CPUs: 4}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -250,7 +250,7 @@ func TestReconcile(t *testing.T) {
 	if err := n.Kill(ctx, lost.ID); err != nil { // it died with the node
 		t.Fatal(err)
 	}
-	n.Add(node.Info{ID: "iunrecorded", State: node.StateRunning, StartedAt: time.Now()})
+	n.Add(sandboxes.Info{ID: "iunrecorded", State: sandboxes.StateRunning, StartedAt: time.Now()})
 	n.Fail("Get", errs.New(errs.Unavailable, "the node does not answer"))
 	if err := svc.Reconcile(ctx); !errs.Is(err, errs.Unavailable) {
 		t.Fatalf("reconcile while the node does not answer: %v", err)
@@ -336,7 +336,7 @@ func TestListHidesEnding(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := n.Get(ctx, ending.ID)
-	info.State = node.StateKilled
+	info.State = sandboxes.StateKilled
 	n.Add(info)
 	list, err := svc.List(ctx, store.ListFilter{Team: "t"})
 	if err != nil || len(list) != 1 || list[0].ID != kept.ID {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/tokens"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -96,7 +96,7 @@ func (v *Volumes) Authorize(ctx context.Context, id, token string) (volume.Volum
 }
 
 // VolumeMount is a volume a sandbox mounts (by name) at a path.
-type VolumeMount = node.VolumeMount
+type VolumeMount = sandboxes.VolumeMount
 
 // reserved are paths no volume may cover: what the sandbox and its agent
 // are made of.

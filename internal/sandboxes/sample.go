@@ -1,4 +1,4 @@
-package node
+package sandboxes
 
 import "github.com/covesandbox/cove/internal/isolation"
 

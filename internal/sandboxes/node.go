@@ -1,4 +1,11 @@
-package node
+// Package sandboxes is the node contract: what a node does with
+// sandboxes, as the control plane sees it. It holds types and one
+// interface, Node, and no implementation and nothing of Linux: the node's
+// Manager (internal/node), the node API's client (internal/nodeapi), the
+// cluster of them (internal/controlplane/cluster) and a fake
+// (internal/nodefake) implement Node, and the control plane imports this
+// package, never the node's (TestControlPlaneImportsTheContract).
+package sandboxes
 
 import (
 	"context"
@@ -7,13 +14,11 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 )
 
-// Sandboxes is what a node offers the control plane, declared once, each
-// call bounded by its context (a remote node's calls also by their own
-// timeout) and failing with an error of package errs: the
-// Manager in process (`cove server`), a node's API client and the
-// cluster of them (`cove api`) all are one, and the node API serves a
-// Manager as one (nodeapi.Manager adds what only the API replicas ask).
-type Sandboxes interface {
+// Node is what a node offers the control plane, each call bounded by its
+// context (a remote node's calls also by their own timeout) and failing
+// with an error of package errs. The node API serves a Manager as one
+// (nodeapi.Manager adds what only the API replicas ask).
+type Node interface {
 	Create(ctx context.Context, req CreateRequest) (Info, error)
 	Kill(ctx context.Context, id string) error
 	Get(ctx context.Context, id string) (Info, error)
@@ -28,5 +33,3 @@ type Sandboxes interface {
 	Resume(ctx context.Context, id string, timeout time.Duration) (Info, error)
 	SaveLayer(ctx context.Context, id string, memory bool) (Copy, error)
 }
-
-var _ Sandboxes = (*Manager)(nil)
