@@ -131,7 +131,8 @@ generate: tools
 	./api/generate.sh
 
 # lint checks the imports' grouping (goimports -local, generated code
-# aside) and runs staticcheck, both pinned.
+# aside), runs staticcheck, both pinned, and builds the control plane and
+# the node contract for macOS (nothing of Linux in them).
 GOIMPORTS   = golang.org/x/tools/cmd/goimports@v0.52.0
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
@@ -139,6 +140,8 @@ lint:
 	if [ -n "$$out" ]; then echo "imports not as goimports -local github.com/covesandbox/cove -w groups them:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 	cd sdk/go && $(GO) run $(STATICCHECK) ./...
+	@# The control plane and the node contract are free of Linux.
+	GOOS=darwin $(GO) build ./internal/controlplane/... ./internal/sandboxes
 
 # check-generated regenerates the protobuf code and fails when it differs
 # from what is committed (or is not committed at all).

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/version"
 )
 
@@ -15,7 +15,7 @@ func versionCmd() *cobra.Command {
 		Short: "Print Cove's version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "cove %s (envd protocol %s)\n", version.Version, envd.Version)
+			fmt.Fprintf(cmd.OutOrStdout(), "cove %s (envd protocol %s)\n", version.Version, envdwire.Version)
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/envd/process"
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/envd/sudo"
@@ -44,7 +45,7 @@ type RunConfig struct {
 // makes itself non-dumpable, so code in the sandbox cannot ptrace it.
 func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 	if cfg.Addr == "" {
-		cfg.Addr = ":" + strconv.Itoa(Port)
+		cfg.Addr = ":" + strconv.Itoa(envdwire.Port)
 	}
 	init := os.Getpid() == 1
 	if init {

@@ -1,30 +1,16 @@
 package envd
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/errs"
 )
-
-// Signature is the signed-URL value for path, operation ("read" or "write"),
-// user and token, with an optional expiry in unix seconds (0 = none):
-// "v1_" + base64(sha256("path:op:user:token[:exp]")) without padding.
-func Signature(path, op, user, token string, exp int64) string {
-	msg := fmt.Sprintf("%s:%s:%s:%s", path, op, user, token)
-	if exp != 0 {
-		msg += ":" + strconv.FormatInt(exp, 10)
-	}
-	sum := sha256.Sum256([]byte(msg))
-	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
-}
 
 // Authorized reports whether r carries a credential the agent whose token
 // is token accepts: the token header, or, on GET and POST /files, a valid
@@ -87,7 +73,7 @@ func checkSignature(q url.Values, op, username, token string) error {
 		}
 		exp = n
 	}
-	want := Signature(q.Get("path"), op, username, token, exp)
+	want := envdwire.Signature(q.Get("path"), op, username, token, exp)
 	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
 		return errs.New(errs.Unauthenticated, "invalid signature")
 	}

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 )
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Envd-Version", Version)
+	w.Header().Set("X-Envd-Version", envdwire.Version)
 	w.WriteHeader(http.StatusNoContent)
 }
 

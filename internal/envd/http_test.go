@@ -18,7 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
@@ -44,7 +44,7 @@ func TestHealthAndInitToken(t *testing.T) {
 		t.Fatalf("health: %s", resp.Status)
 	}
 	resp := a.post(t, "/init", `{"accessToken":"secret","envVars":{"A":"1"},"defaultUser":"root"}`)
-	if resp.StatusCode != 204 || resp.Header.Get("X-Envd-Version") != envd.Version {
+	if resp.StatusCode != 204 || resp.Header.Get("X-Envd-Version") != envdwire.Version {
 		t.Fatalf("init: %s %v", resp.Status, resp.Header)
 	}
 	// From now on the token is required (health stays open).
@@ -226,20 +226,20 @@ func TestFilesSignedURLs(t *testing.T) {
 		query  string
 		status int
 	}{
-		{"valid", q("read", envd.Signature(path, "read", "", "tok", 0), 0), 200},
-		{"valid with expiry", q("read", envd.Signature(path, "read", "", "tok", future), future), 200},
-		{"expired", q("read", envd.Signature(path, "read", "", "tok", past), past), 401},
-		{"altered expiry", q("read", envd.Signature(path, "read", "", "tok", future), future+1), 401},
-		{"signed for write", q("read", envd.Signature(path, "write", "", "tok", 0), 0), 401},
-		{"wrong token", q("read", envd.Signature(path, "read", "", "other", 0), 0), 401},
-		{"other path", q("read", envd.Signature(path+"x", "read", "", "tok", 0), 0), 401},
+		{"valid", q("read", envdwire.Signature(path, "read", "", "tok", 0), 0), 200},
+		{"valid with expiry", q("read", envdwire.Signature(path, "read", "", "tok", future), future), 200},
+		{"expired", q("read", envdwire.Signature(path, "read", "", "tok", past), past), 401},
+		{"altered expiry", q("read", envdwire.Signature(path, "read", "", "tok", future), future+1), 401},
+		{"signed for write", q("read", envdwire.Signature(path, "write", "", "tok", 0), 0), 401},
+		{"wrong token", q("read", envdwire.Signature(path, "read", "", "other", 0), 0), 401},
+		{"other path", q("read", envdwire.Signature(path+"x", "read", "", "tok", 0), 0), 401},
 	}
 	for _, tc := range tests {
 		if resp, _ := a.get(t, tc.query); resp.StatusCode != tc.status {
 			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
 		}
 	}
-	w := url.Values{"path": {path}, "signature": {envd.Signature(path, "write", "", "tok", 0)}}
+	w := url.Values{"path": {path}, "signature": {envdwire.Signature(path, "write", "", "tok", 0)}}
 	if resp := a.post(t, "/files?"+w.Encode(), "new", "Content-Type", "application/octet-stream"); resp.StatusCode != 200 {
 		t.Errorf("signed upload: %s", resp.Status)
 	}

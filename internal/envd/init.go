@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/envd/identity"
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/errs"
@@ -75,6 +76,6 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 		DefaultUser:    req.DefaultUser,
 		DefaultWorkdir: req.DefaultWorkdir,
 	})
-	w.Header().Set("X-Envd-Version", Version)
+	w.Header().Set("X-Envd-Version", envdwire.Version)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -19,13 +19,6 @@ import (
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
 )
 
-// Version is the envd protocol version the agent reports; the SDKs gate
-// features on it.
-const Version = "0.6.13"
-
-// Port is the agent's TCP port inside the sandbox.
-const Port = 49983
-
 // Config configures the agent.
 type Config struct {
 	// Fixed are environment variables every process sees (E2B_SANDBOX_ID …).

@@ -74,7 +74,7 @@ func Pack(w io.Writer, dir string, opts PackOptions) error {
 		case IsWhiteout(st):
 			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(path.Dir(rel), whiteoutPrefix+path.Base(rel))
 		case st.Mode().IsRegular():
-			id := [2]uint64{sys.Dev, sys.Ino}
+			id := [2]uint64{uint64(sys.Dev), sys.Ino} // Dev is an int32 on some systems
 			if first, ok := links[id]; ok && sys.Nlink > 1 {
 				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
 			} else {

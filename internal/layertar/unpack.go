@@ -251,7 +251,7 @@ func whiteout(root *os.Root, dir, name string) error {
 		return err
 	}
 	defer d.Close()
-	if err := unix.Mknodat(int(d.Fd()), name, unix.S_IFCHR, 0); err != nil {
+	if err := mknodWhiteout(d, name); err != nil {
 		return fmt.Errorf("mknod whiteout: %w", err)
 	}
 	return nil

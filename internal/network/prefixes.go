@@ -62,3 +62,6 @@ func mergePrefixes(in []netip.Prefix) []netip.Prefix {
 	}
 	return out
 }
+
+// DefaultRange is the default sandbox address range.
+var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")

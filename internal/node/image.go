@@ -11,6 +11,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -82,7 +83,7 @@ func reidentify(ctx context.Context, d isolation.Driver, id string, img *templat
 	}
 	maps.Copy(vars, spec.Env)
 	token := spec.Agent.AccessToken
-	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, envd.Port) })
+	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, id, envdwire.Port) })
 	defer agent.Close()
 	agent.SetToken(img.Token)
 	if err := agent.Init(ctx, envd.InitRequest{EnvVars: vars, AccessToken: &token}); err != nil {

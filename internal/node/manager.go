@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/agentclient"
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/ids"
@@ -390,7 +390,7 @@ func (m *Manager) agentOf(id string) *agentclient.Client {
 // agentFor builds the agent client of a sandbox.
 func (m *Manager) agentFor(id string) *agentclient.Client {
 	return agentclient.New(func(ctx context.Context) (net.Conn, error) {
-		return m.driverOf(id).Dial(ctx, id, envd.Port)
+		return m.driverOf(id).Dial(ctx, id, envdwire.Port)
 	})
 }
 

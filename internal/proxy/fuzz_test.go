@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 )
 
 // FuzzRoute feeds arbitrary Host names and sandbox headers to the proxy's
@@ -53,7 +53,7 @@ func FuzzRoute(f *testing.F) {
 		if validID(tg.id) && strings.Trim(tg.id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
 			t.Fatalf("validID accepted %q", tg.id)
 		}
-		if idHeader == "" && portHeader == "" && tg.port == envd.Port && !strings.Contains(strings.ToLower(host), "49983-") {
+		if idHeader == "" && portHeader == "" && tg.port == envdwire.Port && !strings.Contains(strings.ToLower(host), "49983-") {
 			t.Fatalf("host %q reached the agent's port without naming it", host)
 		}
 	})

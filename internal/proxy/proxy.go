@@ -23,6 +23,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/agentclient"
 	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 )
 
 // Sandboxes is what the proxy needs of the node.
@@ -152,7 +153,7 @@ type agentFirst struct {
 
 func (a agentFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 	t, _ := r.Context().Value(targetKey{}).(target)
-	if t.port == envd.Port {
+	if t.port == envdwire.Port {
 		if rt, ok := a.p.sandboxes.AgentTransport(t.id); ok {
 			r = r.Clone(r.Context())
 			r.URL.Host = agentclient.Host // the pool's key for those connections
@@ -192,7 +193,7 @@ func (p *Proxy) Match(r *http.Request) bool {
 // route finds the sandbox and port a request is for.
 func (p *Proxy) route(r *http.Request) (target, bool) {
 	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
-		port := envd.Port
+		port := envdwire.Port
 		if v := r.Header.Get("E2b-Sandbox-Port"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 65535 {
@@ -241,7 +242,7 @@ func (p *Proxy) routeSigned(r *http.Request) (target, bool) {
 	if !ok {
 		return target{denied: "invalid signature: no sandbox signed this URL"}, true
 	}
-	return target{id: id, port: envd.Port, apiOrigin: true, signed: true}, true
+	return target{id: id, port: envdwire.Port, apiOrigin: true, signed: true}, true
 }
 
 // stripClientID accepts E2B's "<id>-<clientID>" form.
@@ -272,7 +273,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 		return
 	}
-	if t.port == envd.Port && envd.IsInternalPath(r.URL.Path) {
+	if t.port == envdwire.Port && envd.IsInternalPath(r.URL.Path) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
 		return
 	}
@@ -284,12 +285,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 			return
 		}
-	case t.port == envd.Port && r.URL.Path == "/health" && p.sandboxes.Running(t.id):
+	case t.port == envdwire.Port && r.URL.Path == "/health" && p.sandboxes.Running(t.id):
 	default:
 		writeJSON(w, status, map[string]any{"sandboxId": t.id, "code": status, "message": msg})
 		return
 	}
-	if t.port != envd.Port {
+	if t.port != envdwire.Port {
 		r.Header.Del(trafficTokenHeader)
 		t.host, t.https = p.sandboxes.PortRoute(t.id, t.port)
 	}
@@ -318,7 +319,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // sandbox, which the agent checks again; on the others, the traffic token
 // of a private one. It answers 0, or the refusal's status and message.
 func (p *Proxy) credential(r *http.Request, t target) (int, string) {
-	if t.port != envd.Port {
+	if t.port != envdwire.Port {
 		if tok := p.sandboxes.TrafficToken(t.id); tok != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(trafficTokenHeader)), []byte(tok)) != 1 {
 			return http.StatusForbidden, "this sandbox's traffic is private: send its traffic access token in the " + trafficTokenHeader + " header"
 		}

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
@@ -471,12 +469,12 @@ func (b *Builder) runLayer(ctx context.Context, st state, build Build, cmd Exec,
 	// (its pages count against the build sandbox's memory), never straight
 	// onto the host's disk.
 	limit := isolation.Limits{MemoryMB: int64(max(t.MemoryMB, isolation.MinMemoryMB)), DiskMB: isolation.MaxDiskMB}.WritableBytes()
-	if err := unix.Mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700,"+isolation.TmpfsLimits(limit)); err != nil {
+	if err := mountTmpfs(scratch, false, "mode=700,"+isolation.TmpfsLimits(limit)); err != nil {
 		os.Remove(scratch)
 		return "", fmt.Errorf("mount the step's writable layer: %w", err)
 	}
 	defer func() {
-		if err := unix.Unmount(scratch, unix.MNT_DETACH); err != nil {
+		if err := unmount(scratch); err != nil {
 			b.log.Error("unmount build scratch", "path", scratch, logx.Err(err))
 			return // never remove what may still hold the mount
 		}

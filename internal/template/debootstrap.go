@@ -19,8 +19,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 )
@@ -109,12 +107,12 @@ func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, 
 	}
 	// debootstrap makes device nodes and refuses a nodev target; the copy
 	// onto the disk leaves them out, as every layer does.
-	if err := unix.Mount("tmpfs", work, "tmpfs", unix.MS_NOSUID, "mode=700"); err != nil {
+	if err := mountTmpfs(work, true, "mode=700"); err != nil {
 		os.Remove(work)
 		return "", fmt.Errorf("mount debootstrap's tmpfs: %w", err)
 	}
 	defer func() {
-		if err := unix.Unmount(work, unix.MNT_DETACH); err != nil {
+		if err := unmount(work); err != nil {
 			return // never remove what may still hold the mount
 		}
 		removeStage(work)
@@ -130,7 +128,7 @@ func (l Layers) debootstrap(ctx context.Context, program string, d Debootstrap, 
 	args = append(args, d.Suite, target, d.mirror())
 	say("debootstrap " + strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true}
+	cmd.SysProcAttr = ownMounts()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive"}
 	pr, pw := io.Pipe()

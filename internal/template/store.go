@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/ids"
@@ -293,7 +291,7 @@ func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	debootstraps, _ := filepath.Glob(filepath.Join(dir, "layers", ".debootstrap-*")) // a tmpfs each, too
 	builds = append(builds, debootstraps...)
 	for _, p := range builds {
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		if err := unmount(p); err != nil {
 			log.Error("unmount a stale build's scratch", "path", p, logx.Err(err))
 		}
 	}

@@ -228,39 +228,7 @@ func (s *Store) mount(id string) error {
 		return err
 	}
 	defer img.Close()
-	ctl, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loop devices: %w", err)
-	}
-	defer unix.Close(ctl)
-	for attempt := 0; ; attempt++ {
-		n, err := unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return fmt.Errorf("a free loop device: %w", err)
-		}
-		dev := fmt.Sprintf("/dev/loop%d", n)
-		loop, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open %s: %w", dev, err)
-		}
-		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		err = unix.IoctlLoopConfigure(loop, &cfg)
-		if errors.Is(err, unix.EBUSY) && attempt < 10 { // taken meanwhile
-			unix.Close(loop)
-			continue
-		}
-		if err != nil {
-			unix.Close(loop)
-			return fmt.Errorf("attach %s to %s: %w", s.image(id), dev, err)
-		}
-		err = unix.Mount(dev, target, "ext4", unix.MS_NOSUID|unix.MS_NODEV, "errors=remount-ro")
-		unix.Close(loop) // the mount holds it now (or, on failure, nothing: it clears)
-		if err != nil {
-			return fmt.Errorf("mount volume %s: %w", id, err)
-		}
-		return nil
-	}
+	return loopMount(img, target)
 }
 
 // isMountPoint reports whether dir is the root of a mount.
@@ -294,7 +262,7 @@ func (s *Store) remove(id string) error {
 			}
 			break
 		}
-		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+		if err := unmount(target); err != nil {
 			return fmt.Errorf("unmount volume %s: %w", id, err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	cove "github.com/covesandbox/cove/sdk/go"
 )
 
@@ -105,7 +105,7 @@ func TestAuth(t *testing.T) {
 	startBody := `{"process":{"cmd":"/bin/true"}}`
 	connectJSON := []string{"Content-Type", "application/json", "Connect-Protocol-Version", "1"}
 	sign := func(path, op, user string, exp int64) string {
-		q := url.Values{"path": {path}, "username": {user}, "signature": {envd.Signature(path, op, user, e.tok, exp)}}
+		q := url.Values{"path": {path}, "username": {user}, "signature": {envdwire.Signature(path, op, user, e.tok, exp)}}
 		if exp != 0 {
 			q.Set("signature_expiration", strconv.FormatInt(exp, 10))
 		}
@@ -147,7 +147,7 @@ func TestAuth(t *testing.T) {
 		{"signed URL: another user", "GET", u + "/files?" + strings.Replace(sign("/tmp/served", "read", "user", future), "username=user", "username=root", 1), "", agent, 401},
 		{"signed URL: a later expiry", "GET", u + "/files?" + strings.Replace(sign("/tmp/served", "read", "user", future), strconv.FormatInt(future, 10), strconv.FormatInt(future+3600, 10), 1), "", agent, 401},
 		{"signed URL: read signature used to write", "POST", u + "/files?" + sign("/tmp/served", "read", "user", future), "", agent, 401},
-		{"signed URL: signed by another sandbox's token", "GET", u + "/files?path=%2Ftmp%2Fserved&username=user&signature=" + url.QueryEscape(envd.Signature("/tmp/served", "read", "user", e.otherTok, 0)), "", agent, 401},
+		{"signed URL: signed by another sandbox's token", "GET", u + "/files?path=%2Ftmp%2Fserved&username=user&signature=" + url.QueryEscape(envdwire.Signature("/tmp/served", "read", "user", e.otherTok, 0)), "", agent, 401},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

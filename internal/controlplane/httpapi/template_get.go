@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 )
 
 // templateBuild is E2B's TemplateBuild: one of a template's builds.
@@ -39,7 +39,7 @@ func (a *API) getTemplate(w http.ResponseWriter, r *http.Request) {
 		b := rec.Builds[i]
 		tb := templateBuild{BuildID: b.ID, Status: b.Status, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
 			CPUCount: b.CPUCount, MemoryMB: b.MemoryMB, MaxCPUCount: cmp.Or(b.MaxCPUCount, b.CPUCount), MaxMemoryMB: cmp.Or(b.MaxMemoryMB, b.MemoryMB),
-			DiskSizeMB: b.DiskMB, EnvdVersion: envd.Version}
+			DiskSizeMB: b.DiskMB, EnvdVersion: envdwire.Version}
 		if !b.FinishedAt.IsZero() {
 			tb.FinishedAt, tb.UpdatedAt = &b.FinishedAt, b.FinishedAt
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
 )
@@ -56,7 +56,7 @@ func (a *API) templateView(r template.Record, spawns map[string]store.Spawns) te
 		r.CreatedAt = r.Builds[0].CreatedAt
 	}
 	v := templateInfo{TemplateID: r.ID, Public: r.Public, Aliases: r.Names, Names: r.Names, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.CreatedAt, BuildCount: len(r.Builds), EnvdVersion: envd.Version, Tags: r.Tags}
+		UpdatedAt: r.CreatedAt, BuildCount: len(r.Builds), EnvdVersion: envdwire.Version, Tags: r.Tags}
 	if sp, ok := spawns[r.ID]; ok {
 		v.SpawnCount, v.LastSpawnedAt = sp.Count, &sp.Last
 	}

@@ -145,9 +145,9 @@ func entry(root *os.Root, rel string) (volumeEntryJSON, error) {
 	st := fi.Sys().(*syscall.Stat_t)
 	e := volumeEntryJSON{
 		Name: path.Base("/" + rel), Path: path.Clean("/" + rel), Size: fi.Size(),
-		Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Type: "unknown",
-		Atime: time.Unix(st.Atim.Unix()).UTC(), Mtime: time.Unix(st.Mtim.Unix()).UTC(), Ctime: time.Unix(st.Ctim.Unix()).UTC(),
+		Mode: uint32(st.Mode) & 0o7777, UID: st.Uid, GID: st.Gid, Type: "unknown", // Mode is a uint16 on some systems
 	}
+	e.Atime, e.Mtime, e.Ctime = fileTimes(fi)
 	switch {
 	case fi.Mode().IsRegular():
 		e.Type = "file"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
@@ -78,7 +78,7 @@ func checkHTTPSPorts(ports []int) error {
 		switch {
 		case p < 1 || p > 65535:
 			return errs.New(errs.InvalidArgument, "network.httpsPorts: %d is not a port", p)
-		case p == envd.Port:
+		case p == envdwire.Port:
 			return errs.New(errs.InvalidArgument, "network.httpsPorts: %d is the agent's port, which speaks plain HTTP", p)
 		case seen[p]:
 			return errs.New(errs.InvalidArgument, "network.httpsPorts: %d twice", p)
@@ -221,7 +221,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		// The disk reported is the writable layer's size: what df / shows.
 		DiskMB:   int(info.Limits.WritableBytes() >> 20),
 		Metadata: maps.Clone(req.Metadata), AllowInternetAccess: req.AllowInternetAccess,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, Secure: req.Secure, EnvdVersion: envd.Version, PublicTraffic: req.PublicTraffic,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, Secure: req.Secure, EnvdVersion: envdwire.Version, PublicTraffic: req.PublicTraffic,
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}

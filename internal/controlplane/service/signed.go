@@ -5,7 +5,7 @@ import (
 	"crypto/subtle"
 	"strconv"
 
-	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
@@ -29,7 +29,7 @@ func (s *Service) SandboxForSignature(ctx context.Context, path, operation, user
 		if info.State != sandboxes.StateRunning || info.AccessToken == "" {
 			continue
 		}
-		want := envd.Signature(path, operation, user, info.AccessToken, exp)
+		want := envdwire.Signature(path, operation, user, info.AccessToken, exp)
 		if subtle.ConstantTimeCompare([]byte(want), []byte(signature)) == 1 {
 			return info.ID, true
 		}

@@ -68,9 +68,6 @@ type Config struct {
 	NameServers []netip.AddrPort
 }
 
-// DefaultRange is the default sandbox address range.
-var DefaultRange = netip.MustParsePrefix("198.18.0.0/15")
-
 // Manager hands out networks.
 type Manager struct {
 	cfg    Config
