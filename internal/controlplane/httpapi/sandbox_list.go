@@ -10,6 +10,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 const maxListLimit = 100
@@ -29,7 +30,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	for _, st := range q["state"] {
 		for _, s := range strings.Split(st, ",") {
 			if s = strings.TrimSpace(s); s != "" {
-				f.States = append(f.States, s)
+				f.States = append(f.States, sandboxes.State(s))
 			}
 		}
 	}
@@ -85,7 +86,7 @@ func (a *API) listSandboxesV1(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	list, err := a.svc.List(r.Context(), store.ListFilter{Team: team(r), States: []string{"running"}, Metadata: meta})
+	list, err := a.svc.List(r.Context(), store.ListFilter{Team: team(r), States: []sandboxes.State{sandboxes.StateRunning}, Metadata: meta})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -120,7 +120,7 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 	d := sandboxDetail{
 		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, Alias: s.Alias,
 		StartedAt: s.StartedAt, EndAt: s.EndAt, CPUCount: s.CPUCount, MemoryMB: s.MemoryMB,
-		DiskSizeMB: s.DiskMB, State: s.State, EnvdVersion: s.EnvdVersion, Metadata: s.Metadata,
+		DiskSizeMB: s.DiskMB, State: string(s.State), EnvdVersion: s.EnvdVersion, Metadata: s.Metadata,
 		Isolation: s.Isolation, Node: s.Node,
 	}
 	if withSecrets {

@@ -215,7 +215,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Sandbox, error
 		alias, _, _ = strings.Cut(req.Template, ":")
 	}
 	sb := store.Sandbox{
-		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: "running", Isolation: info.Isolation, Node: info.Node,
+		ID: id, Team: req.Team, TemplateID: info.TemplateID, Alias: alias, State: sandboxes.StateRunning, Isolation: info.Isolation, Node: info.Node,
 		StartedAt: info.StartedAt, EndAt: info.EndAt,
 		CPUCount: int((info.Limits.CPUMillis + 999) / 1000), MemoryMB: int(info.Limits.MemoryMB),
 		// The disk reported is the writable layer's size: what df / shows.
@@ -297,7 +297,7 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 		// reaches the store a moment later when another replica's node
 		// made it (seen: the official SDK's getInfo just after traffic
 		// woke a sandbox said paused).
-		v.State = string(info.State)
+		v.State = info.State
 	}
 	return v, nil
 }
@@ -336,7 +336,7 @@ func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Dur
 	if err != nil {
 		return Sandbox{}, false, err
 	}
-	if cur.State == string(sandboxes.StatePaused) {
+	if cur.State == sandboxes.StatePaused {
 		sb, err = s.Resume(ctx, team, id, timeout, reboot)
 		if !errs.Is(err, errs.Conflict) { // resumed meanwhile: extend below
 			return sb, err == nil, err
@@ -372,7 +372,7 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error
 		return err
 	}
 	s.logLine(ctx, team, id, "info", "sandbox paused", map[string]string{"memory": fmt.Sprint(memory)}, event(cur.Sandbox, store.EventPaused, store.ReasonAPI))
-	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(sandboxes.StatePaused), info.EndAt)
+	return s.store.SetSandboxState(context.WithoutCancel(ctx), id, sandboxes.StatePaused, info.EndAt)
 }
 
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
@@ -397,7 +397,7 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 		return Sandbox{}, err
 	}
 	s.logLine(ctx, team, id, "info", "sandbox resumed", map[string]string{"reboot": fmt.Sprint(reboot)}, event(cur.Sandbox, store.EventResumed, store.ReasonAPI))
-	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, string(sandboxes.StateRunning), info.EndAt); err != nil {
+	if err := s.store.SetSandboxState(context.WithoutCancel(ctx), id, sandboxes.StateRunning, info.EndAt); err != nil {
 		return Sandbox{}, err
 	}
 	return s.Get(ctx, team, id)

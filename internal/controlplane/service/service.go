@@ -142,11 +142,11 @@ func (s *Service) StateChanged(info sandboxes.Info) {
 		s.log.Error("record a sandbox's state", logx.SandboxID(info.ID), logx.Err(err))
 		return
 	}
-	if err := s.store.SetSandboxState(ctx, info.ID, string(info.State), info.EndAt); err != nil {
+	if err := s.store.SetSandboxState(ctx, info.ID, info.State, info.EndAt); err != nil {
 		s.log.Error("record a sandbox's state", logx.SandboxID(info.ID), logx.Err(err))
 		return
 	}
-	if sb.State != string(info.State) { // another replica's news, else
+	if sb.State != info.State { // another replica's news, else
 		msg := map[sandboxes.State]string{sandboxes.StatePaused: "sandbox paused at its timeout", sandboxes.StateRunning: "sandbox resumed by traffic"}[info.State]
 		typ, reason := store.EventResumed, store.ReasonTraffic
 		if info.State == sandboxes.StatePaused {

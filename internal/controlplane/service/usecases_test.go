@@ -136,8 +136,8 @@ func TestLifecycle(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		steps func(ctx context.Context, svc *service.Service, id string) error
-		kind  errs.Kind // the last step's error (0: none)
-		state string    // the record's state after ("": no record)
+		kind  errs.Kind       // the last step's error (0: none)
+		state sandboxes.State // the record's state after ("": no record)
 	}{
 		{"pause", func(ctx context.Context, svc *service.Service, id string) error {
 			return svc.Pause(ctx, "t", id, true)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
 )
@@ -115,7 +116,7 @@ type Sandbox struct {
 	Team                string
 	TemplateID          string
 	Alias               string
-	State               string // "running" or "paused"
+	State               sandboxes.State // running or paused
 	StartedAt           time.Time
 	EndAt               time.Time
 	CPUCount            int
@@ -141,7 +142,7 @@ type Sandbox struct {
 // ListFilter selects sandboxes of one team.
 type ListFilter struct {
 	Team     string
-	States   []string          // empty = any
+	States   []sandboxes.State // empty = any
 	Metadata map[string]string // every pair must match
 	// Templates: the sandbox's template id or name is one of these (empty
 	// = any).
@@ -272,9 +273,8 @@ type Store interface {
 	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	SetSandboxEnd(ctx context.Context, id string, end time.Time) error
-	// SetSandboxState records a sandbox's state ("running", "paused") and
-	// end.
-	SetSandboxState(ctx context.Context, id, state string, end time.Time) error
+	// SetSandboxState records a sandbox's state (running, paused) and end.
+	SetSandboxState(ctx context.Context, id string, state sandboxes.State, end time.Time) error
 	// DeleteSandbox removes a record and reports whether there was one (a
 	// missing one is no error).
 	DeleteSandbox(ctx context.Context, id string) (bool, error)

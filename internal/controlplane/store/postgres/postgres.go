@@ -22,6 +22,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 //go:embed migrations/*.sql
@@ -196,7 +197,7 @@ func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) err
 }
 
 // SetSandboxState implements store.Store.
-func (s *Store) SetSandboxState(ctx context.Context, id, state string, end time.Time) error {
+func (s *Store) SetSandboxState(ctx context.Context, id string, state sandboxes.State, end time.Time) error {
 	return s.update(ctx, id, `UPDATE sandboxes SET state = $2, end_at = $3 WHERE id = $1`, state, end.UnixNano())
 }
 
@@ -232,7 +233,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.ListFilter) ([]store.
 	}
 	where = append(where, "team = "+arg(f.Team))
 	if len(f.States) > 0 {
-		where = append(where, "state = ANY("+arg(f.States)+")")
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state = ANY("+arg(states)+")")
 	}
 	if len(f.Templates) > 0 {
 		n := arg(f.Templates)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 //go:embed migrations/*.sql
@@ -207,7 +208,7 @@ func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) err
 }
 
 // SetSandboxState implements store.Store.
-func (s *Store) SetSandboxState(ctx context.Context, id, state string, end time.Time) error {
+func (s *Store) SetSandboxState(ctx context.Context, id string, state sandboxes.State, end time.Time) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, end_at = ? WHERE id = ?`, state, end.UnixNano(), id)
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", id, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -237,18 +238,18 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 				t.Errorf("%s: %q %v, want %q", tc.name, got, err, tc.want)
 			}
 		}
-		none, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []string{"paused"}})
+		none, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []sandboxes.State{sandboxes.StatePaused}})
 		if len(none) != 0 {
 			t.Errorf("state filter: %v", ids(none))
 		}
-		if err := s.SetSandboxState(ctx, "a3", "paused", base.Add(3*time.Hour)); err != nil {
+		if err := s.SetSandboxState(ctx, "a3", sandboxes.StatePaused, base.Add(3*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		paused, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []string{"paused"}})
-		if got, _ := s.Sandbox(ctx, "a3"); len(paused) != 1 || paused[0].ID != "a3" || got.State != "paused" || !got.EndAt.Equal(base.Add(3*time.Hour)) {
+		paused, _ := s.ListSandboxes(ctx, store.ListFilter{Team: "t1", States: []sandboxes.State{sandboxes.StatePaused}})
+		if got, _ := s.Sandbox(ctx, "a3"); len(paused) != 1 || paused[0].ID != "a3" || got.State != sandboxes.StatePaused || !got.EndAt.Equal(base.Add(3*time.Hour)) {
 			t.Errorf("paused: %v %+v", ids(paused), got)
 		}
-		if err := s.SetSandboxState(ctx, "nope", "paused", base); !errs.Is(err, errs.NotFound) {
+		if err := s.SetSandboxState(ctx, "nope", sandboxes.StatePaused, base); !errs.Is(err, errs.NotFound) {
 			t.Errorf("state of a missing sandbox: %v", err)
 		}
 		if deleted, err := s.DeleteSandbox(ctx, "a1"); err != nil || !deleted {
