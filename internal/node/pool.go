@@ -272,7 +272,7 @@ func (p *pool) fill(tpl template.Template) error {
 	info := Info{ID: NewID(), TemplateID: tpl.ID, BuildID: tpl.BuildID, State: StateCreating, Limits: m.templateLimits(tpl),
 		Layers: tpl.RootFS.Layers, EnvVars: maps.Clone(tpl.Env)}
 	if m.cfg.Secret != nil {
-		info.AccessToken = tokens.Envd(m.cfg.Secret, info.ID)
+		info.AccessToken, _ = tokens.Sandbox(m.cfg.Secret, info.ID, true, true) // secure while warm
 	}
 	// Made at a low CPU priority: sandboxes in use come first.
 	n, err := m.launch(ctx, &info, tpl, &NetworkInfo{Internet: true}, true, nil)

@@ -215,7 +215,7 @@ func TestWarmToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !warm[info.ID] || info.AccessToken != tokens.Envd(secret, info.ID) || info.TrafficToken != "" {
+	if !warm[info.ID] || info.AccessToken != access(secret, info.ID) || info.TrafficToken != "" {
 		t.Fatalf("hand-over: %+v", info)
 	}
 	agent, err := m.Agent(info.ID)
@@ -226,7 +226,7 @@ func TestWarmToken(t *testing.T) {
 		t.Errorf("with its token: %q %v", res.Stdout, err)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agent.Base+"/init", strings.NewReader(`{}`))
-	req.Header.Set("X-Access-Token", tokens.Envd(secret, "someone-else"))
+	req.Header.Set("X-Access-Token", access(secret, "someone-else"))
 	if resp, err := agent.HTTP.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("another token: %v %v", resp, err)
 	}
@@ -278,4 +278,10 @@ func TestColdTemplate(t *testing.T) {
 	if left := h.leftovers(t); len(left) > 0 {
 		t.Errorf("left: %v", left)
 	}
+}
+
+// access is the agent's token of a secure sandbox.
+func access(secret []byte, id string) string {
+	token, _ := tokens.Sandbox(secret, id, true, true)
+	return token
 }

@@ -10,26 +10,28 @@ import (
 	"encoding/hex"
 )
 
-// Envd is a sandbox's agent access token: hex(HMAC-SHA256(secret, id)).
-func Envd(secret []byte, sandboxID string) string {
+// envd is a sandbox's agent access token: hex(HMAC-SHA256(secret, id)).
+func envd(secret []byte, sandboxID string) string {
 	return mac(secret, sandboxID)
 }
 
-// Traffic guards a sandbox's private ports.
-func Traffic(secret []byte, sandboxID string) string {
+// traffic guards a sandbox's private ports.
+func traffic(secret []byte, sandboxID string) string {
 	return mac(secret, "sandbox-traffic-"+sandboxID)
 }
 
 // Sandbox are a sandbox's tokens: the agent's when it is secure, the
-// ports' when its traffic is not public ("" for each it has not).
-func Sandbox(secret []byte, sandboxID string, secure, publicTraffic bool) (access, traffic string) {
+// ports' when its traffic is not public ("" for each it has not). It is
+// the one place a sandbox's tokens are derived: the node's create and
+// warm pool, and the control plane's answers, all call it.
+func Sandbox(secret []byte, sandboxID string, secure, publicTraffic bool) (access, ports string) {
 	if secure {
-		access = Envd(secret, sandboxID)
+		access = envd(secret, sandboxID)
 	}
 	if !publicTraffic {
-		traffic = Traffic(secret, sandboxID)
+		ports = traffic(secret, sandboxID)
 	}
-	return access, traffic
+	return access, ports
 }
 
 // Volume guards a volume's content API.

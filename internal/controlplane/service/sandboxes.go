@@ -55,12 +55,7 @@ type Sandbox struct {
 
 func (s *Service) view(sb store.Sandbox) Sandbox {
 	v := Sandbox{Sandbox: sb, Domain: s.cfg.Domain}
-	if sb.Secure {
-		v.EnvdAccessToken = tokens.Envd(s.secret, sb.ID)
-	}
-	if !sb.PublicTraffic {
-		v.TrafficAccessToken = tokens.Traffic(s.secret, sb.ID)
-	}
+	v.EnvdAccessToken, v.TrafficAccessToken = tokens.Sandbox(s.secret, sb.ID, sb.Secure, sb.PublicTraffic)
 	return v
 }
 

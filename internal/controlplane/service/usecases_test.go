@@ -91,7 +91,7 @@ func TestCreate(t *testing.T) {
 			if err != nil || rec.Team != "t" || rec.Alias != "base" || rec.State != "running" || rec.CPUCount != 2 || rec.MemoryMB != 512 {
 				t.Errorf("the record: %+v %v", rec, err)
 			}
-			if sb.EnvdAccessToken != tokens.Envd(secret, sb.ID) || sb.TrafficAccessToken != "" {
+			if access, _ := tokens.Sandbox(secret, sb.ID, true, true); sb.EnvdAccessToken != access || sb.TrafficAccessToken != "" {
 				t.Errorf("the answer's tokens: %q %q", sb.EnvdAccessToken, sb.TrafficAccessToken)
 			}
 		})
