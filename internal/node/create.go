@@ -399,8 +399,7 @@ func onto(r CreateRequest, info *Info, tplEnv map[string]string, secret []byte, 
 	if r.DeriveTokens {
 		info.AccessToken, info.TrafficToken = tokens.Sandbox(secret, info.ID, r.Secure, r.PublicTraffic)
 	}
-	info.MaskRequestHost, info.HTTPSPorts = r.MaskRequestHost, r.HTTPSPorts
-	info.AutoPause, info.AutoResume, info.AutoPauseFiles = r.AutoPause, r.AutoResume, r.AutoPauseFiles
+	info.Settings = r.Settings
 }
 
 // askedNetwork is the network a create asks for.

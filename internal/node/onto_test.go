@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/tokens"
 )
 
@@ -39,8 +40,8 @@ func TestOnto(t *testing.T) {
 	}
 	req := CreateRequest{
 		Team: "team", Timeout: time.Minute, Metadata: map[string]string{"m": "v"}, EnvVars: map[string]string{"A": "1"},
-		AccessToken: "given", TrafficToken: "given", MaskRequestHost: "example.com:${PORT}", HTTPSPorts: []int{8443},
-		AutoPause: true, AutoResume: true, AutoPauseFiles: true,
+		AccessToken: "given", TrafficToken: "given",
+		Settings: sandboxes.Settings{MaskRequestHost: "example.com:${PORT}", HTTPSPorts: []int{8443}, AutoPause: true, AutoResume: true, AutoPauseFiles: true},
 	}
 	v := reflect.ValueOf(req)
 	for i := range v.NumField() {
@@ -54,8 +55,7 @@ func TestOnto(t *testing.T) {
 	onto(req, &info, map[string]string{"A": "template", "B": "template"}, []byte("secret"), now)
 	want := Info{ID: "i1", Team: "team", StartedAt: now, EndAt: now.Add(time.Minute), Timeout: time.Minute,
 		Metadata: map[string]string{"m": "v"}, EnvVars: map[string]string{"A": "1", "B": "template"},
-		AccessToken: "given", TrafficToken: "given", MaskRequestHost: "example.com:${PORT}", HTTPSPorts: []int{8443},
-		AutoPause: true, AutoResume: true, AutoPauseFiles: true}
+		AccessToken: "given", TrafficToken: "given", Settings: req.Settings}
 	if !reflect.DeepEqual(info, want) {
 		t.Errorf("onto:\n got %+v\nwant %+v", info, want)
 	}

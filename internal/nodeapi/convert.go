@@ -52,8 +52,7 @@ func infoToPB(in sandboxes.Info) *pb.Sandbox {
 		State: string(in.State), Limits: limitsToPB(in.Limits),
 		StartedAt: timestamppb.New(in.StartedAt), EndAt: timestamppb.New(in.EndAt),
 		Metadata: in.Metadata, EnvVars: in.EnvVars, AccessToken: in.AccessToken, TrafficToken: in.TrafficToken,
-		MaskRequestHost: in.MaskRequestHost, HttpsPorts: portsToPB(in.HTTPSPorts), AutoPause: in.AutoPause, AutoResume: in.AutoResume, AutoPauseFiles: in.AutoPauseFiles,
-		Layers: sandboxes.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
+		Settings: settingsToPB(in.Settings), Layers: sandboxes.LayerNames(in.Layers), Volumes: mountsToPB(in.Volumes),
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
 	out.PausedState = pausedState(in)
@@ -71,10 +70,9 @@ func infoFromPB(in *pb.Sandbox) (sandboxes.Info, error) {
 		State: sandboxes.State(in.GetState()), Limits: limitsFromPB(in.GetLimits()),
 		StartedAt: in.GetStartedAt().AsTime(), EndAt: in.GetEndAt().AsTime(),
 		Metadata: in.GetMetadata(), EnvVars: in.GetEnvVars(), AccessToken: in.GetAccessToken(), TrafficToken: in.GetTrafficToken(),
-		MaskRequestHost: in.GetMaskRequestHost(), HTTPSPorts: portsFromPB(in.GetHttpsPorts()), AutoPause: in.GetAutoPause(), AutoResume: in.GetAutoResume(),
-		Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()), PausedState: in.GetPausedState(),
-		AutoPauseFiles: in.GetAutoPauseFiles(), Timeout: in.GetTimeout().AsDuration(),
-		Exit: isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
+		Settings: settingsFromPB(in.GetSettings()), Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()), PausedState: in.GetPausedState(),
+		Timeout: in.GetTimeout().AsDuration(),
+		Exit:    isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
 	}
 	if n := in.GetNetwork(); n != nil {
 		allow, err := parsePrefixes(n.GetAllowOut())
@@ -203,8 +201,7 @@ func createToPB(r sandboxes.CreateRequest) (*pb.CreateRequest, error) {
 		Id: r.ID, Template: r.Template, BuildId: r.BuildID, Timeout: durationpb.New(r.Timeout), Limits: limitsToPB(r.Limits), Sized: r.Sized,
 		EnvVars: r.EnvVars, Metadata: r.Metadata, DeriveTokens: r.DeriveTokens, Secure: r.Secure, PublicTraffic: r.PublicTraffic, AccessToken: r.AccessToken, TrafficToken: r.TrafficToken,
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
-		Isolation: r.Isolation, Team: r.Team, MaskRequestHost: r.MaskRequestHost, HttpsPorts: portsToPB(r.HTTPSPorts),
-		AutoPause: r.AutoPause, AutoResume: r.AutoResume, AutoPauseFiles: r.AutoPauseFiles,
+		Isolation: r.Isolation, Team: r.Team, Settings: settingsToPB(r.Settings),
 		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules), EgressProxy: egressProxyToPB(r.EgressProxy), Tokens: tokensToPB(r.Tokens),
 	}
 	savedToPB(r, out)
@@ -227,8 +224,7 @@ func createFromPB(r *pb.CreateRequest) (sandboxes.CreateRequest, error) {
 		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
 		DeriveTokens: r.GetDeriveTokens(), Secure: r.GetSecure(), PublicTraffic: r.GetPublicTraffic(),
 		NoInternet: r.GetNoInternet(), AllowOut: allow, DenyOut: deny, AllowDomains: r.GetAllowDomains(),
-		Isolation: r.GetIsolation(), Team: r.GetTeam(), MaskRequestHost: r.GetMaskRequestHost(), HTTPSPorts: portsFromPB(r.GetHttpsPorts()),
-		AutoPause: r.GetAutoPause(), AutoResume: r.GetAutoResume(), AutoPauseFiles: r.GetAutoPauseFiles(),
+		Isolation: r.GetIsolation(), Team: r.GetTeam(), Settings: settingsFromPB(r.GetSettings()),
 		Volumes: mountsFromPB(r.GetVolumes()), Rules: rulesFromPB(r.GetRules()), EgressProxy: egressProxyFromPB(r.GetEgressProxy()), Tokens: tokensFromPB(r.GetTokens()),
 	}
 	return out, nil
@@ -318,6 +314,18 @@ func pausedState(in sandboxes.Info) []byte {
 }
 
 // portsToPB and portsFromPB carry a sandbox's HTTPS ports.
+// settingsToPB and settingsFromPB carry a sandbox's settings, in a create
+// and in its record alike.
+func settingsToPB(s sandboxes.Settings) *pb.Settings {
+	return &pb.Settings{MaskRequestHost: s.MaskRequestHost, HttpsPorts: portsToPB(s.HTTPSPorts),
+		AutoPause: s.AutoPause, AutoResume: s.AutoResume, AutoPauseFiles: s.AutoPauseFiles}
+}
+
+func settingsFromPB(s *pb.Settings) sandboxes.Settings {
+	return sandboxes.Settings{MaskRequestHost: s.GetMaskRequestHost(), HTTPSPorts: portsFromPB(s.GetHttpsPorts()),
+		AutoPause: s.GetAutoPause(), AutoResume: s.GetAutoResume(), AutoPauseFiles: s.GetAutoPauseFiles()}
+}
+
 func portsToPB(ports []int) []int32 {
 	var out []int32
 	for _, p := range ports {

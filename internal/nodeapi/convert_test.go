@@ -34,8 +34,7 @@ func TestCreateRequestCrosses(t *testing.T) {
 		Rules:        network.Rules{"example.com": {{Transform: &network.Transform{Headers: map[string]string{"A": "b"}}}}},
 		EgressProxy:  &network.EgressProxy{Address: "p.test:1080", Username: "u", Password: "p", TLS: &network.ProxyTLS{ServerName: "p.test", CACert: "PEM"}},
 		Tokens:       map[string]svid.Token{"aws": {Audience: "sts", TokenType: svid.TokenType}},
-		Isolation:    "gvisor", Team: "team", MaskRequestHost: "localhost:${PORT}", HTTPSPorts: []int{8443},
-		AutoPause: true, AutoResume: true, AutoPauseFiles: true,
+		Isolation:    "gvisor", Team: "team", Settings: allSettings(t),
 		Volumes: []sandboxes.VolumeMount{{ID: "vol", Name: "data", Path: "/data"}}, Node: "n1",
 	}
 	v := reflect.ValueOf(in)
@@ -61,5 +60,31 @@ func TestCreateRequestCrosses(t *testing.T) {
 		if got, want := reflect.ValueOf(out).Field(i).Interface(), v.Field(i).Interface(); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s crossed as %#v, want %#v", name, got, want)
 		}
+	}
+}
+
+// allSettings are settings with every field set: a field added to
+// sandboxes.Settings fails the tests that cross them until it is set here.
+func allSettings(t *testing.T) sandboxes.Settings {
+	s := sandboxes.Settings{MaskRequestHost: "localhost:${PORT}", HTTPSPorts: []int{8443}, AutoPause: true, AutoResume: true, AutoPauseFiles: true}
+	v := reflect.ValueOf(s)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("sandboxes.Settings.%s is not set in allSettings: set it, so that the tests see it cross", v.Type().Field(i).Name)
+		}
+	}
+	return s
+}
+
+// TestSettingsCross: a sandbox's settings cross the node API in its
+// record as in its create (TestCreateRequestCrosses), whole.
+func TestSettingsCross(t *testing.T) {
+	in := sandboxes.Info{ID: "i1", State: sandboxes.StateRunning, Settings: allSettings(t)}
+	out, err := infoFromPB(infoToPB(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out.Settings, in.Settings) {
+		t.Errorf("a record's settings crossed as %+v, want %+v", out.Settings, in.Settings)
 	}
 }

@@ -91,8 +91,7 @@ func (n *Node) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes
 	info := sandboxes.Info{ID: id, TemplateID: cmp.Or(req.Template, "base"), BuildID: req.BuildID, Team: req.Team, Isolation: cmp.Or(req.Isolation, "namespaces"),
 		State: sandboxes.StateRunning, Limits: limits, StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		EnvVars: maps.Clone(req.EnvVars), Volumes: req.Volumes, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
-		MaskRequestHost: req.MaskRequestHost, HTTPSPorts: req.HTTPSPorts, AutoPause: req.AutoPause, AutoResume: req.AutoResume,
-		AutoPauseFiles: req.AutoPauseFiles, Timeout: req.Timeout, Node: req.Node}
+		Settings: req.Settings, Timeout: req.Timeout, Node: req.Node}
 	n.sandboxes[id] = &info
 	return info, nil
 }

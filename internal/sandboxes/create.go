@@ -56,15 +56,8 @@ type CreateRequest struct {
 	// (the team's own, from the control plane's records; in-process only:
 	// a cluster's nodes keep their own and the API admits over all of them).
 	Quota *TeamQuota
-	// MaskRequestHost is the Host header traffic to its ports gets.
-	MaskRequestHost string
-	// HTTPSPorts are its ports that serve HTTPS: the proxy speaks TLS to
-	// them (E2B's network.httpsPorts).
-	HTTPSPorts []int
-	// AutoPause pauses the sandbox (with its memory, or its files only
-	// with AutoPauseFiles) at its timeout instead of killing it;
-	// AutoResume resumes it on traffic.
-	AutoPause, AutoResume, AutoPauseFiles bool
+	// Settings are what the sandbox's record keeps as asked.
+	Settings
 	// BuildID, when set, is the build of Template to start from (a fork
 	// starts from its parent's) instead of the one its tag names.
 	BuildID string
@@ -84,6 +77,25 @@ type CreateRequest struct {
 	// Node, in a cluster, is the node the sandbox must go to (its API
 	// replica's placement; a node ignores it).
 	Node string
+}
+
+// Settings are what a create asks of a sandbox that its record (Info)
+// keeps as asked, the node API carries as one message, and a fork's
+// children inherit: a new such setting is a field here, on the node
+// API's Settings, and where it is used (TestSettingsCross).
+type Settings struct {
+	// MaskRequestHost, when set, is the Host header the proxy gives
+	// traffic to the sandbox's ports ("${PORT}" becomes the port).
+	MaskRequestHost string `json:"maskRequestHost,omitempty"`
+	// HTTPSPorts are its ports that serve HTTPS: the proxy speaks TLS to
+	// them (E2B's network.httpsPorts).
+	HTTPSPorts []int `json:"httpsPorts,omitempty"`
+	// AutoPause pauses it at its timeout instead of killing it, with its
+	// memory or, with AutoPauseFiles, its files only (PauseFiles);
+	// AutoResume resumes it (for Timeout) on the first traffic to a port.
+	AutoPause      bool `json:"autoPause,omitempty"`
+	AutoResume     bool `json:"autoResume,omitempty"`
+	AutoPauseFiles bool `json:"autoPauseFiles,omitempty"`
 }
 
 // TeamQuota caps one team's sandboxes; a zero field is no cap.

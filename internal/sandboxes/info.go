@@ -61,19 +61,11 @@ type Info struct {
 	// TrafficToken, when set, must come with traffic to the sandbox's ports
 	// (all but the agent's).
 	TrafficToken string `json:"trafficToken,omitempty"`
-	// MaskRequestHost, when set, is the Host header the proxy gives
-	// traffic to the sandbox's ports ("${PORT}" becomes the port).
-	MaskRequestHost string `json:"maskRequestHost,omitempty"`
-	// HTTPSPorts are its ports the proxy speaks HTTPS to.
-	HTTPSPorts []int `json:"httpsPorts,omitempty"`
-	// AutoPause pauses it at its timeout instead of killing it; AutoResume
-	// resumes it (for Timeout) on the first traffic to a port.
-	AutoPause  bool           `json:"autoPause,omitempty"`
-	AutoResume bool           `json:"autoResume,omitempty"`
-	Timeout    time.Duration  `json:"timeout,omitempty"`
-	Exit       isolation.Exit `json:"exit,omitzero"`
-	// AutoPauseFiles: its timeout's pause keeps its files only (PauseFiles).
-	AutoPauseFiles bool `json:"autoPauseFiles,omitempty"`
+	// Settings are as its create asked (their fields are the record's
+	// own in JSON).
+	Settings
+	Timeout time.Duration  `json:"timeout,omitempty"`
+	Exit    isolation.Exit `json:"exit,omitzero"`
 	// Rest, on a paused or saving sandbox, is what it is made of
 	// meanwhile: its files saved, its memory on disk (lifecycle.go).
 	Rest Rest `json:"rest,omitzero"`

@@ -50,8 +50,7 @@ func (s *Service) Fork(ctx context.Context, team, id string, count int, timeout 
 	req := CreateRequest{Alias: parent.Alias, AllowInternetAccess: parent.AllowInternetAccess, CreateRequest: sandboxes.CreateRequest{
 		Team: team, Template: info.TemplateID, BuildID: info.BuildID, Layers: info.Layers, Saved: &sum,
 		Timeout: timeout, Metadata: parent.Metadata, EnvVars: info.EnvVars, Secure: parent.Secure,
-		AutoPause: parent.AutoPause, AutoResume: parent.AutoResume, AutoPauseFiles: info.AutoPauseFiles,
-		PublicTraffic: parent.PublicTraffic, MaskRequestHost: info.MaskRequestHost, HTTPSPorts: info.HTTPSPorts, Isolation: info.Isolation,
+		PublicTraffic: parent.PublicTraffic, Settings: info.Settings, Isolation: info.Isolation,
 		Volumes: info.Volumes, Image: c.Image, Node: info.Node,
 		// Its size, which a create may have asked for.
 		Limits: isolation.Limits{CPUMillis: info.Limits.CPUMillis, MemoryMB: info.Limits.MemoryMB},

@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type Empty struct {
@@ -617,21 +617,18 @@ type CreateRequest struct {
 	// derive_tokens: the node derives the sandbox's tokens from its id and
 	// the cluster's secret — the agent's when secure, the ports' unless
 	// public_traffic — and the tokens below are unused.
-	DeriveTokens    bool     `protobuf:"varint,8,opt,name=derive_tokens,json=deriveTokens,proto3" json:"derive_tokens,omitempty"`
-	Secure          bool     `protobuf:"varint,21,opt,name=secure,proto3" json:"secure,omitempty"`
-	PublicTraffic   bool     `protobuf:"varint,22,opt,name=public_traffic,json=publicTraffic,proto3" json:"public_traffic,omitempty"`
-	AccessToken     string   `protobuf:"bytes,9,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
-	TrafficToken    string   `protobuf:"bytes,10,opt,name=traffic_token,json=trafficToken,proto3" json:"traffic_token,omitempty"`
-	NoInternet      bool     `protobuf:"varint,11,opt,name=no_internet,json=noInternet,proto3" json:"no_internet,omitempty"`
-	AllowOut        []string `protobuf:"bytes,12,rep,name=allow_out,json=allowOut,proto3" json:"allow_out,omitempty"`
-	DenyOut         []string `protobuf:"bytes,13,rep,name=deny_out,json=denyOut,proto3" json:"deny_out,omitempty"`
-	AllowDomains    []string `protobuf:"bytes,14,rep,name=allow_domains,json=allowDomains,proto3" json:"allow_domains,omitempty"`
-	Isolation       string   `protobuf:"bytes,15,opt,name=isolation,proto3" json:"isolation,omitempty"`
-	Team            string   `protobuf:"bytes,16,opt,name=team,proto3" json:"team,omitempty"`
-	MaskRequestHost string   `protobuf:"bytes,17,opt,name=mask_request_host,json=maskRequestHost,proto3" json:"mask_request_host,omitempty"`
-	AutoPause       bool     `protobuf:"varint,18,opt,name=auto_pause,json=autoPause,proto3" json:"auto_pause,omitempty"`
-	AutoResume      bool     `protobuf:"varint,19,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
-	AutoPauseFiles  bool     `protobuf:"varint,20,opt,name=auto_pause_files,json=autoPauseFiles,proto3" json:"auto_pause_files,omitempty"`
+	DeriveTokens  bool      `protobuf:"varint,8,opt,name=derive_tokens,json=deriveTokens,proto3" json:"derive_tokens,omitempty"`
+	Secure        bool      `protobuf:"varint,21,opt,name=secure,proto3" json:"secure,omitempty"`
+	PublicTraffic bool      `protobuf:"varint,22,opt,name=public_traffic,json=publicTraffic,proto3" json:"public_traffic,omitempty"`
+	AccessToken   string    `protobuf:"bytes,9,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	TrafficToken  string    `protobuf:"bytes,10,opt,name=traffic_token,json=trafficToken,proto3" json:"traffic_token,omitempty"`
+	NoInternet    bool      `protobuf:"varint,11,opt,name=no_internet,json=noInternet,proto3" json:"no_internet,omitempty"`
+	AllowOut      []string  `protobuf:"bytes,12,rep,name=allow_out,json=allowOut,proto3" json:"allow_out,omitempty"`
+	DenyOut       []string  `protobuf:"bytes,13,rep,name=deny_out,json=denyOut,proto3" json:"deny_out,omitempty"`
+	AllowDomains  []string  `protobuf:"bytes,14,rep,name=allow_domains,json=allowDomains,proto3" json:"allow_domains,omitempty"`
+	Isolation     string    `protobuf:"bytes,15,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	Team          string    `protobuf:"bytes,16,opt,name=team,proto3" json:"team,omitempty"`
+	Settings      *Settings `protobuf:"bytes,32,opt,name=settings,proto3" json:"settings,omitempty"`
 	// A fork's child, on its parent's node: the layers it stacks (names in
 	// the node's template store), the saved layer's manifest and the copy
 	// of the parent's processes (internal/template's LayerSum and
@@ -646,9 +643,7 @@ type CreateRequest struct {
 	Tokens      map[string]*IdentityToken `protobuf:"bytes,29,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// sized: limits' CPUs and memory were asked by the API's create, to be
 	// checked against the template's maxima.
-	Sized bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
-	// https_ports are the sandbox's ports the proxy speaks HTTPS to.
-	HttpsPorts    []int32 `protobuf:"varint,31,rep,packed,name=https_ports,json=httpsPorts,proto3" json:"https_ports,omitempty"`
+	Sized         bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,32 +804,11 @@ func (x *CreateRequest) GetTeam() string {
 	return ""
 }
 
-func (x *CreateRequest) GetMaskRequestHost() string {
+func (x *CreateRequest) GetSettings() *Settings {
 	if x != nil {
-		return x.MaskRequestHost
+		return x.Settings
 	}
-	return ""
-}
-
-func (x *CreateRequest) GetAutoPause() bool {
-	if x != nil {
-		return x.AutoPause
-	}
-	return false
-}
-
-func (x *CreateRequest) GetAutoResume() bool {
-	if x != nil {
-		return x.AutoResume
-	}
-	return false
-}
-
-func (x *CreateRequest) GetAutoPauseFiles() bool {
-	if x != nil {
-		return x.AutoPauseFiles
-	}
-	return false
+	return nil
 }
 
 func (x *CreateRequest) GetLayers() []string {
@@ -893,11 +867,83 @@ func (x *CreateRequest) GetSized() bool {
 	return false
 }
 
-func (x *CreateRequest) GetHttpsPorts() []int32 {
+// Settings are what a create asks of a sandbox that its record keeps as
+// asked (internal/sandboxes.Settings).
+type Settings struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MaskRequestHost string                 `protobuf:"bytes,1,opt,name=mask_request_host,json=maskRequestHost,proto3" json:"mask_request_host,omitempty"`
+	// https_ports are the sandbox's ports the proxy speaks HTTPS to.
+	HttpsPorts     []int32 `protobuf:"varint,2,rep,packed,name=https_ports,json=httpsPorts,proto3" json:"https_ports,omitempty"`
+	AutoPause      bool    `protobuf:"varint,3,opt,name=auto_pause,json=autoPause,proto3" json:"auto_pause,omitempty"`
+	AutoResume     bool    `protobuf:"varint,4,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
+	AutoPauseFiles bool    `protobuf:"varint,5,opt,name=auto_pause_files,json=autoPauseFiles,proto3" json:"auto_pause_files,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Settings) Reset() {
+	*x = Settings{}
+	mi := &file_node_v1_node_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settings) ProtoMessage() {}
+
+func (x *Settings) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settings.ProtoReflect.Descriptor instead.
+func (*Settings) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Settings) GetMaskRequestHost() string {
+	if x != nil {
+		return x.MaskRequestHost
+	}
+	return ""
+}
+
+func (x *Settings) GetHttpsPorts() []int32 {
 	if x != nil {
 		return x.HttpsPorts
 	}
 	return nil
+}
+
+func (x *Settings) GetAutoPause() bool {
+	if x != nil {
+		return x.AutoPause
+	}
+	return false
+}
+
+func (x *Settings) GetAutoResume() bool {
+	if x != nil {
+		return x.AutoResume
+	}
+	return false
+}
+
+func (x *Settings) GetAutoPauseFiles() bool {
+	if x != nil {
+		return x.AutoPauseFiles
+	}
+	return false
 }
 
 type VolumeMount struct {
@@ -911,7 +957,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +969,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[10]
+	mi := &file_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +982,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VolumeMount) GetId() string {
@@ -973,7 +1019,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1031,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[11]
+	mi := &file_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1044,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Volume) GetId() string {
@@ -1045,7 +1091,7 @@ type VolumeRef struct {
 
 func (x *VolumeRef) Reset() {
 	*x = VolumeRef{}
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1103,7 @@ func (x *VolumeRef) String() string {
 func (*VolumeRef) ProtoMessage() {}
 
 func (x *VolumeRef) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[12]
+	mi := &file_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1116,7 @@ func (x *VolumeRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeRef.ProtoReflect.Descriptor instead.
 func (*VolumeRef) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VolumeRef) GetId() string {
@@ -1089,7 +1135,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1147,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[13]
+	mi := &file_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1160,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReceiveRequest) GetPausedState() []byte {
@@ -1125,28 +1171,25 @@ func (x *ReceiveRequest) GetPausedState() []byte {
 }
 
 type Sandbox struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	TemplateId      string                 `protobuf:"bytes,2,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
-	BuildId         string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	Team            string                 `protobuf:"bytes,4,opt,name=team,proto3" json:"team,omitempty"`
-	Isolation       string                 `protobuf:"bytes,5,opt,name=isolation,proto3" json:"isolation,omitempty"`
-	State           string                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
-	Limits          *Limits                `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
-	StartedAt       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	EndAt           *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=end_at,json=endAt,proto3" json:"end_at,omitempty"`
-	Metadata        map[string]string      `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	EnvVars         map[string]string      `protobuf:"bytes,11,rep,name=env_vars,json=envVars,proto3" json:"env_vars,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	AccessToken     string                 `protobuf:"bytes,12,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
-	TrafficToken    string                 `protobuf:"bytes,13,opt,name=traffic_token,json=trafficToken,proto3" json:"traffic_token,omitempty"`
-	MaskRequestHost string                 `protobuf:"bytes,14,opt,name=mask_request_host,json=maskRequestHost,proto3" json:"mask_request_host,omitempty"`
-	AutoPause       bool                   `protobuf:"varint,15,opt,name=auto_pause,json=autoPause,proto3" json:"auto_pause,omitempty"`
-	AutoResume      bool                   `protobuf:"varint,16,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
-	AutoPauseFiles  bool                   `protobuf:"varint,17,opt,name=auto_pause_files,json=autoPauseFiles,proto3" json:"auto_pause_files,omitempty"`
-	Timeout         *durationpb.Duration   `protobuf:"bytes,18,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	Network         *Network               `protobuf:"bytes,19,opt,name=network,proto3" json:"network,omitempty"`
-	ExitReason      string                 `protobuf:"bytes,20,opt,name=exit_reason,json=exitReason,proto3" json:"exit_reason,omitempty"`
-	ExitDetail      string                 `protobuf:"bytes,21,opt,name=exit_detail,json=exitDetail,proto3" json:"exit_detail,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	TemplateId   string                 `protobuf:"bytes,2,opt,name=template_id,json=templateId,proto3" json:"template_id,omitempty"`
+	BuildId      string                 `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	Team         string                 `protobuf:"bytes,4,opt,name=team,proto3" json:"team,omitempty"`
+	Isolation    string                 `protobuf:"bytes,5,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	State        string                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	Limits       *Limits                `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	EndAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=end_at,json=endAt,proto3" json:"end_at,omitempty"`
+	Metadata     map[string]string      `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EnvVars      map[string]string      `protobuf:"bytes,11,rep,name=env_vars,json=envVars,proto3" json:"env_vars,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AccessToken  string                 `protobuf:"bytes,12,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	TrafficToken string                 `protobuf:"bytes,13,opt,name=traffic_token,json=trafficToken,proto3" json:"traffic_token,omitempty"`
+	Settings     *Settings              `protobuf:"bytes,26,opt,name=settings,proto3" json:"settings,omitempty"`
+	Timeout      *durationpb.Duration   `protobuf:"bytes,18,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Network      *Network               `protobuf:"bytes,19,opt,name=network,proto3" json:"network,omitempty"`
+	ExitReason   string                 `protobuf:"bytes,20,opt,name=exit_reason,json=exitReason,proto3" json:"exit_reason,omitempty"`
+	ExitDetail   string                 `protobuf:"bytes,21,opt,name=exit_detail,json=exitDetail,proto3" json:"exit_detail,omitempty"`
 	// layers are the layers it stacks (names in its node's template store).
 	Layers  []string       `protobuf:"bytes,22,rep,name=layers,proto3" json:"layers,omitempty"`
 	Volumes []*VolumeMount `protobuf:"bytes,23,rep,name=volumes,proto3" json:"volumes,omitempty"`
@@ -1154,15 +1197,14 @@ type Sandbox struct {
 	// are in the object store, is the node's whole record of it
 	// (internal/node.Info as JSON): what another node takes it over from
 	// (Receive) if this one is lost.
-	PausedState   []byte  `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
-	HttpsPorts    []int32 `protobuf:"varint,25,rep,packed,name=https_ports,json=httpsPorts,proto3" json:"https_ports,omitempty"`
+	PausedState   []byte `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1216,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[14]
+	mi := &file_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1229,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1281,32 +1323,11 @@ func (x *Sandbox) GetTrafficToken() string {
 	return ""
 }
 
-func (x *Sandbox) GetMaskRequestHost() string {
+func (x *Sandbox) GetSettings() *Settings {
 	if x != nil {
-		return x.MaskRequestHost
+		return x.Settings
 	}
-	return ""
-}
-
-func (x *Sandbox) GetAutoPause() bool {
-	if x != nil {
-		return x.AutoPause
-	}
-	return false
-}
-
-func (x *Sandbox) GetAutoResume() bool {
-	if x != nil {
-		return x.AutoResume
-	}
-	return false
-}
-
-func (x *Sandbox) GetAutoPauseFiles() bool {
-	if x != nil {
-		return x.AutoPauseFiles
-	}
-	return false
+	return nil
 }
 
 func (x *Sandbox) GetTimeout() *durationpb.Duration {
@@ -1358,13 +1379,6 @@ func (x *Sandbox) GetPausedState() []byte {
 	return nil
 }
 
-func (x *Sandbox) GetHttpsPorts() []int32 {
-	if x != nil {
-		return x.HttpsPorts
-	}
-	return nil
-}
-
 type SandboxList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
@@ -1374,7 +1388,7 @@ type SandboxList struct {
 
 func (x *SandboxList) Reset() {
 	*x = SandboxList{}
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1400,7 @@ func (x *SandboxList) String() string {
 func (*SandboxList) ProtoMessage() {}
 
 func (x *SandboxList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[15]
+	mi := &file_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1413,7 @@ func (x *SandboxList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxList.ProtoReflect.Descriptor instead.
 func (*SandboxList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SandboxList) GetSandboxes() []*Sandbox {
@@ -1420,7 +1434,7 @@ type TimeoutRequest struct {
 
 func (x *TimeoutRequest) Reset() {
 	*x = TimeoutRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1446,7 @@ func (x *TimeoutRequest) String() string {
 func (*TimeoutRequest) ProtoMessage() {}
 
 func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[16]
+	mi := &file_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1459,7 @@ func (x *TimeoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TimeoutRequest) GetId() string {
@@ -1478,7 +1492,7 @@ type AgentLogResponse struct {
 
 func (x *AgentLogResponse) Reset() {
 	*x = AgentLogResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1504,7 @@ func (x *AgentLogResponse) String() string {
 func (*AgentLogResponse) ProtoMessage() {}
 
 func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[17]
+	mi := &file_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1517,7 @@ func (x *AgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLogResponse.ProtoReflect.Descriptor instead.
 func (*AgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AgentLogResponse) GetLog() []byte {
@@ -1532,7 +1546,7 @@ type SandboxStats struct {
 
 func (x *SandboxStats) Reset() {
 	*x = SandboxStats{}
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1558,7 @@ func (x *SandboxStats) String() string {
 func (*SandboxStats) ProtoMessage() {}
 
 func (x *SandboxStats) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[18]
+	mi := &file_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1571,7 @@ func (x *SandboxStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
 func (*SandboxStats) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SandboxStats) GetCpuUsage() *durationpb.Duration {
@@ -1651,7 +1665,7 @@ type NetworkUpdate struct {
 
 func (x *NetworkUpdate) Reset() {
 	*x = NetworkUpdate{}
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1677,7 @@ func (x *NetworkUpdate) String() string {
 func (*NetworkUpdate) ProtoMessage() {}
 
 func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[19]
+	mi := &file_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1690,7 @@ func (x *NetworkUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkUpdate.ProtoReflect.Descriptor instead.
 func (*NetworkUpdate) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NetworkUpdate) GetId() string {
@@ -1751,7 +1765,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1777,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[20]
+	mi := &file_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1790,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StringList) GetValues() []string {
@@ -1796,7 +1810,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1822,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[21]
+	mi := &file_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1835,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PauseRequest) GetId() string {
@@ -1848,7 +1862,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1874,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[22]
+	mi := &file_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1887,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeRequest) GetId() string {
@@ -1899,7 +1913,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +1925,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[23]
+	mi := &file_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +1938,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -1944,7 +1958,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +1970,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +1983,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -1998,7 +2012,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2024,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2037,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -2059,7 +2073,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2085,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2098,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -2128,7 +2142,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2154,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2167,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -2192,7 +2206,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2218,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2231,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -2264,7 +2278,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2290,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2303,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -2308,7 +2322,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[30]
+	mi := &file_node_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2334,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[30]
+	mi := &file_node_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2347,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -2353,7 +2367,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[31]
+	mi := &file_node_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2379,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[31]
+	mi := &file_node_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2392,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -2446,7 +2460,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\aheaders\x18\x01 \x03(\v2\x1f.cove.node.v1.Rule.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\n" +
+	"\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -2467,13 +2482,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\bdeny_out\x18\r \x03(\tR\adenyOut\x12#\n" +
 	"\rallow_domains\x18\x0e \x03(\tR\fallowDomains\x12\x1c\n" +
 	"\tisolation\x18\x0f \x01(\tR\tisolation\x12\x12\n" +
-	"\x04team\x18\x10 \x01(\tR\x04team\x12*\n" +
-	"\x11mask_request_host\x18\x11 \x01(\tR\x0fmaskRequestHost\x12\x1d\n" +
-	"\n" +
-	"auto_pause\x18\x12 \x01(\bR\tautoPause\x12\x1f\n" +
-	"\vauto_resume\x18\x13 \x01(\bR\n" +
-	"autoResume\x12(\n" +
-	"\x10auto_pause_files\x18\x14 \x01(\bR\x0eautoPauseFiles\x12\x16\n" +
+	"\x04team\x18\x10 \x01(\tR\x04team\x122\n" +
+	"\bsettings\x18  \x01(\v2\x16.cove.node.v1.SettingsR\bsettings\x12\x16\n" +
 	"\x06layers\x18\x17 \x03(\tR\x06layers\x12\x14\n" +
 	"\x05saved\x18\x18 \x01(\fR\x05saved\x12\x14\n" +
 	"\x05image\x18\x19 \x01(\fR\x05image\x123\n" +
@@ -2481,9 +2491,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x05rules\x18\x1b \x03(\v2&.cove.node.v1.CreateRequest.RulesEntryR\x05rules\x12<\n" +
 	"\fegress_proxy\x18\x1c \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x12?\n" +
 	"\x06tokens\x18\x1d \x03(\v2'.cove.node.v1.CreateRequest.TokensEntryR\x06tokens\x12\x14\n" +
-	"\x05sized\x18\x1e \x01(\bR\x05sized\x12\x1f\n" +
-	"\vhttps_ports\x18\x1f \x03(\x05R\n" +
-	"httpsPorts\x1a:\n" +
+	"\x05sized\x18\x1e \x01(\bR\x05sized\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -2496,7 +2504,16 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x13.cove.node.v1.RulesR\x05value:\x028\x01\x1aV\n" +
 	"\vTokensEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.cove.node.v1.IdentityTokenR\x05value:\x028\x01\"E\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.cove.node.v1.IdentityTokenR\x05value:\x028\x01J\x04\b\x11\x10\x12J\x04\b\x12\x10\x13J\x04\b\x13\x10\x14J\x04\b\x14\x10\x15J\x04\b\x1f\x10 \"\xc1\x01\n" +
+	"\bSettings\x12*\n" +
+	"\x11mask_request_host\x18\x01 \x01(\tR\x0fmaskRequestHost\x12\x1f\n" +
+	"\vhttps_ports\x18\x02 \x03(\x05R\n" +
+	"httpsPorts\x12\x1d\n" +
+	"\n" +
+	"auto_pause\x18\x03 \x01(\bR\tautoPause\x12\x1f\n" +
+	"\vauto_resume\x18\x04 \x01(\bR\n" +
+	"autoResume\x12(\n" +
+	"\x10auto_pause_files\x18\x05 \x01(\bR\x0eautoPauseFiles\"E\n" +
 	"\vVolumeMount\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2511,7 +2528,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\tVolumeRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eReceiveRequest\x12!\n" +
-	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\xc9\b\n" +
+	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\xe4\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vtemplate_id\x18\x02 \x01(\tR\n" +
@@ -2528,13 +2545,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	" \x03(\v2#.cove.node.v1.Sandbox.MetadataEntryR\bmetadata\x12=\n" +
 	"\benv_vars\x18\v \x03(\v2\".cove.node.v1.Sandbox.EnvVarsEntryR\aenvVars\x12!\n" +
 	"\faccess_token\x18\f \x01(\tR\vaccessToken\x12#\n" +
-	"\rtraffic_token\x18\r \x01(\tR\ftrafficToken\x12*\n" +
-	"\x11mask_request_host\x18\x0e \x01(\tR\x0fmaskRequestHost\x12\x1d\n" +
-	"\n" +
-	"auto_pause\x18\x0f \x01(\bR\tautoPause\x12\x1f\n" +
-	"\vauto_resume\x18\x10 \x01(\bR\n" +
-	"autoResume\x12(\n" +
-	"\x10auto_pause_files\x18\x11 \x01(\bR\x0eautoPauseFiles\x123\n" +
+	"\rtraffic_token\x18\r \x01(\tR\ftrafficToken\x122\n" +
+	"\bsettings\x18\x1a \x01(\v2\x16.cove.node.v1.SettingsR\bsettings\x123\n" +
 	"\atimeout\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12/\n" +
 	"\anetwork\x18\x13 \x01(\v2\x15.cove.node.v1.NetworkR\anetwork\x12\x1f\n" +
 	"\vexit_reason\x18\x14 \x01(\tR\n" +
@@ -2543,15 +2555,13 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"exitDetail\x12\x16\n" +
 	"\x06layers\x18\x16 \x03(\tR\x06layers\x123\n" +
 	"\avolumes\x18\x17 \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x12!\n" +
-	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x12\x1f\n" +
-	"\vhttps_ports\x18\x19 \x03(\x05R\n" +
-	"httpsPorts\x1a;\n" +
+	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11J\x04\b\x11\x10\x12J\x04\b\x19\x10\x1a\"B\n" +
 	"\vSandboxList\x123\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x15.cove.node.v1.SandboxR\tsandboxes\"m\n" +
 	"\x0eTimeoutRequest\x12\x0e\n" +
@@ -2678,7 +2688,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -2691,131 +2701,134 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*Rules)(nil),                 // 8: cove.node.v1.Rules
 	(*Rule)(nil),                  // 9: cove.node.v1.Rule
 	(*CreateRequest)(nil),         // 10: cove.node.v1.CreateRequest
-	(*VolumeMount)(nil),           // 11: cove.node.v1.VolumeMount
-	(*Volume)(nil),                // 12: cove.node.v1.Volume
-	(*VolumeRef)(nil),             // 13: cove.node.v1.VolumeRef
-	(*ReceiveRequest)(nil),        // 14: cove.node.v1.ReceiveRequest
-	(*Sandbox)(nil),               // 15: cove.node.v1.Sandbox
-	(*SandboxList)(nil),           // 16: cove.node.v1.SandboxList
-	(*TimeoutRequest)(nil),        // 17: cove.node.v1.TimeoutRequest
-	(*AgentLogResponse)(nil),      // 18: cove.node.v1.AgentLogResponse
-	(*SandboxStats)(nil),          // 19: cove.node.v1.SandboxStats
-	(*NetworkUpdate)(nil),         // 20: cove.node.v1.NetworkUpdate
-	(*StringList)(nil),            // 21: cove.node.v1.StringList
-	(*PauseRequest)(nil),          // 22: cove.node.v1.PauseRequest
-	(*ResumeRequest)(nil),         // 23: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 24: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 25: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 26: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 27: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 28: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 29: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 30: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 31: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 32: cove.node.v1.SandboxSample
-	nil,                           // 33: cove.node.v1.Network.RulesEntry
-	nil,                           // 34: cove.node.v1.Network.TokensEntry
-	nil,                           // 35: cove.node.v1.Rule.HeadersEntry
-	nil,                           // 36: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 37: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 38: cove.node.v1.CreateRequest.RulesEntry
-	nil,                           // 39: cove.node.v1.CreateRequest.TokensEntry
-	nil,                           // 40: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 41: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 42: cove.node.v1.NetworkUpdate.RulesEntry
-	nil,                           // 43: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 44: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*Settings)(nil),              // 11: cove.node.v1.Settings
+	(*VolumeMount)(nil),           // 12: cove.node.v1.VolumeMount
+	(*Volume)(nil),                // 13: cove.node.v1.Volume
+	(*VolumeRef)(nil),             // 14: cove.node.v1.VolumeRef
+	(*ReceiveRequest)(nil),        // 15: cove.node.v1.ReceiveRequest
+	(*Sandbox)(nil),               // 16: cove.node.v1.Sandbox
+	(*SandboxList)(nil),           // 17: cove.node.v1.SandboxList
+	(*TimeoutRequest)(nil),        // 18: cove.node.v1.TimeoutRequest
+	(*AgentLogResponse)(nil),      // 19: cove.node.v1.AgentLogResponse
+	(*SandboxStats)(nil),          // 20: cove.node.v1.SandboxStats
+	(*NetworkUpdate)(nil),         // 21: cove.node.v1.NetworkUpdate
+	(*StringList)(nil),            // 22: cove.node.v1.StringList
+	(*PauseRequest)(nil),          // 23: cove.node.v1.PauseRequest
+	(*ResumeRequest)(nil),         // 24: cove.node.v1.ResumeRequest
+	(*WakeResponse)(nil),          // 25: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 26: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 27: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 28: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 29: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 30: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 31: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 32: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 33: cove.node.v1.SandboxSample
+	nil,                           // 34: cove.node.v1.Network.RulesEntry
+	nil,                           // 35: cove.node.v1.Network.TokensEntry
+	nil,                           // 36: cove.node.v1.Rule.HeadersEntry
+	nil,                           // 37: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 38: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 39: cove.node.v1.CreateRequest.RulesEntry
+	nil,                           // 40: cove.node.v1.CreateRequest.TokensEntry
+	nil,                           // 41: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 42: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 43: cove.node.v1.NetworkUpdate.RulesEntry
+	nil,                           // 44: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	33, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
+	34, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
 	6,  // 1: cove.node.v1.Network.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	34, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
+	35, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
 	7,  // 3: cove.node.v1.EgressProxy.tls:type_name -> cove.node.v1.EgressProxyTLS
 	9,  // 4: cove.node.v1.Rules.rules:type_name -> cove.node.v1.Rule
-	35, // 5: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
-	44, // 6: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 5: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
+	45, // 6: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 7: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	36, // 8: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	37, // 9: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
-	11, // 10: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
-	38, // 11: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
-	6,  // 12: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	39, // 13: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
-	45, // 14: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 15: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	45, // 16: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	45, // 17: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	40, // 18: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	41, // 19: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
-	44, // 20: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
-	4,  // 21: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
-	11, // 22: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
-	15, // 23: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	44, // 24: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	44, // 25: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
-	21, // 26: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
-	21, // 27: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
-	21, // 28: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	42, // 29: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
-	6,  // 30: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	44, // 31: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
-	0,  // 32: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	15, // 33: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	45, // 34: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	15, // 35: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	43, // 36: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	32, // 37: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	15, // 38: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	19, // 39: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
-	8,  // 40: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 41: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	8,  // 42: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 43: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	8,  // 44: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
-	10, // 45: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 46: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 47: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 48: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	17, // 49: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 50: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	2,  // 51: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
-	1,  // 52: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	20, // 53: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	22, // 54: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	23, // 55: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 56: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 57: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	26, // 58: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	28, // 59: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	30, // 60: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	12, // 61: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
-	13, // 62: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	14, // 63: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
-	15, // 64: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 65: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	15, // 66: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	16, // 67: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	15, // 68: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	19, // 69: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	18, // 70: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
-	31, // 71: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 72: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	15, // 73: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	15, // 74: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	24, // 75: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	25, // 76: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	27, // 77: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	29, // 78: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 79: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	12, // 80: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 81: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	15, // 82: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
-	64, // [64:83] is the sub-list for method output_type
-	45, // [45:64] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	37, // 8: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	38, // 9: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	11, // 10: cove.node.v1.CreateRequest.settings:type_name -> cove.node.v1.Settings
+	12, // 11: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
+	39, // 12: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
+	6,  // 13: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	40, // 14: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
+	46, // 15: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 16: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
+	46, // 17: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	46, // 18: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	41, // 19: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	42, // 20: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	11, // 21: cove.node.v1.Sandbox.settings:type_name -> cove.node.v1.Settings
+	45, // 22: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	4,  // 23: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
+	12, // 24: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
+	16, // 25: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
+	45, // 26: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	45, // 27: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	22, // 28: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
+	22, // 29: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
+	22, // 30: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
+	43, // 31: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
+	6,  // 32: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
+	45, // 33: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	0,  // 34: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
+	16, // 35: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	46, // 36: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	16, // 37: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	44, // 38: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	33, // 39: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	16, // 40: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	20, // 41: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	8,  // 42: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 43: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 44: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 45: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 46: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
+	10, // 47: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 48: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 49: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 50: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	18, // 51: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 52: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	2,  // 53: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
+	1,  // 54: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	21, // 55: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	23, // 56: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	24, // 57: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 58: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 59: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	27, // 60: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	29, // 61: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	31, // 62: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	13, // 63: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	14, // 64: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	15, // 65: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	16, // 66: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 67: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	16, // 68: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	17, // 69: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	16, // 70: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	20, // 71: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	19, // 72: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
+	32, // 73: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 74: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	16, // 75: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	16, // 76: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	25, // 77: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	26, // 78: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	28, // 79: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	30, // 80: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 81: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	13, // 82: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 83: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	16, // 84: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	66, // [66:85] is the sub-list for method output_type
+	47, // [47:66] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -2823,14 +2836,14 @@ func file_node_v1_node_proto_init() {
 	if File_node_v1_node_proto != nil {
 		return
 	}
-	file_node_v1_node_proto_msgTypes[19].OneofWrappers = []any{}
+	file_node_v1_node_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
