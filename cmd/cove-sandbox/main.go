@@ -14,7 +14,7 @@ import (
 	"github.com/covesandbox/cove/internal/envd/codeinterp"
 	"github.com/covesandbox/cove/internal/envd/sudo"
 	"github.com/covesandbox/cove/internal/isolation/microvm/guest"
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nsinit"
 )
 
 // A sandbox's init changes namespaces on the thread it execs from: main
@@ -22,7 +22,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	if run := namespaces.Role(); run != nil { // a sandbox's init, the spawner of inits, or the agent
+	if run := nsinit.Role(); run != nil { // a sandbox's init, the spawner of inits, or the agent
 		os.Exit(run())
 	}
 	switch {

@@ -5,8 +5,6 @@
 package cgroups
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +16,8 @@ import (
 
 	cg "github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
 // Limits are a sandbox's resource limits; zero fields are not limited.
@@ -129,20 +129,7 @@ func readOOMKills(path string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return ParseOOMKills(b), nil
-}
-
-// ParseOOMKills finds "oom_kill N" in memory.oom_control (v1) or
-// memory.events (v2).
-func ParseOOMKills(b []byte) uint64 {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
+	return isolation.ParseOOMKills(b), nil
 }
 
 // readUint reads a cgroup file of one number; "max" (no limit) reads as

@@ -16,11 +16,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/envd/process"
 	"github.com/covesandbox/cove/internal/envd/settings"
 	"github.com/covesandbox/cove/internal/envd/sudo"
+	"github.com/covesandbox/cove/internal/isolation"
 )
 
 // SandboxOutputRate caps the output of a sandbox's processes, all together,
@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg RunConfig, log *slog.Logger) error {
 			if err != nil {
 				return 0, err
 			}
-			return cgroups.ParseOOMKills(buf[:n]), nil
+			return isolation.ParseOOMKills(buf[:n]), nil
 		}
 	}
 	if init {

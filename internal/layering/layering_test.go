@@ -105,33 +105,24 @@ func TestFakeNodeInTestsOnly(t *testing.T) {
 // sandboxBinaryModules are the modules besides Go's own that cove-sandbox,
 // the init and agent of every sandbox, may link, each with what needs it:
 // a module that joins fails the test until it is listed here, for a
-// reason. It links no server, database, metrics or CLI library.
+// reason. It links no server, database, metrics, CLI or logging library,
+// nor the node's cgroups (containerd's, with logrus, dbus and systemd).
 var sandboxBinaryModules = map[string]string{
-	"connectrpc.com/connect":                 "the agent's API (process, filesystem)",
-	"google.golang.org/protobuf":             "the same",
-	"github.com/creack/pty":                  "terminals of commands",
-	"github.com/fsnotify/fsnotify":           "the filesystem API's watches",
-	"github.com/go-zeromq/zmq4":              "the code interpreter's kernels",
-	"github.com/google/uuid":                 "the code interpreter's messages",
-	"github.com/elastic/go-seccomp-bpf":      "the init's system call filter",
-	"github.com/vishvananda/netlink":         "the init's network (and the spawner's)",
-	"github.com/vishvananda/netns":           "the same",
-	"golang.org/x/sys":                       "system calls",
-	"golang.org/x/net":                       "HTTP/2 without TLS for the agent (h2c)",
-	"golang.org/x/text":                      "the same (x/net's idna)",
-	"golang.org/x/sync":                      "errgroup",
-	"golang.org/x/term":                      "sudo's terminal",
-	"golang.org/x/time":                      "the agent's rate limits",
-	"golang.org/x/exp":                       "the code interpreter (zmq4's)",
-	"github.com/containerd/cgroups/v3":       "the namespaces driver's cgroups: its package is the init's too",
-	"github.com/opencontainers/runtime-spec": "the same (containerd/cgroups')",
-	"github.com/docker/go-units":             "the same",
-	"github.com/moby/sys/userns":             "the same",
-	"github.com/cilium/ebpf":                 "the same (cgroup v2 device filters)",
-	"github.com/coreos/go-systemd/v22":       "the same (cgroup v2 through systemd)",
-	"github.com/godbus/dbus/v5":              "the same",
-	"github.com/containerd/log":              "the same: its logger, which the agent does not use",
-	"github.com/sirupsen/logrus":             "the same",
+	"connectrpc.com/connect":            "the agent's API (process, filesystem)",
+	"google.golang.org/protobuf":        "the same",
+	"github.com/creack/pty":             "terminals of commands",
+	"github.com/fsnotify/fsnotify":      "the filesystem API's watches",
+	"github.com/go-zeromq/zmq4":         "the code interpreter's kernels",
+	"github.com/google/uuid":            "the code interpreter's messages",
+	"github.com/elastic/go-seccomp-bpf": "the init's system call filter",
+	"github.com/vishvananda/netlink":    "the init's network (and the spawner's)",
+	"github.com/vishvananda/netns":      "the same",
+	"golang.org/x/sys":                  "system calls",
+	"golang.org/x/net":                  "HTTP/2 without TLS for the agent (h2c)",
+	"golang.org/x/text":                 "the same (x/net's idna)",
+	"golang.org/x/sync":                 "errgroup",
+	"golang.org/x/term":                 "sudo's terminal",
+	"golang.org/x/time":                 "the agent's rate limits",
 }
 
 // TestSandboxBinaryLinks pins what cove-sandbox links: Cove's packages of
@@ -147,10 +138,13 @@ func TestSandboxBinaryLinks(t *testing.T) {
 		linked[mod] = true
 		if rest, ok := strings.CutPrefix(pkg, module); ok {
 			for _, node := range []string{"internal/controlplane", "internal/server", "internal/node", "internal/dashboard", "internal/cli",
-				"internal/metrics", "internal/network", "internal/template", "internal/volume"} {
+				"internal/metrics", "internal/network", "internal/template", "internal/volume", "internal/cgroups", "internal/lxcfs"} {
 				if under(rest, node) {
 					t.Errorf("cove-sandbox links %s, which no sandbox runs", rest)
 				}
+			}
+			if rest == "internal/isolation/namespaces" { // the driver; its init is nsinit
+				t.Errorf("cove-sandbox links the namespaces driver, not only its init (nsinit)")
 			}
 			continue
 		}

@@ -34,9 +34,6 @@ import (
 // DefaultDir is where Debian's lxcfs service mounts it.
 const DefaultDir = "/var/lib/lxcfs"
 
-// Files are the /proc files a sandbox gets from lxcfs.
-var Files = []string{"meminfo", "cpuinfo", "stat", "uptime", "swaps", "diskstats", "loadavg"}
-
 const (
 	fuseMagic = 0x65735546
 	lockFile  = "/run/cove/lxcfs.lock"

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/isolation"
-	"github.com/covesandbox/cove/internal/lxcfs"
 )
 
 // MountProc mounts the sandbox's own /proc, with the files that reach the
@@ -50,7 +49,7 @@ func MountProc(root, lxcfsDir string, ownClock bool) error {
 	if lxcfsDir == "" {
 		return nil
 	}
-	for _, p := range lxcfs.Files {
+	for _, p := range lxcfsFiles {
 		if p == "uptime" && ownClock {
 			continue
 		}
@@ -201,3 +200,6 @@ func BindReadOnly(src, dst string) error {
 	}
 	return Mount("", dst, "", flags, "")
 }
+
+// lxcfsFiles are the /proc files a sandbox gets from lxcfs.
+var lxcfsFiles = []string{"meminfo", "cpuinfo", "stat", "uptime", "swaps", "diskstats", "loadavg"}

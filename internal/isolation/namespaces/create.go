@@ -21,6 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
 	"github.com/covesandbox/cove/internal/isolation/inside"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nsinit"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/phase"
 )
@@ -189,7 +190,7 @@ func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec,
 	for len(extra) <= inside.FDLayer-3 {
 		extra = append(extra, null)
 	}
-	req := spawnRequest{Path: binary, Args: []string{initArg0}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Cloneflags: cloneFlags}
+	req := nsinit.SpawnRequest{Path: binary, Args: []string{nsinit.InitArg0}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Cloneflags: cloneFlags}
 	if spec.NetNS != nil {
 		req.Cloneflags &^= unix.CLONE_NEWNET // born inside the pooled one: a user-namespaced child could not join it later
 	}
@@ -232,7 +233,7 @@ func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec,
 			return proc, cg, nil, err
 		}
 	}
-	cfg := initConfig{
+	cfg := nsinit.Config{
 		ID: id, Dir: dir, Layers: spec.RootFS.Layers, Binds: spec.RootFS.Binds, Upper: spec.RootFS.Upper,
 		DiskBytes: spec.Limits.WritableBytes(), ShmBytes: spec.Limits.ShmBytes(),
 		Env: spec.Env, UserNS: spec.UserNamespace, OOMFile: cg.OOMFile(),
@@ -263,7 +264,7 @@ func waitReady(ctx context.Context, ready *os.File, dir string) error {
 		}
 		if errors.Is(err, io.EOF) {
 			tail := agentLogTail(dir)
-			if _, why, ok := strings.Cut(tail, initRefused); ok {
+			if _, why, ok := strings.Cut(tail, nsinit.InitRefused); ok {
 				return errs.New(errs.InvalidArgument, "%s", strings.TrimSpace(why))
 			}
 			return errs.New(errs.Internal, "sandbox init failed: %s", tail)

@@ -44,7 +44,7 @@ type Config struct {
 	// spec asked for one.
 	UserNamespaces bool
 	// LXCFS, when set, is a host directory with lxcfs mounted: its proc
-	// files (lxcfs.Files) are bound over each sandbox's, so they tell the
+	// files (package inside's lxcfsFiles) are bound over each sandbox's, so they tell the
 	// sandbox's own memory, CPUs and uptime.
 	LXCFS string
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/isolationtest"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nsinit"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
@@ -60,7 +61,7 @@ func testEnv(t *testing.T) env {
 func init() { runtime.LockOSThread() }
 
 func TestMain(m *testing.M) {
-	if run := Role(); run != nil {
+	if run := nsinit.Role(); run != nil {
 		os.Exit(run())
 	}
 	runtime.UnlockOSThread()

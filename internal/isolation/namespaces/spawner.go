@@ -13,13 +13,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nsinit"
 	"github.com/covesandbox/cove/internal/logx"
 )
 
 // spawner is the node's end of the spawner process (spawner_linux.go),
 // started at the first spawn and again after it died.
 type spawner struct {
-	binary string // run as spawnerArg0
+	binary string // run as nsinit.SpawnerArg0
 	log    *slog.Logger
 
 	mu   sync.Mutex // one request at a time
@@ -37,7 +38,7 @@ func (s *spawner) start() error {
 	defer theirs.Close()
 	cmd := &exec.Cmd{
 		Path:       s.binary,
-		Args:       []string{spawnerArg0},
+		Args:       []string{nsinit.SpawnerArg0},
 		Env:        []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		ExtraFiles: []*os.File{theirs}, // fdSpawner
 		Stderr:     os.Stderr,
@@ -70,7 +71,7 @@ func (s *spawner) Close() {
 // spawn has the spawner start req's child with files as its descriptors 0
 // and up (netns, when not nil, the network namespace it is born in). The
 // child is this process's: the returned initProc reaps it.
-func (s *spawner) spawn(req spawnRequest, netns *os.File, files []*os.File) (*initProc, error) {
+func (s *spawner) spawn(req nsinit.SpawnRequest, netns *os.File, files []*os.File) (*initProc, error) {
 	var fds []int
 	if netns != nil {
 		req.NetNS = true
@@ -79,8 +80,8 @@ func (s *spawner) spawn(req spawnRequest, netns *os.File, files []*os.File) (*in
 	for _, f := range files {
 		fds = append(fds, int(f.Fd()))
 	}
-	if len(fds) > maxSpawnFDs {
-		return nil, fmt.Errorf("spawn: %d descriptors, at most %d", len(fds), maxSpawnFDs)
+	if len(fds) > nsinit.MaxSpawnFDs {
+		return nil, fmt.Errorf("spawn: %d descriptors, at most %d", len(fds), nsinit.MaxSpawnFDs)
 	}
 	msg, err := json.Marshal(req)
 	if err != nil {
@@ -88,7 +89,7 @@ func (s *spawner) spawn(req spawnRequest, netns *os.File, files []*os.File) (*in
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var reply spawnReply
+	var reply nsinit.SpawnReply
 	var pidfd int
 	for attempt := 0; ; attempt++ {
 		if s.cmd == nil {
@@ -118,7 +119,7 @@ func (s *spawner) spawn(req spawnRequest, netns *os.File, files []*os.File) (*in
 
 // roundTrip sends one request and reads its reply; sent says whether the
 // request reached the spawner.
-func (s *spawner) roundTrip(msg []byte, fds []int) (reply spawnReply, pidfd int, sent bool, err error) {
+func (s *spawner) roundTrip(msg []byte, fds []int) (reply nsinit.SpawnReply, pidfd int, sent bool, err error) {
 	pidfd = -1
 	raw, err := s.sock.SyscallConn()
 	if err != nil {
@@ -158,7 +159,7 @@ func (s *spawner) roundTrip(msg []byte, fds []int) (reply spawnReply, pidfd int,
 	if n == 0 {
 		return reply, pidfd, true, errors.New("the spawner exited")
 	}
-	got, err := receivedFDs(oob[:oobn])
+	got, err := nsinit.ReceivedFDs(oob[:oobn])
 	if err == nil && len(got) > 1 {
 		err = fmt.Errorf("%d descriptors in a spawn reply", len(got))
 	}
@@ -178,23 +179,6 @@ func (s *spawner) roundTrip(msg []byte, fds []int) (reply spawnReply, pidfd int,
 		return reply, -1, true, fmt.Errorf("spawn reply: %w", err)
 	}
 	return reply, pidfd, true, nil
-}
-
-// receivedFDs are the descriptors an SCM_RIGHTS message brought.
-func receivedFDs(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("descriptors received: %w", err)
-	}
-	var fds []int
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			return fds, fmt.Errorf("descriptors received: %w", err)
-		}
-		fds = append(fds, got...)
-	}
-	return fds, nil
 }
 
 // initProc is a sandbox's init, a child of this process, held by a pidfd.

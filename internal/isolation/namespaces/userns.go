@@ -3,22 +3,18 @@ package namespaces
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nsinit"
 )
 
-// A user-namespaced sandbox maps its ids 0..userNSSize-1 to a host range
-// of its own (Config.UserNSBase + n·userNSSize): its root and its user are
-// host users nobody else is, so the kernel's per-user counts (inotify
-// instances, epoll watches, processes …) are the sandbox's own, and no
-// file it makes belongs to a host user.
-const userNSSize = 65536
+// userNSSize is how many ids a user-namespaced sandbox maps
+// (nsinit.UserNSSize).
+const userNSSize = nsinit.UserNSSize
 
 // DefaultUserNSBase is the first host id of user-namespaced sandboxes.
 const DefaultUserNSBase = 1 << 30
@@ -138,8 +134,8 @@ func sendIDMappedMounts(sock *os.File, spec isolation.Spec, pid int) error {
 			unix.Close(fd)
 		}
 	}()
-	if len(fds) > maxPassedMounts {
-		return errs.New(errs.InvalidArgument, "%d layers and binds: at most %d", len(fds), maxPassedMounts)
+	if len(fds) > nsinit.MaxPassedMounts {
+		return errs.New(errs.InvalidArgument, "%d layers and binds: at most %d", len(fds), nsinit.MaxPassedMounts)
 	}
 	raw, err := sock.SyscallConn()
 	if err != nil {
@@ -157,58 +153,6 @@ func sendIDMappedMounts(sock *os.File, spec isolation.Spec, pid int) error {
 	}
 	if serr != nil {
 		return fmt.Errorf("pass mounts to the sandbox: %w", serr)
-	}
-	return nil
-}
-
-// maxPassedMounts bounds the layers and binds one message carries (the
-// kernel takes at most 253 descriptors in one).
-const maxPassedMounts = 200
-
-// receiveMounts takes the id-mapped mounts the driver passed (in the init,
-// before its config), when its config arrives over a socket.
-func receiveMounts(fd int) ([]int, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, err
-	}
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4*maxPassedMounts))
-	_, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("receive mounts: %w", err)
-	}
-	fds, err := receivedFDs(oob[:oobn])
-	if err != nil {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return nil, fmt.Errorf("receive mounts: %w", err)
-	}
-	return fds, nil
-}
-
-// raiseEffective makes the calling thread's effective capabilities its
-// permitted ones (this thread only: raw system calls).
-func raiseEffective() error {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("read capabilities: %w", e)
-	}
-	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
-	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("raise capabilities: %w", e)
-	}
-	runtime.KeepAlive(&hdr)
-	runtime.KeepAlive(&data)
-	return nil
-}
-
-// setEUID sets the calling thread's effective uid (only: a raw system call).
-func setEUID(uid uint32) error {
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
-		return fmt.Errorf("set effective uid %d: %w", uid, e)
 	}
 	return nil
 }

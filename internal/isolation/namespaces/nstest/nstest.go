@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/covesandbox/cove/internal/isolation/namespaces"
+	"github.com/covesandbox/cove/internal/isolation/namespaces/nsinit"
 )
 
 // A sandbox's init changes namespaces on the thread it execs from: main
@@ -19,7 +19,7 @@ func init() { runtime.LockOSThread() }
 // Run runs this process's role of the driver's, when it was started as
 // one, and exits with it; else it runs the tests and returns their code.
 func Run(m *testing.M) int {
-	if run := namespaces.Role(); run != nil {
+	if run := nsinit.Role(); run != nil {
 		os.Exit(run())
 	}
 	runtime.UnlockOSThread()

@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"encoding/json"
@@ -24,9 +24,9 @@ import (
 // change stays on the thread that execs.
 func Role() func() int {
 	switch {
-	case os.Args[0] == initArg0:
+	case os.Args[0] == InitArg0:
 		return initMain
-	case os.Args[0] == spawnerArg0:
+	case os.Args[0] == SpawnerArg0:
 		return spawnerMain
 	case inside.IsAgent():
 		return inside.AgentMain
@@ -40,7 +40,7 @@ func initMain() int {
 	err := sandboxInit()
 	prefix := "cove sandbox init: "
 	if errs.Is(err, errs.InvalidArgument) { // the spec's or template's fault
-		prefix = initRefused
+		prefix = InitRefused
 	}
 	fmt.Fprintf(os.Stderr, "%s%v\n", prefix, err)
 	return 1
@@ -68,12 +68,12 @@ func sandboxInit() error {
 	if err := inside.ClearSecurebits(sys); err != nil {
 		return err
 	}
-	var cfg initConfig
-	mounts, err := receiveMounts(fdConfig)
+	var cfg Config
+	mounts, err := receiveMounts(FDConfig)
 	if err != nil {
 		return err
 	}
-	f := os.NewFile(fdConfig, "config")
+	f := os.NewFile(FDConfig, "config")
 	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}

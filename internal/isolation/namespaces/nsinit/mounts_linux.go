@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ import (
 // layer, an overlay of the template's layers under it, read-only binds of
 // host directories, and private /proc and /dev. Every mount lives in the
 // sandbox's namespace and vanishes with it; nothing propagates to the host.
-func buildRoot(cfg initConfig) (string, error) {
+func buildRoot(cfg Config) (string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "", fmt.Errorf("make mounts private: %w", err)
 	}

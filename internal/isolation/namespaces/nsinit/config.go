@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import "github.com/covesandbox/cove/internal/isolation"
 
@@ -6,19 +6,19 @@ import "github.com/covesandbox/cove/internal/isolation"
 // sandbox's init: package init checks os.Args[0] for it, so the same
 // binary (or a test binary) serves as the init (and, by inside.AgentArg0,
 // the agent).
-const initArg0 = "cove-sandbox-init"
+const InitArg0 = "cove-sandbox-init"
 
 // fdConfig is where the sandbox's init reads its initConfig (JSON, written
 // once the init is in its cgroup); the descriptors after it are the
 // agent's (inside.FDReady, FDOOM, FDLayer).
-const fdConfig = 3
+const FDConfig = 3
 
 // initRefused starts the init's last words when the sandbox's spec or
 // template is at fault (an invalid-argument error), not the host.
-const initRefused = "cove sandbox init refused: "
+const InitRefused = "cove sandbox init refused: "
 
 // initConfig is what the driver tells the sandbox's init.
-type initConfig struct {
+type Config struct {
 	ID        string                  `json:"id"`
 	Dir       string                  `json:"dir"` // the sandbox's directory on the host
 	Layers    []string                `json:"layers"`
@@ -43,3 +43,10 @@ type initConfig struct {
 	// of their own, whose /proc/uptime the node sets.
 	ownClock bool
 }
+
+// A user-namespaced sandbox maps its ids 0..UserNSSize-1 to a host range
+// of its own (the driver's Config.UserNSBase + n·UserNSSize): its root and its user are
+// host users nobody else is, so the kernel's per-user counts (inotify
+// instances, epoll watches, processes …) are the sandbox's own, and no
+// file it makes belongs to a host user.
+const UserNSSize = 65536

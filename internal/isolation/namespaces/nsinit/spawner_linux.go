@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"encoding/json"
@@ -26,14 +26,14 @@ import (
 // spawner as it would the node. The spawner exits when the node closes the
 // socket (or dies).
 const (
-	spawnerArg0 = "cove-spawner"
-	fdSpawner   = 3
+	SpawnerArg0 = "cove-spawner"
+	FDSpawner   = 3
 	// maxSpawnFDs bounds the descriptors one request carries.
-	maxSpawnFDs = 16
+	MaxSpawnFDs = 16
 )
 
 // spawnRequest is what the node asks the spawner to start.
-type spawnRequest struct {
+type SpawnRequest struct {
 	Path       string   `json:"path"`
 	Args       []string `json:"args"`
 	Env        []string `json:"env"`
@@ -47,28 +47,28 @@ type spawnRequest struct {
 }
 
 // spawnReply answers a spawnRequest; a pidfd comes with it on success.
-type spawnReply struct {
+type SpawnReply struct {
 	PID int    `json:"pid,omitempty"`
 	Err string `json:"err,omitempty"`
 }
 
 // spawnerMain serves the node's requests until it closes the socket.
 func spawnerMain() int {
-	unix.CloseOnExec(fdSpawner) // no child inherits it
+	unix.CloseOnExec(FDSpawner) // no child inherits it
 	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4*maxSpawnFDs))
+	oob := make([]byte, unix.CmsgSpace(4*MaxSpawnFDs))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(fdSpawner, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, err := unix.Recvmsg(FDSpawner, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || n == 0 {
 			return 0 // the node is gone, or done with us
 		}
-		fds, ferr := receivedFDs(oob[:oobn])
-		var reply spawnReply
+		fds, ferr := ReceivedFDs(oob[:oobn])
+		var reply SpawnReply
 		pidfd := -1
-		var req spawnRequest
+		var req SpawnRequest
 		switch {
 		case ferr != nil:
 			reply.Err = ferr.Error()
@@ -88,7 +88,7 @@ func spawnerMain() int {
 		if pidfd >= 0 {
 			rights = unix.UnixRights(pidfd)
 		}
-		err = unix.Sendmsg(fdSpawner, msg, rights, nil, 0)
+		err = unix.Sendmsg(FDSpawner, msg, rights, nil, 0)
 		if pidfd >= 0 {
 			unix.Close(pidfd)
 		}
@@ -101,7 +101,7 @@ func spawnerMain() int {
 // spawnOne clones and execs req's child from a thread of its own, which
 // enters the network namespace and takes the owner's uid first. That
 // thread is never used again: it dies with its goroutine.
-func spawnOne(req spawnRequest, fds []int) (pid, pidfd int, err error) {
+func spawnOne(req SpawnRequest, fds []int) (pid, pidfd int, err error) {
 	type result struct {
 		pid, pidfd int
 		err        error
@@ -126,7 +126,7 @@ func spawnOne(req spawnRequest, fds []int) (pid, pidfd int, err error) {
 // Leaving uid 0 empties the thread's effective capabilities; it raises them
 // again from its permitted set (its real and saved uids stay 0), so it can
 // still write the child's id maps.
-func spawnHere(req spawnRequest, fds []int) (int, int, error) {
+func spawnHere(req SpawnRequest, fds []int) (int, int, error) {
 	if req.NetNS {
 		if len(fds) == 0 {
 			return 0, -1, errors.New("no network namespace came with the request")
@@ -146,7 +146,7 @@ func spawnHere(req spawnRequest, fds []int) (int, int, error) {
 		if err := raiseEffective(); err != nil {
 			return 0, -1, err
 		}
-		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(req.Owner), Size: userNSSize}}
+		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(req.Owner), Size: UserNSSize}}
 		attr.Cloneflags |= unix.CLONE_NEWUSER
 		attr.UidMappings, attr.GidMappings = ids, ids
 		attr.GidMappingsEnableSetgroups = true
