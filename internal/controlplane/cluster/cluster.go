@@ -62,6 +62,8 @@ type Cluster struct {
 	routes map[string]route   // sandbox id → where it runs
 }
 
+var _ sandboxes.Node = (*Cluster)(nil)
+
 // member is a live node: its last report and its API.
 type member struct {
 	store.Member
