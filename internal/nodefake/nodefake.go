@@ -18,6 +18,7 @@ import (
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
+	"github.com/covesandbox/cove/internal/tokens"
 )
 
 // Node is the fake node.
@@ -27,13 +28,16 @@ type Node struct {
 	requests  []sandboxes.CreateRequest
 	fail      map[string]error
 	next      int
+	secret    []byte
 }
 
 var _ sandboxes.Node = (*Node)(nil)
 
-// New returns a node without sandboxes.
-func New() *Node {
-	return &Node{sandboxes: map[string]*sandboxes.Info{}, fail: map[string]error{}}
+// New returns a node without sandboxes that derives sandboxes' tokens,
+// when a create asks, from secret (the cluster's, as a node's
+// Config.Secret).
+func New(secret []byte) *Node {
+	return &Node{sandboxes: map[string]*sandboxes.Info{}, fail: map[string]error{}, secret: secret}
 }
 
 // Fail makes every later call of method (its name: "Create", "Kill" …)
@@ -92,6 +96,9 @@ func (n *Node) Create(_ context.Context, req sandboxes.CreateRequest) (sandboxes
 		State: sandboxes.StateRunning, Limits: limits, StartedAt: now, EndAt: now.Add(req.Timeout), Metadata: maps.Clone(req.Metadata),
 		EnvVars: maps.Clone(req.EnvVars), Volumes: req.Volumes, AccessToken: req.AccessToken, TrafficToken: req.TrafficToken,
 		Settings: req.Settings, Timeout: req.Timeout, Node: req.Node}
+	if req.DeriveTokens {
+		info.AccessToken, info.TrafficToken = tokens.Sandbox(n.secret, id, req.Secure, req.PublicTraffic)
+	}
 	n.sandboxes[id] = &info
 	return info, nil
 }

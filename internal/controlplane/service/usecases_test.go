@@ -31,7 +31,7 @@ func newService(t *testing.T, cfg service.Config) (*service.Service, *nodefake.N
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	n := nodefake.New()
+	n := nodefake.New(secret)
 	return service.New(cfg, st, n, secret, slog.New(slog.DiscardHandler)), n, st
 }
 
