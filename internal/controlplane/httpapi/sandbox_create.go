@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,48 @@ import (
 	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/svid"
 )
+
+// newSandbox is the body of POST /sandboxes (SDKFields says what Cove does
+// with each field; unknown fields are ignored).
+type newSandbox struct {
+	TemplateID      string            `json:"templateID"`
+	Timeout         *int64            `json:"timeout"`
+	AutoPause       *bool             `json:"autoPause"`
+	AutoPauseMemory *bool             `json:"autoPauseMemory"`
+	VolumeMounts    []volumeMountJSON `json:"volumeMounts"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
+	Secure              *bool             `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	Network             *networkConfig    `json:"network"`
+	IAM                 *struct {
+		Tokens map[string]svid.Token `json:"tokens"`
+	} `json:"iam"`
+	MCP json.RawMessage `json:"mcp"`
+	// CPUCount and MemoryMB size the sandbox up to its template's
+	// maxCpuCount and maxMemoryMB (E2B 2.64 and 2.66; nil: the
+	// template's size).
+	CPUCount *int `json:"cpuCount"`
+	MemoryMB *int `json:"memoryMB"`
+}
+
+// networkConfig is SandboxNetworkConfig; the egress rules arrive with
+// sandbox networking.
+type networkConfig struct {
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
+	AllowOut           []string `json:"allowOut"`
+	DenyOut            []string `json:"denyOut"`
+	// MaskRequestHost is the Host header requests to the sandbox's ports
+	// arrive with ("${PORT}" becomes the port).
+	MaskRequestHost *string              `json:"maskRequestHost"`
+	EgressProxy     *network.EgressProxy `json:"egressProxy"`
+	HTTPSPorts      []int                `json:"httpsPorts"`
+	DNSServers      json.RawMessage      `json:"dnsServers"`
+	Rules           network.Rules        `json:"rules"`
+}
 
 // defaultTimeout applies when a create names none (e2b 2.51 sends none
 // unless the user gave one).

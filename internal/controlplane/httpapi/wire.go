@@ -1,58 +1,14 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/network"
-	"github.com/covesandbox/cove/internal/svid"
 )
 
 // clientID is E2B's constant filler field.
 const clientID = "6532622b"
-
-// newSandbox is the body of POST /sandboxes (SDKFields says what Cove does
-// with each field; unknown fields are ignored).
-type newSandbox struct {
-	TemplateID      string            `json:"templateID"`
-	Timeout         *int64            `json:"timeout"`
-	AutoPause       *bool             `json:"autoPause"`
-	AutoPauseMemory *bool             `json:"autoPauseMemory"`
-	VolumeMounts    []volumeMountJSON `json:"volumeMounts"`
-	AutoResume      *struct {
-		Enabled bool `json:"enabled"`
-	} `json:"autoResume"`
-	Secure              *bool             `json:"secure"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	Network             *networkConfig    `json:"network"`
-	IAM                 *struct {
-		Tokens map[string]svid.Token `json:"tokens"`
-	} `json:"iam"`
-	MCP json.RawMessage `json:"mcp"`
-	// CPUCount and MemoryMB size the sandbox up to its template's
-	// maxCpuCount and maxMemoryMB (E2B 2.64 and 2.66; nil: the
-	// template's size).
-	CPUCount *int `json:"cpuCount"`
-	MemoryMB *int `json:"memoryMB"`
-}
-
-// networkConfig is SandboxNetworkConfig; the egress rules arrive with
-// sandbox networking.
-type networkConfig struct {
-	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
-	AllowOut           []string `json:"allowOut"`
-	DenyOut            []string `json:"denyOut"`
-	// MaskRequestHost is the Host header requests to the sandbox's ports
-	// arrive with ("${PORT}" becomes the port).
-	MaskRequestHost *string              `json:"maskRequestHost"`
-	EgressProxy     *network.EgressProxy `json:"egressProxy"`
-	HTTPSPorts      []int                `json:"httpsPorts"`
-	DNSServers      json.RawMessage      `json:"dnsServers"`
-	Rules           network.Rules        `json:"rules"`
-}
 
 // sandboxJSON is the Sandbox schema (create, connect).
 type sandboxJSON struct {
