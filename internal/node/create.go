@@ -125,7 +125,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	first := Info{ID: req.ID, TemplateID: tpl.ID, BuildID: tpl.BuildID, Isolation: d.Name(), State: StateCreating, Limits: limits,
 		Layers: tpl.RootFS.Layers, Volumes: req.Volumes}
 	onto(req, &first, tpl.Env, m.cfg.Secret, time.Now().UTC())
-	sb := &sandbox{team: req.Team, limits: limits, ended: make(chan struct{}), info: first}
+	sb := &sandbox{team: req.Team, limits: limits, driver: d, ended: make(chan struct{}), info: first}
 	m.mu.Lock()
 	if _, ok := m.sandboxes[req.ID]; ok {
 		m.mu.Unlock()

@@ -28,7 +28,7 @@ func (m *Manager) imagesDir() string { return filepath.Join(m.cfg.Dir, "images")
 func (m *Manager) image(ctx context.Context, sb *sandbox) (*template.ProcessImage, error) {
 	start := time.Now()
 	id := sb.info.ID
-	d := m.recordDriver(sb.info)
+	d := sb.driver
 	if err := os.MkdirAll(m.imagesDir(), 0o700); err != nil {
 		return nil, err
 	}

@@ -210,11 +210,10 @@ func New(cfg Config, driver isolation.Driver, templates Templates, log *slog.Log
 }
 
 // driverOf is the driver running sandbox id (the default's for one the
-// table does not hold: warm sandboxes). It takes the sandbox's lock: a
-// caller holding it asks recordDriver instead.
+// table does not hold: warm sandboxes), without the sandbox's lock.
 func (m *Manager) driverOf(id string) isolation.Driver {
 	if sb := m.lookup(id); sb != nil {
-		return m.recordDriver(sb.snapshot())
+		return sb.driver
 	}
 	return m.driver
 }

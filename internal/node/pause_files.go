@@ -58,7 +58,7 @@ func (m *Manager) pauseFiles(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	d := m.recordDriver(sb.info) // not driverOf: it takes sb.mu
+	d := sb.driver
 	// From here the saved files are the sandbox: recorded before its
 	// processes end, so that a crash in between boots it from them.
 	prev := sb.info

@@ -381,7 +381,7 @@ func (p *pool) close() {
 func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest) (Info, error) {
 	info := w.info
 	onto(req, &info, w.tpl.Env, m.cfg.Secret, time.Now().UTC())
-	sb := &sandbox{team: info.Team, limits: info.Limits, ended: make(chan struct{}), info: info}
+	sb := &sandbox{team: info.Team, limits: info.Limits, driver: m.driver, ended: make(chan struct{}), info: info} // warm sandboxes are the default driver's
 	m.mu.Lock()
 	if err := m.admitLocked(req.Team, req.Quota, info.Limits); err != nil {
 		m.mu.Unlock()

@@ -111,7 +111,7 @@ func (m *Manager) adopt(ctx context.Context, info Info) bool {
 		}
 		m.log.Info("sandbox thawed after an interrupted copy of its files", logx.SandboxID(info.ID))
 	}
-	sb := &sandbox{team: info.Team, limits: info.Limits, info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
+	sb := &sandbox{team: info.Team, limits: info.Limits, driver: m.recordDriver(info), info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	if info.Network != nil && m.cfg.Networks != nil {
 		// The sandbox's init holds its namespace: a handle lets the network be
 		// reused once the sandbox ends.
@@ -158,7 +158,7 @@ func (m *Manager) adoptSaved(ctx context.Context, info Info) bool {
 		}
 		info.Handle = isolation.Handle{}
 	}
-	sb := &sandbox{team: info.Team, limits: info.Limits, info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
+	sb := &sandbox{team: info.Team, limits: info.Limits, driver: m.recordDriver(info), info: info, ended: make(chan struct{}), agent: m.agentFor(info.ID)}
 	sb.timer = time.AfterFunc(time.Hour, func() { m.expire(info.ID) })
 	sb.timer.Stop() // its time starts again at its resume
 	m.mu.Lock()

@@ -12,9 +12,11 @@ import (
 // sandbox is a live entry of the table.
 type sandbox struct {
 	// team and limits never change: admission reads them under the
-	// table's lock alone.
+	// table's lock alone. Nor does driver, the driver its record names,
+	// which calls take without the sandbox's lock.
 	team   string
 	limits isolation.Limits
+	driver isolation.Driver
 
 	mu    sync.Mutex
 	info  Info

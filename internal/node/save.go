@@ -39,7 +39,7 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 		info.Layers = info.Layers[:len(info.Layers)-1]
 		return sandboxes.NewCopy(info, sb.info.Rest.Files.Layer, nil, nil, release), nil
 	}
-	_, cloner := m.recordDriver(sb.info).(isolation.Cloner)
+	_, cloner := sb.driver.(isolation.Cloner)
 	memory = memory && cloner && sb.info.Rest.Memory == nil
 	sum, err := m.copyLayer(ctx, sb, memory, "")
 	if err != nil {
@@ -72,7 +72,7 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 // next), thawed after it; on failure it is always thawed.
 func (m *Manager) copyLayer(ctx context.Context, sb *sandbox, stayFrozen bool, onto string) (template.LayerSum, error) {
 	id := sb.info.ID
-	d := m.recordDriver(sb.info) // not driverOf: it takes sb.mu
+	d := sb.driver
 	saver, err := driverCan[isolation.LayerSaver](d, "save a sandbox's files")
 	if err != nil {
 		return template.LayerSum{}, err
@@ -137,7 +137,7 @@ func (m *Manager) thaw(ctx context.Context, sb *sandbox) {
 	if sb.info.Phase() != PhaseSaving {
 		return
 	}
-	p, err := driverCan[isolation.Pauser](m.recordDriver(sb.info), "thaw a sandbox")
+	p, err := driverCan[isolation.Pauser](sb.driver, "thaw a sandbox")
 	if err == nil {
 		err = p.Resume(context.WithoutCancel(ctx), sb.info.ID)
 	}

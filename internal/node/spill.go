@@ -23,7 +23,7 @@ func (m *Manager) scheduleSpill(sb *sandbox) {
 	if m.cfg.SpillAfter <= 0 {
 		return
 	}
-	if _, ok := m.recordDriver(sb.info).(isolation.Checkpointer); !ok {
+	if _, ok := sb.driver.(isolation.Checkpointer); !ok {
 		return
 	}
 	id := sb.info.ID
@@ -55,7 +55,7 @@ func (m *Manager) Spill(ctx context.Context, id string) error {
 	if sb.info.Phase() != PhasePaused {
 		return errs.New(errs.Conflict, "sandbox %s is not paused with its memory in it", id)
 	}
-	d := m.recordDriver(sb.info)
+	d := sb.driver
 	cp, err := driverCan[isolation.Checkpointer](d, "write a sandbox's memory to disk")
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func (m *Manager) restoreSpilled(ctx context.Context, sb *sandbox, timeout time.
 		m.log.Error("saved memory refused", logx.SandboxID(id), logx.Err(err))
 		return err
 	}
-	cp, err := driverCan[isolation.Checkpointer](m.recordDriver(sb.info), "restore a sandbox")
+	cp, err := driverCan[isolation.Checkpointer](sb.driver, "restore a sandbox")
 	if err != nil {
 		return err
 	}
