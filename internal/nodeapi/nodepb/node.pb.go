@@ -1195,7 +1195,7 @@ type Sandbox struct {
 	Volumes []*VolumeMount `protobuf:"bytes,23,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	// paused_state, for a sandbox paused without its memory whose layers
 	// are in the object store, is the node's whole record of it
-	// (internal/node.Info as JSON): what another node takes it over from
+	// (internal/sandboxes.Info as JSON): what another node takes it over from
 	// (Receive) if this one is lost.
 	PausedState   []byte `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
