@@ -155,7 +155,7 @@ func (d *Driver) start(ctx context.Context, id, dir string, spec isolation.Spec,
 		return nil, nil, nil, err
 	}
 	binary := d.cfg.Binary
-	extra := []*os.File{cfgR, readyW} // fdConfig, inside.FDReady
+	extra := []*os.File{cfgR, readyW} // nsinit.FDConfig, inside.FDReady
 	if d.cfg.SandboxBinary != "" {
 		binary = d.cfg.SandboxBinary
 		if spec.UserNamespace {

@@ -3,7 +3,7 @@
 // its own cgroup, on an overlay root with a size-capped writable layer,
 // with a small capability set, no_new_privs and a seccomp filter. It needs
 // no KVM and no helper binaries: the cove binary re-executes itself as the
-// sandbox's init, which then becomes the agent.
+// sandbox's init (package nsinit), which then becomes the agent.
 package namespaces
 
 import (

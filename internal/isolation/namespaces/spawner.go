@@ -40,7 +40,7 @@ func (s *spawner) start() error {
 		Path:       s.binary,
 		Args:       []string{nsinit.SpawnerArg0},
 		Env:        []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		ExtraFiles: []*os.File{theirs}, // fdSpawner
+		ExtraFiles: []*os.File{theirs}, // nsinit.FDSpawner
 		Stderr:     os.Stderr,
 	}
 	if err := cmd.Start(); err != nil {

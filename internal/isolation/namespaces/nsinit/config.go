@@ -1,23 +1,27 @@
+// Package nsinit is the namespaces driver's side inside a sandbox: a
+// sandbox's init (it builds the root file system, locks itself down and
+// becomes the agent), and the spawner, the small child of the node that
+// clones the inits. A binary runs them when main asks Role; they link
+// neither the driver nor its cgroups (TestSandboxBinaryLinks).
 package nsinit
 
 import "github.com/covesandbox/cove/internal/isolation"
 
-// initArg0 is the name the cove binary is re-executed under as a
-// sandbox's init: package init checks os.Args[0] for it, so the same
-// binary (or a test binary) serves as the init (and, by inside.AgentArg0,
-// the agent).
+// InitArg0 is the name the cove binary is re-executed under as a
+// sandbox's init: Role checks os.Args[0] for it, so the same binary (or a
+// test binary) serves as the init (and, by inside.AgentArg0, the agent).
 const InitArg0 = "cove-sandbox-init"
 
-// fdConfig is where the sandbox's init reads its initConfig (JSON, written
+// FDConfig is where the sandbox's init reads its Config (JSON, written
 // once the init is in its cgroup); the descriptors after it are the
 // agent's (inside.FDReady, FDOOM, FDLayer).
 const FDConfig = 3
 
-// initRefused starts the init's last words when the sandbox's spec or
+// InitRefused starts the init's last words when the sandbox's spec or
 // template is at fault (an invalid-argument error), not the host.
 const InitRefused = "cove sandbox init refused: "
 
-// initConfig is what the driver tells the sandbox's init.
+// Config is what the driver tells the sandbox's init.
 type Config struct {
 	ID        string                  `json:"id"`
 	Dir       string                  `json:"dir"` // the sandbox's directory on the host

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxPassedMounts bounds the layers and binds one message carries (the
+// MaxPassedMounts bounds the layers and binds one message carries (the
 // kernel takes at most 253 descriptors in one).
 const MaxPassedMounts = 200
 
@@ -60,7 +60,7 @@ func setEUID(uid uint32) error {
 	return nil
 }
 
-// receivedFDs are the descriptors an SCM_RIGHTS message brought.
+// ReceivedFDs are the descriptors an SCM_RIGHTS message brought.
 func ReceivedFDs(oob []byte) ([]int, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {

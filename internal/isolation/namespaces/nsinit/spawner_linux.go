@@ -11,28 +11,28 @@ import (
 )
 
 // The spawner is a small, long-lived child of the node (this binary under
-// spawnerArg0) that clones the sandboxes' inits, so that the node never
+// SpawnerArg0) that clones the sandboxes' inits, so that the node never
 // forks itself. Go cannot vfork a child that gets a new user namespace (it
 // waits for its id maps), so a fork copies the forking process's page
 // tables and makes its pages copy-on-write until the child execs: for the
 // node, with its heap and a hundred threads, that was most of a create's
 // CPU. The spawner's are a few megabytes.
 //
-// It serves one request at a time on a SOCK_SEQPACKET socket (fdSpawner):
-// a spawnRequest in JSON with descriptors (the network namespace to be
+// It serves one request at a time on a SOCK_SEQPACKET socket (FDSpawner):
+// a SpawnRequest in JSON with descriptors (the network namespace to be
 // born in, if any, then the child's descriptors from 0 up), answered with
-// a spawnReply and the child's pidfd. The child is cloned with
+// a SpawnReply and the child's pidfd. The child is cloned with
 // CLONE_PARENT: it is the node's child, which reaps it, and outlives the
 // spawner as it would the node. The spawner exits when the node closes the
 // socket (or dies).
 const (
 	SpawnerArg0 = "cove-spawner"
 	FDSpawner   = 3
-	// maxSpawnFDs bounds the descriptors one request carries.
+	// MaxSpawnFDs bounds the descriptors one request carries.
 	MaxSpawnFDs = 16
 )
 
-// spawnRequest is what the node asks the spawner to start.
+// SpawnRequest is what the node asks the spawner to start.
 type SpawnRequest struct {
 	Path       string   `json:"path"`
 	Args       []string `json:"args"`
@@ -46,7 +46,7 @@ type SpawnRequest struct {
 	NetNS bool `json:"netns,omitempty"`
 }
 
-// spawnReply answers a spawnRequest; a pidfd comes with it on success.
+// SpawnReply answers a SpawnRequest; a pidfd comes with it on success.
 type SpawnReply struct {
 	PID int    `json:"pid,omitempty"`
 	Err string `json:"err,omitempty"`
