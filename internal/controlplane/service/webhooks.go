@@ -33,9 +33,12 @@ const (
 	maxAttempts     = 12
 	maxSending      = 16
 	// maxTeamSending is how many of those slots one team's deliveries
-	// take at once: a team whose receivers hang holds no more, and its
-	// other due deliveries wait for their claim's lease to end.
+	// take at once: a team whose receivers hang holds no more. Its other
+	// claimed deliveries wait for one of its slots while their claim has
+	// an attempt's time left and a margin to record it (queueFresh), then
+	// for their lease to end.
 	maxTeamSending = 4
+	queueFresh     = deliveryLease - deliveryTimeout - 2*time.Second
 	// MaxTeamWebhooks caps a team's webhooks.
 	MaxTeamWebhooks = 32
 )
@@ -249,40 +252,37 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	sem := make(chan struct{}, maxSending)
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		sending = map[string]int{} // by team
-	)
+	var wg sync.WaitGroup
 	defer wg.Wait()
+	teams := &teamSlots{sending: map[string]int{}, queued: map[string][]queuedDelivery{}}
 	for {
 		due, err := s.store.ClaimDeliveries(ctx, time.Now(), deliveryLease, maxSending)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("claim webhook deliveries", logx.Err(err))
 		}
 		for _, d := range due {
-			mu.Lock()
-			full := sending[d.Team] >= maxTeamSending || !s.webhooks.breaker.allow(d.WebhookID, time.Now())
-			if !full {
-				sending[d.Team]++
+			if !teams.take(d, time.Now()) {
+				continue // queued for one of its team's slots
 			}
-			mu.Unlock()
-			if full {
-				continue // claimed: due again once its lease ends
+			if !s.webhooks.breaker.allow(d.WebhookID, time.Now()) {
+				// Claimed: due again once its lease ends. The slot goes
+				// to the team's next queued delivery, if any.
+				var ok bool
+				if d, ok = teams.next(d.Team, time.Now(), &s.webhooks.breaker); !ok {
+					continue
+				}
 			}
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() {
-					mu.Lock()
-					if sending[d.Team]--; sending[d.Team] == 0 {
-						delete(sending, d.Team)
-					}
-					mu.Unlock()
 					<-sem
 					wg.Done()
 				}()
-				s.deliver(ctx, d)
+				// The team's slot goes to its next queued delivery, if any.
+				for ok := true; ok; d, ok = teams.next(d.Team, time.Now(), &s.webhooks.breaker) {
+					s.deliver(ctx, d)
+				}
 			}()
 		}
 		if len(due) == maxSending {
@@ -295,6 +295,72 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 		case <-s.webhooks.kick:
 		}
 	}
+}
+
+// teamSlots are the deliveries each team is sending (at most
+// maxTeamSending) and those it claimed that wait for one of its slots.
+type teamSlots struct {
+	mu      sync.Mutex
+	sending map[string]int
+	queued  map[string][]queuedDelivery
+}
+
+type queuedDelivery struct {
+	d       store.Delivery
+	claimed time.Time
+}
+
+// take gives d a slot of its team (true), or queues it (false).
+func (t *teamSlots) take(d store.Delivery, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sending[d.Team] < maxTeamSending {
+		t.sending[d.Team]++
+		return true
+	}
+	t.queued[d.Team] = append(t.fresh(d.Team, now), queuedDelivery{d, now})
+	return false
+}
+
+// next is the team's next queued delivery, for the slot of one that was
+// just sent; without one (or with only deliveries whose claim has not an
+// attempt's time left, or whose webhook's breaker is open: their leases
+// bring them back), the slot is given back.
+func (t *teamSlots) next(team string, now time.Time, b *breaker) (store.Delivery, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.fresh(team, now)
+	for len(q) > 0 {
+		d := q[0].d
+		q = q[1:]
+		if b.allow(d.WebhookID, now) {
+			t.setQueue(team, q)
+			return d, true
+		}
+	}
+	t.setQueue(team, nil)
+	if t.sending[team]--; t.sending[team] == 0 {
+		delete(t.sending, team)
+	}
+	return store.Delivery{}, false
+}
+
+// fresh is the team's queue without the claims too old to be sent
+// before their lease ends (t.mu held).
+func (t *teamSlots) fresh(team string, now time.Time) []queuedDelivery {
+	q := t.queued[team]
+	for len(q) > 0 && now.Sub(q[0].claimed) >= queueFresh {
+		q = q[1:]
+	}
+	return q
+}
+
+func (t *teamSlots) setQueue(team string, q []queuedDelivery) {
+	if len(q) == 0 {
+		delete(t.queued, team)
+		return
+	}
+	t.queued[team] = q
 }
 
 // deliver sends one delivery and records the outcome.
