@@ -77,10 +77,7 @@ func TestNodeEvents(t *testing.T) {
 			t.Parallel()
 			svc, n, st := newService(t, service.Config{})
 			ctx := context.Background()
-			sb, err := svc.Create(ctx, request(nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			sb := create(t, svc, nil)
 			tc.happen(svc, n, sb.ID)
 			rec, err := st.Sandbox(ctx, sb.ID)
 			switch {
@@ -105,14 +102,8 @@ func TestSandboxForSignature(t *testing.T) {
 	t.Parallel()
 	svc, n, _ := newService(t, service.Config{})
 	ctx := context.Background()
-	a, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := create(t, svc, nil)
+	b := create(t, svc, nil)
 	sign := func(id string, exp int64) string {
 		info, err := n.Get(ctx, id)
 		if err != nil {
@@ -166,12 +157,9 @@ func TestUpdateNetwork(t *testing.T) {
 			t.Parallel()
 			svc, n, _ := newService(t, service.Config{})
 			ctx := context.Background()
-			sb, err := svc.Create(ctx, request(nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			sb := create(t, svc, nil)
 			n.Add(withNetwork(t, n, sb.ID))
-			err = svc.UpdateNetwork(ctx, tc.team, sb.ID, tc.rules)
+			err := svc.UpdateNetwork(ctx, tc.team, sb.ID, tc.rules)
 			if got := errs.KindOf(err); err != nil && got != tc.kind || err == nil && tc.kind != 0 {
 				t.Fatalf("update: %v (%v), want kind %v", err, got, tc.kind)
 			}

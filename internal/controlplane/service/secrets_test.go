@@ -64,10 +64,7 @@ func TestSecrets(t *testing.T) {
 	}
 
 	// A sandbox's rules name the team's secrets only.
-	sb, err := svc.Create(ctx, request(func(r *service.CreateRequest) { r.Team = team }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := create(t, svc, func(r *service.CreateRequest) { r.Team = team })
 	n.Add(withNetwork(t, n, sb.ID))
 	rules := func(name string) service.NetworkRules {
 		r := network.Rules{"api.openai.com": {{Transform: &network.Transform{Headers: map[string]string{"Authorization": "Bearer ${e2b.secrets." + name + "}"}}}}}

@@ -35,6 +35,16 @@ func newService(t *testing.T, cfg service.Config) (*service.Service, *nodefake.N
 	return service.New(cfg, st, n, secret, slog.New(slog.DiscardHandler)), n, st
 }
 
+// create is a sandbox svc created of request(edit), or the test's end.
+func create(t *testing.T, svc *service.Service, edit func(*service.CreateRequest)) service.Sandbox {
+	t.Helper()
+	sb, err := svc.Create(context.Background(), request(edit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
 // request is a create of base for team t, as the API makes one.
 func request(edit func(*service.CreateRequest)) service.CreateRequest {
 	req := service.CreateRequest{CreateRequest: sandboxes.CreateRequest{Template: "base", Team: "t", Timeout: time.Minute, Secure: true, PublicTraffic: true}}
@@ -118,11 +128,7 @@ func TestCreateNodeFails(t *testing.T) {
 func TestIsolationFromMetadata(t *testing.T) {
 	t.Parallel()
 	svc, n, _ := newService(t, service.Config{})
-	ctx := context.Background()
-	sb, err := svc.Create(ctx, request(func(r *service.CreateRequest) { r.Metadata = map[string]string{service.IsolationKey: "gvisor"} }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := create(t, svc, func(r *service.CreateRequest) { r.Metadata = map[string]string{service.IsolationKey: "gvisor"} })
 	if got := n.Requests()[0].Isolation; got != "gvisor" {
 		t.Errorf("the node's isolation: %q", got)
 	}
@@ -183,11 +189,8 @@ func TestLifecycle(t *testing.T) {
 			t.Parallel()
 			svc, _, st := newService(t, service.Config{})
 			ctx := context.Background()
-			sb, err := svc.Create(ctx, request(nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = tc.steps(ctx, svc, sb.ID)
+			sb := create(t, svc, nil)
+			err := tc.steps(ctx, svc, sb.ID)
 			if got := errs.KindOf(err); err != nil && got != tc.kind || err == nil && tc.kind != 0 {
 				t.Fatalf("%v (%v), want kind %v", err, got, tc.kind)
 			}
@@ -208,10 +211,7 @@ func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	svc, n, st := newService(t, service.Config{})
 	ctx := context.Background()
-	sb, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := create(t, svc, nil)
 	end := func() time.Time {
 		info, err := n.Get(ctx, sb.ID)
 		rec, rerr := st.Sandbox(ctx, sb.ID)
@@ -239,14 +239,8 @@ func TestReconcile(t *testing.T) {
 	t.Parallel()
 	svc, n, st := newService(t, service.Config{})
 	ctx := context.Background()
-	kept, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kept := create(t, svc, nil)
+	lost := create(t, svc, nil)
 	if err := n.Kill(ctx, lost.ID); err != nil { // it died with the node
 		t.Fatal(err)
 	}
@@ -327,14 +321,8 @@ func TestListHidesEnding(t *testing.T) {
 	t.Parallel()
 	svc, n, _ := newService(t, service.Config{})
 	ctx := context.Background()
-	kept, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ending, err := svc.Create(ctx, request(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kept := create(t, svc, nil)
+	ending := create(t, svc, nil)
 	info, _ := n.Get(ctx, ending.ID)
 	info.State = sandboxes.StateKilled
 	n.Add(info)

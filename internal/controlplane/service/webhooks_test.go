@@ -74,9 +74,7 @@ func TestWebhookBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range events {
-		if _, err := svc.Create(ctx, request(func(r *service.CreateRequest) { r.Team = team.ID })); err != nil {
-			t.Fatal(err)
-		}
+		create(t, svc, func(r *service.CreateRequest) { r.Team = team.ID })
 	}
 
 	run, stop := context.WithCancel(ctx)
