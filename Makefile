@@ -141,7 +141,7 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd sdk/go && $(GO) run $(STATICCHECK) ./...
 	@# The control plane and the node contract are free of Linux.
-	GOOS=darwin $(GO) build ./internal/controlplane/... ./internal/sandboxes
+	GOOS=darwin $(GO) build ./internal/controlplane/... ./internal/proxy ./internal/dashboard ./internal/sandboxes
 
 # check-generated regenerates the protobuf code and fails when it differs
 # from what is committed (or is not committed at all).

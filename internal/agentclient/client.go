@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/envd"
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/sdk/go/envdpb/filesystem/filesystemconnect"
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 	"github.com/covesandbox/cove/sdk/go/envdpb/process/processconnect"
@@ -24,10 +25,6 @@ import (
 
 // DialFunc opens a connection to the agent.
 type DialFunc func(ctx context.Context) (net.Conn, error)
-
-// Host is the host name requests to an agent carry (its connections are
-// pooled under it).
-const Host = "agent"
 
 // Client is a connection pool to one agent.
 type Client struct {
@@ -62,7 +59,7 @@ func New(dial DialFunc) *Client {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	c := &Client{Base: "http://" + Host, Raw: tr}
+	c := &Client{Base: "http://" + envdwire.Host, Raw: tr}
 	c.HTTP = &http.Client{Transport: tokenTransport{c: c, next: tr}}
 	c.Process = processconnect.NewProcessClient(c.HTTP, c.Base)
 	c.Filesystem = filesystemconnect.NewFilesystemClient(c.HTTP, c.Base)

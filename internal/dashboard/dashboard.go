@@ -21,7 +21,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
-	"github.com/covesandbox/cove/internal/node"
+	"github.com/covesandbox/cove/internal/sandboxes"
 )
 
 //go:embed web/index.html web/app.js web/app.css web/vendor/xterm.mjs web/vendor/xterm.css web/vendor/xterm.LICENSE
@@ -72,7 +72,7 @@ type Config struct {
 	Nodes func(ctx context.Context) ([]NodeStatus, error)
 	// Usage, when set, is what teams' sandboxes held on the node (cove
 	// server's); a cluster's nodes meter their own (Prometheus).
-	Usage func() []node.Usage
+	Usage func() []sandboxes.Usage
 	// SessionTTL is how long a login lasts (default 12 h).
 	SessionTTL time.Duration
 	Log        *slog.Logger

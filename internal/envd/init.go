@@ -30,7 +30,7 @@ type InitRequest struct {
 // init applies the node's settings. Once a token is set, changing anything
 // needs that token, so code inside the sandbox cannot take the agent over.
 func (s *Server) init(w http.ResponseWriter, r *http.Request) {
-	if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+	if !s.settings.TokenOK(r.Header.Get(envdwire.TokenHeader)) {
 		writeError(w, errUnauthorized)
 		return
 	}

@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 
+	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/envd/filesystem"
 	"github.com/covesandbox/cove/internal/envd/process"
 	"github.com/covesandbox/cove/internal/envd/settings"
@@ -77,12 +77,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-const tokenHeader = "X-Access-Token"
-
 // requireToken refuses requests without the access token once one is set.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+		if !s.settings.TokenOK(r.Header.Get(envdwire.TokenHeader)) {
 			writeError(w, errUnauthorized)
 			return
 		}
@@ -97,7 +95,7 @@ var rpcErrors = connect.NewErrorWriter()
 // a Connect error ("unauthenticated") the SDKs map to AuthenticationError.
 func (s *Server) requireTokenRPC(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.settings.TokenOK(r.Header.Get(tokenHeader)) {
+		if !s.settings.TokenOK(r.Header.Get(envdwire.TokenHeader)) {
 			_ = rpcErrors.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errUnauthorized))
 			return
 		}
@@ -105,7 +103,7 @@ func (s *Server) requireTokenRPC(next http.Handler) http.Handler {
 	})
 }
 
-var errUnauthorized = errs.New(errs.Unauthenticated, "unauthorized access, please provide a valid access token or method signing if supported")
+var errUnauthorized = envdwire.ErrUnauthorized
 
 // writeError writes envd's JSON error body {"message","code"}.
 func writeError(w http.ResponseWriter, err error) {
@@ -117,18 +115,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// internalPaths are served to the node only; the proxy must refuse them
-// from outside.
-var internalPaths = []string{"/init", "/freeze", "/unfreeze", "/collapse", "/fsfreeze", "/fsthaw", "/upgrade"}
-
-// IsInternalPath reports whether an agent path is node-only.
-func IsInternalPath(p string) bool {
-	for _, ip := range internalPaths {
-		if p == ip || strings.HasPrefix(p, ip+"/") {
-			return true
-		}
-	}
-	return false
 }

@@ -63,26 +63,31 @@ func TestNodeSideBelowControlPlane(t *testing.T) {
 	}
 }
 
-// TestControlPlaneImportsTheContract: the control plane knows a node by
-// its contract (internal/sandboxes), never by the node's implementation
-// (internal/node) or a driver, its tests included; and the contract
+// TestControlPlaneImportsTheContract: the control plane (its use cases,
+// API, store and cluster, the sandbox proxy and the dashboard) knows a
+// node by its contract (internal/sandboxes), never by the node's
+// implementation (internal/node), a driver or the agent, its tests
+// included; and the contract
 // itself is types only: nothing of the node's, the control plane's or a
 // driver's. `make lint` builds both for macOS, which proves them free of
 // Linux.
 func TestControlPlaneImportsTheContract(t *testing.T) {
-	implementation := []string{"internal/node", "internal/isolation/namespaces", "internal/isolation/gvisor", "internal/isolation/microvm", "internal/agentclient"}
-	for _, dep := range deps(t, "../../internal/controlplane/...") {
-		for _, impl := range implementation {
-			if under(dep, impl) {
-				t.Errorf("the control plane imports %s", dep)
+	implementation := []string{"internal/node", "internal/isolation/namespaces", "internal/isolation/gvisor", "internal/isolation/microvm",
+		"internal/agentclient", "internal/envd/process", "internal/envd/filesystem", "internal/envd/identity", "internal/envd/sudo", "internal/envd/codeinterp"}
+	// The agent itself is internal/envd; envdwire, below it, is its callers'.
+	isImplementation := func(dep string, more ...string) bool {
+		return dep == "internal/envd" || slices.ContainsFunc(append(implementation, more...), func(impl string) bool { return under(dep, impl) })
+	}
+	for _, part := range []string{"internal/controlplane/...", "internal/proxy", "internal/dashboard"} {
+		for _, dep := range deps(t, "../../"+part) {
+			if isImplementation(dep) {
+				t.Errorf("the control plane (%s) imports %s", part, dep)
 			}
 		}
 	}
 	for _, dep := range deps(t, "../../internal/sandboxes") {
-		for _, above := range append(implementation, "internal/controlplane", "internal/nodeapi") {
-			if under(dep, above) {
-				t.Errorf("the node contract imports %s", dep)
-			}
+		if isImplementation(dep, "internal/controlplane", "internal/nodeapi") {
+			t.Errorf("the node contract imports %s", dep)
 		}
 	}
 }

@@ -44,7 +44,7 @@ var _ node.Observer = (*Node)(nil)
 type Source interface {
 	List(ctx context.Context) ([]sandboxes.Info, error)
 	Load() node.Load
-	Usage() []node.Usage
+	Usage() []sandboxes.Usage
 }
 
 // latencyBuckets span a pause of a millisecond to a boot of seconds;

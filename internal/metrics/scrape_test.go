@@ -33,10 +33,10 @@ func newFakeNode(n int) fakeNode {
 }
 
 func (f fakeNode) List(context.Context) ([]sandboxes.Info, error) { return f.infos, nil }
-func (f fakeNode) Usage() []node.Usage {
-	out := make([]node.Usage, 10) // ten teams, one template each
+func (f fakeNode) Usage() []sandboxes.Usage {
+	out := make([]sandboxes.Usage, 10) // ten teams, one template each
 	for i := range out {
-		out[i] = node.Usage{Team: fmt.Sprintf("team%d", i), Template: fmt.Sprintf("t%d", i), Seconds: 60, CPUSeconds: 120, MemoryGiBSeconds: 30}
+		out[i] = sandboxes.Usage{Team: fmt.Sprintf("team%d", i), Template: fmt.Sprintf("t%d", i), Seconds: 60, CPUSeconds: 120, MemoryGiBSeconds: 30}
 	}
 	return out
 }

@@ -18,6 +18,7 @@ type (
 	TeamQuota     = sandboxes.TeamQuota
 	Copy          = sandboxes.Copy
 	NetworkUpdate = sandboxes.NetworkUpdate
+	Usage         = sandboxes.Usage
 )
 
 const (

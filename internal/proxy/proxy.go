@@ -21,8 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/covesandbox/cove/internal/agentclient"
-	"github.com/covesandbox/cove/internal/envd"
 	"github.com/covesandbox/cove/internal/envd/envdwire"
 )
 
@@ -156,7 +154,7 @@ func (a agentFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.port == envdwire.Port {
 		if rt, ok := a.p.sandboxes.AgentTransport(t.id); ok {
 			r = r.Clone(r.Context())
-			r.URL.Host = agentclient.Host // the pool's key for those connections
+			r.URL.Host = envdwire.Host // the pool's key for those connections
 			return rt.RoundTrip(r)
 		}
 	}
@@ -273,7 +271,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 		return
 	}
-	if t.port == envdwire.Port && envd.IsInternalPath(r.URL.Path) {
+	if t.port == envdwire.Port && envdwire.IsInternalPath(r.URL.Path) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"code": http.StatusNotFound, "message": "not found"})
 		return
 	}
@@ -325,7 +323,7 @@ func (p *Proxy) credential(r *http.Request, t target) (int, string) {
 		}
 		return 0, ""
 	}
-	if tok := p.sandboxes.AccessToken(t.id); tok != "" && !t.signed && !envd.Authorized(r, tok) {
+	if tok := p.sandboxes.AccessToken(t.id); tok != "" && !t.signed && !envdwire.Authorized(r, tok) {
 		return http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported"
 	}
 	return 0, ""
