@@ -280,7 +280,9 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 					wg.Done()
 				}()
 				// The team's slot goes to its next queued delivery, if any.
-				for ok := true; ok; d, ok = teams.next(d.Team, time.Now(), &s.webhooks.breaker) {
+				// Once ctx ends, what is left waits for its lease (another
+				// replica's, or this one's next start): no attempt is spent.
+				for ok := true; ok && ctx.Err() == nil; d, ok = teams.next(d.Team, time.Now(), &s.webhooks.breaker) {
 					s.deliver(ctx, d)
 				}
 			}()
