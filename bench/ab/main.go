@@ -1,8 +1,9 @@
-// Command ab compares builds on one figure of the hot path — a pooled
-// create → first output of a command — with each build's server beside
-// the others and their creates interleaved, so that the machine's drift
-// (large on a shared VM) falls on every build alike. It prints each
-// build's quartiles; scripts/bench-ab.sh starts the servers.
+// Command ab compares builds on two figures of the hot path — a create →
+// first output of a command, and the kill after it — with each build's
+// server beside the others and their creates interleaved, so that the
+// machine's drift (large on a shared VM) falls on every build alike. It
+// prints each build's quartiles; scripts/bench-ab.sh starts the servers
+// (with warm pools, or without: POOL=0).
 package main
 
 import (
@@ -18,9 +19,9 @@ import (
 )
 
 type build struct {
-	label  string
-	client *cove.Client
-	xs     []time.Duration
+	label          string
+	client         *cove.Client
+	creates, kills []time.Duration
 }
 
 func main() {
@@ -46,35 +47,41 @@ func main() {
 		for j := range builds {
 			b := builds[(i+j)%len(builds)] // each build goes first as often
 			time.Sleep(*pace)
-			d, err := firstOutput(ctx, b.client)
+			create, kill, err := firstOutput(ctx, b.client)
 			if err != nil {
 				log.Fatalf("%s: %v", b.label, err)
 			}
-			b.xs = append(b.xs, d)
+			b.creates, b.kills = append(b.creates, create), append(b.kills, kill)
 		}
 	}
 	for _, b := range builds {
-		slices.Sort(b.xs)
-		q := func(f float64) float64 { return float64(b.xs[int(f*float64(len(b.xs)-1))]) / float64(time.Millisecond) }
-		fmt.Printf("%s: pooled create → first output p25 %.2f ms, p50 %.2f ms, p75 %.2f ms (%d creates)\n", b.label, q(0.25), q(0.5), q(0.75), len(b.xs))
+		fmt.Printf("%s: create → first output %s; kill %s (%d sandboxes)\n", b.label, quartiles(b.creates), quartiles(b.kills), len(b.creates))
 	}
 }
 
-// firstOutput times a create and its first command's output, then kills
-// the sandbox.
-func firstOutput(ctx context.Context, c *cove.Client) (time.Duration, error) {
+// quartiles are xs' p25, p50 and p75 in milliseconds.
+func quartiles(xs []time.Duration) string {
+	slices.Sort(xs)
+	q := func(f float64) float64 { return float64(xs[int(f*float64(len(xs)-1))]) / float64(time.Millisecond) }
+	return fmt.Sprintf("p25 %.2f ms, p50 %.2f ms, p75 %.2f ms", q(0.25), q(0.5), q(0.75))
+}
+
+// firstOutput times a create and its first command's output, then the
+// sandbox's kill.
+func firstOutput(ctx context.Context, c *cove.Client) (create, kill time.Duration, err error) {
 	start := time.Now()
 	s, err := c.Create(ctx, cove.CreateOptions{Timeout: time.Minute})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer s.Kill(context.WithoutCancel(ctx))
 	res, err := s.Commands.Run(ctx, "echo hi")
-	if err != nil {
-		return 0, err
+	create = time.Since(start)
+	if err == nil && res.Stdout != "hi\n" {
+		err = fmt.Errorf("echo hi printed %q", res.Stdout)
 	}
-	if res.Stdout != "hi\n" {
-		return 0, fmt.Errorf("echo hi printed %q", res.Stdout)
+	start = time.Now()
+	if kerr := s.Kill(context.WithoutCancel(ctx)); err == nil {
+		err = kerr
 	}
-	return time.Since(start), nil
+	return create, time.Since(start), err
 }
