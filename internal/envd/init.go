@@ -31,7 +31,7 @@ type InitRequest struct {
 // needs that token, so code inside the sandbox cannot take the agent over.
 func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	if !s.settings.TokenOK(r.Header.Get(envdwire.TokenHeader)) {
-		writeError(w, errUnauthorized)
+		writeError(w, envdwire.ErrUnauthorized)
 		return
 	}
 	var req InitRequest

@@ -81,7 +81,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.settings.TokenOK(r.Header.Get(envdwire.TokenHeader)) {
-			writeError(w, errUnauthorized)
+			writeError(w, envdwire.ErrUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -96,14 +96,12 @@ var rpcErrors = connect.NewErrorWriter()
 func (s *Server) requireTokenRPC(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.settings.TokenOK(r.Header.Get(envdwire.TokenHeader)) {
-			_ = rpcErrors.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errUnauthorized))
+			_ = rpcErrors.Write(w, r, connect.NewError(connect.CodeUnauthenticated, envdwire.ErrUnauthorized))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
-
-var errUnauthorized = envdwire.ErrUnauthorized
 
 // writeError writes envd's JSON error body {"message","code"}.
 func writeError(w http.ResponseWriter, err error) {

@@ -1,8 +1,8 @@
 // Package envdwire holds what the agent's callers share with the agent
 // (package envd) of its wire: its port, the protocol version it reports,
 // its token header, its node-only paths, and the signature of signed file
-// URLs. It is free of the agent's code
-// and of Linux, so that the control plane needs no more of the agent.
+// URLs. It is free of the agent's code and of Linux, so that the control
+// plane needs no more of the agent.
 package envdwire
 
 import (
