@@ -35,6 +35,7 @@ type runFlags struct {
 	netAllow  []string
 	upCA      string
 	hookAllow []string
+	regAllow  []string
 	egressNS  []string
 	flows     network.FlowLimits
 }
@@ -59,7 +60,7 @@ func (r *runFlags) api(f *pflag.FlagSet) {
 	f.StringVar(&r.cfg.TLSListen, "tls-listen", os.Getenv("COVE_TLS_LISTEN"), "serve HTTPS here too, E2B's domain mode: E2B_DOMAIN=<domain> alone points the SDK at https://api.<domain> (default :443 when --domain names a domain without a port, off to turn it off; COVE_TLS_LISTEN)")
 	f.StringVar(&r.cfg.TLSCert, "tls-cert", os.Getenv("COVE_TLS_CERT"), "the HTTPS certificate (PEM) for api.<domain> and *.<domain>; default: one from a local CA in the data directory (COVE_TLS_CERT)")
 	f.StringVar(&r.cfg.TLSKey, "tls-key", os.Getenv("COVE_TLS_KEY"), "the HTTPS certificate's key (PEM; COVE_TLS_KEY)")
-	f.StringSliceVar(&r.hookAllow, "webhook-allow", envList("COVE_WEBHOOK_ALLOW", nil), "CIDRs webhooks may be sent to although they are loopback, private or this host's (COVE_WEBHOOK_ALLOW, comma-separated); link-local and the rest stay refused unless listed")
+	f.StringSliceVar(&r.hookAllow, "webhook-allow", envList("COVE_WEBHOOK_ALLOW", nil), "CIDRs webhooks may be sent to although they are loopback, link-local, private, CGNAT, this host's or a node's (COVE_WEBHOOK_ALLOW, comma-separated); sandbox ranges stay refused")
 	f.DurationVar(&r.cfg.EventsKept, "events-kept", envDuration("COVE_EVENTS_KEPT", 7*24*time.Hour), "how long sandboxes' lifecycle events are kept (COVE_EVENTS_KEPT)")
 	f.DurationVar(&r.cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each sandbox's CPU, memory and disk are sampled into its metric history")
 	f.StringVar(&r.cfg.DebugListen, "debug-listen", os.Getenv("COVE_DEBUG_LISTEN"), "serve Go's pprof profiles on this loopback address (COVE_DEBUG_LISTEN)")
@@ -72,6 +73,7 @@ func (r *runFlags) sandboxes(f *pflag.FlagSet) {
 	f.StringVar(&r.netRange, "network-range", envOr("COVE_NETWORK_RANGE", network.DefaultRange.String()), "private range sandbox addresses come from (COVE_NETWORK_RANGE)")
 	f.StringVar(&r.upCA, "upstream-ca", os.Getenv("COVE_UPSTREAM_CA"), "a PEM bundle of CAs the egress proxy trusts besides the host's roots, for the HTTPS servers sandboxes' rules send secrets to and for upstream proxies over TLS: a private upstream's CA (COVE_UPSTREAM_CA)")
 	f.StringSliceVar(&r.netAllow, "network-allow", envList("COVE_NETWORK_ALLOW", nil), "private CIDRs sandboxes may reach after all (COVE_NETWORK_ALLOW, comma-separated); the host, link-local and other sandboxes stay blocked")
+	f.StringSliceVar(&r.regAllow, "registry-allow", envList("COVE_REGISTRY_ALLOW", nil), "CIDRs template builds may pull images from (registries, their token services and redirects) although they are loopback, link-local, private, CGNAT, this host's or a node's (COVE_REGISTRY_ALLOW, comma-separated); sandboxes' ranges stay refused")
 	f.StringSliceVar(&r.egressNS, "egress-nameserver", envList("COVE_EGRESS_NAMESERVERS", nil), "host:port of the resolvers where the egress proxy looks up the names allowOut lets through, a connection by name going only where its name leads (COVE_EGRESS_NAMESERVERS, comma-separated; default: the sandboxes' resolvers, port 53)")
 	f.IntVar(&r.flows.PerSandbox, "egress-max-connections", envInt("COVE_EGRESS_MAX_CONNECTIONS", 256), "connections one sandbox may hold open through the egress proxy (allowOut names, rules, egressProxy); more are reset (COVE_EGRESS_MAX_CONNECTIONS)")
 	f.DurationVar(&r.flows.Idle, "egress-idle-timeout", envDuration("COVE_EGRESS_IDLE_TIMEOUT", 5*time.Minute), "how long a connection through the egress proxy may move no byte before it is closed (COVE_EGRESS_IDLE_TIMEOUT)")
@@ -189,6 +191,13 @@ func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, erro
 			return cfg, nil, fmt.Errorf("--webhook-allow %q: want a CIDR: %w", a, err)
 		}
 		cfg.WebhookAllow = append(cfg.WebhookAllow, p)
+	}
+	for _, a := range r.regAllow {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("--registry-allow %q: want a CIDR: %w", a, err)
+		}
+		cfg.RegistryAllow = append(cfg.RegistryAllow, p)
 	}
 	cfg.NoUserNamespaces = !r.userNS
 	cfg.Out = cmd.OutOrStdout()

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/covesandbox/cove/internal/addrpolicy"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/svid"
 )
@@ -56,6 +57,7 @@ type egressProxy struct {
 	names         *nameResolver
 	resolver      *net.Resolver
 	upstreamRoots *x509.CertPool
+	upstreams     *addrpolicy.Policy // where upstream proxies may be (upstream_linux.go)
 
 	flows *flows
 

@@ -62,6 +62,9 @@ type Config struct {
 	UpstreamRoots *x509.CertPool
 	// Flows bound the connections sandboxes hold in the egress proxy.
 	Flows FlowLimits
+	// Nodes, when set, are the cluster's nodes' own addresses, where no
+	// upstream proxy may be (addrpolicy), as the host's own.
+	Nodes func() []netip.Addr
 	// NameServers are where the egress proxy resolves the names allowOut
 	// lets through (a connection by name must go where the name leads);
 	// default DNS, port 53: what sandboxes ask.
@@ -137,7 +140,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
-	proxy.upstreamRoots = cfg.UpstreamRoots
+	proxy.upstreamRoots, proxy.upstreams = cfg.UpstreamRoots, upstreamPolicy(cfg)
 	servers := cfg.NameServers
 	if servers == nil {
 		for _, d := range cfg.DNS {

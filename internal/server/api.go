@@ -70,7 +70,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
-		Identity: issuer, SandboxRanges: nodes.SandboxRanges}
+		Identity: issuer, SandboxRanges: nodes.SandboxRanges, NodeAddrs: watchNodes(ctx, st, log).Addrs}
 	if bucket != nil { // kept where every node reaches them
 		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
 	}

@@ -89,6 +89,10 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	nodes := watchNodes(ctx, st, log) // what no request for a tenant reaches
+	if cfg.Network != nil {
+		cfg.Network.Nodes = nodes.Addrs
+	}
 	nets, err := openNetworks(cfg, st, key, log)
 	if err != nil {
 		return err
@@ -112,6 +116,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bucket != nil { // what it builds, the other nodes can fetch
 		builder := template.NewBuilder(templates, mgr, log)
 		builder.AllowLocalImages, builder.Debootstrap, builder.Mirror, builder.Observe = cfg.LocalImages, cfg.Debootstrap, cfg.DebianMirror, observed.Built
+		builder.Registries = registryPolicy(cfg, nodes)
 		api.ServeBuilds(builder, st)
 	}
 	if _, _, err := mgr.Recover(ctx); err != nil {

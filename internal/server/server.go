@@ -158,6 +158,10 @@ type Config struct {
 	// kept (default 7 days).
 	WebhookAllow []netip.Prefix
 	EventsKept   time.Duration
+	// RegistryAllow are ranges template builds may pull images from
+	// (registries, their token realms, their redirects) although
+	// loopback, link-local, private, this host's or a node's (addrpolicy).
+	RegistryAllow []netip.Prefix
 	// SecretsKeyFile is the operator's key that seals teams' secrets
 	// (64 hex digits, owner-only). cove server: default the data
 	// directory's secrets.key, made at the first start; cove api and cove
@@ -292,7 +296,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	builds, stopBuilds := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBuilds()
 	builder := template.NewBuilder(templates, mgr, log)
-	builder.AllowLocalImages = cfg.LocalImages
+	builder.AllowLocalImages, builder.Registries = cfg.LocalImages, registryPolicy(cfg, nil)
 	builder.Debootstrap, builder.Mirror = cfg.Debootstrap, cfg.DebianMirror
 	builder.Observe = observed.Built
 	tpls = service.NewTemplates(builds, templates, builder, mgr.LayersInUse, secret, log)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/covesandbox/cove/internal/addrpolicy"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
+	"github.com/covesandbox/cove/internal/network"
 )
 
 // Step is one build step, as E2B's build API sends it: RUN [cmd, user?],
@@ -110,8 +113,12 @@ type Builder struct {
 	sandboxes Sandboxes
 	log       *slog.Logger
 	// AllowLocalImages lets builds read images from the node's disk
-	// (oci:, docker-archive:) and from registries on its loopback.
+	// (oci:, docker-archive:).
 	AllowLocalImages bool
+	// Registries is the address policy of image pulls: registries, their
+	// token realms and redirects (nil: addrpolicy's defaults, the default
+	// sandbox range refused, no range allowed).
+	Registries *addrpolicy.Policy
 	// ReadyTimeout bounds the wait for a ready command.
 	ReadyTimeout time.Duration
 	// Debootstrap is the debootstrap program ("" = from PATH).
@@ -129,6 +136,17 @@ type Builder struct {
 	// StatusError) and how long it ran.
 	Observe func(status string, d time.Duration)
 }
+
+// registries is the builder's address policy of image pulls.
+func (b *Builder) registries() *addrpolicy.Policy {
+	if b.Registries != nil {
+		return b.Registries
+	}
+	return defaultRegistries
+}
+
+var defaultRegistries = addrpolicy.New(addrpolicy.Config{Flag: "--registry-allow",
+	Never: func() []netip.Prefix { return []netip.Prefix{network.DefaultRange} }})
 
 // NewBuilder returns a builder over the store's layers.
 func NewBuilder(store *Store, sandboxes Sandboxes, log *slog.Logger) *Builder {
@@ -305,13 +323,22 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsu
 		return state{}, errs.New(errs.PermissionDenied, "images from the node's disk (%s) are not enabled on this server", spec.FromImage)
 	}
 	say("pulling " + spec.FromImage)
-	img, err := openImage(ctx, spec.FromImage, b.AllowLocalImages)
-	if err != nil {
+	// What the registry said stays in the node's log: the tenant reads
+	// pullError's status code or fixed reason.
+	pullFailed := func(err error) error {
+		b.log.Info("image pull failed", "image", spec.FromImage, logx.Err(err))
+		return pullError(spec.FromImage, err)
+	}
+	img, err := openImage(ctx, spec.FromImage, b.registries())
+	var pe *pullErr
+	if errors.As(err, &pe) {
+		return state{}, pullFailed(pe.err)
+	} else if err != nil {
 		return state{}, err
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return state{}, errs.New(errs.InvalidArgument, "image %s: %v", spec.FromImage, err)
+		return state{}, pullFailed(err)
 	}
 	key := "image:" + digest.String()
 	if cached, ok := b.cached(key); ok {
@@ -319,7 +346,9 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsu
 		return cached, nil
 	}
 	layers, cfg, err := b.store.layers.importImage(ctx, img, budget, say)
-	if err != nil {
+	if farEnd(err) {
+		return state{}, pullFailed(err)
+	} else if err != nil {
 		return state{}, err
 	}
 	st := state{Image: Image{Layers: layers, User: cfg.User, Workdir: cfg.WorkingDir, Env: cfg.Env}, Key: key}

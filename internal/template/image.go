@@ -2,13 +2,14 @@ package template
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
+	"net/url"
 	"runtime"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -16,8 +17,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/covesandbox/cove/internal/addrpolicy"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/layertar"
@@ -38,8 +41,8 @@ func IsLocalImage(ref string) bool {
 
 // openImage finds an image: "oci:DIR[:TAG]", "docker-archive:FILE[:TAG]",
 // or a registry reference (credentials from the docker config, as
-// `docker pull` finds them).
-func openImage(ctx context.Context, ref string, allowLoopback bool) (v1.Image, error) {
+// `docker pull` finds them; a failed pull is a *pullErr).
+func openImage(ctx context.Context, ref string, registries *addrpolicy.Policy) (v1.Image, error) {
 	switch {
 	case strings.HasPrefix(ref, ociPrefix):
 		p, tag := splitTag(strings.TrimPrefix(ref, ociPrefix))
@@ -66,12 +69,19 @@ func openImage(ctx context.Context, ref string, allowLoopback bool) (v1.Image, e
 	}
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
-		remote.WithTransport(registryTransport(allowLoopback)))
+		remote.WithTransport(registryTransport(registries)))
 	if err != nil {
-		return nil, errs.New(errs.InvalidArgument, "pull %s: %v", ref, err)
+		return nil, &pullErr{err}
 	}
 	return img, nil
 }
+
+// pullErr is a pull that failed at the registry: what it says is the far
+// end's, for the node's log only (pullError is the tenant's).
+type pullErr struct{ err error }
+
+func (e *pullErr) Error() string { return e.err.Error() }
+func (e *pullErr) Unwrap() error { return e.err }
 
 // splitTag splits "path:tag" at a colon after the last slash.
 func splitTag(s string) (string, string) {
@@ -175,29 +185,84 @@ func (l Layers) importLayer(layer v1.Layer, name string, budget *fsutil.Budget) 
 	return err
 }
 
-// registryTransport connects to registries, but never to a link-local
-// address (a cloud's metadata service), a multicast or unspecified one,
-// nor, unless allowed, to the node's loopback: an image reference is user
-// input, and the check is made on the address actually dialled.
-func registryTransport(allowLoopback bool) http.RoundTripper {
+// registryTransport connects to registries, their token realms and
+// wherever they redirect as the address policy allows (an image reference
+// is user input; the check is made on the address actually dialled, and
+// before a request is handed to the environment's proxy, on the addresses
+// its host resolves to), and never to a sandbox (the nodes' firewalls
+// keep the marked sockets off them).
+func registryTransport(pol *addrpolicy.Policy) http.RoundTripper {
 	tr := remote.DefaultTransport.(*http.Transport).Clone()
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
-		Control: func(netw, address string, rc syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip, err := netip.ParseAddr(host)
-			if err != nil {
-				return err
-			}
-			ip = ip.Unmap()
-			if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() ||
-				(ip.IsLoopback() && !allowLoopback) || network.DefaultRange.Contains(ip) {
-				return errs.New(errs.PermissionDenied, "registry address %s is not allowed", ip)
-			}
-			return network.MarkTenant(netw, address, rc) // never to a sandbox (the nodes' firewalls)
-		}}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: pol.Control(network.MarkTenant)}
 	tr.DialContext = dialer.DialContext
+	envProxy := tr.Proxy
+	tr.Proxy = func(req *http.Request) (*url.URL, error) {
+		u, err := envProxy(req)
+		if err != nil || u == nil {
+			return u, err
+		}
+		addrs, err := net.DefaultResolver.LookupNetIP(req.Context(), "ip", req.URL.Hostname())
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range addrs {
+			if err := pol.Check(a); err != nil {
+				return nil, err
+			}
+		}
+		return u, nil
+	}
 	return tr
+}
+
+// farEnd reports whether err came of talking to a registry: its answer
+// or the connection.
+func farEnd(err error) bool {
+	var te *transport.Error
+	var ue *url.Error
+	var oe *net.OpError
+	var r *addrpolicy.Refused
+	return errors.As(err, &te) || errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &r)
+}
+
+// pullError is what a tenant reads of a failed pull (its build's log and
+// status): the status code the registry answered, with the registry API's
+// error codes it named, or a fixed reason (addrpolicy.Reason) — never the
+// far end's body or headers, which may be a service's that only the host
+// was to see.
+func pullError(ref string, err error) error {
+	var te *transport.Error
+	var refused *addrpolicy.Refused
+	switch {
+	case errors.As(err, &refused):
+		return errs.New(errs.PermissionDenied, "pull %s: %v", ref, refused)
+	case errors.As(err, &te):
+		msg := fmt.Sprintf("pull %s: the registry answered %d %s", ref, te.StatusCode, http.StatusText(te.StatusCode))
+		var codes []string
+		for _, d := range te.Errors {
+			if registryCodes[d.Code] && !slices.Contains(codes, string(d.Code)) {
+				codes = append(codes, string(d.Code))
+			}
+		}
+		if len(codes) > 0 {
+			msg += " (" + strings.Join(codes, ", ") + ")"
+		}
+		return errs.New(errs.InvalidArgument, "%s", msg)
+	case farEnd(err):
+		return errs.New(errs.InvalidArgument, "pull %s: %s", ref, addrpolicy.Reason(err))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return errs.New(errs.InvalidArgument, "pull %s: the registry's answer is not an image for linux/%s", ref, runtime.GOARCH)
+}
+
+// registryCodes are the error codes of the registry API (a fixed set,
+// safe to repeat).
+var registryCodes = map[transport.ErrorCode]bool{
+	transport.BlobUnknownErrorCode: true, transport.BlobUploadInvalidErrorCode: true, transport.BlobUploadUnknownErrorCode: true,
+	transport.DigestInvalidErrorCode: true, transport.ManifestBlobUnknownErrorCode: true, transport.ManifestInvalidErrorCode: true,
+	transport.ManifestUnknownErrorCode: true, transport.ManifestUnverifiedErrorCode: true, transport.NameInvalidErrorCode: true,
+	transport.NameUnknownErrorCode: true, transport.SizeInvalidErrorCode: true, transport.TagInvalidErrorCode: true,
+	transport.UnauthorizedErrorCode: true, transport.DeniedErrorCode: true, transport.UnsupportedErrorCode: true,
+	transport.TooManyRequestsErrorCode: true,
 }

@@ -45,7 +45,7 @@ func TestCoveImage(t *testing.T) {
 	if err := ociimage.Write(out, ociimage.Spec{Binaries: bins}); err == nil {
 		t.Error("an image was written over an existing directory")
 	}
-	img, err := openImage(context.Background(), "oci:"+out+":v1", false)
+	img, err := openImage(context.Background(), "oci:"+out+":v1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

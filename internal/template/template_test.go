@@ -6,9 +6,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/covesandbox/cove/internal/addrpolicy"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/logx"
@@ -111,6 +115,7 @@ func build(t *testing.T, s *Store, name string, spec Spec) (Template, []LogEntry
 	t.Helper()
 	b := NewBuilder(s, nil, logx.Discard())
 	b.AllowLocalImages = true
+	b.Registries = loopbackRegistries // the tests' registries listen there
 	rec, bd, err := s.NewBuild("team", name, nil, 1, 256)
 	if err != nil {
 		t.Fatal(err)
@@ -393,23 +398,81 @@ func fileOwner(st os.FileInfo) int {
 	return int(fsutil.Owner(st) >> 32)
 }
 
+var loopbackRegistries = addrpolicy.New(addrpolicy.Config{Flag: "--registry-allow", Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+
 // TestRegistryAddresses: an image reference cannot make the node connect
 // to a link-local address (cloud metadata) or, unless the operator allows
-// local images, to its own loopback. The check stops the dial before any
-// packet leaves.
+// its range, to its own loopback, local images allowed or not. The check
+// stops the dial before any packet leaves.
 func TestRegistryAddresses(t *testing.T) {
 	s := newStore(t)
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer reg.Close()
 	b := NewBuilder(s, nil, logx.Discard())
-	for _, ref := range []string{strings.TrimPrefix(reg.URL, "http://") + "/team/img:v1", "169.254.169.254/latest/img:v1"} {
+	b.AllowLocalImages = true
+	for _, ref := range []string{strings.TrimPrefix(reg.URL, "http://") + "/team/img:v1", "169.254.169.254/latest/img:v1", "localhost:1/team/img:v1"} {
 		rec, bd, err := s.NewBuild("team", "guarded", nil, 1, 256)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = b.Run(context.Background(), rec.ID, bd.ID, Spec{FromImage: ref}, func(LogEntry) {})
-		if err == nil || !strings.Contains(err.Error(), "is not allowed") {
+		if !errs.Is(err, errs.PermissionDenied) || !strings.Contains(err.Error(), "--registry-allow") {
 			t.Errorf("pull %s: %v, want a refusal", ref, err)
+		}
+	}
+}
+
+// TestPullErrorsReflectNothing: what a registry answers to a failed pull
+// (its error body, its status line's text, a token service's answer)
+// never reaches the build's log or error: the status code and a fixed
+// reason do.
+func TestPullErrorsReflectNothing(t *testing.T) {
+	s := newStore(t)
+	const secret = "HOST-ONLY-SECRET-42"
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v2/raw/"): // a body not in the registry API's form
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"password_hash":%q}`, secret)
+		case strings.HasPrefix(r.URL.Path, "/v2/diag/"): // the API's form, with a message and detail
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"errors":[{"code":"MANIFEST_UNKNOWN","message":%q,"detail":%q}]}`, secret, secret)
+		case r.URL.Path == "/v2/":
+			inner.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusTeapot)
+			fmt.Fprint(w, secret)
+		}
+	}))
+	defer reg.Close()
+	// A registry whose token service refuses, saying why.
+	authReg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "password_hash=%s", secret)
+			return
+		}
+		w.Header().Set("Www-Authenticate", `Bearer realm="http://`+r.Host+`/token",service="x"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer authReg.Close()
+	host, authHost := strings.TrimPrefix(reg.URL, "http://"), strings.TrimPrefix(authReg.URL, "http://")
+	for _, c := range []struct{ ref, want string }{
+		{host + "/raw/img:v1", "the registry answered 500 Internal Server Error"},
+		{host + "/diag/img:v1", "the registry answered 404 Not Found (MANIFEST_UNKNOWN)"},
+		{authHost + "/img:v1", "the registry answered 403 Forbidden"},
+		{host + "/other/img:v1", "the registry answered 418 I'm a teapot"},
+	} {
+		_, logs, err := build(t, s, "reflect", Spec{FromImage: c.ref})
+		all := fmt.Sprint(err)
+		for _, e := range logs {
+			all += "\n" + e.Message
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(all, secret) {
+			t.Errorf("pull %s: %v, want %q and nothing of the answer; log:\n%s", c.ref, err, c.want, all)
 		}
 	}
 }

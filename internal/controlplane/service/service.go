@@ -60,6 +60,9 @@ type Config struct {
 	// SandboxRanges, when set, are the nodes' sandbox address ranges
 	// (besides network.DefaultRange), which no webhook is sent to.
 	SandboxRanges func() []netip.Prefix
+	// NodeAddrs, when set, are the cluster's nodes' own addresses, which
+	// no webhook is sent to unless WebhookAllow lists them.
+	NodeAddrs func() []netip.Addr
 	// SecretsKey seals teams' secrets (internal/secrets); without it the
 	// secrets API and rules that name a secret are Unimplemented.
 	SecretsKey *secrets.Key

@@ -8,10 +8,11 @@ import (
 )
 
 func TestWebhookAddrAllowed(t *testing.T) {
-	s := &Service{cfg: Config{
+	s := New(Config{
 		WebhookAllow:  []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("100.80.0.0/16")},
 		SandboxRanges: func() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("100.80.0.0/16")} },
-	}, log: logx.Discard()}
+		NodeAddrs:     func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("203.0.113.9")} },
+	}, nil, nil, nil, logx.Discard())
 	for addr, ok := range map[string]bool{
 		"203.0.113.7":     true,
 		"10.9.1.2":        true,  // allowed by the operator
@@ -22,6 +23,8 @@ func TestWebhookAddrAllowed(t *testing.T) {
 		"198.18.0.6":      false, // the default sandbox range, though listed in WebhookAllow
 		"198.19.255.2":    false,
 		"100.80.3.4":      false, // a node's own range, though listed too
+		"203.0.113.9":     false, // a node's own address
+		"100.64.1.1":      false, // CGNAT
 	} {
 		err := s.webhookAddrAllowed(netip.MustParseAddr(addr))
 		if (err == nil) != ok {

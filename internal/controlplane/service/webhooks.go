@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,9 +14,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/covesandbox/cove/internal/addrpolicy"
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/ids"
@@ -159,46 +160,32 @@ func (s *Service) checkWebhookURL(raw string) error {
 	return nil
 }
 
-// webhookAddrAllowed refuses sandbox ranges (the default one, the
-// nodes' own: Config.SandboxRanges), whatever the operator allows, and
-// loopback, link-local (cloud metadata), private, unspecified and
-// multicast addresses and the host's own — where the node, the API and
-// the host's services listen — unless the operator allows them
-// (Config.WebhookAllow). The sender's sockets are marked besides
-// (network.TenantMark): a node's firewall keeps them off its sandboxes.
+// webhookAddrAllowed checks an address a webhook is sent to with the
+// address policy of requests made for tenants (addrpolicy): never a
+// sandbox range (the default one, the nodes' own: Config.SandboxRanges),
+// whatever the operator allows; loopback, link-local (cloud metadata),
+// private, CGNAT and reserved addresses, the host's own and the nodes' —
+// where the node, the API and the host's services listen — only in the
+// operator's ranges (Config.WebhookAllow). The sender's sockets are marked
+// besides (network.TenantMark): a node's firewall keeps them off its
+// sandboxes.
 func (s *Service) webhookAddrAllowed(a netip.Addr) error {
-	a = a.Unmap()
-	ranges := []netip.Prefix{network.DefaultRange}
-	if s.cfg.SandboxRanges != nil {
-		ranges = append(ranges, s.cfg.SandboxRanges()...)
-	}
-	for _, p := range ranges {
-		if p.Contains(a) {
-			return errs.New(errs.InvalidArgument, "webhook address %s is in the sandbox range %s: webhooks are not sent to sandboxes", a, p)
-		}
-	}
-	for _, p := range s.cfg.WebhookAllow {
-		if p.Contains(a) {
-			return nil
-		}
-	}
-	if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsPrivate() || a.IsUnspecified() || a.IsMulticast() ||
-		netip.MustParsePrefix("100.64.0.0/10").Contains(a) || hostAddr(a) {
-		return errs.New(errs.InvalidArgument, "webhook address %s: loopback, link-local, private and this host's addresses are not sent to (the operator may allow some: --webhook-allow)", a)
+	if err := s.webhooks.policy.Check(a); err != nil {
+		return errs.New(errs.InvalidArgument, "webhook %w", err)
 	}
 	return nil
 }
 
-func hostAddr(a netip.Addr) bool {
-	addrs, _ := net.InterfaceAddrs()
-	for _, ia := range addrs {
-		if n, ok := ia.(*net.IPNet); ok {
-			if h, ok := netip.AddrFromSlice(n.IP); ok && h.Unmap() == a {
-				return true
+// webhookPolicy is the address policy of cfg's webhooks.
+func webhookPolicy(cfg Config) *addrpolicy.Policy {
+	return addrpolicy.New(addrpolicy.Config{Allow: cfg.WebhookAllow, Flag: "--webhook-allow", Nodes: cfg.NodeAddrs,
+		Never: func() []netip.Prefix {
+			ranges := []netip.Prefix{network.DefaultRange}
+			if cfg.SandboxRanges != nil {
+				ranges = append(ranges, cfg.SandboxRanges()...)
 			}
-		}
-	}
-	return false
+			return ranges
+		}})
 }
 
 // Signature is a delivery's e2b-signature: the SHA-256 of the webhook's
@@ -214,6 +201,7 @@ func Signature(secret string, body []byte) string {
 type webhookSender struct {
 	kick    chan struct{}
 	client  *http.Client
+	policy  *addrpolicy.Policy
 	breaker breaker
 }
 
@@ -225,17 +213,9 @@ func (w *webhookSender) wake() {
 }
 
 func (s *Service) newWebhookSender() *webhookSender {
-	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: func(netw, address string, rc syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return err
-		}
-		if err := s.webhookAddrAllowed(ap.Addr()); err != nil {
-			return err
-		}
-		return network.MarkTenant(netw, address, rc)
-	}}
-	return &webhookSender{kick: make(chan struct{}, 1), client: &http.Client{
+	pol := webhookPolicy(s.cfg)
+	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: pol.Control(network.MarkTenant)}
+	return &webhookSender{kick: make(chan struct{}, 1), policy: pol, client: &http.Client{
 		Timeout: deliveryTimeout,
 		Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: deliveryTimeout,
 			MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
@@ -404,13 +384,17 @@ func (s *Service) post(ctx context.Context, d store.Delivery) error {
 	if secret != "" {
 		req.Header.Set("e2b-signature", Signature(secret, d.Body))
 	}
+	// What the team reads of a failure (the delivery's lastError) is the
+	// status code or a fixed reason, never the receiver's words: its
+	// status text, body, headers or certificate.
 	resp, err := s.webhooks.client.Do(req)
 	if err != nil {
-		return err
+		s.log.Debug("webhook post", "webhook", d.WebhookID, logx.Err(err))
+		return errors.New(addrpolicy.Reason(err))
 	}
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("the receiver answered %s", resp.Status)
+		return fmt.Errorf("the receiver answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	return nil
 }
