@@ -170,7 +170,7 @@ func TestReason(t *testing.T) {
 		{fmt.Errorf("get: %w", &net.OpError{Op: "dial", Err: errs.New(errs.PermissionDenied, "%w", &Refused{Addr: netip.MustParseAddr("127.0.0.1"), Why: "loopback", Flag: "--f"})}), "address 127.0.0.1 is loopback: not connected to for a tenant unless the operator allows its range (--f)"},
 		{fmt.Errorf("%s: %w", secret, context.DeadlineExceeded), "timed out"},
 		{&net.DNSError{Err: secret, Name: "x.test", IsNotFound: true}, "the name does not resolve"},
-		{errors.New(secret), "the connection failed"},
+		{errors.New(secret), "the request failed"},
 	} {
 		if got := Reason(c.err); got != c.want || strings.Contains(got, secret) {
 			t.Errorf("%v: %q, want %q", c.err, got, c.want)

@@ -47,5 +47,5 @@ func Reason(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "timed out"
 	}
-	return "the connection failed"
+	return "the request failed"
 }

@@ -253,7 +253,7 @@ func pullError(ref string, err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	return errs.New(errs.InvalidArgument, "pull %s: the registry's answer is not an image for linux/%s", ref, runtime.GOARCH)
+	return errs.New(errs.InvalidArgument, "pull %s: the registry's answer is not a usable image for linux/%s, or names a token service or redirect that is refused", ref, runtime.GOARCH)
 }
 
 // registryCodes are the error codes of the registry API (a fixed set,
