@@ -166,3 +166,15 @@ func TestSandboxBinaryLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrPolicyIsALeaf: the address policy of requests made for tenants
+// serves the control plane (webhooks) and the node (image pulls, upstream
+// proxies) alike, so it imports neither, nor anything of Cove's but the
+// error kinds and the log's attributes.
+func TestAddrPolicyIsALeaf(t *testing.T) {
+	for _, dep := range deps(t, "../../internal/addrpolicy") {
+		if !strings.HasPrefix(dep, "internal/addrpolicy") && !slices.Contains([]string{"internal/errs", "internal/logx", "internal/testutil/testkit"}, dep) {
+			t.Errorf("internal/addrpolicy imports %s", dep)
+		}
+	}
+}

@@ -142,11 +142,9 @@ func (b *Builder) registries() *addrpolicy.Policy {
 	if b.Registries != nil {
 		return b.Registries
 	}
-	return defaultRegistries
+	return addrpolicy.New(addrpolicy.Config{Flag: "--registry-allow",
+		Never: func() []netip.Prefix { return []netip.Prefix{network.DefaultRange} }})
 }
-
-var defaultRegistries = addrpolicy.New(addrpolicy.Config{Flag: "--registry-allow",
-	Never: func() []netip.Prefix { return []netip.Prefix{network.DefaultRange} }})
 
 // NewBuilder returns a builder over the store's layers.
 func NewBuilder(store *Store, sandboxes Sandboxes, log *slog.Logger) *Builder {
