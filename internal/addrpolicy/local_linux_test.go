@@ -47,3 +47,17 @@ func TestHostAddressAddedLater(t *testing.T) {
 		t.Errorf("once the host has it: %v, want refused as the host's own", err)
 	}
 }
+
+// BenchmarkCheck is the cost a dial pays: a public address, which asks
+// the kernel's routes (isLocal); a private one, refused before that.
+func BenchmarkCheck(b *testing.B) {
+	p := New(Config{})
+	for _, addr := range []string{"203.0.113.7", "10.1.2.3"} {
+		a := netip.MustParseAddr(addr)
+		b.Run(addr, func(b *testing.B) {
+			for b.Loop() {
+				_ = p.Check(a)
+			}
+		})
+	}
+}
