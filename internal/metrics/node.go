@@ -95,7 +95,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 		egressOpen: prometheus.NewDesc("cove_egress_connections",
 			"Connections sandboxes hold open through the node's egress proxy (allowOut names, rules, egressProxy); each sandbox's own is its metrics' egressConnections.", nil, nil),
 		egressRefused: prometheus.NewDesc("cove_egress_refused_total",
-			"Connections the egress proxy reset for a limit: a sandbox's (--egress-max-connections) or the node's.", []string{"limit"}, nil),
+			"Connections the egress proxy reset for a limit: a sandbox's (--egress-max-connections), a team's (--egress-max-connections-team), the node's, or the shared descriptors' (the reserve kept for the API reached).", []string{"limit"}, nil),
 		usageSeconds: prometheus.NewDesc("cove_team_sandbox_seconds_total",
 			"Seconds a team's sandboxes of a template ran on the node (paused ones do not count), since the node started.", []string{"team", "template"}, nil),
 		usageCPU: prometheus.NewDesc("cove_team_cpu_seconds_total",

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/addrpolicy"
+	"github.com/covesandbox/cove/internal/fdbudget"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/svid"
 )
@@ -66,7 +67,7 @@ type egressProxy struct {
 	listeners map[netip.Addr]*net.TCPListener // gateway → the proxy's listener there
 }
 
-func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, limits FlowLimits, log *slog.Logger) (*egressProxy, error) {
+func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, limits FlowLimits, fds *fdbudget.Budget, log *slog.Logger) (*egressProxy, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("hold a port: %w", err)
@@ -82,7 +83,7 @@ func newEgressProxy(blocked []netip.Prefix, ca *egressCA, sec Secrets, limits Fl
 		return nil, fmt.Errorf("hold a port: %w", err)
 	}
 	return &egressProxy{log: log, blocked: blocked, hold: fd, portNum: uint16(bound.(*unix.SockaddrInet4).Port), ca: ca, secrets: sec,
-		flows: newFlows(limits), resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
+		flows: newFlows(limits, fds), resolver: net.DefaultResolver, policies: map[netip.Addr]*policy{}, listeners: map[netip.Addr]*net.TCPListener{}}, nil
 }
 
 func (p *egressProxy) port() uint16 { return p.portNum }
@@ -151,39 +152,58 @@ func (p *egressProxy) policyOf(addr netip.Addr) (policy, bool) {
 	return *pol, true
 }
 
-func (p *egressProxy) serve(ln *net.TCPListener) {
+// acceptor is what serve takes connections from (a *net.TCPListener).
+type acceptor interface {
+	AcceptTCP() (*net.TCPConn, error)
+}
+
+// serve takes the connections of ln until it is closed. Each is counted
+// (flows.open) before its handler starts, so that a sandbox that connects
+// without end holds no more descriptors than its limits let it; a failed
+// accept (EMFILE, ECONNABORTED …) is waited out, never the end of the
+// listener.
+func (p *egressProxy) serve(ln acceptor) {
+	var wait time.Duration
 	for {
 		c, err := ln.AcceptTCP()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		go p.handle(c)
+		if err != nil {
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			p.log.Debug("egress proxy: accept", logx.Err(err), "retry_in", wait)
+			time.Sleep(wait)
+			continue
+		}
+		wait = 0
+		src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+		addr := src.Addr().Unmap()
+		pol, known := p.policyOf(addr)
+		if !known {
+			c.Close()
+			continue // not a sandbox this proxy serves
+		}
+		fl, err := p.flows.open(addr, pol.team, c)
+		if err != nil {
+			p.log.Debug("egress refused: too many connections", "sandbox", addr.String(), "team", pol.team, logx.Err(err))
+			_ = c.SetLinger(0) // a reset: the client fails at once
+			c.Close()
+			continue
+		}
+		go p.handle(c, netip.AddrPortFrom(addr, src.Port()), fl)
 	}
 }
 
-func (p *egressProxy) handle(c *net.TCPConn) {
-	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+// handle serves a connection counted as fl.
+func (p *egressProxy) handle(c *net.TCPConn, src netip.AddrPort, fl *flow) {
+	defer p.flows.end(src.Addr(), fl)
 	pol, known := p.policyOf(src.Addr())
 	if !known {
-		c.Close()
-		return // not a sandbox this proxy serves
+		return // released since: forget may have closed its flows before this one counted
 	}
 	dst, err := originalDst(c)
 	if err != nil || p.isBlocked(dst.Addr()) {
-		c.Close()
 		return
-	}
-	fl, err := p.flows.open(src.Addr(), c)
-	if err != nil {
-		p.log.Debug("egress refused: too many connections", "sandbox", src.Addr().String(), "dst", dst.String())
-		_ = c.SetLinger(0) // a reset: the client fails at once
-		c.Close()
-		return
-	}
-	defer p.flows.end(src.Addr(), fl)
-	if _, known := p.policyOf(src.Addr()); !known {
-		return // released since: forget may have closed its flows before this one counted
 	}
 	br := bufio.NewReaderSize(c, 16<<10)
 	var name string
@@ -193,6 +213,8 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 			name = ""
 		}
 	}
+	first, _ := br.Peek(1)
+	overTLS := len(first) > 0 && first[0] == 0x16
 	switch pol.allows(dst.Addr(), name) {
 	case denied:
 		p.log.Debug("egress refused", "sandbox", src.Addr().String(), "name", name, "dst", dst.String(), logx.Err(err))
@@ -202,7 +224,7 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 			// Allowed by name, the connection goes where the name leads
 			// on the node, not where the client says it does.
 			p.log.Info("egress refused: an allowed name not at the address dialled", "sandbox", src.Addr().String(), "name", name, "dst", dst.String())
-			if first, _ := br.Peek(1); len(first) > 0 && first[0] != 0x16 {
+			if len(first) > 0 && !overTLS {
 				refuse(c, http.StatusForbidden, "cove egress: "+name+" does not resolve to "+dst.Addr().String()+" on this node")
 			}
 			return
@@ -210,8 +232,7 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if name != "" && len(pol.rules.Match(name)) > 0 {
-		first, _ := br.Peek(1)
-		p.transform(fl, c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), first[0] == 0x16, &pol)
+		p.transform(fl, c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), overTLS, &pol)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -222,7 +243,7 @@ func (p *egressProxy) handle(c *net.TCPConn) {
 		return
 	}
 	if err := fl.attach(up); err != nil {
-		return // closed meanwhile
+		return // closed meanwhile, or no descriptor left
 	}
 	// What was read to find the name goes first; then the buffer goes.
 	head, _ := br.Peek(br.Buffered())

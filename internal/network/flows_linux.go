@@ -2,6 +2,7 @@ package network
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -11,20 +12,28 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/fdbudget"
 )
 
 // FlowLimits bound what sandboxes hold in the egress proxy: each proxied
 // connection costs the node two sockets (the sandbox's and the one it
-// dials) and the buffers that copy between them, charged to no sandbox's
-// cgroup, so they are counted here instead.
+// dials; a transformed connection's upstreams one each) and the buffers
+// that copy between them, charged to no sandbox's cgroup, so they are
+// counted here instead, and every socket takes its descriptor from the
+// process's shared budget (Config.Descriptors).
 type FlowLimits struct {
 	// PerSandbox is how many connections one sandbox may hold in the
 	// proxy at once; more are refused (reset). Default 256.
 	PerSandbox int
+	// PerTeam is how many the sandboxes of one team may hold together,
+	// so that another team still connects while one holds its share.
+	// Default half of Node.
+	PerTeam int
 	// Node is how many the proxy holds for all sandboxes together.
-	// Default: a sixth of the process's descriptor limit (two or three
-	// descriptors a connection, half the limit kept for the API, the
-	// agents' connections and files), at most 16384.
+	// Default: half of the shared descriptors (the budget's, else those
+	// of the process's limit less fdbudget's reserve) at two a
+	// connection, between 64 and 16384.
 	Node int
 	// Idle closes a connection that moved no byte either way for so
 	// long. Default 5 minutes (a cloud NAT's idle timeout is of that
@@ -35,12 +44,19 @@ type FlowLimits struct {
 	HalfClosed time.Duration
 }
 
-func (l FlowLimits) withDefaults() FlowLimits {
+// flowDescriptors is what a copied connection holds: the sandbox's socket
+// and the one dialled for it (the copies use no splice pipes: copyFlow).
+const flowDescriptors = 2
+
+func (l FlowLimits) withDefaults(fds *fdbudget.Budget) FlowLimits {
 	if l.PerSandbox <= 0 {
 		l.PerSandbox = 256
 	}
 	if l.Node <= 0 {
-		l.Node = defaultNodeFlows()
+		l.Node = defaultNodeFlows(fds)
+	}
+	if l.PerTeam <= 0 {
+		l.PerTeam = max(l.Node/2, 1)
 	}
 	if l.Idle <= 0 {
 		l.Idle = 5 * time.Minute
@@ -52,50 +68,68 @@ func (l FlowLimits) withDefaults() FlowLimits {
 	return l
 }
 
-// defaultNodeFlows: a sixth of RLIMIT_NOFILE, between 64 and 16384.
-func defaultNodeFlows() int {
-	var r unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
-		return 1024
+// defaultNodeFlows: half of the shared descriptors, two a connection,
+// between 64 and 16384; the other half stays for the node's other shared
+// pools.
+func defaultNodeFlows(fds *fdbudget.Budget) int {
+	shared := fds.Shared()
+	if fds == nil {
+		var r unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+			return 1024
+		}
+		limit := int(min(r.Cur, 1<<30))
+		shared = limit - fdbudget.DefaultReserve(limit)
 	}
-	return int(min(max(r.Cur/6, 64), 16384))
+	return min(max(shared/2/flowDescriptors, 64), 16384)
 }
 
 // Refusal reasons, as the metrics name them.
 const (
-	RefusedSandbox = "sandbox" // the sandbox holds FlowLimits.PerSandbox
-	RefusedNode    = "node"    // the node holds FlowLimits.Node
+	RefusedSandbox     = "sandbox"     // the sandbox holds FlowLimits.PerSandbox
+	RefusedTeam        = "team"        // its team holds FlowLimits.PerTeam
+	RefusedNode        = "node"        // the node holds FlowLimits.Node
+	RefusedDescriptors = "descriptors" // the shared descriptors reach the reserve
 )
+
+var refusals = [...]string{RefusedSandbox, RefusedTeam, RefusedNode, RefusedDescriptors}
 
 // errFlowLimit is a connection refused for a limit.
 var errFlowLimit = errors.New("egress connection limit")
 
-// flows counts and owns the proxy's connections by sandbox address: it
-// refuses those past the limits, closes those idle for too long (a reaper
-// that wakes a few times per idle period and asks the kernel when each
-// socket last sent or received data, so copies keep the kernel's splice),
-// and closes all of a sandbox's at once when it is released or paused.
+// flows counts and owns the proxy's connections by sandbox address and
+// team: it refuses those past the limits, charges each socket to the
+// descriptor budget until it is closed, closes those idle for too long (a
+// reaper that wakes a few times per idle period and asks the kernel when
+// each socket last sent or received data), and closes all of a sandbox's
+// at once when it is released or paused.
 type flows struct {
 	limits FlowLimits
+	fds    *fdbudget.Budget // nil: descriptors are not counted
 
-	mu    sync.Mutex
-	total int
-	bySrc map[netip.Addr]map[*flow]struct{}
+	mu     sync.Mutex
+	total  int
+	bySrc  map[netip.Addr]map[*flow]struct{}
+	byTeam map[string]int
 
-	refused [2]atomic.Uint64 // RefusedSandbox, RefusedNode
+	held    atomic.Int64 // descriptors the flows hold
+	refused [len(refusals)]atomic.Uint64
 	stop    chan struct{}
 	done    chan struct{}
 }
 
-func newFlows(l FlowLimits) *flows {
-	f := &flows{limits: l.withDefaults(), bySrc: map[netip.Addr]map[*flow]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+func newFlows(l FlowLimits, fds *fdbudget.Budget) *flows {
+	f := &flows{limits: l.withDefaults(fds), fds: fds, bySrc: map[netip.Addr]map[*flow]struct{}{}, byTeam: map[string]int{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go f.reaper()
 	return f
 }
 
 // flow is one proxied connection: the sandbox's end and every connection
-// opened upstream for it.
+// opened upstream for it, each holding a descriptor of the budget.
 type flow struct {
+	owner      *flows
+	team       string
 	halfClosed atomic.Bool
 
 	mu     sync.Mutex
@@ -103,25 +137,36 @@ type flow struct {
 	closed bool
 }
 
-// open counts a new connection from src, or refuses it (errFlowLimit).
-func (f *flows) open(src netip.Addr, c net.Conn) (*flow, error) {
+// refuse counts a refusal for reason (an index of refusals).
+func (f *flows) refuse(reason int) error {
+	f.refused[reason].Add(1)
+	return fmt.Errorf("%w: %s", errFlowLimit, refusals[reason])
+}
+
+// open counts a new connection c from src, a sandbox of team, and its
+// descriptor, or refuses it (errFlowLimit).
+func (f *flows) open(src netip.Addr, team string, c net.Conn) (*flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	mine := f.bySrc[src]
 	switch {
 	case len(mine) >= f.limits.PerSandbox:
-		f.refused[0].Add(1)
-		return nil, errFlowLimit
+		return nil, f.refuse(0)
+	case f.byTeam[team] >= f.limits.PerTeam:
+		return nil, f.refuse(1)
 	case f.total >= f.limits.Node:
-		f.refused[1].Add(1)
-		return nil, errFlowLimit
+		return nil, f.refuse(2)
+	case !f.fds.Take(1):
+		return nil, f.refuse(3)
 	}
 	if mine == nil {
 		mine = map[*flow]struct{}{}
 		f.bySrc[src] = mine
 	}
-	fl := &flow{conns: map[net.Conn]struct{}{c: {}}}
+	f.held.Add(1)
+	fl := &flow{owner: f, team: team, conns: map[net.Conn]struct{}{c: {}}}
 	mine[fl] = struct{}{}
+	f.byTeam[team]++
 	f.total++
 	return fl, nil
 }
@@ -135,6 +180,9 @@ func (f *flows) end(src netip.Addr, fl *flow) {
 		if _, ok := mine[fl]; ok {
 			delete(mine, fl)
 			f.total--
+			if f.byTeam[fl.team]--; f.byTeam[fl.team] == 0 {
+				delete(f.byTeam, fl.team)
+			}
 		}
 		if len(mine) == 0 {
 			delete(f.bySrc, src)
@@ -143,7 +191,8 @@ func (f *flows) end(src netip.Addr, fl *flow) {
 }
 
 // closeAll closes every connection src holds (its sandbox was released or
-// paused); the handlers that served them stop counting them as they end.
+// paused), which gives their descriptors back at once; the handlers that
+// served them stop counting them as they end.
 func (f *flows) closeAll(src netip.Addr) {
 	f.mu.Lock()
 	list := make([]*flow, 0, len(f.bySrc[src]))
@@ -165,15 +214,22 @@ func (f *flows) count(src netip.Addr) int {
 
 // FlowStats is what the egress proxy holds now, and what it refused.
 type FlowStats struct {
-	Open    int
-	Refused map[string]uint64 // by reason: RefusedSandbox, RefusedNode
+	Open int
+	// Descriptors are the sockets its connections hold (each taken from
+	// the process's descriptor budget).
+	Descriptors int
+	Refused     map[string]uint64 // by reason: RefusedSandbox, RefusedTeam, …
 }
 
 func (f *flows) stats() FlowStats {
 	f.mu.Lock()
 	open := f.total
 	f.mu.Unlock()
-	return FlowStats{Open: open, Refused: map[string]uint64{RefusedSandbox: f.refused[0].Load(), RefusedNode: f.refused[1].Load()}}
+	st := FlowStats{Open: open, Descriptors: int(f.held.Load()), Refused: map[string]uint64{}}
+	for i, r := range refusals {
+		st.Refused[r] = f.refused[i].Load()
+	}
+	return st
 }
 
 func (f *flows) close() {
@@ -252,17 +308,41 @@ func tcpIdle(c net.Conn) (time.Duration, bool) {
 	return time.Duration(min(info.Last_data_recv, info.Last_data_sent)) * time.Millisecond, true
 }
 
-// attach makes c one of the flow's connections, closed with it; a flow
-// already closed closes c.
-func (fl *flow) attach(c net.Conn) error {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if fl.closed {
-		c.Close()
-		return net.ErrClosed
+// take counts n more descriptors of the flows, or refuses (false) when
+// the budget would reach into its reserve.
+func (f *flows) take(n int) bool {
+	if !f.fds.Take(n) {
+		return false
 	}
-	fl.conns[c] = struct{}{}
-	return nil
+	f.held.Add(int64(n))
+	return true
+}
+
+// give returns n descriptors the flows no longer hold.
+func (f *flows) give(n int) {
+	f.held.Add(-int64(n))
+	f.fds.Give(n)
+}
+
+// attach makes c one of the flow's connections, its descriptor counted
+// until it leaves the flow, closed with it; a flow already closed, or a
+// descriptor the budget refuses, closes c.
+func (fl *flow) attach(c net.Conn) error {
+	var err error
+	fl.mu.Lock()
+	switch {
+	case fl.closed:
+		err = net.ErrClosed
+	case !fl.owner.take(1):
+		err = fl.owner.refuse(3)
+	default:
+		fl.conns[c] = struct{}{}
+	}
+	fl.mu.Unlock()
+	if err != nil {
+		c.Close() // outside the lock: one of attachClosing's detaches
+	}
+	return err
 }
 
 // attachClosing is attach for a connection that may close before its
@@ -275,14 +355,19 @@ func (fl *flow) attachClosing(c net.Conn) (net.Conn, error) {
 	return w, nil
 }
 
+// detach forgets c, closed, and gives its descriptor back.
 func (fl *flow) detach(c net.Conn) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	delete(fl.conns, c)
+	if _, ok := fl.conns[c]; ok {
+		delete(fl.conns, c)
+		fl.owner.give(1)
+	}
 }
 
-// close closes the flow's connections, outside its lock: closing one of
-// attachClosing's detaches it, which takes the lock.
+// close closes the flow's connections, outside its lock (closing one of
+// attachClosing's detaches it, which takes the lock), and gives their
+// descriptors back: no pipe or buffer of the copies keeps one.
 func (fl *flow) close() {
 	fl.mu.Lock()
 	fl.closed = true
@@ -292,6 +377,7 @@ func (fl *flow) close() {
 	for c := range conns {
 		c.Close()
 	}
+	fl.owner.give(len(conns))
 }
 
 // closeDetach is a flow's connection that leaves it when closed.
@@ -306,14 +392,13 @@ func (c *closeDetach) Close() error {
 }
 
 // pipe copies both ways between the sandbox's connection and the one
-// dialled for it (TCP to TCP: the kernel's splice). When one direction
-// ends, the other's sending half is closed and the flow counts as half
-// closed: it ends at its next idle period of FlowLimits.HalfClosed. Either
-// side failing closes both.
+// dialled for it (copyFlow). When one direction ends, the other's sending
+// half is closed and the flow counts as half closed: it ends at its next
+// idle period of FlowLimits.HalfClosed. Either side failing closes both.
 func (fl *flow) pipe(sandbox, up net.Conn) {
 	done := make(chan error, 2)
 	one := func(dst, src net.Conn) {
-		_, err := io.Copy(dst, src)
+		err := copyFlow(dst, src)
 		closeWrite(dst)
 		done <- err
 	}
@@ -325,3 +410,73 @@ func (fl *flow) pipe(sandbox, up net.Conn) {
 	fl.halfClosed.Store(true)
 	<-done
 }
+
+// copyBufSize is the size of the copies' buffers.
+const copyBufSize = 64 << 10
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// copyFlow copies src to dst until src ends. It makes no splice pipe: Go's
+// splice of TCP to TCP holds two pipe descriptors a direction for the
+// whole copy, idle or not, and its pool keeps them for minutes after (six
+// descriptors a connection, not two). From a TCP socket it reads only
+// once the kernel has data (a read that would block gives the buffer
+// back before it waits): an idle connection holds no buffer, a busy one
+// at most one a direction.
+func copyFlow(dst, src net.Conn) error {
+	tc, ok := src.(*net.TCPConn)
+	if !ok { // a tunnel's connection: a buffer for the whole copy
+		bp := copyBufs.Get().(*[]byte)
+		defer copyBufs.Put(bp)
+		_, err := io.CopyBuffer(writerOnly{dst}, readerOnly{src}, *bp)
+		return err
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		var (
+			bp   *[]byte
+			n    int
+			rerr error
+		)
+		err := rc.Read(func(fd uintptr) bool {
+			bp = copyBufs.Get().(*[]byte)
+			for {
+				n, rerr = unix.Read(int(fd), *bp)
+				if rerr != unix.EINTR {
+					break
+				}
+			}
+			if rerr == unix.EAGAIN {
+				copyBufs.Put(bp)
+				bp = nil
+				return false // wait until the socket has data
+			}
+			return true
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err == nil && n > 0 {
+			_, err = dst.Write((*bp)[:n])
+		}
+		if bp != nil {
+			copyBufs.Put(bp)
+		}
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
+			return nil // the far end ended its side
+		}
+	}
+}
+
+// writerOnly hides a connection's ReadFrom (a splice from a TCP source),
+// readerOnly its WriteTo.
+type (
+	writerOnly struct{ io.Writer }
+	readerOnly struct{ io.Reader }
+)

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fdbudget"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/svid"
 )
@@ -65,6 +66,10 @@ type Config struct {
 	// Nodes, when set, are the cluster's nodes' own addresses, where no
 	// upstream proxy may be (addrpolicy), as the host's own.
 	Nodes func() []netip.Addr
+	// Descriptors is the process's shared descriptor budget, which every
+	// socket of the egress proxy's connections takes one from (nil:
+	// they are bounded by Flows alone).
+	Descriptors *fdbudget.Budget
 	// NameServers are where the egress proxy resolves the names allowOut
 	// lets through (a connection by name must go where the name leads);
 	// default DNS, port 53: what sandboxes ask.
@@ -103,6 +108,8 @@ type Net struct {
 	// custom: the firewall holds more for it than the default (egress on,
 	// no rules, no domains), so Release must reset it.
 	custom bool
+	// team is whose sandbox has it (SetTeam), for the egress proxy.
+	team string
 }
 
 // New sets up the firewall and starts filling the pool.
@@ -135,7 +142,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		unlock()
 		return nil, err
 	}
-	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, cfg.Flows, log)
+	proxy, err := newEgressProxy(append(blocked, cfg.Range), ca, cfg.Secrets, cfg.Flows, cfg.Descriptors, log)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("egress proxy: %w", err)
@@ -312,6 +319,11 @@ func (m *Manager) InUse() []int {
 	return out
 }
 
+// SetTeam names the team whose sandbox has the network: its connections
+// through the egress proxy count in that team's share (FlowLimits.PerTeam).
+// It applies to the policies set after it: call it first.
+func (m *Manager) SetTeam(n *Net, team string) { n.team = team }
+
 // SetRules gives a network egress rules of its own: destinations in allow
 // are reachable even when deny covers them; deny ("0.0.0.0/0" = all
 // traffic) is refused. Host, neighbour, link-local and private ranges stay
@@ -375,7 +387,10 @@ func (m *Manager) SetEgressProxy(ctx context.Context, n *Net, e *EgressProxy) er
 // setPolicy changes what the egress proxy enforces for a network, and
 // sends its ports 80 and 443 there while it has names or rules.
 func (m *Manager) setPolicy(n *Net, change func(*policy)) error {
-	proxied, err := m.proxy.update(n.Addr, n.Gateway, change)
+	proxied, err := m.proxy.update(n.Addr, n.Gateway, func(p *policy) {
+		p.team = n.team
+		change(p)
+	})
 	if err != nil {
 		return err
 	}
@@ -529,6 +544,7 @@ func (m *Manager) Release(n *Net) {
 		m.proxy.forget(n.Addr, n.Gateway)
 		n.custom = false
 	}
+	n.team = ""
 	// Its flows are forgotten in the background (forget), and only then is
 	// it offered again.
 	m.releasing.Add(1)

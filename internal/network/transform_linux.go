@@ -25,6 +25,7 @@ import (
 // off), the names allowOut lets through, and the rules that transform
 // requests.
 type policy struct {
+	team        string // whose sandbox it is: its connections count in the team's share
 	workload    Workload
 	internet    bool
 	allow, deny []netip.Prefix

@@ -423,8 +423,11 @@ func (m *Manager) checkTokens(req CreateRequest) error {
 }
 
 // applyRules installs a network's own egress rules, if it has any; the
-// secrets its transforms name are team's, the tokens sandbox id's.
+// secrets its transforms name are team's, the tokens sandbox id's, and
+// what it holds in the egress proxy, now or after an update, counts in
+// team's share.
 func applyRules(ctx context.Context, nets Networks, n *network.Net, ni *NetworkInfo, team, id string) error {
+	nets.SetTeam(n, team)
 	if len(ni.AllowOut) > 0 || len(ni.DenyOut) > 0 {
 		if err := nets.SetRules(n, ni.AllowOut, ni.DenyOut); err != nil {
 			return err

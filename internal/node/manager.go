@@ -137,6 +137,9 @@ type Networks interface {
 	Adopt(slot int, ns *os.File, internet bool) (*network.Net, error)
 	Release(n *network.Net)
 	SetInternet(n *network.Net, allowed bool) error
+	// SetTeam names whose sandbox has the network: its egress proxy
+	// connections count in the team's share.
+	SetTeam(n *network.Net, team string)
 	SetRules(n *network.Net, allow, deny []netip.Prefix) error
 	SetDomains(n *network.Net, domains []string) error
 	SetTransforms(n *network.Net, w network.Workload, rules network.Rules) error

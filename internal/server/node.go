@@ -54,6 +54,9 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer done()
+	if cfg.Descriptors, err = descriptorBudget(cfg.Descriptors, log); err != nil {
+		return err
+	}
 	templates, bucket, err := clusterTemplates(ctx, cfg, st, cfg.NodeName, log)
 	if err != nil {
 		return err

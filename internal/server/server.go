@@ -30,6 +30,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/dashboard"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/fdbudget"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/lxcfs"
@@ -59,6 +60,10 @@ type Config struct {
 	// Network, when set, gives every sandbox its own network (veth, NAT,
 	// firewall); nil leaves sandboxes with loopback only.
 	Network *network.Config
+	// Descriptors is the process's one descriptor budget, which what
+	// tenants make the server hold takes from (nil: fdbudget.Process()
+	// once the limit is raised).
+	Descriptors *fdbudget.Budget
 	// Out receives the one-time message with a generated API key.
 	Out io.Writer
 	// LocalImages lets template builds read images from the server's disk
@@ -208,6 +213,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer unlock()
+	if cfg.Descriptors, err = descriptorBudget(cfg.Descriptors, log); err != nil {
+		return err
+	}
 	began := time.Now()
 	step := func(name string) { log.Debug("start-up", "step", name, "at", time.Since(began)) }
 	st, release, err := openStore(ctx, cfg.Database, cfg.DataDir)
@@ -531,6 +539,20 @@ func prepare(dataDir string, sandboxes bool, log *slog.Logger) (unlock func(), e
 	return unlock, nil
 }
 
+// descriptorBudget is b, or the process's budget (made after
+// raiseFileLimit: it divides the limit as raised).
+func descriptorBudget(b *fdbudget.Budget, log *slog.Logger) (*fdbudget.Budget, error) {
+	if b != nil {
+		return b, nil
+	}
+	b, err := fdbudget.Process()
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("descriptor budget", "shared", b.Shared(), "reserve", b.Reserve())
+	return b, nil
+}
+
 // startLXCFS finds or starts lxcfs ("off": without) and returns where it
 // is mounted, "" when sandboxes go without.
 func startLXCFS(ctx context.Context, want string, log *slog.Logger) string {
@@ -559,6 +581,7 @@ func openNetworks(cfg Config, st store.Store, key *secrets.Key, log *slog.Logger
 	if key != nil {
 		netCfg.Secrets = service.Vault{Store: st, Key: key}
 	}
+	netCfg.Descriptors = cfg.Descriptors
 	nets, err := network.New(netCfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox networks: %w (run with --network=false to give sandboxes loopback only)", err)
