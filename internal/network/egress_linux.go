@@ -215,7 +215,8 @@ func (p *egressProxy) handle(c *net.TCPConn, src netip.AddrPort, fl *flow) {
 	}
 	first, _ := br.Peek(1)
 	overTLS := len(first) > 0 && first[0] == 0x16
-	switch pol.allows(dst.Addr(), name) {
+	verdict := pol.allows(dst.Addr(), name)
+	switch verdict {
 	case denied:
 		p.log.Debug("egress refused", "sandbox", src.Addr().String(), "name", name, "dst", dst.String(), logx.Err(err))
 		return
@@ -231,8 +232,14 @@ func (p *egressProxy) handle(c *net.TCPConn, src netip.AddrPort, fl *flow) {
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	if name != "" && len(pol.rules.Match(name)) > 0 {
+	switch {
+	case name != "" && len(pol.rules.Match(name)) > 0:
 		p.transform(fl, c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), overTLS, &pol)
+		return
+	case verdict == byName && !overTLS:
+		// Only the name lets plain HTTP through: each request of the
+		// connection is checked, not the first alone.
+		p.byName(fl, c, br, src, dst, &pol)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

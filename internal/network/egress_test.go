@@ -43,9 +43,9 @@ func TestMatchDomain(t *testing.T) {
 }
 
 // TestDomainEgress: with all traffic denied, names in allowOut pass on
-// ports 80 (HTTP Host) and 443 (TLS SNI) to the same server that refuses
-// every other name, and only to where those names resolve on the node;
-// other ports stay closed.
+// ports 80 (HTTP Host, of every request of a connection) and 443 (TLS
+// SNI) to the same server that refuses every other name, and only to
+// where those names resolve on the node; other ports stay closed.
 func TestDomainEgress(t *testing.T) {
 	testkit.NeedRoot(t, "")
 	dns := testutil.ServeDNS(t)
@@ -138,6 +138,38 @@ func TestDomainEgress(t *testing.T) {
 	for _, tc := range tests {
 		if tc.got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	// One kept-alive plain-HTTP connection: each request's Host is
+	// checked, not the first one's alone (domain fronting).
+	if c := dial(80); c == nil {
+		t.Error("no connection to port 80")
+	} else {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for _, tc := range []struct {
+			host   string
+			status int
+			body   string
+		}{
+			{"allowed.test", 200, "served allowed.test"},
+			{"a.wild.test", 200, "served a.wild.test"}, // another allowed name that leads there
+			{"denied.test", 403, "cove egress: denied.test is not allowed at 203.0.113.1 (each request of a connection is checked)\n"},
+		} {
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", tc.host)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("a later request for %s: %v", tc.host, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || string(b) != tc.body {
+				t.Errorf("a later request for %s on one connection: %d %q, want %d %q", tc.host, resp.StatusCode, b, tc.status, tc.body)
+			}
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("the connection after a refused request: %v, want it closed", err)
 		}
 	}
 	if c := dial(8080); c != nil {

@@ -84,38 +84,12 @@ func (p *egressProxy) transform(fl *flow, c net.Conn, br *bufio.Reader, src, dst
 		refuse(conn, http.StatusForbidden, "cove egress: "+name+" does not resolve to "+dst.Addr().String()+" on this node; its rules apply only there")
 		return
 	}
-	upstream := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			up, err := p.dial(ctx, pol, dst)
-			if err != nil {
-				return nil, err
-			}
-			return fl.attachClosing(up)
-		},
-		TLSClientConfig:       &tls.Config{ServerName: name, RootCAs: p.upstreamRoots, NextProtos: []string{"http/1.1"}},
-		ForceAttemptHTTP2:     false,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 5 * time.Minute,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       90 * time.Second,
-	}
-	defer upstream.CloseIdleConnections()
 	scheme := "http"
 	if overTLS {
 		scheme = "https"
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = scheme, pr.In.Host, pr.In.Host
-		},
-		Transport:     upstream,
-		FlushInterval: -1, // streamed answers (server-sent events) pass as they come
-		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.log.Debug("egress transform upstream", "sandbox", src.Addr().String(), "name", name, logx.Err(err))
-			http.Error(w, "cove egress: "+name+": "+err.Error(), http.StatusBadGateway)
-		},
-	}
+	rp, done := p.reverseProxy(fl, pol, src, dst, name, scheme)
+	defer done()
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -162,6 +136,73 @@ func (p *egressProxy) transform(fl *flow, c net.Conn, br *bufio.Reader, src, dst
 		rp.ServeHTTP(w, r)
 	})
 	serveOne(conn, handler)
+}
+
+// byName serves the plain-HTTP requests of a connection that only
+// allowOut's names let through: each request's Host is checked as the
+// first one's was (an allowed name that leads to dst on the node), so a
+// kept-alive connection cannot ask the server at dst for another name
+// (domain fronting). A request for a name not allowed is answered 403 and
+// ends the connection.
+func (p *egressProxy) byName(fl *flow, c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, pol *policy) {
+	rp, done := p.reverseProxy(fl, pol, src, dst, "", "http")
+	defer done()
+	serveOne(&bufferedConn{Conn: c, r: br}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		now, ok := p.policyOf(src.Addr())
+		if ok {
+			switch now.allows(dst.Addr(), host) {
+			case denied:
+				ok = false
+			case byName:
+				ok = p.resolvesTo(host, dst.Addr())
+			}
+		}
+		if !ok {
+			p.log.Info("egress refused: a later request of a connection for another name", "sandbox", src.Addr().String(), "name", host, "dst", dst.String())
+			w.Header().Set("Connection", "close")
+			http.Error(w, "cove egress: "+host+" is not allowed at "+dst.Addr().String()+" (each request of a connection is checked)", http.StatusForbidden)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+}
+
+// reverseProxy sends the requests it is given to dst, on connections of
+// the flow (over TLS that verifies dst's certificate for name when scheme
+// is https); done closes those left idle.
+func (p *egressProxy) reverseProxy(fl *flow, pol *policy, src, dst netip.AddrPort, name, scheme string) (rp *httputil.ReverseProxy, done func()) {
+	upstream := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			up, err := p.dial(ctx, pol, dst)
+			if err != nil {
+				return nil, err
+			}
+			return fl.attachClosing(up)
+		},
+		TLSClientConfig:       &tls.Config{ServerName: name, RootCAs: p.upstreamRoots, NextProtos: []string{"http/1.1"}},
+		ForceAttemptHTTP2:     false,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = scheme, pr.In.Host, pr.In.Host
+		},
+		Transport:     upstream,
+		FlushInterval: -1, // streamed answers (server-sent events) pass as they come
+		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.log.Debug("egress upstream", "sandbox", src.Addr().String(), "name", r.Host, logx.Err(err))
+			http.Error(w, "cove egress: "+r.Host+": "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	return rp, upstream.CloseIdleConnections
 }
 
 // resolvesTo says whether name leads to addr on the node (nameResolver).
