@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -358,6 +359,146 @@ func TestEgressConnectionsBounded(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEgressTeamShare: one team's sandboxes that open connections
+// without end through the egress proxy hold at most the team's share of
+// the node (--egress-max-connections-team; the refusals counted as
+// "team"), while another team's sandbox goes on connecting through its
+// own allowOut; each held connection costs the server the two sockets it
+// is counted for (no splice pipes), and once the first team's sandboxes
+// are killed the server's descriptors come back within seconds.
+func TestEgressTeamShare(t *testing.T) {
+	const netRange = "198.18.238.0/24"
+	const perSandbox, perTeam = 40, 60
+	dns := testutil.ServeDNS(t)
+	dns.Set("held.test", 60, testutil.InternetAddr)
+	metricsAddr := testutil.FreeAddr(t)
+	p := twoTeams(t, "--network=true", "--network-range", netRange, "--pool-size", "0", "--metrics-listen", metricsAddr,
+		"--egress-max-connections", fmt.Sprint(perSandbox), "--egress-max-connections-team", fmt.Sprint(perTeam), "--egress-nameserver", dns.Addr.String())
+	testutil.FakeInternet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// The first team's sandboxes are proxied for a name and allowed by
+	// address too (their connections copied as they are), the other's
+	// allowed by the name alone (each plain-HTTP request checked).
+	byAddress := map[string]any{"allowOut": []string{"held.test", testutil.InternetAddr + "/32"}, "denyOut": []string{"0.0.0.0/0"}}
+	byName := map[string]any{"allowOut": []string{"held.test"}, "denyOut": []string{"0.0.0.0/0"}}
+	create := func(key string, network map[string]any) *cove.Sandbox {
+		t.Helper()
+		var created struct {
+			SandboxID string `json:"sandboxID"`
+		}
+		if code := apiJSON(t, p, key, "POST", "/v2/sandboxes", map[string]any{"timeout": 300, "network": network}, &created); code != 201 {
+			t.Fatalf("create with allowOut: %d", code)
+		}
+		c, err := cove.NewClient(cove.WithAPIURL(p.srv.URL), cove.WithSandboxURL(p.srv.URL), cove.WithAPIKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := c.Connect(ctx, created.SandboxID, 5*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Kill(context.Background()) })
+		return sb
+	}
+	mine := []*cove.Sandbox{create(apiKey, byAddress), create(apiKey, byAddress)}
+	theirs := create(otherKey, byName)
+	for _, sb := range mine {
+		if _, err := sb.Files.Write(ctx, "/tmp/hold.py", strings.NewReader(holdConns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := p.cmd.Process.Pid
+	before := serverFDs(t, pid)
+	for _, sb := range mine {
+		mustRun(t, ctx, sb, "user", fmt.Sprintf("nohup python3 /tmp/hold.py held.test %d > /tmp/held 2>&1 &", perSandbox))
+	}
+	// The team holds its share, no more: the far end sees perTeam, the
+	// rest were reset and counted as the team's refusals.
+	testkit.Eventually(t, time.Minute, func() error {
+		if n := heldByServer(t); n != perTeam {
+			return fmt.Errorf("the node holds %d connections upstream, want the team's %d", n, perTeam)
+		}
+		if n := scrape(t, metricsAddr, `cove_egress_refused_total{limit="team"}`); n != 2*perSandbox-perTeam {
+			return fmt.Errorf("%d refused for the team, want %d", n, 2*perSandbox-perTeam)
+		}
+		return nil
+	})
+	// What they cost the server: the two sockets of each, counted in its
+	// descriptor budget; a little more for the API and agents' own.
+	const slack = 40
+	got := serverFDs(t, pid) - before
+	t.Logf("the server holds %d descriptors more for %d connections", got, perTeam)
+	if got > 2*perTeam+slack {
+		t.Errorf("the server holds %d descriptors more for %d connections, want at most %d (2 a connection)", got, perTeam, 2*perTeam+slack)
+	}
+	// The other team connects through its own allowOut meanwhile, several
+	// times, each answered by the far end.
+	const ask = `
+import http.client
+for _ in range(5):
+    c = http.client.HTTPConnection("203.0.113.1", 80, timeout=5)
+    c.request("GET", "/", headers={"Host": "held.test"})
+    print(c.getresponse().read().decode())
+    c.close()
+`
+	if _, err := theirs.Files.Write(ctx, "/tmp/ask.py", strings.NewReader(ask)); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, ctx, theirs, "user", "python3 /tmp/ask.py"); strings.Count(r.out, "served held.test") != 5 {
+		t.Errorf("the other team's requests while one team holds its share: %q", r.out)
+	}
+	if got := serverFDs(t, pid) - before; got > 2*perTeam+slack {
+		t.Errorf("the server holds %d descriptors more for %d connections, want at most %d", got, perTeam, 2*perTeam+slack)
+	}
+	// Killed, the team's sandboxes hold nothing: their connections close
+	// and the server's descriptors come back within seconds.
+	for _, sb := range mine {
+		if err := sb.Kill(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if n := heldByServer(t); n != 0 {
+			return fmt.Errorf("the node still holds %d connections upstream", n)
+		}
+		if got := serverFDs(t, pid) - before; got > slack {
+			return fmt.Errorf("the server still holds %d descriptors more than before the connections", got)
+		}
+		return nil
+	})
+}
+
+// serverFDs counts the descriptors the process pid has open.
+func serverFDs(t *testing.T, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// scrape reads one sample (its full name with labels) from the metrics at
+// addr; 0 when absent.
+func scrape(t *testing.T, addr, sample string) int {
+	t.Helper()
+	code, body := call(t, "GET", "http://"+addr+"/metrics", nil)
+	if code != 200 {
+		t.Fatalf("metrics: %d", code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metrics: %q", line)
+			}
+			return int(n)
+		}
+	}
+	return 0
 }
 
 // TestOversizedMetadata: metadata past its bounds is refused with a 400
