@@ -213,8 +213,14 @@ func (p *egressProxy) handle(c *net.TCPConn, src netip.AddrPort, fl *flow) {
 			name = ""
 		}
 	}
-	first, _ := br.Peek(1)
-	overTLS := len(first) > 0 && first[0] == 0x16
+	// What the name was read from (nothing on other ports: a server may
+	// speak first there).
+	var overTLS, plain bool
+	if br.Buffered() > 0 {
+		first, _ := br.Peek(1)
+		overTLS = first[0] == 0x16
+		plain = !overTLS
+	}
 	verdict := pol.allows(dst.Addr(), name)
 	switch verdict {
 	case denied:
@@ -225,7 +231,7 @@ func (p *egressProxy) handle(c *net.TCPConn, src netip.AddrPort, fl *flow) {
 			// Allowed by name, the connection goes where the name leads
 			// on the node, not where the client says it does.
 			p.log.Info("egress refused: an allowed name not at the address dialled", "sandbox", src.Addr().String(), "name", name, "dst", dst.String())
-			if len(first) > 0 && !overTLS {
+			if plain {
 				refuse(c, http.StatusForbidden, "cove egress: "+name+" does not resolve to "+dst.Addr().String()+" on this node")
 			}
 			return
@@ -236,7 +242,7 @@ func (p *egressProxy) handle(c *net.TCPConn, src netip.AddrPort, fl *flow) {
 	case name != "" && len(pol.rules.Match(name)) > 0:
 		p.transform(fl, c, br, src, dst, strings.TrimSuffix(strings.ToLower(name), "."), overTLS, &pol)
 		return
-	case verdict == byName && !overTLS:
+	case verdict == byName && plain:
 		// Only the name lets plain HTTP through: each request of the
 		// connection is checked, not the first alone.
 		p.byName(fl, c, br, src, dst, &pol)

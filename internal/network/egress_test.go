@@ -476,6 +476,30 @@ func TestUpstreamEgressProxy(t *testing.T) {
 			t.Errorf("a proxy over TLS, %s: %q (reached: %v), want through: %v", c.name, got, reached, c.ok)
 		}
 	}
+	// A server that speaks first (SSH, SMTP) is reached through the
+	// upstream before the sandbox sends a byte.
+	speaker, err := testutil.ListenIn(ns, testutil.InternetAddr+":2222")
+	must(t, err)
+	defer speaker.Close()
+	go func() {
+		for {
+			c, err := speaker.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "banner\n")
+			c.Close()
+		}
+	}()
+	must(t, m.SetEgressProxy(ctx, n, &EgressProxy{Address: testutil.InternetAddr + ":1080", Username: "u", Password: "p"}))
+	var c net.Conn
+	inNS(t, n.NS, func() { c, err = net.DialTimeout("tcp", testutil.InternetAddr+":2222", 3*time.Second) })
+	must(t, err)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := bufio.NewReader(c).ReadString('\n'); got != "banner\n" {
+		t.Errorf("a server that speaks first, through the upstream: %q (%v)", got, err)
+	}
+	c.Close()
 	must(t, m.SetEgressProxy(ctx, n, nil))
 	before := len(socks.Reached())
 	if got := get(8080); got != direct || len(socks.Reached()) != before {
