@@ -102,10 +102,11 @@ func BenchmarkTCPStream(b *testing.B) {
 }
 
 // sandboxToSink makes a node's networks over rng (their table named by
-// table and the process), a sink at the fake internet's port, and hands
-// one network out; all undone when b ends.
-func sandboxToSink(b *testing.B, rng, table string, port int) (*Manager, *Net) {
-	m, err := New(Config{Range: netip.MustParsePrefix(rng), Table: fmt.Sprintf("%s%d", table, os.Getpid()), PoolSize: 1}, logx.Discard())
+// table and the process; the egress proxy's names resolved at names, if
+// given), a sink at the fake internet's port, and hands one network out;
+// all undone when b ends.
+func sandboxToSink(b *testing.B, rng, table string, port int, names ...netip.AddrPort) (*Manager, *Net) {
+	m, err := New(Config{Range: netip.MustParsePrefix(rng), Table: fmt.Sprintf("%s%d", table, os.Getpid()), PoolSize: 1, NameServers: names}, logx.Discard())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,13 +129,19 @@ func sandboxToSink(b *testing.B, rng, table string, port int) (*Manager, *Net) {
 // BenchmarkEgressProxy measures what a connection through the egress
 // proxy costs: "stream" is one TCP stream by an allowed name (its MB/s
 // beside TCPStream's NAT figure); "held-*" hold 200 connections open,
-// through NAT alone and through the proxy, and report this process's
-// descriptors, memory (heap and goroutine stacks) and resident memory per
-// connection, and the descriptors still open half a second after they
-// were all closed (without a collection: what a pool keeps).
+// through NAT alone, through the proxy allowed by address (copied as they
+// are) and allowed by a name alone (plain HTTP: each request checked, a
+// request answered and the connection kept alive), and report this
+// process's descriptors, memory (heap and goroutine stacks) and resident
+// memory per connection, and the descriptors still open half a second
+// after they were all closed (without a collection: what a pool keeps).
+// Run held-* with -benchtime 1x, one process each: Go's pools outlive a
+// run.
 func BenchmarkEgressProxy(b *testing.B) {
 	testkit.NeedRoot(b, "")
-	m, n := sandboxToSink(b, "198.18.248.0/24", "cove-bench-e", 443)
+	dns := testutil.ServeDNS(b)
+	dns.Set("bench.test", 60, testutil.InternetAddr)
+	m, n := sandboxToSink(b, "198.18.248.0/24", "cove-bench-e", 443, dns.Addr)
 	// Proxied (a domain rule), allowed by address (no denyOut): what every
 	// version of the proxy lets through alike.
 	err := m.SetDomains(n, []string{"bench.test"})
@@ -146,9 +153,20 @@ func BenchmarkEgressProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Release(direct)
-	open := func(n *Net) net.Conn {
+	byName, err := m.Acquire(context.Background(), true) // all else denied
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Release(byName)
+	if err := m.SetRules(byName, nil, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.SetDomains(byName, []string{"bench.test"}); err != nil {
+		b.Fatal(err)
+	}
+	open := func(n *Net, port int) net.Conn {
 		var c net.Conn
-		inNS(b, n.NS, func() { c, err = net.Dial("tcp", testutil.InternetAddr+":443") })
+		inNS(b, n.NS, func() { c, err = net.Dial("tcp", net.JoinHostPort(testutil.InternetAddr, strconv.Itoa(port))) })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -157,13 +175,11 @@ func BenchmarkEgressProxy(b *testing.B) {
 		}
 		return c
 	}
-	// stream: MB/s, and the process's CPU time (the test's ends with the
-	// proxy's copies) per GiB, which a busy machine disturbs less.
 	b.Run("stream", func(b *testing.B) {
 		b.SetBytes(streamBytes)
 		cpu0 := cpuTime(b)
 		for b.Loop() {
-			stream(b, open(n))
+			stream(b, open(n, 443))
 		}
 		b.ReportMetric(float64((cpuTime(b)-cpu0).Milliseconds())/float64(b.N)/(float64(streamBytes)/(1<<30)), "cpu-ms/GiB")
 	})
@@ -173,7 +189,8 @@ func BenchmarkEgressProxy(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		n    *Net
-	}{{"held-direct", direct}, {"held-proxied", n}} {
+		port int // 80: the fake internet's web server answers
+	}{{"held-direct", direct, 443}, {"held-proxied", n, 443}, {"held-direct-web", direct, 80}, {"held-byname", byName, 80}} {
 		b.Run(tc.name, func(b *testing.B) {
 			const held = 200
 			for b.Loop() {
@@ -181,7 +198,7 @@ func BenchmarkEgressProxy(b *testing.B) {
 				rss0 := residentKiB(b)
 				conns := make([]net.Conn, held)
 				for i := range conns {
-					conns[i] = open(tc.n)
+					conns[i] = open(tc.n, tc.port)
 				}
 				time.Sleep(500 * time.Millisecond) // the proxy dialled each
 				fds1, mem1 := processCost(b)

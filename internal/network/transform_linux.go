@@ -2,6 +2,7 @@ package network
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -71,7 +72,7 @@ func (p *policy) allows(dst netip.Addr, name string) egressVerdict {
 // name resolves, on the node, to dst: otherwise a sandbox could dial any
 // address with a Host that draws a secret.
 func (p *egressProxy) transform(fl *flow, c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, name string, overTLS bool, pol *policy) {
-	conn := net.Conn(&bufferedConn{Conn: c, r: br})
+	conn := net.Conn(peeked(c, br))
 	if overTLS {
 		conn = tls.Server(conn, &tls.Config{
 			NextProtos: []string{"http/1.1"},
@@ -147,7 +148,7 @@ func (p *egressProxy) transform(fl *flow, c net.Conn, br *bufio.Reader, src, dst
 func (p *egressProxy) byName(fl *flow, c net.Conn, br *bufio.Reader, src, dst netip.AddrPort, pol *policy) {
 	rp, done := p.reverseProxy(fl, pol, src, dst, "", "http")
 	defer done()
-	serveOne(&bufferedConn{Conn: c, r: br}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serveOne(peeked(c, br), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
@@ -264,7 +265,22 @@ func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
 // bufferedConn reads what the name check peeked before the rest.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	head []byte
 }
 
-func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+// peeked is c, whose first bytes br read, with those bytes first: a copy
+// of them, so that br's buffer (16 KiB) is not kept for the connection's
+// life.
+func peeked(c net.Conn, br *bufio.Reader) *bufferedConn {
+	head, _ := br.Peek(br.Buffered())
+	return &bufferedConn{Conn: c, head: bytes.Clone(head)}
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) {
+	if len(c.head) > 0 {
+		n := copy(b, c.head)
+		c.head = c.head[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
