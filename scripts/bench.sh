@@ -32,6 +32,12 @@ go test -run '^$' -bench 'CreateReady|Floor|TemplateCreate' -benchtime 100x -cou
 go test -run '^$' -bench Disk100 -benchtime 1x -count 1 ./internal/isolation/namespaces/ | tee -a "$out"
 go test -run '^$' -bench PauseResume -benchtime 50x -count "${COUNT:-5}" ./internal/isolation/namespaces/ | tee -a "$out"
 go test -run '^$' -bench TCPStream -benchtime 5x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
+# The egress proxy: a stream through it, then what a held connection costs
+# (one process a run: Go's pools outlive a run in the same process).
+go test -run '^$' -bench EgressProxy/stream -benchtime 3x -count "${COUNT:-5}" ./internal/network/ | tee -a "$out"
+for _ in $(seq "${COUNT:-5}"); do
+	go test -run '^$' -bench EgressProxy/held -benchtime 1x -count 1 ./internal/network/ | tee -a "$out"
+done
 go run ./bench/peers -n "${PEER_N:-30}" | tee -a "$out"
 
 # The servers promise up to 64 times this host's memory: the idle-memory

@@ -326,6 +326,23 @@ func main() {
 			fmt.Fprintf(&b, "| NAT egress / the same veth hop without Cove | %.0f%% | |\n", 100*nat/veth)
 		}
 	}
+	if px := median("EgressProxy/stream", "MB/s"); px > 0 {
+		fmt.Fprintf(&b, "\n## The egress proxy\n\n| figure | value | goal |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| one TCP stream through it (a name rule, allowed by address: copied) | %.0f MB/s | |\n", px)
+		fmt.Fprintf(&b, "| … CPU of the process (both ends and the copies) per GiB | %.0f ms | |\n", median("EgressProxy/stream", "cpu-ms/GiB"))
+		for _, row := range []struct{ name, floor, label string }{
+			{"held-proxied", "held-direct", "a held connection, copied"},
+			{"held-byname", "held-direct-web", "a held plain-HTTP connection allowed by a name alone (each request read)"},
+		} {
+			name, floor := "EgressProxy/"+row.name, "EgressProxy/"+row.floor
+			if len(samples[name]["fds/conn"]) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s: descriptors | %.1f | 2 |\n", row.label, median(name, "fds/conn")-median(floor, "fds/conn"))
+			fmt.Fprintf(&b, "| … heap and stacks | %.1f KiB | |\n", median(name, "KiB/conn")-median(floor, "KiB/conn"))
+			fmt.Fprintf(&b, "| … descriptors still open half a second after it closed | %.1f | 0 |\n", median(name, "fds-left/conn"))
+		}
+	}
 	if idle := median("PauseResume/idle", "resume-p50-ms"); idle > 0 {
 		fmt.Fprintf(&b, "\n## Pause and resume (namespaces, the cgroup freezer, memory kept in place)\n\n| figure | value | goal |\n|---|---:|---:|\n")
 		fmt.Fprintf(&b, "| pause, idle sandbox, p50 | %.2f ms | |\n", median("PauseResume/idle", "pause-p50-ms"))
