@@ -422,13 +422,12 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); retur
 // descriptors a connection, not two). From a TCP socket it reads only
 // once the kernel has data (a read that would block gives the buffer
 // back before it waits): an idle connection holds no buffer, a busy one
-// at most one a direction.
+// at most one a direction. From a tunnel's connection it copies as io.Copy
+// would, through a 32 KiB buffer for the whole copy.
 func copyFlow(dst, src net.Conn) error {
 	tc, ok := src.(*net.TCPConn)
-	if !ok { // a tunnel's connection: a buffer for the whole copy
-		bp := copyBufs.Get().(*[]byte)
-		defer copyBufs.Put(bp)
-		_, err := io.CopyBuffer(writerOnly{dst}, readerOnly{src}, *bp)
+	if !ok { // a tunnel's connection (SOCKS5, TLS): a buffer for the whole copy, as io.Copy's
+		_, err := io.CopyBuffer(writerOnly{dst}, readerOnly{src}, make([]byte, 32<<10))
 		return err
 	}
 	rc, err := tc.SyscallConn()
