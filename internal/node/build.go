@@ -69,27 +69,43 @@ func (b *buildSandbox) Close() error {
 	return b.m.Kill(ctx, b.id)
 }
 
-// lineSplitter passes on whole lines of a stream.
+// lineSplitter passes on the lines of a stream, each cut at
+// template.MaxLogLine: it holds at most that much (and one byte to know a
+// line was longer), drops the rest of a longer line, and looks at each
+// byte of the stream once.
 type lineSplitter struct {
-	buf bytes.Buffer
-	out func(string)
+	line []byte
+	out  func(string)
 }
 
 func (l *lineSplitter) write(p []byte) {
-	l.buf.Write(p)
-	for {
-		i := bytes.IndexByte(l.buf.Bytes(), '\n')
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		part := p
+		if i >= 0 {
+			part = p[:i]
+		}
+		if room := template.MaxLogLine + 1 - len(l.line); room > 0 {
+			l.line = append(l.line, part[:min(room, len(part))]...)
+		}
 		if i < 0 {
 			return
 		}
-		line := l.buf.Next(i + 1)
-		l.out(string(bytes.TrimRight(line, "\r\n")))
+		l.emit()
+		p = p[i+1:]
 	}
 }
 
+// emit passes on the line so far; a line longer than template.MaxLogLine
+// is cut there and ends with template.LineCut.
+func (l *lineSplitter) emit() {
+	l.out(template.CleanLine(string(bytes.TrimSuffix(l.line, []byte{'\r'}))))
+	l.line = l.line[:0]
+}
+
+// flush passes on a last line without a newline.
 func (l *lineSplitter) flush() {
-	if l.buf.Len() > 0 {
-		l.out(l.buf.String())
-		l.buf.Reset()
+	if len(l.line) > 0 {
+		l.emit()
 	}
 }

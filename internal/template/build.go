@@ -175,8 +175,10 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 // Run builds spec into the build buildID of template templateID, which
 // NewBuild made, and records the outcome. Progress and step output go to
-// logf.
+// logf, within the bounds of a build's log (CapLog). A build whose ctx
+// ends fails with ctx's cause (a cancel says why).
 func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec, logf func(LogEntry)) error {
+	logf = CapLog(logf)
 	b.store.building.RLock()
 	defer b.store.building.RUnlock()
 	rec, err := b.store.Get("", templateID)
@@ -198,6 +200,9 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 		img.Blobs, err = b.store.PushLayers(ctx, img.Layers)
 	}
 	build.FinishedAt = time.Now().UTC()
+	if err != nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
 	if err != nil {
 		build.Status, build.Reason = StatusError, err.Error()
 		var se *StepError
