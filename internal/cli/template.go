@@ -7,8 +7,8 @@ func templateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "template",
 		Aliases: []string{"tpl"},
-		Short:   "Build, list and delete sandbox templates on a Cove server",
+		Short:   "Build, list, cancel and delete sandbox templates on a Cove server",
 	}
-	cmd.AddCommand(templateBuildCmd(), templateListCmd(), templateDeleteCmd(), templatePrepareCmd())
+	cmd.AddCommand(templateBuildCmd(), templateListCmd(), templateDeleteCmd(), templatePrepareCmd(), templateCancelCmd())
 	return cmd
 }

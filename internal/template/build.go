@@ -189,6 +189,9 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	if build == nil {
 		return errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
 	}
+	if !build.Unfinished() { // cancelled before it ran
+		return errs.New(errs.Conflict, "build %s of template %s has ended (%s): %s", buildID, templateID, build.Status, build.Reason)
+	}
 	build.Status, build.Node = StatusBuilding, b.store.node
 	if err := b.store.SetBuild(templateID, *build); err != nil {
 		return err

@@ -20,6 +20,18 @@ const (
 	MaxLogBytes   = 2 << 20
 )
 
+// LogEntryOverhead is what a stored log entry is charged beside its
+// message: its keys, time, level and step.
+const LogEntryOverhead = 64
+
+// LogPage selects a page of a build's log: the entries from place Offset
+// on, at most Limit of them (0: all), of Levels only (nil: all levels).
+// With Levels, Offset counts the entries of those levels.
+type LogPage struct {
+	Offset, Limit int
+	Levels        []string
+}
+
 // LineCut ends a line that was cut at MaxLogLine.
 const LineCut = "…[line truncated]"
 

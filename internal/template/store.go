@@ -82,6 +82,9 @@ type Build struct {
 	// Recipe, on a built-in recipe's build, is the RecipeVersion it was
 	// made from ("" before versions were recorded).
 	Recipe string `json:"recipe,omitempty"`
+	// CancelRequested marks a running build its team cancelled: the
+	// process that runs it (a cluster's other API replica) stops it.
+	CancelRequested bool `json:"cancelRequested,omitempty"`
 }
 
 // Unfinished reports a build still waiting or running.
@@ -669,6 +672,45 @@ func (s *Store) setWarmError(templateID, buildID, why string) error {
 	}
 	b.WarmError = why
 	return s.save(r)
+}
+
+// RequestCancel cancels an unfinished build: a waiting one ends at once
+// as failed with reason, a running one is marked CancelRequested for the
+// process that runs it to stop. It returns the build as recorded; a build
+// that ended already is a Conflict.
+func (s *Store) RequestCancel(templateID, buildID, reason string) (Build, error) {
+	return retry(func() (Build, error) { return s.requestCancel(templateID, buildID, reason) })
+}
+
+func (s *Store) requestCancel(templateID, buildID, reason string) (Build, error) {
+	if err := s.lock(); err != nil {
+		return Build{}, err
+	}
+	defer s.mu.Unlock()
+	r, ok := s.templates[templateID]
+	if !ok {
+		return Build{}, errs.New(errs.NotFound, "template '%s' not found", templateID)
+	}
+	b := r.Build(buildID)
+	switch {
+	case b == nil:
+		return Build{}, errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
+	case !b.Unfinished():
+		return *b, errs.New(errs.Conflict, "build %s has ended already (%s)", buildID, b.Status)
+	case b.CancelRequested:
+		return *b, nil
+	}
+	was := *b
+	if b.Status == StatusWaiting {
+		b.Status, b.Reason, b.FinishedAt = StatusError, reason, time.Now().UTC()
+	} else {
+		b.CancelRequested = true
+	}
+	if err := s.save(r); err != nil {
+		*b = was
+		return Build{}, err
+	}
+	return *b, nil
 }
 
 // BuiltOn names the node of a template's newest build that ran on one

@@ -206,6 +206,24 @@ func (c *Client) waitBuild(ctx context.Context, b BuiltTemplate, onLog func(Buil
 	}
 }
 
+// CancelBuild stops a build in progress of one of the team's templates
+// (Cove's own call: E2B's API has none). Its processes and build
+// sandboxes go, what it wrote is removed, and it ends as failed: a
+// BuildTemplate following it returns a *BuildError whose message says it
+// was cancelled. It returns the build's status then: "error", or
+// "building" while it still ends (after a minute). A build that has ended
+// already is ErrConflict.
+func (c *Client) CancelBuild(ctx context.Context, templateID, buildID string) (string, error) {
+	var st struct {
+		Status string `json:"status"`
+	}
+	path := "/templates/" + url.PathEscape(templateID) + "/builds/" + url.PathEscape(buildID) + "/cancel"
+	if _, err := c.do(ctx, http.MethodPost, path, nil, &st); err != nil {
+		return "", err
+	}
+	return st.Status, nil
+}
+
 // TemplateInfo describes a template.
 type TemplateInfo struct {
 	TemplateID  string            `json:"templateID"`

@@ -100,6 +100,7 @@ func New(svc *service.Service, templates *service.Templates, volumes *service.Vo
 	a.mux.HandleFunc("PUT /templates/{templateID}/files/{hash}", a.uploadTemplateFiles)
 	a.handle("POST /v2/templates/{templateID}/builds/{buildID}", a.startTemplateBuild)
 	a.handle("GET /templates/{templateID}/builds/{buildID}/status", a.templateBuildStatus)
+	a.handle("POST /templates/{templateID}/builds/{buildID}/cancel", a.cancelTemplateBuild)
 	a.handle("POST /templates/{templateID}/prepare", a.prepareTemplate)
 	a.handle("POST /templates/tags", a.assignTemplateTags)
 	a.handle("DELETE /templates/tags", a.removeTemplateTags)

@@ -58,10 +58,34 @@ func (t *Templates) storageLeft(ctx context.Context, team string) (int64, error)
 			return 0, err
 		}
 	}
-	if used := layers + files + vols; used >= limit<<20 {
-		return 0, errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers, its uploads for COPY steps %d MiB and its volumes %d MiB, at most %d MiB together; delete templates or volumes to store more (uploads not used for a day go)", layers>>20, files>>20, vols>>20, limit)
+	logs, err := t.TeamLogBytes(ctx, team)
+	if err != nil {
+		return 0, err
 	}
-	return limit<<20 - layers - files - vols, nil
+	if used := layers + files + vols + logs; used >= limit<<20 {
+		return 0, errs.New(errs.QuotaExceeded, "team quota: the team's templates hold %d MiB of layers and %d MiB of build logs, its uploads for COPY steps %d MiB and its volumes %d MiB, at most %d MiB together; delete templates or volumes to store more (uploads not used for a day go)", layers>>20, logs>>20, files>>20, vols>>20, limit)
+	}
+	return limit<<20 - layers - files - vols - logs, nil
+}
+
+// TeamLogBytes is what the logs of a team's builds hold in the database
+// (each entry its message and template.LogEntryOverhead): charged to its
+// storage, and deleted with their templates.
+func (t *Templates) TeamLogBytes(ctx context.Context, team string) (int64, error) {
+	logs := t.logStore()
+	if logs == nil {
+		return 0, nil
+	}
+	var ids []string
+	for _, r := range t.store.List(team) {
+		if r.Team == team {
+			ids = append(ids, buildIDs(r)...)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return logs.BuildLogBytes(ctx, ids)
 }
 
 // reserveStorage gives a build the team's storage budget (spec.Budget,

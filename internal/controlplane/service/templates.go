@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,8 +15,9 @@ import (
 	"github.com/covesandbox/cove/internal/template"
 )
 
-// maxLogEntries bounds the log kept of one build.
-const maxLogEntries = 100_000
+// maxLogEntries bounds the log kept in memory of one build: what the
+// builder passes on of it (template.CapLog), and the entries that end it.
+const maxLogEntries = template.MaxLogEntries + 16
 
 // Builder runs template builds: the node's own (cove server), or one of
 // the cluster's nodes (cove api).
@@ -66,6 +68,10 @@ type buildLog struct {
 	// (built-in templates only; -1: none).
 	said   int
 	report func(percent int, doing string)
+	// cancel stops the build (a team's build run here; nil otherwise), and
+	// done is closed once it ended.
+	cancel context.CancelCauseFunc
+	done   chan struct{}
 }
 
 func newBuildLog(spec template.Spec, seconds []float64) *buildLog {
@@ -272,7 +278,7 @@ func (t *Templates) Prepare(name string) (BuildStatus, error) {
 				return
 			}
 		}
-		t.run(name, b.ID, spec, bl)
+		t.run(t.ctx, name, b.ID, spec, bl)
 	}()
 	return BuildStatus{Build: *b}, nil
 }
@@ -437,9 +443,12 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 		return err
 	}
 	bl := newBuildLog(spec, nil)
+	buildCtx, cancel := context.WithCancelCause(t.ctx)
+	bl.cancel, bl.done = cancel, make(chan struct{})
 	t.mu.Lock()
 	if _, ok := t.logs[buildID]; ok {
 		t.mu.Unlock()
+		cancel(nil)
 		release()
 		return errs.New(errs.Conflict, "build %s was started already", buildID)
 	}
@@ -449,7 +458,9 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 	go func() {
 		defer t.wg.Done()
 		defer release()
-		t.run(templateID, buildID, spec, bl)
+		defer close(bl.done)
+		defer cancel(nil)
+		t.run(buildCtx, templateID, buildID, spec, bl)
 	}()
 	return nil
 }
@@ -463,11 +474,16 @@ func (t *Templates) canBuildHere() error {
 	return nil
 }
 
-// run runs a build, keeping its log.
-func (t *Templates) run(templateID, buildID string, spec template.Spec, bl *buildLog) {
+// run runs a build, keeping its log; ctx ends it.
+func (t *Templates) run(ctx context.Context, templateID, buildID string, spec template.Spec, bl *buildLog) {
 	logf, closeLog := t.logTo(buildID, bl)
-	err := t.builder.Run(t.ctx, templateID, buildID, spec, logf)
-	if err != nil {
+	stopWatch := t.watchCancel(ctx, templateID, buildID, bl)
+	err := t.builder.Run(ctx, templateID, buildID, spec, logf)
+	stopWatch()
+	if errors.Is(context.Cause(ctx), errBuildCancelled) {
+		t.recordCancelled(templateID, buildID, logf)
+		t.log.Info("template build cancelled", "template", templateID, "build", buildID)
+	} else if err != nil {
 		t.failUnfinished(templateID, buildID, err, logf)
 		t.log.Info("template build failed", "template", templateID, "build", buildID, logx.Err(err))
 	} else {
@@ -573,7 +589,12 @@ type BuildStatus struct {
 // SharedLogs are builds' logs that the nodes running them keep where any
 // API replica reads them (the cluster's database).
 type SharedLogs interface {
-	BuildLog(ctx context.Context, buildID string, offset int) ([]template.LogEntry, error)
+	BuildLog(ctx context.Context, buildID string, p template.LogPage) ([]template.LogEntry, error)
+	// BuildLogBytes is what builds' logs hold: charged to their team's
+	// storage.
+	BuildLogBytes(ctx context.Context, buildIDs []string) (int64, error)
+	// DeleteBuildLogs removes builds' logs (their template was deleted).
+	DeleteBuildLogs(ctx context.Context, buildIDs []string) error
 }
 
 // UseSharedLogs makes Status read builds' logs from logs (an API replica
@@ -593,8 +614,8 @@ type KeptLogs interface {
 // than template.LogKeep go as each build starts. Call it before serving.
 func (t *Templates) KeepLogs(logs KeptLogs) { t.keptLogs = logs }
 
-// Status returns a build's state with its log entries from offset on.
-func (t *Templates) Status(ctx context.Context, team, templateID, buildID string, offset int) (BuildStatus, error) {
+// Status returns a build's state with the page of its log p selects.
+func (t *Templates) Status(ctx context.Context, team, templateID, buildID string, p template.LogPage) (BuildStatus, error) {
 	r, err := t.Get(team, templateID)
 	if err != nil {
 		return BuildStatus{}, err
@@ -604,8 +625,9 @@ func (t *Templates) Status(ctx context.Context, team, templateID, buildID string
 		return BuildStatus{}, errs.New(errs.NotFound, "build %s of template %s not found", buildID, templateID)
 	}
 	out := BuildStatus{Build: *b}
+	p.Offset = max(p.Offset, 0)
 	if t.sharedLogs != nil {
-		if out.Logs, err = t.sharedLogs.BuildLog(ctx, buildID, max(offset, 0)); err != nil {
+		if out.Logs, err = t.sharedLogs.BuildLog(ctx, buildID, p); err != nil {
 			return BuildStatus{}, err
 		}
 		return out, nil
@@ -616,28 +638,85 @@ func (t *Templates) Status(ctx context.Context, team, templateID, buildID string
 	switch {
 	case bl != nil:
 		bl.mu.Lock()
-		if offset >= 0 && offset < len(bl.entries) {
-			out.Logs = append(out.Logs, bl.entries[offset:]...)
-		}
+		out.Logs = page(bl.entries, p)
 		bl.mu.Unlock()
 	case t.keptLogs != nil:
-		if out.Logs, err = t.keptLogs.BuildLog(ctx, buildID, max(offset, 0)); err != nil {
+		if out.Logs, err = t.keptLogs.BuildLog(ctx, buildID, p); err != nil {
 			return BuildStatus{}, err
 		}
 	}
 	return out, nil
 }
 
+// page is the page p selects of entries, copied.
+func page(entries []template.LogEntry, p template.LogPage) []template.LogEntry {
+	var out []template.LogEntry
+	skip := p.Offset
+	if p.Levels == nil {
+		entries, skip = entries[min(skip, len(entries)):], 0
+	}
+	for _, e := range entries {
+		if p.Levels != nil && !slices.Contains(p.Levels, e.Level) {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if p.Limit > 0 && len(out) == p.Limit {
+			break
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // List returns the templates a team sees.
 func (t *Templates) List(team string) []template.Record { return t.store.List(team) }
 
-// Delete removes a team's template; its layers go once no sandbox uses them.
-func (t *Templates) Delete(team, ref string) error {
+// Delete removes a team's template and its builds' logs; its layers go
+// once no sandbox uses them.
+func (t *Templates) Delete(ctx context.Context, team, ref string) error {
+	r, err := t.owned(team, ref)
+	if err != nil {
+		return err
+	}
 	if err := t.store.Delete(team, ref); err != nil {
 		return err
 	}
+	ids := buildIDs(r)
+	t.mu.Lock()
+	for _, id := range ids {
+		delete(t.logs, id)
+	}
+	t.mu.Unlock()
+	if logs := t.logStore(); logs != nil {
+		if err := logs.DeleteBuildLogs(ctx, ids); err != nil {
+			// Uncharged from here on; the age prune removes them.
+			t.log.Error("delete a deleted template's build logs", "template", r.ID, logx.Err(err))
+		}
+	}
 	t.collect()
 	return nil
+}
+
+// logStore is the database that keeps builds' logs (nil: none).
+func (t *Templates) logStore() SharedLogs {
+	if t.sharedLogs != nil {
+		return t.sharedLogs
+	}
+	if t.keptLogs != nil {
+		return t.keptLogs
+	}
+	return nil
+}
+
+func buildIDs(r template.Record) []string {
+	ids := make([]string, 0, len(r.Builds))
+	for _, b := range r.Builds {
+		ids = append(ids, b.ID)
+	}
+	return ids
 }
 
 // Tag points tags at the build target ("name:tag") names.

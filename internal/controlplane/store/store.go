@@ -297,8 +297,13 @@ type Store interface {
 	// AppendBuildLog stores entries of a template build's log, the first
 	// at place from (a place taken twice is an error).
 	AppendBuildLog(ctx context.Context, buildID string, from int, entries []template.LogEntry) error
-	// BuildLog returns a build's log from place offset on.
-	BuildLog(ctx context.Context, buildID string, offset int) ([]template.LogEntry, error)
+	// BuildLog returns the page of a build's log p selects.
+	BuildLog(ctx context.Context, buildID string, p template.LogPage) ([]template.LogEntry, error)
+	// BuildLogBytes is what the logs of builds hold, each entry counted as
+	// its message and template.LogEntryOverhead.
+	BuildLogBytes(ctx context.Context, buildIDs []string) (int64, error)
+	// DeleteBuildLogs removes the logs of builds.
+	DeleteBuildLogs(ctx context.Context, buildIDs []string) error
 	// PruneBuildLogs removes the logs of builds whose last entry is older
 	// than age.
 	PruneBuildLogs(ctx context.Context, age time.Duration) error

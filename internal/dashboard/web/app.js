@@ -385,21 +385,32 @@ async function templatesPage() {
 
 async function templatePage(id) {
   view().innerHTML = `<h1>Template <span id="tpl-id"></span></h1><p id="error" class="error"></p>
-<table id="builds"><thead><tr><th>Build</th><th>Status</th><th>Created</th><th>Finished</th><th>CPUs</th><th>Memory</th></tr></thead><tbody></tbody></table>
+<table id="builds"><thead><tr><th>Build</th><th>Status</th><th>Created</th><th>Finished</th><th>CPUs</th><th>Memory</th><th></th></tr></thead><tbody></tbody></table>
 <h2>Build log <span id="build-id"></span></h2><pre class="log" id="build-log"></pre>`;
   $('#tpl-id').textContent = id;
-  const { data } = await api('GET', `${E2B}/templates/${encodeURIComponent(id)}`);
-  $('#builds tbody').innerHTML = data.builds.map((b) => `<tr><td><a href="#" data-build="${esc(b.buildID)}">${esc(b.buildID)}</a></td><td>${esc(b.status)}</td>
-<td>${esc(fmtTime(b.createdAt))}</td><td>${esc(b.finishedAt ? fmtTime(b.finishedAt) : '—')}</td><td>${esc(b.cpuCount)}</td><td>${esc(b.memoryMB)} MiB</td></tr>`).join('');
+  const builds = async () => {
+    const { data } = await api('GET', `${E2B}/templates/${encodeURIComponent(id)}`);
+    // A build in progress can be cancelled (Cove's own call).
+    const cancel = (b) => (b.status === 'building' || b.status === 'waiting'
+      ? `<button type="button" class="danger" data-cancel="${esc(b.buildID)}">Cancel</button>` : '');
+    $('#builds tbody').innerHTML = data.builds.map((b) => `<tr><td><a href="#" data-build="${esc(b.buildID)}">${esc(b.buildID)}</a></td><td>${esc(b.status)}</td>
+<td>${esc(fmtTime(b.createdAt))}</td><td>${esc(b.finishedAt ? fmtTime(b.finishedAt) : '—')}</td><td>${esc(b.cpuCount)}</td><td>${esc(b.memoryMB)} MiB</td><td>${cancel(b)}</td></tr>`).join('');
+    return data;
+  };
+  const data = await builds();
   let shown = '', offset = 0, finished = false;
+  // follow reads the shown build's log a page at a time (the server sends
+  // at most 100 entries an answer) until the build ended and its log is
+  // read to the end.
   const follow = async () => {
     if (!shown || finished) return;
     const { data: st } = await api('GET', `${E2B}/templates/${encodeURIComponent(id)}/builds/${encodeURIComponent(shown)}/status?logsOffset=${offset}`);
     const lines = st.logEntries.map((e) => `${new Date(e.timestamp).toLocaleTimeString()} ${e.level.toUpperCase().padEnd(5)} ${e.step ? `[${e.step}] ` : ''}${e.message}`);
     offset += st.logEntries.length;
     if (lines.length) $('#build-log').textContent += lines.join('\n') + '\n';
-    finished = st.status === 'ready' || st.status === 'error';
+    finished = (st.status === 'ready' || st.status === 'error') && st.logEntries.length === 0;
     if (finished && st.reason) $('#build-log').textContent += `error: ${st.reason.message}\n`;
+    if (!finished && st.logEntries.length === 100) await follow();
   };
   const show = (build) => {
     shown = build; offset = 0; finished = false;
@@ -407,7 +418,20 @@ async function templatePage(id) {
     $('#build-log').textContent = '';
     follow().catch(report);
   };
-  $('#builds').addEventListener('click', (ev) => {
+  $('#builds').addEventListener('click', async (ev) => {
+    const c = ev.target.closest('button[data-cancel]');
+    if (c) {
+      if (!confirm(`Cancel build ${c.dataset.cancel}? Its steps stop and what it made so far goes.`)) return;
+      c.disabled = true;
+      try {
+        await api('POST', `${E2B}/templates/${encodeURIComponent(id)}/builds/${encodeURIComponent(c.dataset.cancel)}/cancel`);
+        await builds();
+      } catch (err) {
+        report(err);
+        c.disabled = false;
+      }
+      return;
+    }
     const a = ev.target.closest('a[data-build]');
     if (!a) return;
     ev.preventDefault();
@@ -415,6 +439,7 @@ async function templatePage(id) {
   });
   if (data.builds.length) show(data.builds[0].buildID);
   every(1000, follow); // a build's log, live while it builds
+  every(3000, async () => { await builds(); });
 }
 
 // ---- API keys ----

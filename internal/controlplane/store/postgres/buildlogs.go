@@ -22,9 +22,18 @@ func (s *Store) AppendBuildLog(ctx context.Context, buildID string, from int, en
 	return nil
 }
 
-// BuildLog returns a build's log from place offset on.
-func (s *Store) BuildLog(ctx context.Context, buildID string, offset int) ([]template.LogEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT at, level, message, step FROM build_logs WHERE build_id = $1 AND seq >= $2 ORDER BY seq`, buildID, offset)
+// BuildLog returns the page of a build's log p selects.
+func (s *Store) BuildLog(ctx context.Context, buildID string, p template.LogPage) ([]template.LogEntry, error) {
+	var limit any // NULL: no limit
+	if p.Limit > 0 {
+		limit = p.Limit
+	}
+	q, args := `SELECT at, level, message, step FROM build_logs WHERE build_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`, []any{buildID, p.Offset, limit}
+	if p.Levels != nil {
+		q = `SELECT at, level, message, step FROM build_logs WHERE build_id = $1 AND level = ANY($2) ORDER BY seq LIMIT $3 OFFSET $4`
+		args = []any{buildID, p.Levels, limit, p.Offset}
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the log of build %s: %w", buildID, err)
 	}
@@ -39,6 +48,26 @@ func (s *Store) BuildLog(ctx context.Context, buildID string, offset int) ([]tem
 		return nil, fmt.Errorf("read the log of build %s: %w", buildID, err)
 	}
 	return out, nil
+}
+
+// BuildLogBytes is what the logs of builds hold, each entry counted as its
+// message and template.LogEntryOverhead.
+func (s *Store) BuildLogBytes(ctx context.Context, buildIDs []string) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(SUM(octet_length(message) + $2), 0) FROM build_logs WHERE build_id = ANY($1)`,
+		buildIDs, template.LogEntryOverhead).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the builds' logs: %w", err)
+	}
+	return n, nil
+}
+
+// DeleteBuildLogs removes the logs of builds.
+func (s *Store) DeleteBuildLogs(ctx context.Context, buildIDs []string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM build_logs WHERE build_id = ANY($1)`, buildIDs); err != nil {
+		return fmt.Errorf("delete the builds' logs: %w", err)
+	}
+	return nil
 }
 
 // PruneBuildLogs removes the logs of builds whose last entry is older

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/template"
@@ -28,8 +30,21 @@ func (s *Store) AppendBuildLog(ctx context.Context, buildID string, from int, en
 }
 
 // BuildLog implements store.Store.
-func (s *Store) BuildLog(ctx context.Context, buildID string, offset int) ([]template.LogEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, level, message, step FROM build_logs WHERE build_id = ? AND seq >= ? ORDER BY seq`, buildID, offset)
+func (s *Store) BuildLog(ctx context.Context, buildID string, p template.LogPage) ([]template.LogEntry, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite's "no limit"
+	}
+	q, args := `SELECT at, level, message, step FROM build_logs WHERE build_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, []any{buildID, p.Offset, limit}
+	if p.Levels != nil {
+		q = `SELECT at, level, message, step FROM build_logs WHERE build_id = ? AND level IN (` + marks(len(p.Levels)) + `) ORDER BY seq LIMIT ? OFFSET ?`
+		args = []any{buildID}
+		for _, l := range p.Levels {
+			args = append(args, l)
+		}
+		args = append(args, limit, p.Offset)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the log of build %s: %w", buildID, err)
 	}
@@ -48,6 +63,46 @@ func (s *Store) BuildLog(ctx context.Context, buildID string, offset int) ([]tem
 		return nil, fmt.Errorf("read the log of build %s: %w", buildID, err)
 	}
 	return out, nil
+}
+
+// idsPerQuery bounds the build ids one statement names (SQLite's limit of
+// variables is far above it).
+const idsPerQuery = 500
+
+// BuildLogBytes implements store.Store.
+func (s *Store) BuildLogBytes(ctx context.Context, buildIDs []string) (int64, error) {
+	var total int64
+	for ids := range slices.Chunk(buildIDs, idsPerQuery) {
+		var n int64
+		err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(length(CAST(message AS BLOB)) + ?), 0) FROM build_logs WHERE build_id IN (`+marks(len(ids))+`)`,
+			append([]any{template.LogEntryOverhead}, anys(ids)...)...).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("count the builds' logs: %w", err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// DeleteBuildLogs implements store.Store.
+func (s *Store) DeleteBuildLogs(ctx context.Context, buildIDs []string) error {
+	for ids := range slices.Chunk(buildIDs, idsPerQuery) {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM build_logs WHERE build_id IN (`+marks(len(ids))+`)`, anys(ids)...); err != nil {
+			return fmt.Errorf("delete the builds' logs: %w", err)
+		}
+	}
+	return nil
+}
+
+// marks is n placeholders, comma-separated.
+func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
+
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
 }
 
 // PruneBuildLogs implements store.Store.

@@ -162,6 +162,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("TeamSecrets", func(t *testing.T) { teamSecrets(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { idempotency(t, open(t)) })
 	t.Run("BuildLogs", func(t *testing.T) { buildLogs(t, open(t)) })
+	t.Run("BuildLogPages", func(t *testing.T) { buildLogPages(t, open(t)) })
 	t.Run("EventsAndWebhooks", func(t *testing.T) { eventsAndWebhooks(t, open(t)) })
 	t.Run("Sandboxes", func(t *testing.T) {
 		s := open(t)
@@ -674,7 +675,7 @@ func buildLogs(t *testing.T, st store.Store) {
 		t.Error("an entry written twice at one place was taken")
 	}
 	for _, offset := range []int{0, 2, 4, 5, 9} {
-		got, err := st.BuildLog(ctx, "b1", offset)
+		got, err := st.BuildLog(ctx, "b1", template.LogPage{Offset: offset})
 		want := all[min(offset, len(all)):]
 		if err != nil || len(got) != len(want) {
 			t.Fatalf("from %d: %d entries %v, want %d", offset, len(got), err, len(want))
@@ -691,9 +692,75 @@ func buildLogs(t *testing.T, st store.Store) {
 	if err := st.PruneBuildLogs(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	old, _ := st.BuildLog(ctx, "b1", 0)
-	recent, _ := st.BuildLog(ctx, "b2", 0)
+	old, _ := st.BuildLog(ctx, "b1", template.LogPage{})
+	recent, _ := st.BuildLog(ctx, "b2", template.LogPage{})
 	if len(old) != 0 || len(recent) != 1 {
 		t.Errorf("after pruning what is older than an hour: %d old entries, %d recent", len(old), len(recent))
+	}
+}
+
+// buildLogPages: a build's log reads in pages of a limit, of some levels
+// only (the offset then counts those); what builds' logs hold is counted,
+// and deleting builds' logs removes those and no other.
+func buildLogPages(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	levels := []string{"info", "warn", "info", "error", "info", "debug", "warn"}
+	var all []template.LogEntry
+	for i, l := range levels {
+		all = append(all, template.LogEntry{Time: time.Unix(1800000000, int64(i)), Level: l, Message: fmt.Sprintf("line %d é", i)})
+	}
+	if err := st.AppendBuildLog(ctx, "p1", 0, all); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendBuildLog(ctx, "p2", 0, all[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendBuildLog(ctx, "p3", 0, all[:1]); err != nil {
+		t.Fatal(err)
+	}
+	messages := func(p template.LogPage) string {
+		got, err := st.BuildLog(ctx, "p1", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range got {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(e.Message, "line "), " é"))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		page template.LogPage
+		want string
+	}{
+		{template.LogPage{Limit: 3}, "0,1,2"},
+		{template.LogPage{Offset: 3, Limit: 3}, "3,4,5"},
+		{template.LogPage{Offset: 6, Limit: 3}, "6"},
+		{template.LogPage{Offset: 7, Limit: 3}, ""},
+		{template.LogPage{Levels: []string{"warn", "error"}}, "1,3,6"},
+		{template.LogPage{Levels: []string{"warn", "error"}, Offset: 1, Limit: 1}, "3"},
+		{template.LogPage{Levels: []string{"error"}, Offset: 1}, ""},
+	} {
+		if got := messages(tc.page); got != tc.want {
+			t.Errorf("page %+v: %q, want %q", tc.page, got, tc.want)
+		}
+	}
+	size := func(e template.LogEntry) int64 { return int64(len(e.Message) + template.LogEntryOverhead) }
+	var want int64
+	for _, e := range all {
+		want += size(e)
+	}
+	want += size(all[0]) + size(all[1])
+	if n, err := st.BuildLogBytes(ctx, []string{"p1", "p2", "none"}); err != nil || n != want {
+		t.Errorf("the logs of p1 and p2 hold %d bytes (%v), want %d", n, err, want)
+	}
+	if err := st.DeleteBuildLogs(ctx, []string{"p1", "p2"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.BuildLogBytes(ctx, []string{"p1", "p2"}); err != nil || n != 0 {
+		t.Errorf("after deleting them the logs of p1 and p2 hold %d bytes (%v)", n, err)
+	}
+	if got, _ := st.BuildLog(ctx, "p3", template.LogPage{}); len(got) != 1 {
+		t.Errorf("deleting other builds' logs left p3 %d entries, want 1", len(got))
 	}
 }
