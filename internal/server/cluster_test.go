@@ -29,6 +29,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store/postgres"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/server"
+	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
 )
@@ -345,17 +346,59 @@ func TestClusterTemplates(t *testing.T) {
 	// The node's log, through either replica, whole once the build is
 	// ready, and from an offset.
 	status := "/templates/" + id + "/builds/" + build + "/status"
+	messages := func(m map[string]any) []string {
+		var out []string
+		entries, _ := m["logEntries"].([]any)
+		for _, e := range entries {
+			out = append(out, fmt.Sprint(e.(map[string]any)["message"]))
+		}
+		return out
+	}
 	var n int
 	for _, a := range apis {
 		_, m, raw := a.do(t, "GET", status, keyA, "")
-		logs, _ := m["logs"].([]any)
+		logs := messages(m)
 		if n = len(logs); n < 3 || !strings.Contains(fmt.Sprint(logs), "pushing the layers to the object store") || logs[n-1] != "build ready" {
 			t.Errorf("the build's log through %s: %s", a.url, raw)
 		}
 	}
-	if _, m, raw := apis[1].do(t, "GET", status+"?logsOffset="+fmt.Sprint(n-1), keyA, ""); fmt.Sprint(m["logs"]) != "[build ready]" {
+	if _, m, raw := apis[1].do(t, "GET", status+"?logsOffset="+fmt.Sprint(n-1), keyA, ""); fmt.Sprint(messages(m)) != "[build ready]" {
 		t.Errorf("the build's log from its last entry: %s", raw)
 	}
+
+	// A build that sleeps, run through one replica, cancelled through the
+	// other: the cancel reaches the node, whose build sandbox goes.
+	code, m, raw = apis[0].do(t, "POST", "/v3/templates", keyA, `{"name":"shared-tpl"}`)
+	if code != 202 {
+		t.Fatalf("request a second build: %d %s", code, raw)
+	}
+	sleepy := m["buildID"].(string)
+	if code, _, raw := apis[0].do(t, "POST", "/v2/templates/"+id+"/builds/"+sleepy, keyA, `{"fromTemplate":"base","steps":[{"type":"RUN","args":["sleep 600"]}]}`); code != 202 {
+		t.Fatalf("start the second build: %d %s", code, raw)
+	}
+	buildSandboxes := func() (n int) { // the nodes' sandboxes: the build's alone now
+		for _, dir := range c.nodes {
+			entries, _ := filepath.Glob(filepath.Join(dir, "sandboxes", "*"))
+			n += len(entries)
+		}
+		return n
+	}
+	testkit.Eventually(t, time.Minute, func() error {
+		if buildSandboxes() == 0 {
+			return fmt.Errorf("no build sandbox yet")
+		}
+		return nil
+	})
+	code, m, raw = apis[1].do(t, "POST", "/templates/"+id+"/builds/"+sleepy+"/cancel", keyA, "")
+	if reason, _ := m["reason"].(map[string]any); code != 200 || m["status"] != "error" || reason["message"] != template.CancelledReason {
+		t.Errorf("cancel through the replica that does not run the build: %d %s", code, raw)
+	}
+	testkit.Eventually(t, time.Minute, func() error {
+		if n := buildSandboxes(); n > 0 {
+			return fmt.Errorf("%d sandboxes on the nodes after the cancel", n)
+		}
+		return nil
+	})
 	recs, err := st.Templates(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -204,7 +204,7 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 	}
 	build.FinishedAt = time.Now().UTC()
 	if err != nil && ctx.Err() != nil {
-		err = context.Cause(ctx)
+		err = b.ended(ctx, templateID, buildID)
 	}
 	if err != nil {
 		build.Status, build.Reason = StatusError, err.Error()
@@ -224,6 +224,22 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 		return serr
 	}
 	return err
+}
+
+// CancelledReason is why a build its team cancelled failed.
+const CancelledReason = "cancelled: the team cancelled the build"
+
+// ended is why a build whose ctx ended stopped: its team cancelled it
+// (its record says so, asked or recorded already: the cancel may have
+// reached another process of a cluster, whose call to this node ended),
+// else ctx's cause.
+func (b *Builder) ended(ctx context.Context, templateID, buildID string) error {
+	if r, err := b.store.Get("", templateID); err == nil {
+		if cur := r.Build(buildID); cur != nil && (cur.CancelRequested || cur.Reason == CancelledReason) {
+			return errs.New(errs.Canceled, CancelledReason)
+		}
+	}
+	return context.Cause(ctx)
 }
 
 func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec, logf func(LogEntry)) (Image, error) {

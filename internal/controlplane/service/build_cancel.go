@@ -11,7 +11,7 @@ import (
 
 // errBuildCancelled ends a build its team cancelled: the cause of its
 // context, and the reason its record gives.
-var errBuildCancelled = errs.New(errs.Canceled, "cancelled: the team cancelled the build")
+var errBuildCancelled = errs.New(errs.Canceled, template.CancelledReason)
 
 // cancelPoll is how often a running build's record is read for a cancel
 // asked of another API replica, and how often CancelBuild reads it until
