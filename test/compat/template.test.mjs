@@ -60,3 +60,14 @@ test('Template.build: a failing step rejects with its message', async () => {
     return true
   })
 })
+
+test('Template.build: a log longer than a status page reaches onBuildLogs whole, in order', async () => {
+  // The server answers at most 100 entries a poll: the SDK pages through
+  // the rest, the tail after the build ended too.
+  const logs = []
+  const step = `seq 1 450 # ${Date.now()}` // never from the step cache
+  await Template.build(Template().fromTemplate('base').runCmd(step), 'compat-paged', { onBuildLogs: (l) => logs.push(l.message) })
+  const numbers = logs.filter((m) => /^\d+$/.test(m)).map(Number)
+  assert.deepEqual(numbers, Array.from({ length: 450 }, (_, i) => i + 1), `logs: ${logs.length} lines`)
+  assert.ok(logs.includes('build ready'), `logs: ${logs.slice(-5).join(' | ')}`)
+})

@@ -74,3 +74,16 @@ async def test_build_in_background_and_its_status(S):
             break
         await asyncio.sleep(0.1)
     assert str(status.status.value) == "ready", status
+
+
+async def test_a_long_log_is_paged_through_whole(S):
+    # The server answers at most 100 entries a poll: the SDK pages through
+    # the rest, the tail after the build ended too.
+    T = template_of(S)
+    logs = []
+    name = f"py-paged-{RUN}-{S.__name__.lower()}"
+    step = f"seq 1 450 # {name}"  # never from the step cache
+    await aw(T.build(T().from_template("base").run_cmd(step), name, on_build_logs=lambda e: logs.append(e.message)))
+    numbers = [int(m) for m in logs if m.isdigit()]
+    assert numbers == list(range(1, 451)), len(logs)
+    assert "build ready" in logs, logs[-5:]
