@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/testutil"
 	"github.com/covesandbox/cove/internal/testutil/testkit"
@@ -132,7 +133,7 @@ func TestBuildOutputBounded(t *testing.T) {
 // TestBuildCancel: a team cancels its build whose step sleeps: the build
 // ends as cancelled, its processes and build sandbox go and nothing is
 // left; another team cannot cancel it, and builds meanwhile. A build
-// never started ends at once.
+// never started ends at once. A team's builds in progress are capped.
 func TestBuildCancel(t *testing.T) {
 	p := twoTeams(t, "--network=false", "--pool-size", "0")
 	theirs := clientFor(t, p.srv, otherKey)
@@ -219,6 +220,55 @@ func TestBuildCancel(t *testing.T) {
 	if code := apiJSON(t, p, apiKey, "POST", "/v2/templates/"+created.TemplateID+"/builds/"+created.BuildID, map[string]any{"fromTemplate": "base"}, nil); code != 409 {
 		t.Errorf("start a cancelled build: %d, want 409", code)
 	}
+
+	// A team's builds in progress are capped: the next is a 429 until one
+	// ends; another team's go on.
+	start := func(key, name string) (build string, code int) {
+		t.Helper()
+		var c struct{ TemplateID, BuildID string }
+		if code := apiJSON(t, p, key, "POST", "/v3/templates", map[string]any{"name": name, "memoryMB": 128}, &c); code != 202 {
+			t.Fatalf("template %s: %d", name, code)
+		}
+		build = "/templates/" + c.TemplateID + "/builds/" + c.BuildID
+		return build, apiJSON(t, p, key, "POST", "/v2"+build, map[string]any{"fromTemplate": "base",
+			"steps": []map[string]any{{"type": "RUN", "args": []string{"sleep 600"}}}}, nil)
+	}
+	var running []string
+	for i := range service.MaxTeamBuilds {
+		build, code := start(apiKey, fmt.Sprintf("slot-%d", i))
+		if code != 202 {
+			t.Fatalf("build %d of the team's %d: %d", i+1, service.MaxTeamBuilds, code)
+		}
+		running = append(running, build)
+	}
+	if _, code := start(apiKey, "slot-over"); code != 429 {
+		t.Errorf("a build past the team's %d: %d, want 429", service.MaxTeamBuilds, code)
+	}
+	theirBuild, code := start(otherKey, "their-slot")
+	if code != 202 {
+		t.Errorf("another team's build while this one's are at their cap: %d", code)
+	}
+	if code := apiJSON(t, p, apiKey, "POST", running[0]+"/cancel", nil, nil); code != 200 {
+		t.Errorf("cancel: %d", code)
+	}
+	again, code := start(apiKey, "slot-again")
+	if code != 202 {
+		t.Errorf("a build once one of the team's ended: %d", code)
+	}
+	for _, b := range append(running[1:], again) {
+		if code := apiJSON(t, p, apiKey, "POST", b+"/cancel", nil, nil); code != 200 {
+			t.Errorf("cancel %s: %d", b, code)
+		}
+	}
+	if code := apiJSON(t, p, otherKey, "POST", theirBuild+"/cancel", nil, nil); code != 200 {
+		t.Errorf("cancel the other team's: %d", code)
+	}
+	testkit.Eventually(t, time.Minute, func() error {
+		if n := sleepers(); n > 0 {
+			return fmt.Errorf("%d sleep 600 still run", n)
+		}
+		return nil
+	})
 }
 
 // clientFor talks to s with key.

@@ -452,6 +452,12 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 		release()
 		return errs.New(errs.Conflict, "build %s was started already", buildID)
 	}
+	if n := t.teamBuildsLocked(team); n >= MaxTeamBuilds {
+		t.mu.Unlock()
+		cancel(nil)
+		release()
+		return errs.New(errs.QuotaExceeded, "team quota: the team has %d builds in progress, at most %d at once; wait for one to end or cancel one (cove template cancel)", n, MaxTeamBuilds)
+	}
 	t.logs[buildID] = bl
 	t.mu.Unlock()
 	t.wg.Add(1)
