@@ -149,7 +149,7 @@ func TestBuildCancel(t *testing.T) {
 		t.Fatalf("start the build: %d", code)
 	}
 	testkit.Eventually(t, 2*time.Minute, func() error {
-		if n := sleepers(); n == 0 {
+		if n := sleepers(p); n == 0 {
 			return fmt.Errorf("no sleep 600 runs yet")
 		}
 		return nil
@@ -176,7 +176,7 @@ func TestBuildCancel(t *testing.T) {
 		t.Fatalf("cancel: %d %+v", code, out)
 	}
 	testkit.Eventually(t, time.Minute, func() error {
-		if n := sleepers(); n > 0 {
+		if n := sleepers(p); n > 0 {
 			return fmt.Errorf("%d sleep 600 still run", n)
 		}
 		if pids := sandboxPIDs(p.cgroup); len(pids) > 0 {
@@ -264,7 +264,7 @@ func TestBuildCancel(t *testing.T) {
 		t.Errorf("cancel the other team's: %d", code)
 	}
 	testkit.Eventually(t, time.Minute, func() error {
-		if n := sleepers(); n > 0 {
+		if n := sleepers(p); n > 0 {
 			return fmt.Errorf("%d sleep 600 still run", n)
 		}
 		return nil
@@ -312,12 +312,11 @@ func storedLog(t *testing.T, p *coveProc, buildID string) (rows int, bytes int64
 	return rows, bytes
 }
 
-// sleepers counts the processes running "sleep 600".
-func sleepers() int {
+// sleepers counts the processes of p's sandboxes running "sleep 600".
+func sleepers(p *coveProc) int {
 	n := 0
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		if b, err := os.ReadFile(d + "/cmdline"); err == nil && string(b) == "sleep\x00600\x00" {
+	for _, pid := range sandboxPIDs(p.cgroup) {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && string(b) == "sleep\x00600\x00" {
 			n++
 		}
 	}
