@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,6 +105,27 @@ func TestBuildOutputBounded(t *testing.T) {
 	}
 	if code, raw := call(t, "GET", p.srv.URL+status+"?level=loud", nil, "X-API-Key", apiKey); code != 400 {
 		t.Errorf("status?level=loud: %d %s", code, raw)
+	}
+	// Three clients reading the log at once, page by page, as often as
+	// they can (three such took the server to 2.94 GB).
+	var readers sync.WaitGroup
+	for range 3 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for offset := 0; offset < len(got); offset += 100 {
+				req, _ := http.NewRequest("GET", p.srv.URL+status+"?logsOffset="+strconv.Itoa(offset), nil)
+				req.Header.Set("X-API-Key", apiKey)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	if after := procStatus(t, pid, "VmHWM"); after > hwm0+256<<20 {
+		t.Errorf("three clients reading the log took the server's memory to %d MiB", after>>20)
 	}
 
 	// Stored within the cap, charged to the team's storage.
