@@ -175,10 +175,16 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 // Run builds spec into the build buildID of template templateID, which
 // NewBuild made, and records the outcome. Progress and step output go to
-// logf, within the bounds of a build's log (CapLog). A build whose ctx
-// ends fails with ctx's cause (a cancel says why).
+// logf: what the base and the steps print within the bounds of a build's
+// log (CapLog), and the builder's own lines (each step as it starts, the
+// end) always, made clean (CleanLine). A build whose ctx ends fails with
+// ctx's cause (a cancel says why).
 func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec, logf func(LogEntry)) error {
-	logf = CapLog(logf)
+	output, out := CapLog(logf), logf
+	logf = func(e LogEntry) {
+		e.Message = CleanLine(e.Message)
+		out(e)
+	}
 	b.store.building.RLock()
 	defer b.store.building.RUnlock()
 	rec, err := b.store.Get("", templateID)
@@ -197,7 +203,7 @@ func (b *Builder) Run(ctx context.Context, templateID, buildID string, spec Spec
 		return err
 	}
 	began := time.Now()
-	img, err := b.build(ctx, rec.Team, *build, spec, logf)
+	img, err := b.build(ctx, rec.Team, *build, spec, logf, output)
 	if err == nil && b.store.remote != nil {
 		logf(LogEntry{Time: time.Now(), Level: "info", Message: "pushing the layers to the object store"})
 		img.Blobs, err = b.store.PushLayers(ctx, img.Layers)
@@ -242,16 +248,20 @@ func (b *Builder) ended(ctx context.Context, templateID, buildID string) error {
 	return context.Cause(ctx)
 }
 
-func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec, logf func(LogEntry)) (Image, error) {
-	say := func(step int, msg string) {
+// build runs the steps: its own lines go to logf, what the base and the
+// steps print to output.
+func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec, logf, output func(LogEntry)) (Image, error) {
+	entry := func(step int, msg string) LogEntry {
 		s := ""
 		if step > 0 {
 			s = strconv.Itoa(step)
 		}
-		logf(LogEntry{Time: time.Now(), Level: "info", Message: msg, Step: s})
+		return LogEntry{Time: time.Now(), Level: "info", Message: msg, Step: s}
 	}
+	say := func(step int, msg string) { logf(entry(step, msg)) }
+	stepOut := func(step int) func(string) { return func(line string) { output(entry(step, line)) } }
 	budget := spec.budget(b.store.dir)
-	st, err := b.start(ctx, team, spec, budget, func(m string) { say(0, m) })
+	st, err := b.start(ctx, team, spec, budget, stepOut(0))
 	if err != nil {
 		return Image{}, &StepError{Err: err}
 	}
@@ -266,7 +276,7 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 			}
 		}
 		say(n, describe(step))
-		next, err := b.runStep(ctx, st, step, build, spec.DebCache, budget, func(line string) { say(n, line) })
+		next, err := b.runStep(ctx, st, step, build, spec.DebCache, budget, stepOut(n))
 		if err == nil {
 			err = b.charge(budget, next.Layers[len(st.Layers):])
 		}
@@ -286,7 +296,7 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 			return st.Image, nil
 		}
 		say(0, "starting: "+spec.StartCmd)
-		if err := b.checkStart(ctx, st.Image, build, func(line string) { say(0, line) }); err != nil {
+		if err := b.checkStart(ctx, st.Image, build, stepOut(0)); err != nil {
 			return Image{}, &StepError{Err: err}
 		}
 		b.remember(st)

@@ -26,7 +26,8 @@ import (
 // TestBuildOutputBounded: a team's build step prints one 200 MB line
 // without a newline, then 20 000 lines of 300 bytes. The server's memory stays
 // bounded; the stored log is within its cap (lines cut at 8 KiB, 10 000
-// entries and 2 MiB, then one "log truncated" entry) and charged to the
+// entries and 2 MiB of output, then one "log truncated" entry; each
+// step's start and the end still logged) and charged to the
 // team's storage (a quota of 2 MiB, which its layers alone leave room in, refuses the team's next build); the status
 // answer is paged; deleting the template deletes its log. Another team
 // builds meanwhile.
@@ -51,6 +52,7 @@ func TestBuildOutputBounded(t *testing.T) {
 	var got []cove.BuildLog
 	built, err := mine.BuildTemplate(ctx, cove.TemplateBuild{Name: "noisy", Steps: []cove.TemplateStep{
 		{Type: "RUN", Args: []string{"head -c 200000000 /dev/zero | tr '\\0' x; echo; yes \"$(head -c 300 /dev/zero | tr '\\0' y)\" | head -n 20000"}},
+		{Type: "RUN", Args: []string{"echo printed-past-the-cap"}},
 	}}, func(l cove.BuildLog) { got = append(got, l) })
 	if err != nil {
 		t.Fatalf("the noisy build: %v", err)
@@ -70,8 +72,12 @@ func TestBuildOutputBounded(t *testing.T) {
 	// the end.
 	var cut, marker int
 	var bytes int
+	var second []string // the second step's lines: its start, not its output
 	for _, l := range got {
 		bytes += len(l.Message)
+		if l.Step == "2" {
+			second = append(second, l.Message)
+		}
 		if strings.HasSuffix(l.Message, template.LineCut) && len(l.Message) == template.MaxLogLine {
 			cut++
 		}
@@ -79,9 +85,12 @@ func TestBuildOutputBounded(t *testing.T) {
 			marker++
 		}
 	}
-	if len(got) > template.MaxLogEntries+2 || bytes > template.MaxLogBytes+2*template.MaxLogLine || cut != 1 || marker != 1 ||
+	if len(got) > template.MaxLogEntries+8 || bytes > template.MaxLogBytes+2*template.MaxLogLine || cut != 1 || marker != 1 ||
 		got[len(got)-1].Message != "build ready" {
 		t.Errorf("the log as the SDK read it: %d entries, %d bytes, %d cut lines, %d markers, ending %q", len(got), bytes, cut, marker, got[len(got)-1].Message)
+	}
+	if strings.Join(second, "|") != "RUN echo printed-past-the-cap" {
+		t.Errorf("the second step's lines past the cap: %q, want its start alone", second)
 	}
 
 	// The status answer is a page: 100 entries at most, the log once.
