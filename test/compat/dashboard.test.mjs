@@ -169,6 +169,37 @@ test('the dashboard, from login to kill', async () => {
   });
 });
 
+// A build in progress is cancelled from its template's page (Cove's own
+// call: E2B has none): its status turns to error, the log says why.
+test('a build in progress is cancelled from its template\'s page', async () => {
+  const call = async (method, path, body) => {
+    const r = await fetch(`${base}${path}`, { method, headers: { 'X-API-Key': key, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body) });
+    return { status: r.status, data: await r.json().catch(() => null) };
+  };
+  const { data: created } = await call('POST', '/v3/templates', { name: 'dashboard-cancel', memoryMB: 128 });
+  const build = `/templates/${created.templateID}/builds/${created.buildID}`;
+  assert.equal((await call('POST', `/v2${build}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['echo sleeping; sleep 600'] }] })).status, 202);
+  await step('cancel a build', async () => {
+    await page.goto(`${base}/dashboard`);
+    if (await page.locator('#api-key').isVisible()) {
+      await page.fill('#api-key', key);
+      await page.click('#login');
+      await page.locator('#sandboxes').waitFor();
+    }
+    await page.goto(`${base}/dashboard/#/template/${created.templateID}`);
+    await page.locator('#build-log', { hasText: 'sleeping' }).waitFor();
+    page.once('dialog', (d) => d.accept());
+    await page.click(`#builds button[data-cancel="${created.buildID}"]`);
+    await page.locator('#builds tbody tr', { hasText: 'error' }).waitFor();
+    await page.locator('#build-log', { hasText: 'cancelled' }).waitFor();
+    assert.equal(await page.locator('#builds button[data-cancel]').count(), 0, 'a Cancel button is left');
+  });
+  const { data: st } = await call('GET', `${build}/status`);
+  assert.equal(st.status, 'error');
+  assert.match(st.reason.message, /cancelled/);
+  assert.equal((await call('DELETE', `/templates/${created.templateID}`)).status, 204);
+});
+
 // The goal's figure: the list renders 1000 sandboxes, measured in the
 // page (rendering only: the rows come from the test, not the API).
 test('the sandbox list renders 1000 sandboxes', async () => {
