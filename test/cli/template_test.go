@@ -477,3 +477,44 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestTemplateCancel: cove template cancel stops a build that
+// `cove template build` follows: the build fails saying it was cancelled,
+// and cancelling it again says it has ended.
+func TestTemplateCancel(t *testing.T) {
+	srv := testutil.StartServer(t, key)
+	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
+	ctxDir := writeContext(t, "FROM base\nRUN echo sleeping; sleep 600\n")
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	built := make(chan result, 1)
+	go func() {
+		out, errOut, code := c.run(t, "", "template", "build", "--name", "sleepy", ctxDir)
+		built <- result{out, errOut, code}
+	}()
+	testkit.Eventually(t, 2*time.Minute, func() error {
+		if out, _, _ := c.run(t, "", "template", "list"); !regexp.MustCompile(`sleepy\s+building`).MatchString(out) {
+			return fmt.Errorf("the build does not run yet:\n%s", out)
+		}
+		return nil
+	})
+	if out, errOut, code := c.run(t, "", "template", "cancel", "sleepy"); code != 0 || !strings.Contains(out, "cancelled build") {
+		t.Fatalf("cancel: %q %q %d", out, errOut, code)
+	}
+	select {
+	case r := <-built:
+		if r.code == 0 || !strings.Contains(r.errOut, "cancelled: the team cancelled the build") {
+			t.Errorf("the followed build after the cancel: %d %q", r.code, r.errOut)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("cove template build still follows the cancelled build")
+	}
+	if _, errOut, code := c.run(t, "", "template", "cancel", "sleepy"); code == 0 || !strings.Contains(errOut, "has ended already") {
+		t.Errorf("cancel again: %q %d", errOut, code)
+	}
+	if _, errOut, code := c.run(t, "", "template", "cancel", "no-such"); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Errorf("cancel of no template: %q %d", errOut, code)
+	}
+}
