@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/covesandbox/cove/internal/connguard"
 	"github.com/covesandbox/cove/internal/isolation/microvm"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/node"
@@ -50,6 +51,9 @@ func (r *runFlags) common(f *pflag.FlagSet, listen, listenHelp string) {
 	f.StringVar(&r.cfg.IdentityKeyFile, "identity-key-file", os.Getenv("COVE_IDENTITY_KEY_FILE"), "the operator's key that signs sandboxes' workload identity tokens (iam): an ECDSA P-256 private key in PEM (openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256) readable by its owner only (COVE_IDENTITY_KEY_FILE); cove server: default identity.key in the data directory, made at the first start; cove api (which publishes its public key) and cove node (which mints): every API replica and node of a cluster needs the same one for iam")
 	f.StringVar(&r.cfg.IdentityIssuer, "identity-issuer", os.Getenv("COVE_IDENTITY_ISSUER"), "the workload tokens' issuer, the URL that serves /.well-known/openid-configuration and /.well-known/jwks.json: what a cloud's token exchange is told to trust (COVE_IDENTITY_ISSUER; default the API's, https://api.<domain> in domain mode, else http://<domain>)")
 	f.BoolVarP(&r.verbose, "verbose", "v", false, "log debug messages")
+	f.IntVar(&r.cfg.Unauthenticated.Total, "unauthenticated-max", envInt("COVE_UNAUTHENTICATED_MAX", connguard.DefaultTotal), "connections the listeners hold at once that no request has authenticated yet (an API key, a session, a sandbox's token, the node token); a new one past it, or past what the descriptor limit's shared part leaves, is closed at once (COVE_UNAUTHENTICATED_MAX)")
+	f.IntVar(&r.cfg.Unauthenticated.PerSource, "unauthenticated-per-address", envInt("COVE_UNAUTHENTICATED_PER_ADDRESS", connguard.DefaultPerSource), "of those, how many one client address holds (an IPv6 /64 counts as one) (COVE_UNAUTHENTICATED_PER_ADDRESS)")
+	f.DurationVar(&r.cfg.Unauthenticated.Wait, "unauthenticated-wait", envDuration("COVE_UNAUTHENTICATED_WAIT", connguard.DefaultWait), "how long a connection not yet authenticated may take to send a request (its first byte, TLS handshake and headers) and may stay idle between requests before it is closed (COVE_UNAUTHENTICATED_WAIT)")
 }
 
 // api are the flags of the roles that serve the E2B API.
@@ -152,6 +156,9 @@ func (r *runFlags) finish(cmd *cobra.Command) (server.Config, *slog.Logger, erro
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := r.cfg
+	if u := cfg.Unauthenticated; u.Total < 1 || u.PerSource < 1 || u.Wait <= 0 {
+		return cfg, nil, fmt.Errorf("--unauthenticated-max %d, --unauthenticated-per-address %d, --unauthenticated-wait %s: each must be above 0", u.Total, u.PerSource, u.Wait)
+	}
 	cfg.APIKeys = []string{r.apiKey}
 	cfg.ObjectStoreCredentials = objstore.Credentials{AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY")}
 	switch _, _, err := net.SplitHostPort(cfg.Domain); {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/covesandbox/cove/internal/connguard"
+
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
@@ -173,6 +175,7 @@ func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 			writeError(w, errs.New(errs.Unauthenticated, "the API key of this session was revoked: log in again"))
 			return
 		}
+		connguard.Authenticated(r.Context())
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if !sameOrigin(r) || !equal(r.Header.Get(csrfHeader), s.csrf(h.secret)) {
 				writeError(w, errs.New(errs.PermissionDenied, "missing or wrong %s header (cross-site request?)", csrfHeader))
@@ -222,6 +225,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	connguard.Authenticated(r.Context())
 	s := newSession(k.Team, hash, h.cfg.SessionTTL)
 	c := sessionCookie(r)
 	c.Value, c.Expires = s.encode(h.secret), time.Unix(s.Expires, 0)

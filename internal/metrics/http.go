@@ -17,6 +17,7 @@ type HTTP struct {
 	proxyRequests *prometheus.CounterVec
 	proxyBytes    prometheus.Counter
 	processStart  prometheus.Histogram
+	reg           prometheus.Registerer
 }
 
 // processStartPath is the agent's RPC that starts a process: its answer
@@ -38,7 +39,36 @@ func NewHTTP(reg prometheus.Registerer) *HTTP {
 			Help: "Time from a process start request through the proxy to the agent's first answer (the process started in its sandbox).", Buckets: latencyBuckets}),
 	}
 	reg.MustRegister(h.requests, h.seconds, h.proxyRequests, h.proxyBytes, h.processStart)
+	h.reg = reg
 	return h
+}
+
+// Connections is what an API server's listeners hold and refused.
+type Connections struct {
+	// Unauthenticated connections held now.
+	Unauthenticated int
+	// Refused counts the connections closed at once (a cap or the
+	// descriptor budget full), Evicted those closed for a newer one from an
+	// address that held fewer, AcceptErrors the accepts that failed.
+	Refused, Evicted, AcceptErrors int64
+}
+
+// Connections adds the metrics of the server's connections, read from
+// status at each scrape.
+func (h *HTTP) Connections(status func() Connections) {
+	h.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cove_unauthenticated_connections",
+			Help: "Connections held that have not authenticated yet (no request on them has)."},
+			func() float64 { return float64(status().Unauthenticated) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cove_unauthenticated_refused_total",
+			Help: "New connections closed at once: too many not yet authenticated (in all or from one address), or their descriptors all in use."},
+			func() float64 { return float64(status().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cove_unauthenticated_evicted_total",
+			Help: "Connections not yet authenticated closed, the cap or the budget full, for a new one from an address that held fewer."},
+			func() float64 { return float64(status().Evicted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cove_accept_errors_total",
+			Help: "Accepts that failed (out of descriptors, say) on the API's listeners; each is retried after a backoff."},
+			func() float64 { return float64(status().AcceptErrors) }))
 }
 
 // API counts the requests next (the API's mux) answers.

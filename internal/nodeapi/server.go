@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/covesandbox/cove/internal/connguard"
+
 	"connectrpc.com/connect"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -79,7 +81,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/volumecontent/{volumeID}/", s.serveVolumeFiles)
 	// Liveness for an orchestrator's probes: no token, nothing told.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.check(r.Header) == nil { // each route checks it again
+			connguard.Authenticated(r.Context())
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // auth refuses calls without the node token.

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/covesandbox/cove/internal/connguard"
+
 	"github.com/covesandbox/cove/internal/envd/envdwire"
 )
 
@@ -283,6 +285,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": t.id, "code": http.StatusBadGateway, "message": "The sandbox was not found"})
 			return
 		}
+		// Its credential, or a public port of a sandbox that exists: the
+		// connection is the sandbox's traffic now, bounded as such.
+		connguard.Authenticated(r.Context())
 	case t.port == envdwire.Port && r.URL.Path == "/health" && p.sandboxes.Running(t.id):
 	default:
 		writeJSON(w, status, map[string]any{"sandboxId": t.id, "code": status, "message": msg})

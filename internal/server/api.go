@@ -26,6 +26,10 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	raiseFileLimit(log)
+	var err error
+	if cfg.Descriptors, err = descriptorBudget(cfg.Descriptors, log); err != nil {
+		return err
+	}
 	st, secret, done, err := joinCluster(ctx, "cove api", cfg, false, log)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/covesandbox/cove/internal/connguard"
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/store"
@@ -138,11 +139,18 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	// The node API's connections count against a guard until they present
+	// the node token; a failed accept is retried.
+	guard, err := connguard.New(cfg.Unauthenticated, cfg.Descriptors, log)
+	if err != nil {
+		return err
+	}
+	raw, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	defer ln.Close()
+	defer raw.Close()
+	var ln net.Listener = guard.Listen(raw)
 	scheme, handler := "http://", api.Handler()
 	if serverTLS != nil {
 		scheme, handler = "https://", requireClientCert(handler)
@@ -154,6 +162,7 @@ func RunNode(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)} // a refused handshake, say
+	guard.Serve(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	beats, stopBeats := context.WithCancel(context.WithoutCancel(ctx))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/covesandbox/cove/internal/connguard"
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/httpapi"
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -61,8 +62,9 @@ type Config struct {
 	// firewall); nil leaves sandboxes with loopback only.
 	Network *network.Config
 	// Descriptors is the process's one descriptor budget, which what
-	// tenants make the server hold takes from (nil: fdbudget.Process()
-	// once the limit is raised).
+	// tenants and unauthenticated clients make the server hold takes
+	// from: egress flows, connections not yet authenticated (nil:
+	// fdbudget.Process() once the limit is raised).
 	Descriptors *fdbudget.Budget
 	// Out receives the one-time message with a generated API key.
 	Out io.Writer
@@ -197,6 +199,10 @@ type Config struct {
 	// no templates.
 	ObjectStore            string
 	ObjectStoreCredentials objstore.Credentials
+	// Unauthenticated bounds the connections of every listener (the API's
+	// and proxy's, HTTPS, the node API) that have not authenticated yet:
+	// how many in all and per address, and how long each may wait.
+	Unauthenticated connguard.Limits
 }
 
 // Run serves until ctx ends, then shuts down cleanly; running sandboxes
@@ -451,10 +457,20 @@ func localDomain(domain string) bool {
 
 // serve answers the API and the sandbox proxy on ln (and on cfg.TLSListen)
 // until ctx ends, then shuts the listeners down.
-func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, dash *dashboard.Handler, px *proxy.Proxy, m *metrics.HTTP, role string, log *slog.Logger) error {
-	var sandboxes http.Handler = px
+//
+// Every listener's connections count against one guard until they
+// authenticate (cfg.Unauthenticated, cfg.Descriptors); a failed accept is
+// retried, and /health says how the listeners fare.
+func serve(ctx context.Context, cfg Config, ln net.Listener, api *httpapi.API, dash *dashboard.Handler, px *proxy.Proxy, m *metrics.HTTP, role string, log *slog.Logger) error {
+	guard, err := connguard.New(cfg.Unauthenticated, cfg.Descriptors, log)
+	if err != nil {
+		return err
+	}
+	api.Health = health(guard, cfg.Descriptors)
+	var apis, sandboxes http.Handler = api, px
 	if m != nil {
-		api, sandboxes = m.API(api), m.Proxy(px)
+		apis, sandboxes = m.API(api), m.Proxy(px)
+		m.Connections(guardMetrics(guard))
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -463,7 +479,7 @@ func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, d
 		case dashboard.Match(r):
 			dash.ServeHTTP(w, r)
 		default:
-			api.ServeHTTP(w, r)
+			apis.ServeHTTP(w, r)
 		}
 	})
 	if cfg.DebugListen != "" {
@@ -472,9 +488,12 @@ func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, d
 		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 640 * time.Second}
+	guard.Serve(srv)
+	guarded := guard.Listen(ln)
+	ln = guarded
 	errc := make(chan error, 2)
 	if cfg.TLSListen != "" {
-		tlsSrv, err := serveTLS(cfg, handler, errc, log)
+		tlsSrv, err := serveTLS(cfg, handler, guard, errc, log)
 		if err != nil {
 			return err
 		}
@@ -491,7 +510,7 @@ func serve(ctx context.Context, cfg Config, ln net.Listener, api http.Handler, d
 		if err != nil {
 			return err
 		}
-		ln = listenBoth(ln, tc)
+		ln = listenBoth(guarded, tc, guard.Wait())
 		log.Info("HTTPS on the same port too, for https:// URLs of sandboxes' ports", "url", "https://<port>-<id>."+cfg.Domain, "trust", caPath)
 	}
 	go func() { errc <- srv.Serve(ln) }()

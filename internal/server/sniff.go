@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/connguard"
 )
 
 // tlsRecordHandshake is the first byte of a TLS connection (a handshake
 // record); no HTTP request starts with it.
 const tlsRecordHandshake = 0x16
-
-// sniffWait is how long a new connection has to send its first byte.
-const sniffWait = 30 * time.Second
 
 // bothListener serves HTTP and HTTPS on one port: each connection's first
 // byte, peeked at and left in the socket, says which (a TLS handshake or a
@@ -26,23 +25,29 @@ const sniffWait = 30 * time.Second
 // mode those work too, with the local CA's certificate. A plain connection
 // is handed out as it was accepted; a TLS one as a *tls.Conn, whose
 // handshake http.Server completes (Request.TLS, ALPN).
+//
+// It accepts from a guarded listener, which admits connections within
+// its caps and retries failed accepts itself: its only error is its
+// closing. A connection has the guard's wait to send its first byte.
 type bothListener struct {
 	net.Listener
 	tls   *tls.Config
+	wait  time.Duration
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
 	err   error // why it stopped, set before done closes
 }
 
-func listenBoth(ln net.Listener, tc *tls.Config) *bothListener {
-	b := &bothListener{Listener: ln, tls: tc, conns: make(chan net.Conn), done: make(chan struct{})}
+func listenBoth(ln *connguard.Listener, tc *tls.Config, wait time.Duration) *bothListener {
+	b := &bothListener{Listener: ln, tls: tc, wait: wait, conns: make(chan net.Conn), done: make(chan struct{})}
 	go b.accept()
 	return b
 }
 
 // accept takes connections and sorts each in a goroutine of its own, so a
-// client that sends nothing holds up no other.
+// client that sends nothing holds up no other (the guard bounds how many
+// wait).
 func (b *bothListener) accept() {
 	for {
 		c, err := b.Listener.Accept()
@@ -55,7 +60,7 @@ func (b *bothListener) accept() {
 }
 
 func (b *bothListener) sort(c net.Conn) {
-	first, err := peekByte(c, sniffWait)
+	first, err := peekByte(c, b.wait)
 	if err != nil {
 		c.Close()
 		return

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/covesandbox/cove/internal/connguard"
 	"github.com/covesandbox/cove/internal/localca"
 )
 
 // serveTLS serves handler over HTTPS on cfg.TLSListen (errors of the
 // running server go to errc) and says how clients reach it.
-func serveTLS(cfg Config, handler http.Handler, errc chan<- error, log *slog.Logger) (*http.Server, error) {
+// Its connections count against guard until they authenticate.
+func serveTLS(cfg Config, handler http.Handler, guard *connguard.Guard, errc chan<- error, log *slog.Logger) (*http.Server, error) {
 	tc, caPath, err := tlsConfig(cfg.DataDir, cfg.Domain, cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
 		return nil, err
@@ -25,8 +27,10 @@ func serveTLS(cfg Config, handler http.Handler, errc chan<- error, log *slog.Log
 		return nil, fmt.Errorf("listen on %s: %w", cfg.TLSListen, err)
 	}
 	srv := &http.Server{Handler: handler, TLSConfig: tc, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 640 * time.Second}
+	guard.Serve(srv)
+	guarded := guard.Listen(ln)
 	go func() {
-		if err := srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.ServeTLS(guarded, "", ""); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
 	}()

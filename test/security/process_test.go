@@ -28,6 +28,7 @@ type coveProc struct {
 	srv     testutil.Server
 	args    []string
 	cgroup  string // the cgroup parent (under the test's own cgroup)
+	nofile  int    // when above 0, its descriptor limit (soft and hard)
 	prefix  string // its sandboxes' host-side veth names start with this, "" without networks
 	mu      sync.Mutex
 	logs    bytes.Buffer
@@ -43,6 +44,15 @@ var procSeq int
 // sandbox directories, mounts, cgroups, processes, veths.
 func newCove(t testing.TB, dataDir string, extra ...string) *coveProc {
 	t.Helper()
+	p := prepareCove(t, dataDir, extra...)
+	p.start()
+	return p
+}
+
+// prepareCove is newCove but for the start, for a test to set more of
+// the process.
+func prepareCove(t testing.TB, dataDir string, extra ...string) *coveProc {
+	t.Helper()
 	testkit.NeedRoot(t, "cove server needs root")
 	addr := testutil.FreeAddr(t)
 	if dataDir == "" {
@@ -53,7 +63,6 @@ func newCove(t testing.TB, dataDir string, extra ...string) *coveProc {
 		cgroup: fmt.Sprintf("cove-sec-%d-%d", os.Getpid(), procSeq)}
 	p.args = append([]string{"server", "--listen", addr, "--data-dir", dataDir, "--api-key", apiKey, "--cgroup-parent", p.cgroup, "--prepare-templates=false", "--base=host"}, extra...)
 	t.Cleanup(p.cleanup)
-	p.start()
 	return p
 }
 
@@ -68,6 +77,10 @@ func (p *coveProc) Write(b []byte) (int, error) {
 func (p *coveProc) start() time.Duration {
 	p.t.Helper()
 	p.cmd = exec.Command(testutil.Binary(p.t), p.args...)
+	if p.nofile > 0 { // prlimit sets it, then becomes the server
+		n := strconv.Itoa(p.nofile)
+		p.cmd = exec.Command("prlimit", append([]string{"--nofile=" + n + ":" + n, "--", testutil.Binary(p.t)}, p.args...)...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {

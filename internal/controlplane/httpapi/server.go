@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/covesandbox/cove/internal/connguard"
 	"github.com/covesandbox/cove/internal/controlplane/auth"
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/controlplane/store"
@@ -38,6 +39,9 @@ type API struct {
 	// X-Admin-Token acts as the team X-Team-ID names, and may manage its
 	// keys. Set before serving.
 	AdminToken string
+	// Health, when set, tells GET /health how the server's listeners fare
+	// (a 503 while one fails to accept). Set before serving.
+	Health func() Health
 	// touched throttles the record of keys' last use (hash → last write).
 	touched sync.Map
 }
@@ -191,6 +195,7 @@ func (a *API) authenticate(next http.HandlerFunc) http.Handler {
 			writeError(w, err)
 			return
 		}
+		connguard.Authenticated(r.Context())
 		next(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
 }

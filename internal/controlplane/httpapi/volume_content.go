@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/covesandbox/cove/internal/connguard"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/errs"
@@ -113,6 +115,7 @@ func (a *API) volumeContent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	connguard.Authenticated(r.Context())
 	files, err := a.files(r.Context(), vol)
 	if err != nil {
 		writeError(w, err)
