@@ -91,6 +91,10 @@ done
 curl -fsS -X DELETE -H "X-API-Key: $key" "http://$microvm/sandboxes/$vm" >/dev/null
 go run ./bench/harness -cold "http://$cold" -pooled "http://$pooled" -metrics "http://127.0.0.1:$((${BENCH_PORT:-3999} - 10))/metrics" -burst "http://$burst" -gvisor "http://$gvisor" -plain "http://$plain" -gvisor-disk "http://$disk" -microvm "http://$microvm" -key "$key" -n "${TTI_N:-50}" \
 	-sustain "${SUSTAIN:-60s}" -mem "${MEM:-200,500,1000}" | tee -a "$out"
+# The API's requests per second while idle connections without a
+# credential are held from another loopback address, against the same
+# without them.
+go run ./bench/harness -pooled "http://$pooled" -key "$key" -only flood | tee -a "$out"
 (cd bench/js && [ -d node_modules/@e2b/code-interpreter ] || npm ci --no-audit --no-fund >/dev/null)
 export E2B_API_KEY="$key"
 (cd bench/js && E2B_API_URL="http://$cold" E2B_SANDBOX_URL="http://$cold" node tti.mjs cold "${TTI_N:-50}") | tee -a "$out"

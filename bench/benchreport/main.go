@@ -129,6 +129,9 @@ func main() {
 	if floor := median("ComputeSDK/floor", "p50-ms"); floor > 0 {
 		computeSDK(&b, median, floor)
 	}
+	if median("Flood/keepalive", "quiet-req/s") > 0 {
+		flood(&b, median)
+	}
 	var peers []string
 	for _, name := range order {
 		if strings.HasPrefix(name, "Peer/") {
@@ -429,6 +432,24 @@ func computeSDK(b *strings.Builder, median func(name, unit string) float64, floo
 	}
 	if shell, rtt := median("LoginShell/js-sdk", "p50-ms"), median("CommandRTT/js-sdk", "p50-ms"); shell > 0 && rtt > 0 {
 		fmt.Fprintf(b, "| `commands.run('true')` round trip, official JS SDK (%.2f ms) / `bash -l -c true` in its sandbox (%.2f ms) | %.2f× | ≤ 1.3× |\n", rtt, shell, rtt/shell)
+	}
+	b.WriteString("\n")
+}
+
+// flood writes the API's requests per second without and with a flood of
+// idle connections without a credential (bench/harness -only flood).
+func flood(b *strings.Builder, median func(name, unit string) float64) {
+	fmt.Fprintf(b, "## The API under a flood of idle connections\n\n")
+	fmt.Fprintf(b, "`GET /v2/sandboxes` with the key, 4 clients from 127.0.0.1 for 5 s, against the pooled server,\n")
+	fmt.Fprintf(b, "without a flood, then while %.0f connections from 127.0.0.2 send nothing (each opened again a second\n", median("Flood/keepalive", "flood-conns"))
+	fmt.Fprintf(b, "after the server closes it; the flooding client shares the cores): held = the connections not yet\n")
+	fmt.Fprintf(b, "authenticated the server held meanwhile (`--unauthenticated-per-address`), errors = requests that\n")
+	fmt.Fprintf(b, "failed under the flood.\n\n")
+	fmt.Fprintf(b, "| connections | without, req/s | with the flood, req/s | with / without | held | errors |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, mode := range []string{"keepalive", "new-connection"} {
+		name := "Flood/" + mode
+		quiet, flooded := median(name, "quiet-req/s"), median(name, "flood-req/s")
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %.2f× | %.0f | %.0f |\n", mode, quiet, flooded, flooded/quiet, median(name, "flood-held"), median(name, "flood-errors"))
 	}
 	b.WriteString("\n")
 }

@@ -21,6 +21,9 @@
 //   - with -microvm (sandboxes in microVMs, none warm): the same figures
 //     of microVMs and, one after the other, of -cold's and -gvisor's
 //     sandboxes (/<driver>-beside-vm), and IdleMemoryBesideVM/<driver>/5;
+//   - with -only flood: Flood/{keepalive,new-connection}, the API's
+//     requests per second without and with -flood idle connections held
+//     from -flood-from;
 //   - Persist/{namespaces,gvisor}/…: pause and resume with and without
 //     memory, snapshot, create from a snapshot, fork of 10 (-cold and
 //     -gvisor servers).
@@ -52,19 +55,25 @@ func main() {
 	n := flag.Int("n", 50, "samples per latency figure")
 	sustain := flag.Duration("sustain", 60*time.Second, "how long the sustained create rate runs")
 	mem := flag.String("mem", "200,500,1000", "live sandbox counts for the idle memory figure")
-	only := flag.String("only", "", "run only this figure: sustained, memory (idle memory at -mem counts), hotpath (command, pooled create → first output, sustained: what a change to them costs), idempotency (pooled creates with and without a key), gvisor, microvm, persistence, cluster")
+	only := flag.String("only", "", "run only this figure: sustained, memory (idle memory at -mem counts), hotpath (command, pooled create → first output, sustained: what a change to them costs), idempotency (pooled creates with and without a key), flood (API requests per second with and without idle connections held from -flood-from), gvisor, microvm, persistence, cluster")
 	gvisorURL := flag.String("gvisor", "", "API URL of a server whose sandboxes run on gVisor")
 	plainURL := flag.String("plain", "", "API URL of a server like -cold but without user namespaces (--userns=false)")
 	diskURL := flag.String("gvisor-disk", "", "API URL of a gVisor server that writes paused sandboxes to disk at once")
 	microvmURL := flag.String("microvm", "", "API URL of a server whose sandboxes run in microVMs, none warm")
 	clusterURL := flag.String("cluster", "", "API URL of a cluster's API replica (cove api), measured beside -cold")
 	metricsURL := flag.String("metrics", "", "Prometheus metrics URL of the -pooled server: each phase of its creates and kills, after the figures")
+	floodFrom := flag.String("flood-from", "127.0.0.2", "the loopback address the flood of idle connections comes from (-only flood)")
+	floodN := flag.Int("flood", 2000, "idle connections the flood holds (-only flood)")
 	flag.Parse()
 	ctx := context.Background()
 	client := func(url string) *cove.Client {
 		c, err := cove.NewClient(cove.WithAPIURL(url), cove.WithSandboxURL(url), cove.WithAPIKey(*key))
 		check(err)
 		return c
+	}
+	if *only == "flood" {
+		floodFigures(ctx, *pooled, *key, *floodFrom, *floodN, 5*time.Second)
+		return
 	}
 	if *only == "cluster" {
 		clusterFigures(ctx, client(*cold), client(*clusterURL), *n, *sustain)

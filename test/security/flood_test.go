@@ -91,6 +91,9 @@ func TestUnauthenticatedFlood(t *testing.T) {
 		legit(t, ctx, p.srv.URL)
 		check("served " + strconv.Itoa(i+1) + " times")
 	}
+	if h := health(t, p.srv.URL); h.Unauthenticated.Evicted == 0 {
+		t.Errorf("no flood connection made room for the key's client's: %+v", h)
+	}
 	if opened.Load() <= int64(2*(floodLimit+100)) {
 		t.Errorf("the flood opened %d connections: it did not reconnect as the server closed them", opened.Load())
 	}
@@ -108,7 +111,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 		return nil
 	})
 	legit(t, ctx, p.srv.URL)
-	t.Logf("%d flood connections opened; after it: %+v", opened.Load(), health(t, p.srv.URL))
+	t.Logf("%d flood connections opened; after it: %+v; the server holds %d descriptors", opened.Load(), health(t, p.srv.URL), descriptors(t, pid))
 }
 
 // holdIdle keeps a connection from src to addr open and silent until ctx
@@ -177,6 +180,7 @@ type healthAnswer struct {
 	Unauthenticated struct {
 		Held    int   `json:"held"`
 		Refused int64 `json:"refused"`
+		Evicted int64 `json:"evicted"`
 	} `json:"unauthenticatedConnections"`
 	Descriptors struct {
 		InUse   int `json:"sharedInUse"`
