@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 
 	legit(t, ctx, p.srv.URL)
 	before := descriptors(t, pid)
+	t.Logf("before the flood: %s", threadsAndMemory(t, pid))
 
 	flooding, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -84,7 +86,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 		}
 	}
 	check("flood held")
-	t.Logf("the flood: %+v; the server holds %d descriptors (%d before)", h, descriptors(t, pid), before)
+	t.Logf("the flood: %+v; the server holds %d descriptors (%d before), %s", h, descriptors(t, pid), before, threadsAndMemory(t, pid))
 	// The key's client, from another address, is served meanwhile, on new
 	// connections each time (the flood's oldest make room for them).
 	for i := range 3 {
@@ -111,7 +113,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 		return nil
 	})
 	legit(t, ctx, p.srv.URL)
-	t.Logf("%d flood connections opened; after it: %+v; the server holds %d descriptors", opened.Load(), health(t, p.srv.URL), descriptors(t, pid))
+	t.Logf("%d flood connections opened; after it: %+v; the server holds %d descriptors, %s", opened.Load(), health(t, p.srv.URL), descriptors(t, pid), threadsAndMemory(t, pid))
 }
 
 // holdIdle keeps a connection from src to addr open and silent until ctx
@@ -167,6 +169,23 @@ func descriptors(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return len(fds)
+}
+
+// threadsAndMemory is what /proc says of process pid's threads and
+// resident memory.
+func threadsAndMemory(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "Threads:") || strings.HasPrefix(line, "VmRSS:") {
+			out = append(out, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 type healthAnswer struct {
