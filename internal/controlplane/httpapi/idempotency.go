@@ -9,22 +9,28 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
 	"github.com/covesandbox/cove/internal/errs"
 )
 
+// maxKeptMessage bounds the message of a failure a key keeps: its
+// replays get the message cut there.
+const maxKeptMessage = 1024
+
 // idempotencyKey is the form E2B's SDKs give Idempotency-Key.
 var idempotencyKey = regexp.MustCompile(`^[a-z0-9-]{1,255}$`)
 
 // keyedCreate serves a v2 create that carries an Idempotency-Key (E2B's
-// SDKs from 2.61), per team, kept a day, shared by every API replica: the
-// first request with a key creates; a repeat while it runs is a 409
-// idempotency_in_progress (to retry); one with another body a 409
-// idempotency_request_mismatch; one after it ended gets its answer again
-// (a failure too, unless it may pass when tried again: then the key is
-// free for the retry). The create goes on if the client leaves, so that
+// SDKs from 2.61), per team, kept a day (a failure's answer 10 minutes),
+// shared by every API replica: the first request with a key creates; a
+// repeat while it runs is a 409 idempotency_in_progress (to retry); one
+// with another body a 409 idempotency_request_mismatch; one after it
+// ended gets its answer again (a failure too, its message cut at 1 KiB,
+// unless it may pass when tried again: then the key is free for the
+// retry). A team keeps its newest 10 000 keys (store.Limits). The create goes on if the client leaves, so that
 // its retry finds it. body is the request's, as it came.
 func (a *API) keyedCreate(w http.ResponseWriter, r *http.Request, req service.CreateRequest, body []byte) {
 	key := r.Header.Values("Idempotency-Key")
@@ -73,6 +79,9 @@ func (a *API) runKeyed(w http.ResponseWriter, r *http.Request, req service.Creat
 		defer cancel()
 		body, h := toAPIError(err)
 		if h.Retry != nil && !*h.Retry {
+			if len(body.Message) > maxKeptMessage { // it may quote the request: the key keeps its start
+				body.Message = strings.ToValidUTF8(body.Message[:maxKeptMessage], "") + "…"
+			}
 			b, _ := json.Marshal(body)
 			b = append(b, '\n') // as writeError writes it
 			if ferr := a.svc.FinishCreate(ctx, req.Team, key, body.Code, b); ferr != nil {

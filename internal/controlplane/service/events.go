@@ -71,7 +71,7 @@ func (s *Service) Events(ctx context.Context, q EventQuery) ([]store.Event, erro
 }
 
 // PruneEvents drops events older than kept, and the idempotency keys kept
-// past their day, every hour until ctx ends.
+// past their time, every hour until ctx ends.
 func (s *Service) PruneEvents(ctx context.Context, kept time.Duration) {
 	if kept <= 0 {
 		kept = DefaultEventsKept
@@ -79,7 +79,7 @@ func (s *Service) PruneEvents(ctx context.Context, kept time.Duration) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if err := s.store.PruneEvents(ctx, time.Now().Add(-kept)); err != nil && ctx.Err() == nil {
+		if err := s.store.PruneEvents(ctx, s.now().Add(-kept)); err != nil && ctx.Err() == nil {
 			s.log.Warn("prune lifecycle events", logx.Err(err))
 		}
 		s.pruneIdempotent(ctx)

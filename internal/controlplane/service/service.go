@@ -69,6 +69,9 @@ type Config struct {
 	// Identity is the issuer of sandboxes' workload tokens, whose keys the
 	// API publishes (nil: none, iam is refused by the nodes).
 	Identity *svid.Issuer
+	// Now is the clock of the records kept for a time (idempotency keys,
+	// the pruning of events); nil is time.Now.
+	Now func() time.Time
 }
 
 // Service implements the use cases.
@@ -98,11 +101,17 @@ func New(cfg Config, st store.Store, n Node, secret []byte, log *slog.Logger) *S
 	if cfg.MetricsKept <= 0 {
 		cfg.MetricsKept = 1440
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	s := &Service{cfg: cfg, store: st, node: n, secret: secret, log: log, history: map[string]*history{}, teams: newTeamMetrics(),
 		quotas: quotaCache{read: map[string]cachedQuota{}}}
 	s.webhooks = s.newWebhookSender()
 	return s
 }
+
+// now is the time by the service's clock (Config.Now).
+func (s *Service) now() time.Time { return s.cfg.Now() }
 
 // Ended forgets a sandbox that ended on the node (timeout, crash, kill)
 // and logs why, unless a kill through the API forgot it first. Of the

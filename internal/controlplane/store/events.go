@@ -1,7 +1,10 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/covesandbox/cove/internal/ids"
@@ -62,9 +65,11 @@ type eventBody struct {
 }
 
 type eventData struct {
-	Metadata  map[string]string `json:"sandbox_metadata"`
-	Reason    string            `json:"reason,omitempty"`
-	Execution *execution        `json:"execution,omitempty"`
+	// Metadata is the sandbox's metadata, a JSON object: always on the
+	// wire, not in the stored form (SplitEvent).
+	Metadata  json.RawMessage `json:"sandbox_metadata,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Execution *execution      `json:"execution,omitempty"`
 }
 
 type execution struct {
@@ -81,9 +86,10 @@ func NewEvent(sb Sandbox, typ, reason string, at time.Time) Event {
 	e := Event{ID: ids.UUID(), Type: typ, Team: sb.Team, SandboxID: sb.ID, Time: at, Template: sb.TemplateID}
 	b := eventBody{Version: "v2", ID: e.ID, Type: typ, SandboxID: sb.ID, TeamID: sb.Team, TemplateID: sb.TemplateID,
 		ExecutionID: sb.ID + "-" + sb.StartedAt.UTC().Format("20060102T150405.000000000Z"), Timestamp: at,
-		EventData: eventData{Metadata: sb.Metadata, Reason: reason}}
-	if b.EventData.Metadata == nil {
-		b.EventData.Metadata = map[string]string{}
+		EventData: eventData{Reason: reason}}
+	b.EventData.Metadata = []byte("{}")
+	if len(sb.Metadata) > 0 {
+		b.EventData.Metadata, _ = json.Marshal(sb.Metadata) // keys sorted: one form for one content
 	}
 	if typ == EventKilled || typ == EventPaused {
 		b.EventData.Execution = &execution{StartedAt: sb.StartedAt.UTC(), VCPUCount: sb.CPUCount, MemoryMB: sb.MemoryMB,
@@ -91,6 +97,43 @@ func NewEvent(sb Sandbox, typ, reason string, at time.Time) Event {
 	}
 	e.Body, _ = json.Marshal(b) // of plain fields: cannot fail
 	return e
+}
+
+// SplitEvent is how an event's body is stored: bare, the body without
+// its sandbox metadata, and the metadata with its sum (SHA-256), stored
+// once for every event of its team that carries the same ("" and nil
+// for none). JoinEvent puts them back together.
+func SplitEvent(body []byte) (bare, metadata []byte, sum string, err error) {
+	var b eventBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, nil, "", fmt.Errorf("read event: %w", err)
+	}
+	metadata, b.EventData.Metadata = b.EventData.Metadata, nil
+	if bare, err = json.Marshal(b); err != nil {
+		return nil, nil, "", fmt.Errorf("store event: %w", err)
+	}
+	if len(metadata) == 0 || string(metadata) == "{}" {
+		return bare, nil, "", nil
+	}
+	h := sha256.Sum256(metadata)
+	return bare, metadata, hex.EncodeToString(h[:]), nil
+}
+
+// JoinEvent is the body SplitEvent split: bare with metadata (nil: {},
+// or what bare carries itself, as bodies stored whole before 2026-12
+// do).
+func JoinEvent(bare, metadata []byte) ([]byte, error) {
+	var b eventBody
+	if err := json.Unmarshal(bare, &b); err != nil {
+		return nil, fmt.Errorf("read stored event: %w", err)
+	}
+	switch {
+	case metadata != nil:
+		b.EventData.Metadata = metadata
+	case b.EventData.Metadata == nil:
+		b.EventData.Metadata = []byte("{}")
+	}
+	return json.Marshal(b)
 }
 
 // EventQuery selects a team's events: one sandbox's ("" = all), of

@@ -215,8 +215,9 @@ type Store interface {
 	Teams(ctx context.Context) ([]Team, error)
 	// SetTeamQuota changes a team's quotas (errs.NotFound).
 	SetTeamQuota(ctx context.Context, id string, q TeamQuota) error
-	// DeleteTeam removes a team and its keys: errs.Conflict
-	// while records of its sandboxes remain.
+	// DeleteTeam removes a team and its records (keys, secrets, webhooks,
+	// events, idempotency keys, sandbox logs): errs.Conflict while records
+	// of its sandboxes remain.
 	DeleteTeam(ctx context.Context, id string) error
 
 	// Secret returns the named secret, storing gen()'s value on first use.
@@ -307,6 +308,10 @@ type Store interface {
 	// PruneBuildLogs removes the logs of builds whose last entry is older
 	// than age.
 	PruneBuildLogs(ctx context.Context, age time.Duration) error
+
+	// SetLimits sets the bounds of each team's records (DefaultLimits
+	// until it is called); call it before the store is used.
+	SetLimits(l Limits)
 
 	Close() error
 }

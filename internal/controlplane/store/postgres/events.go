@@ -14,14 +14,54 @@ import (
 
 // AddEvent implements store.Store.
 func (s *Store) AddEvent(ctx context.Context, e store.Event) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return addEventTx(ctx, tx, e) })
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.addEventTx(ctx, tx, e) })
 }
 
-// addEventTx records e and its deliveries in tx.
-func addEventTx(ctx context.Context, tx pgx.Tx, e store.Event) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO events (id, team, sandbox_id, type, at, body) VALUES ($1, $2, $3, $4, $5, $6)`,
-		e.ID, e.Team, e.SandboxID, e.Type, e.Time, e.Body); err != nil {
+// lockTeamEvents holds team's events for tx: one replica's transaction
+// at a time adds, drops or counts them, so that no metadata is dropped
+// while another adds an event that names it.
+func lockTeamEvents(ctx context.Context, tx pgx.Tx, team string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('cove-events:' || $1))`, team); err != nil {
+		return fmt.Errorf("lock team %s's events: %w", team, err)
+	}
+	return nil
+}
+
+// addEventTx records e and its deliveries in tx, and drops its team's
+// oldest events past the team's bounds.
+func (s *Store) addEventTx(ctx context.Context, tx pgx.Tx, e store.Event) error {
+	bare, metadata, sum, err := store.SplitEvent(e.Body)
+	if err != nil {
 		return fmt.Errorf("add event: %w", err)
+	}
+	if err := lockTeamEvents(ctx, tx, e.Team); err != nil {
+		return err
+	}
+	size := int64(len(bare))
+	if sum != "" {
+		tag, err := tx.Exec(ctx, `INSERT INTO event_metadata (team, sum, metadata) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			e.Team, sum, metadata)
+		if err != nil {
+			return fmt.Errorf("add event's metadata: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			size += int64(len(metadata))
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO events (id, team, sandbox_id, type, at, body, metadata_sum, size) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		e.ID, e.Team, e.SandboxID, e.Type, e.Time, bare, sum, len(bare)); err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	var events, bytes int64
+	if err := tx.QueryRow(ctx, `INSERT INTO event_totals (team, events, bytes) VALUES ($1, 1, $2)
+		ON CONFLICT (team) DO UPDATE SET events = event_totals.events + 1, bytes = event_totals.bytes + excluded.bytes
+		RETURNING events, bytes`, e.Team, size).Scan(&events, &bytes); err != nil {
+		return fmt.Errorf("count team's events: %w", err)
+	}
+	if events > int64(s.limits.Events) || bytes > s.limits.EventBytes {
+		if err := s.trimEvents(ctx, tx, e.Team, e.ID, events, bytes); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at)
 		SELECT gen_random_uuid()::text, id, $1, $2 FROM webhooks WHERE team = $3 AND enabled AND events ? $4`,
@@ -68,30 +108,27 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, 
 	if types == nil {
 		types = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, team, sandbox_id, type, at, body FROM events
-		WHERE team = $1 AND ($2 = '' OR sandbox_id = $2) AND (cardinality($3::text[]) = 0 OR type = ANY($3))
-		ORDER BY at `+order+`, id `+order+` LIMIT $4 OFFSET $5`, q.Team, q.SandboxID, types, q.Limit, q.Offset)
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.team, e.sandbox_id, e.type, e.at, e.body, m.metadata FROM events e
+		LEFT JOIN event_metadata m ON m.team = e.team AND m.sum = e.metadata_sum
+		WHERE e.team = $1 AND ($2 = '' OR e.sandbox_id = $2) AND (cardinality($3::text[]) = 0 OR e.type = ANY($3))
+		ORDER BY e.at `+order+`, e.id `+order+` LIMIT $4 OFFSET $5`, q.Team, q.SandboxID, types, q.Limit, q.Offset)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
 		var e store.Event
-		err := r.Scan(&e.ID, &e.Team, &e.SandboxID, &e.Type, &e.Time, &e.Body)
+		var metadata []byte
+		if err := r.Scan(&e.ID, &e.Team, &e.SandboxID, &e.Type, &e.Time, &e.Body, &metadata); err != nil {
+			return e, err
+		}
 		e.Time = e.Time.UTC()
+		e.Body, err = store.JoinEvent(e.Body, metadata)
 		return e, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
-}
-
-// PruneEvents implements store.Store.
-func (s *Store) PruneEvents(ctx context.Context, before time.Time) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM events WHERE at < $1`, before); err != nil {
-		return fmt.Errorf("prune events: %w", err)
-	}
-	return nil
 }
 
 const webhookColumns = `id, team, name, url, enabled, events, secret, created_at`
@@ -171,13 +208,18 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 			SELECT id FROM deliveries WHERE next_at <= $1 ORDER BY next_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 		UPDATE deliveries d SET next_at = $3 FROM due, webhooks w, events e
 		WHERE d.id = due.id AND w.id = d.webhook_id AND e.id = d.event_id
-		RETURNING d.id, d.webhook_id, d.event_id, d.attempt, w.team, w.url, w.secret, e.body`, now, limit, now.Add(lease))
+		RETURNING d.id, d.webhook_id, d.event_id, d.attempt, w.team, w.url, w.secret, e.body,
+			(SELECT metadata FROM event_metadata m WHERE m.team = e.team AND m.sum = e.metadata_sum)`, now, limit, now.Add(lease))
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Delivery, error) {
 		var d store.Delivery
-		err := r.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &d.Team, &d.URL, &d.Secret, &d.Body)
+		var metadata []byte
+		if err := r.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &d.Team, &d.URL, &d.Secret, &d.Body, &metadata); err != nil {
+			return d, err
+		}
+		d.Body, err = store.JoinEvent(d.Body, metadata)
 		return d, err
 	})
 	if err != nil {
@@ -207,15 +249,20 @@ func (s *Store) WebhookDeliveries(ctx context.Context, team, webhookID string) (
 	if _, err := s.Webhook(ctx, team, webhookID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT d.id, d.event_id, d.attempt, d.next_at, d.last_error, e.body
-		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.webhook_id = $1 ORDER BY d.next_at, d.id`, webhookID)
+	rows, err := s.pool.Query(ctx, `SELECT d.id, d.event_id, d.attempt, d.next_at, d.last_error, e.body, m.metadata
+		FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN event_metadata m ON m.team = e.team AND m.sum = e.metadata_sum
+		WHERE d.webhook_id = $1 ORDER BY d.next_at, d.id`, webhookID)
 	if err != nil {
 		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Delivery, error) {
 		d := store.Delivery{WebhookID: webhookID, Team: team}
-		err := r.Scan(&d.ID, &d.EventID, &d.Attempt, &d.NextAt, &d.LastError, &d.Body)
+		var metadata []byte
+		if err := r.Scan(&d.ID, &d.EventID, &d.Attempt, &d.NextAt, &d.LastError, &d.Body, &metadata); err != nil {
+			return d, err
+		}
 		d.NextAt = d.NextAt.UTC()
+		d.Body, err = store.JoinEvent(d.Body, metadata)
 		return d, err
 	})
 	if err != nil {

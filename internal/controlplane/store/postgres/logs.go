@@ -29,7 +29,7 @@ func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog, events ..
 			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
 		}
 		for _, e := range events {
-			if err := addEventTx(ctx, tx, e); err != nil {
+			if err := s.addEventTx(ctx, tx, e); err != nil {
 				return err
 			}
 		}

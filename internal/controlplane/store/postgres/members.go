@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,7 +84,9 @@ func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, e
 		}
 		// Each sandbox's log says how it ended: the API tells a later
 		// request for it that its node was lost, not that it timed out;
-		// its end is an event, in the same transaction.
+		// its end is an event, in the same transaction (teams in order,
+		// as each team's events are locked in turn).
+		slices.SortFunc(lost, func(a, b store.Sandbox) int { return cmp.Or(cmp.Compare(a.Team, b.Team), cmp.Compare(a.ID, b.ID)) })
 		now := time.Now()
 		for _, g := range lost {
 			ids = append(ids, g.ID)
@@ -90,7 +94,7 @@ func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, e
 				g.ID, g.Team, now.UnixNano(), store.LostMessage, map[string]string{"reason": store.ReasonNodeLost, "node": node}); err != nil {
 				return err
 			}
-			if err := addEventTx(ctx, tx, store.NewEvent(g, store.EventKilled, store.ReasonNodeLost, now)); err != nil {
+			if err := s.addEventTx(ctx, tx, store.NewEvent(g, store.EventKilled, store.ReasonNodeLost, now)); err != nil {
 				return err
 			}
 		}

@@ -29,7 +29,10 @@ import (
 var migrations embed.FS
 
 // Store implements store.Store.
-type Store struct{ pool *pgxpool.Pool }
+type Store struct {
+	pool   *pgxpool.Pool
+	limits store.Limits
+}
 
 var _ store.Store = (*Store)(nil)
 
@@ -49,8 +52,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, limits: store.DefaultLimits}, nil
 }
+
+// SetLimits implements store.Store.
+func (s *Store) SetLimits(l store.Limits) { s.limits = l }
 
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	dir, err := fs.Sub(migrations, "migrations")

@@ -22,17 +22,44 @@ func (s *Store) AddEvent(ctx context.Context, e store.Event) error {
 		return fmt.Errorf("add event: %w", err)
 	}
 	defer tx.Rollback()
-	if err := addEventTx(ctx, tx, e); err != nil {
+	if err := s.addEventTx(ctx, tx, e); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// addEventTx records e and its deliveries in tx.
-func addEventTx(ctx context.Context, tx *sql.Tx, e store.Event) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, team, sandbox_id, type, at, body) VALUES (?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Team, e.SandboxID, e.Type, e.Time.UnixNano(), e.Body); err != nil {
+// addEventTx records e and its deliveries in tx, and drops its team's
+// oldest events past the team's bounds.
+func (s *Store) addEventTx(ctx context.Context, tx *sql.Tx, e store.Event) error {
+	bare, metadata, sum, err := store.SplitEvent(e.Body)
+	if err != nil {
 		return fmt.Errorf("add event: %w", err)
+	}
+	size := int64(len(bare))
+	if sum != "" {
+		res, err := tx.ExecContext(ctx, `INSERT INTO event_metadata (team, sum, metadata) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+			e.Team, sum, metadata)
+		if err != nil {
+			return fmt.Errorf("add event's metadata: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			size += int64(len(metadata))
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (id, team, sandbox_id, type, at, body, metadata_sum, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Team, e.SandboxID, e.Type, e.Time.UnixNano(), bare, sum, len(bare)); err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	var events, bytes int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO event_totals (team, events, bytes) VALUES (?, 1, ?)
+		ON CONFLICT (team) DO UPDATE SET events = events + 1, bytes = bytes + excluded.bytes RETURNING events, bytes`,
+		e.Team, size).Scan(&events, &bytes); err != nil {
+		return fmt.Errorf("count team's events: %w", err)
+	}
+	if events > int64(s.limits.Events) || bytes > s.limits.EventBytes {
+		if err := s.trimEvents(ctx, tx, e.Team, e.ID, events, bytes); err != nil {
+			return err
+		}
 	}
 	if e.Type == store.EventCreated && e.Template != "" {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO template_spawns (template_id, count, last_at) VALUES (?, 1, ?)
@@ -70,12 +97,12 @@ func addEventTx(ctx context.Context, tx *sql.Tx, e store.Event) error {
 
 // Events implements store.Store.
 func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
-	where, args := []string{"team = ?"}, []any{q.Team}
+	where, args := []string{"e.team = ?"}, []any{q.Team}
 	if q.SandboxID != "" {
-		where, args = append(where, "sandbox_id = ?"), append(args, q.SandboxID)
+		where, args = append(where, "e.sandbox_id = ?"), append(args, q.SandboxID)
 	}
 	if len(q.Types) > 0 {
-		where = append(where, "type IN (?"+strings.Repeat(", ?", len(q.Types)-1)+")")
+		where = append(where, "e.type IN (?"+strings.Repeat(", ?", len(q.Types)-1)+")")
 		for _, t := range q.Types {
 			args = append(args, t)
 		}
@@ -84,8 +111,9 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, 
 	if q.Ascending {
 		order = "ASC"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, team, sandbox_id, type, at, body FROM events WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY at `+order+`, id `+order+` LIMIT ? OFFSET ?`, append(args, q.Limit, q.Offset)...)
+	rows, err := s.db.QueryContext(ctx, `SELECT e.id, e.team, e.sandbox_id, e.type, e.at, e.body, m.metadata FROM events e
+		LEFT JOIN event_metadata m ON m.team = e.team AND m.sum = e.metadata_sum WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY e.at `+order+`, e.id `+order+` LIMIT ? OFFSET ?`, append(args, q.Limit, q.Offset)...)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
@@ -94,21 +122,17 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, 
 	for rows.Next() {
 		var e store.Event
 		var at int64
-		if err := rows.Scan(&e.ID, &e.Team, &e.SandboxID, &e.Type, &at, &e.Body); err != nil {
+		var metadata []byte
+		if err := rows.Scan(&e.ID, &e.Team, &e.SandboxID, &e.Type, &at, &e.Body, &metadata); err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
+		}
+		if e.Body, err = store.JoinEvent(e.Body, metadata); err != nil {
+			return nil, fmt.Errorf("list events: event %s: %w", e.ID, err)
 		}
 		e.Time = time.Unix(0, at).UTC()
 		out = append(out, e)
 	}
 	return out, rows.Err()
-}
-
-// PruneEvents implements store.Store.
-func (s *Store) PruneEvents(ctx context.Context, before time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE at < ?`, before.UnixNano()); err != nil {
-		return fmt.Errorf("prune events: %w", err)
-	}
-	return nil
 }
 
 const webhookColumns = `id, team, name, url, enabled, events, secret, created_at`
@@ -202,8 +226,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.webhook_id, d.event_id, d.attempt, d.next_at, w.team, w.url, w.secret, e.body
+	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.webhook_id, d.event_id, d.attempt, d.next_at, w.team, w.url, w.secret, e.body, m.metadata
 		FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN events e ON e.id = d.event_id
+		LEFT JOIN event_metadata m ON m.team = e.team AND m.sum = e.metadata_sum
 		WHERE d.next_at <= ? ORDER BY d.next_at LIMIT ?`, now.UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
@@ -212,9 +237,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	for rows.Next() {
 		var d store.Delivery
 		var next int64
-		if err := rows.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &next, &d.Team, &d.URL, &d.Secret, &d.Body); err != nil {
+		var metadata []byte
+		if err := rows.Scan(&d.ID, &d.WebhookID, &d.EventID, &d.Attempt, &next, &d.Team, &d.URL, &d.Secret, &d.Body, &metadata); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("claim deliveries: %w", err)
+		}
+		if d.Body, err = store.JoinEvent(d.Body, metadata); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim deliveries: event %s: %w", d.EventID, err)
 		}
 		d.NextAt = time.Unix(0, next).UTC()
 		out = append(out, d)
@@ -249,8 +279,9 @@ func (s *Store) WebhookDeliveries(ctx context.Context, team, webhookID string) (
 	if _, err := s.Webhook(ctx, team, webhookID); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.id, d.event_id, d.attempt, d.next_at, d.last_error, e.body
-		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.webhook_id = ? ORDER BY d.next_at, d.id`, webhookID)
+	rows, err := s.db.QueryContext(ctx, `SELECT d.id, d.event_id, d.attempt, d.next_at, d.last_error, e.body, m.metadata
+		FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN event_metadata m ON m.team = e.team AND m.sum = e.metadata_sum
+		WHERE d.webhook_id = ? ORDER BY d.next_at, d.id`, webhookID)
 	if err != nil {
 		return nil, fmt.Errorf("read deliveries: %w", err)
 	}
@@ -259,8 +290,12 @@ func (s *Store) WebhookDeliveries(ctx context.Context, team, webhookID string) (
 	for rows.Next() {
 		d := store.Delivery{WebhookID: webhookID, Team: team}
 		var next int64
-		if err := rows.Scan(&d.ID, &d.EventID, &d.Attempt, &next, &d.LastError, &d.Body); err != nil {
+		var metadata []byte
+		if err := rows.Scan(&d.ID, &d.EventID, &d.Attempt, &next, &d.LastError, &d.Body, &metadata); err != nil {
 			return nil, fmt.Errorf("read deliveries: %w", err)
+		}
+		if d.Body, err = store.JoinEvent(d.Body, metadata); err != nil {
+			return nil, fmt.Errorf("read deliveries: event %s: %w", d.EventID, err)
 		}
 		d.NextAt = time.Unix(0, next).UTC()
 		out = append(out, d)

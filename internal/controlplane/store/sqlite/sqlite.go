@@ -27,7 +27,10 @@ import (
 var migrations embed.FS
 
 // Store implements store.Store.
-type Store struct{ db *sql.DB }
+type Store struct {
+	db     *sql.DB
+	limits store.Limits
+}
 
 var _ store.Store = (*Store)(nil)
 
@@ -46,8 +49,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, limits: store.DefaultLimits}, nil
 }
+
+// SetLimits implements store.Store.
+func (s *Store) SetLimits(l store.Limits) { s.limits = l }
 
 // ownerOnly makes the database file, and its WAL and shared-memory files
 // if they exist, readable by their owner only: the database holds the

@@ -99,6 +99,10 @@ func (s *Store) SetTeamQuota(ctx context.Context, id string, q store.TeamQuota) 
 	return nil
 }
 
+// teamTables are the tables of a team's records that go with it (its
+// secrets and webhooks, with their deliveries, go by their foreign keys).
+var teamTables = []string{"api_keys", "events", "event_metadata", "event_totals", "idempotency", "sandbox_logs"}
+
 // DeleteTeam implements store.Store.
 func (s *Store) DeleteTeam(ctx context.Context, id string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -113,8 +117,10 @@ func (s *Store) DeleteTeam(ctx context.Context, id string) error {
 	if n > 0 {
 		return errs.New(errs.Conflict, "team %s has %d sandboxes (running or paused): kill them first", id, n)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM api_keys WHERE team = ?`, id); err != nil {
-		return fmt.Errorf("delete team's keys: %w", err)
+	for _, table := range teamTables {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE team = ?`, id); err != nil {
+			return fmt.Errorf("delete team's %s: %w", table, err)
+		}
 	}
 	res, err := tx.ExecContext(ctx, `DELETE FROM teams WHERE id = ?`, id)
 	if err != nil {

@@ -439,7 +439,7 @@ func eventsAndWebhooks(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	sb := store.Sandbox{ID: "isb1", Team: "t1", TemplateID: "base", StartedAt: at, CPUCount: 2, MemoryMB: 512}
+	sb := store.Sandbox{ID: "isb1", Team: "t1", TemplateID: "base", StartedAt: at, CPUCount: 2, MemoryMB: 512, Metadata: map[string]string{"owner": "ana"}}
 	var events []store.Event
 	for i, typ := range []string{store.EventCreated, store.EventPaused, store.EventResumed, store.EventKilled} {
 		e := store.NewEvent(sb, typ, store.ReasonAPI, at.Add(time.Duration(i)*time.Minute))
@@ -502,6 +502,9 @@ func eventsAndWebhooks(t *testing.T, s store.Store) {
 		per[d.WebhookID]++
 		if d.WebhookID == "w1" && (d.URL != "http://a.test/" || d.Secret != "s1" || len(d.Body) == 0) {
 			t.Errorf("a claimed delivery: %+v", d)
+		}
+		if i := slices.IndexFunc(events, func(e store.Event) bool { return e.ID == d.EventID }); i >= 0 && string(d.Body) != string(events[i].Body) {
+			t.Errorf("a delivery's body %s, want its event's %s", d.Body, events[i].Body)
 		}
 	}
 	if per["w1"] != 5 || per["w2"] != 1 || len(per) != 2 {
@@ -593,7 +596,7 @@ func idempotency(t *testing.T, s store.Store) {
 	if _, ok := claim(rec("t2", "k1", "sum-b", now), now); !ok {
 		t.Error("another team's key was not claimed")
 	}
-	if err := s.FinishIdempotent(ctx, "t1", "k1", 201, []byte(`{"sandboxID":"i1"}`)); err != nil {
+	if err := s.FinishIdempotent(ctx, "t1", store.IdempotentAnswer{Key: "k1", Status: 201, Body: []byte(`{"sandboxID":"i1"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	held, ok := claim(rec("t1", "k1", "sum-a", now), now.Add(time.Hour)) // past the lease: finished ones stay

@@ -1,0 +1,226 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/controlplane/store"
+	"github.com/covesandbox/cove/internal/errs"
+)
+
+// Usage is what a team's records hold, as a test reads it from the
+// database itself, not through the store.
+type Usage struct {
+	// Rows of idempotency, events, event_metadata and event_totals.
+	Keys, Events, Metadata, Totals int
+	// KeyBytes are the keys' answers; EventBytes the events' bodies and
+	// their metadata.
+	KeyBytes, EventBytes int64
+}
+
+// Measure reads a team's Usage.
+type Measure func(t *testing.T, team string) Usage
+
+// RunBounds runs the suite of each team's bounds (store.Limits) against
+// a fresh, empty store from open, with the measure of its database.
+func RunBounds(t *testing.T, open func(t *testing.T) (store.Store, Measure)) {
+	t.Run("IdempotencyKeys", func(t *testing.T) {
+		s, measure := open(t)
+		idempotencyBounds(t, s, measure)
+	})
+	t.Run("Events", func(t *testing.T) {
+		s, measure := open(t)
+		eventBounds(t, s, measure)
+	})
+}
+
+// idempotencyBounds: a loop of keyed creates that fail keeps at most the
+// team's bound, its newest answers replayed; failures go after 10
+// minutes, a success stays its day; another team's keys are untouched;
+// keys in progress are never dropped: past the bound with every key in
+// progress a claim is QuotaExceeded.
+func idempotencyBounds(t *testing.T, s store.Store, measure Measure) {
+	ctx := context.Background()
+	const max, loop = 50, 300
+	s.SetLimits(store.Limits{IdempotencyKeys: max, Events: 1000, EventBytes: 1 << 20})
+	now := time.Unix(1700000000, 0).UTC()
+	claim := func(team, key string, at time.Time) (store.Idempotent, bool, error) {
+		return s.ClaimIdempotent(ctx, store.Idempotent{Team: team, Key: key, Sum: "sum-" + key,
+			LeaseUntil: at.Add(10 * time.Minute), Expires: at.Add(store.IdempotencyKept)}, at)
+	}
+	mustClaim := func(team, key string, at time.Time) {
+		t.Helper()
+		if _, ok, err := claim(team, key, at); err != nil || !ok {
+			t.Fatalf("claim %s's %s: claimed %v, %v", team, key, ok, err)
+		}
+	}
+	key := func(i int) string { return fmt.Sprintf("key-%04d", i) }
+	failed := []byte(`{"code":404,"message":"template missing not found"}` + "\n")
+
+	mustClaim("b", "ok", now)
+	if err := s.FinishIdempotent(ctx, "b", store.IdempotentAnswer{Key: "ok", Status: 201, Body: []byte(`{"sandboxID":"i1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	end := now
+	for i := range loop {
+		end = now.Add(time.Duration(i) * time.Second)
+		mustClaim("a", key(i), end)
+		if err := s.FinishIdempotent(ctx, "a", store.IdempotentAnswer{Key: key(i), Status: 404, Body: failed,
+			Expires: end.Add(store.IdempotencyFailureKept)}); err != nil {
+			t.Fatal(err)
+		}
+		if u := measure(t, "a"); u.Keys > max || u.KeyBytes > max*int64(len(failed)) {
+			t.Fatalf("after %d keyed failures team a keeps %d keys, %d bytes; at most %d keys", i+1, u.Keys, u.KeyBytes, max)
+		}
+	}
+	for i := loop - max; i < loop; i++ {
+		if held, ok, err := claim("a", key(i), end); err != nil || ok || held.Status != 404 || string(held.Body) != string(failed) {
+			t.Errorf("one of the newest keys, %s: claimed %v, held %+v, %v", key(i), ok, held, err)
+		}
+	}
+	if _, ok, err := claim("a", key(0), end); err != nil || !ok {
+		t.Errorf("the oldest key, past the bound: claimed %v, %v; want it dropped", ok, err)
+	}
+	if err := s.ReleaseIdempotent(ctx, "a", key(0)); err != nil {
+		t.Fatal(err)
+	}
+	if held, ok, err := claim("b", "ok", end); err != nil || ok || held.Status != 201 {
+		t.Errorf("team b's key after team a's loop: claimed %v, held %+v, %v", ok, held, err)
+	}
+	// The failures go after 10 minutes; the success stays its day.
+	if err := s.PruneIdempotent(ctx, end.Add(store.IdempotencyFailureKept)); err != nil {
+		t.Fatal(err)
+	}
+	if u := measure(t, "a"); u.Keys != 0 {
+		t.Errorf("team a's failures 10 minutes on: %d kept", u.Keys)
+	}
+	if held, ok, err := claim("b", "ok", end.Add(time.Hour)); err != nil || ok || held.Status != 201 {
+		t.Errorf("a success an hour on: claimed %v, held %+v, %v", ok, held, err)
+	}
+	// Keys in progress are not dropped: the bound's next one waits.
+	for i := range max {
+		mustClaim("c", key(i), now)
+	}
+	if _, _, err := claim("c", "one-more", now.Add(time.Minute)); !errs.Is(err, errs.QuotaExceeded) {
+		t.Errorf("a claim past the bound, every key in progress: %v, want QuotaExceeded", err)
+	}
+	if held, ok, err := claim("c", key(0), now.Add(time.Minute)); err != nil || ok || held.Status != 0 {
+		t.Errorf("a key in progress after the refused claim: claimed %v, held %+v, %v", ok, held, err)
+	}
+	mustClaim("c", "one-more", now.Add(11*time.Minute)) // past their lease, the others are dead
+	if u := measure(t, "c"); u.Keys > max {
+		t.Errorf("team c keeps %d keys, at most %d", u.Keys, max)
+	}
+}
+
+// eventBounds: a team's events and the metadata they carry stay within
+// its rows and bytes, the oldest dropped first, the newest read back
+// whole; one metadata is stored once for every event that carries it;
+// another team's events are untouched; nothing stays once the events
+// are pruned, or the team is deleted.
+func eventBounds(t *testing.T, s store.Store, measure Measure) {
+	ctx := context.Background()
+	const maxEvents, maxBytes = 100, 256 << 10
+	s.SetLimits(store.Limits{IdempotencyKeys: 100, Events: maxEvents, EventBytes: maxBytes})
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	big := func(n int) map[string]string { // 16 000 bytes, n's own
+		m := map[string]string{}
+		for k := range 8 {
+			m[fmt.Sprintf("key%d", k)] = fmt.Sprintf("%06d", n) + strings.Repeat("x", 1990)
+		}
+		return m
+	}
+	types := []string{store.EventCreated, store.EventPaused, store.EventKilled}
+	add := func(sb store.Sandbox, from time.Time) []store.Event {
+		t.Helper()
+		var out []store.Event
+		for j, typ := range types {
+			e := store.NewEvent(sb, typ, store.ReasonAPI, from.Add(time.Duration(j)*time.Millisecond))
+			if err := s.AddEvent(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	var last []store.Event
+	for i := range 200 {
+		sb := store.Sandbox{ID: fmt.Sprintf("a%03d", i), Team: "a", TemplateID: "base", StartedAt: at, Metadata: big(i)}
+		last = add(sb, at.Add(time.Duration(i)*time.Second))
+		if u := measure(t, "a"); u.Events > maxEvents || u.EventBytes > maxBytes {
+			t.Fatalf("after %d sandboxes team a keeps %d events of %d bytes; at most %d, %d", i+1, u.Events, u.EventBytes, maxEvents, maxBytes)
+		}
+	}
+	got, err := s.Events(ctx, store.EventQuery{Team: "a", SandboxID: "a199", Limit: 10, Ascending: true})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("the newest sandbox's events: %d, %v", len(got), err)
+	}
+	for i, e := range got {
+		if string(e.Body) != string(last[i].Body) {
+			t.Errorf("the newest event read back: %s, want %s", e.Body, last[i].Body)
+		}
+	}
+	if got, err := s.Events(ctx, store.EventQuery{Team: "a", SandboxID: "a000", Limit: 10}); err != nil || len(got) != 0 {
+		t.Errorf("the oldest sandbox's events past the bound: %d, %v", len(got), err)
+	}
+	// One metadata, stored once for team b's 30 sandboxes.
+	var first []store.Event
+	for i := range 30 {
+		sb := store.Sandbox{ID: fmt.Sprintf("b%03d", i), Team: "b", TemplateID: "base", StartedAt: at, Metadata: big(0)}
+		if evs := add(sb, at.Add(time.Duration(i)*time.Second)); i == 0 {
+			first = evs
+		}
+	}
+	if u := measure(t, "b"); u.Events != 90 || u.Metadata != 1 || u.EventBytes > 16_500+90*1024 {
+		t.Errorf("team b's 90 events of one metadata: %+v", u)
+	}
+	if got, err := s.Events(ctx, store.EventQuery{Team: "b", SandboxID: "b000", Limit: 10, Ascending: true}); err != nil || len(got) != 3 ||
+		string(got[0].Body) != string(first[0].Body) {
+		t.Errorf("team b's first event read back: %+v, %v; want %s", got, err, first[0].Body)
+	}
+	// Team a's bytes bound it: no more of its events went than one
+	// sandbox's (its metadata and three events) below the bound.
+	if u := measure(t, "a"); u.Events > maxEvents || u.EventBytes > maxBytes || u.EventBytes < maxBytes-20_000 {
+		t.Errorf("team a after team b's events: %+v, want at most %d events, %d bytes, at least %d", u, maxEvents, maxBytes, maxBytes-20_000)
+	}
+	// Team e's rows bound it: its newest events stay.
+	for i := range 150 {
+		sb := store.Sandbox{ID: fmt.Sprintf("e%03d", i), Team: "e", TemplateID: "base", StartedAt: at}
+		if err := s.AddEvent(ctx, store.NewEvent(sb, store.EventCreated, store.ReasonAPI, at.Add(time.Duration(i)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := measure(t, "e"); u.Events != maxEvents || u.Metadata != 0 {
+		t.Errorf("team e's 150 events: %+v, want the newest %d", u, maxEvents)
+	}
+	if got, err := s.Events(ctx, store.EventQuery{Team: "e", Limit: 1, Ascending: true}); err != nil || len(got) != 1 || got[0].SandboxID != "e050" {
+		t.Errorf("team e's oldest event kept: %+v, %v; want e050's", got, err)
+	}
+	// Pruned: nothing of the teams stays.
+	if err := s.PruneEvents(ctx, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"a", "b", "e"} {
+		if u := measure(t, team); u != (Usage{}) {
+			t.Errorf("team %s after its events were pruned: %+v", team, u)
+		}
+	}
+	// A team deleted takes its events and keys along.
+	if err := s.AddTeam(ctx, store.Team{ID: "d", Name: "d", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	add(store.Sandbox{ID: "d001", Team: "d", TemplateID: "base", StartedAt: at, Metadata: big(1)}, at)
+	if _, ok, err := s.ClaimIdempotent(ctx, store.Idempotent{Team: "d", Key: "k", Sum: "s", LeaseUntil: at.Add(time.Minute),
+		Expires: at.Add(store.IdempotencyKept)}, at); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if err := s.DeleteTeam(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if u := measure(t, "d"); u != (Usage{}) {
+		t.Errorf("a deleted team's records: %+v", u)
+	}
+}
