@@ -29,6 +29,7 @@ const (
 	CodeInternal          = "internal_server_error"
 	CodeIdempotencyBusy   = "idempotency_in_progress"
 	CodeIdempotencyReused = "idempotency_request_mismatch"
+	CodeSecretLimit       = "secret_limit_reached"
 )
 
 // Cove's own error codes, for its clients (the CLI) to tell apart answers

@@ -13,6 +13,9 @@ import (
 // MaxSecretsPage bounds a page of ListSecrets.
 const MaxSecretsPage = 1000
 
+// MaxTeamSecrets caps a team's secrets (E2B's 50 live secrets).
+const MaxTeamSecrets = 50
+
 // NewSecret is a secret as a team creates it.
 type NewSecret struct {
 	Name, Value string
@@ -45,6 +48,11 @@ func (s *Service) CreateSecret(ctx context.Context, team string, n NewSecret) (s
 	}
 	if n.Metadata == nil {
 		n.Metadata = map[string]string{}
+	}
+	if have, err := s.store.TeamSecrets(ctx, team, "", MaxTeamSecrets); err != nil {
+		return store.TeamSecret{}, err
+	} else if len(have) >= MaxTeamSecrets {
+		return store.TeamSecret{}, errs.Final(errs.New(errs.Conflict, "the team has %d secrets, at most %d: delete one first", len(have), MaxTeamSecrets), errs.CodeSecretLimit)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	id := ids.New(secrets.IDPrefix, 20)

@@ -47,6 +47,9 @@ func CheckQuota(q store.TeamQuota) error {
 	return nil
 }
 
+// MaxTeamAPIKeys caps a team's API keys.
+const MaxTeamAPIKeys = 100
+
 // CreateKey makes an API key for a team (by id or name) and returns it:
 // the only time it is shown; the store keeps its hash and its mask.
 func CreateKey(ctx context.Context, st store.Store, team, name string) (string, store.APIKey, error) {
@@ -57,6 +60,11 @@ func CreateKey(ctx context.Context, st store.Store, team, name string) (string, 
 	t, err := st.Team(ctx, team)
 	if err != nil {
 		return "", store.APIKey{}, err
+	}
+	if have, err := st.TeamAPIKeys(ctx, t.ID); err != nil {
+		return "", store.APIKey{}, err
+	} else if len(have) >= MaxTeamAPIKeys {
+		return "", store.APIKey{}, errs.New(errs.QuotaExceeded, "team quota: the team has %d API keys, at most %d: delete one first", len(have), MaxTeamAPIKeys)
 	}
 	raw := auth.NewAPIKey()
 	k := store.APIKey{Hash: auth.HashAPIKey(raw), Team: t.ID, Name: name, CreatedAt: time.Now().UTC().Truncate(time.Second), Mask: auth.Mask(raw)}
