@@ -102,3 +102,46 @@ func TestEventsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdatesBounded: a loop of timeout changes on one sandbox, each a
+// log line and an event, keeps the team's newest lines and events
+// within its bounds, readable.
+func TestUpdatesBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cove.db")
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const max = 50
+	st.SetLimits(store.Limits{Events: max, LogLines: max})
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	svc := service.New(service.Config{}, st, nodefake.New(secret), secret, slog.New(slog.DiscardHandler))
+	sb := create(t, svc, nil)
+	for i := range 4 * max {
+		if err := svc.SetTimeout(ctx, sb.Team, sb.ID, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		var lines, events int
+		if err := db.QueryRow(`SELECT (SELECT count(*) FROM sandbox_logs WHERE team = $1), (SELECT count(*) FROM events WHERE team = $1)`,
+			sb.Team).Scan(&lines, &events); err != nil {
+			t.Fatal(err)
+		}
+		if lines > max || events > max {
+			t.Fatalf("after %d timeout changes the team keeps %d log lines and %d events, at most %d", i+1, lines, events, max)
+		}
+	}
+	lines, err := svc.Logs(ctx, sb.Team, sb.ID, store.LogQuery{Backward: true, Limit: 1})
+	if err != nil || len(lines) != 1 || lines[0].Message != "sandbox timeout set" {
+		t.Errorf("the newest line: %+v, %v", lines, err)
+	}
+	if events, err := svc.Events(ctx, service.EventQuery{Team: sb.Team, Limit: 1}); err != nil || len(events) != 1 || events[0].Type != store.EventUpdated {
+		t.Errorf("the newest event: %+v, %v", events, err)
+	}
+}

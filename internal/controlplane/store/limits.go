@@ -14,7 +14,29 @@ type Limits struct {
 	// team and content). Past either, the oldest events go first.
 	Events     int
 	EventBytes int64
+	// LogLines and LogBytes bound the lines of a team's sandboxes'
+	// lifecycle logs (message and fields); past either, the oldest go
+	// first.
+	LogLines int
+	LogBytes int64
 }
 
-// DefaultLimits are a store's until SetLimits.
-var DefaultLimits = Limits{IdempotencyKeys: 10_000, Events: 100_000, EventBytes: 64 << 20}
+// DefaultLimits are a store's until SetLimits, and where its Limits
+// leave a field 0.
+var DefaultLimits = Limits{IdempotencyKeys: 10_000, Events: 100_000, EventBytes: 64 << 20, LogLines: 100_000, LogBytes: 32 << 20}
+
+// OrDefault is l with DefaultLimits' in place of its fields that are 0.
+func (l Limits) OrDefault() Limits {
+	d := DefaultLimits
+	for _, f := range []struct{ to, from *int }{{&l.IdempotencyKeys, &d.IdempotencyKeys}, {&l.Events, &d.Events}, {&l.LogLines, &d.LogLines}} {
+		if *f.to <= 0 {
+			*f.to = *f.from
+		}
+	}
+	for _, f := range []struct{ to, from *int64 }{{&l.EventBytes, &d.EventBytes}, {&l.LogBytes, &d.LogBytes}} {
+		if *f.to <= 0 {
+			*f.to = *f.from
+		}
+	}
+	return l
+}

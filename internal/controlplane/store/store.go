@@ -310,7 +310,8 @@ type Store interface {
 	PruneBuildLogs(ctx context.Context, age time.Duration) error
 
 	// SetLimits sets the bounds of each team's records (DefaultLimits
-	// until it is called); call it before the store is used.
+	// until it is called, and for its fields that are 0); call it before
+	// the store is used.
 	SetLimits(l Limits)
 
 	Close() error

@@ -34,8 +34,10 @@ func TestBounds(t *testing.T) {
 				(SELECT count(*) FROM idempotency WHERE team = $1), (SELECT coalesce(sum(octet_length(body)), 0) FROM idempotency WHERE team = $1),
 				(SELECT count(*) FROM events WHERE team = $1), (SELECT coalesce(sum(octet_length(body)), 0) FROM events WHERE team = $1),
 				(SELECT count(*) FROM event_metadata WHERE team = $1), (SELECT coalesce(sum(octet_length(metadata)), 0) FROM event_metadata WHERE team = $1),
-				(SELECT count(*) FROM event_totals WHERE team = $1)`, team).
-				Scan(&u.Keys, &u.KeyBytes, &u.Events, &bodies, &u.Metadata, &metadata, &u.Totals)
+				(SELECT count(*) FROM sandbox_logs WHERE team = $1),
+				(SELECT coalesce(sum(octet_length(message) + octet_length(fields::text)), 0) FROM sandbox_logs WHERE team = $1),
+				(SELECT count(*) FROM event_totals WHERE team = $1) + (SELECT count(*) FROM log_totals WHERE team = $1)`, team).
+				Scan(&u.Keys, &u.KeyBytes, &u.Events, &bodies, &u.Metadata, &metadata, &u.Lines, &u.LogBytes, &u.Totals)
 			if err != nil {
 				t.Fatalf("measure team %s: %v", team, err)
 			}

@@ -13,20 +13,9 @@ import (
 
 // AddSandboxLog implements store.Store.
 func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog, events ...store.Event) error {
-	fields := l.Fields
-	if fields == nil {
-		fields = map[string]string{}
-	}
-	const insert = `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, $4, $5, $6)`
-	if len(events) == 0 {
-		if _, err := s.pool.Exec(ctx, insert, l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, fields); err != nil {
-			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
-		}
-		return nil
-	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, insert, l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, fields); err != nil {
-			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+		if err := s.addLogTx(ctx, tx, l); err != nil {
+			return err
 		}
 		for _, e := range events {
 			if err := s.addEventTx(ctx, tx, e); err != nil {
@@ -80,12 +69,4 @@ func (s *Store) SandboxLogs(ctx context.Context, q store.LogQuery) ([]store.Sand
 		return nil, fmt.Errorf("read the log of sandbox %s: %w", q.SandboxID, err)
 	}
 	return out, nil
-}
-
-// PruneSandboxLogs implements store.Store.
-func (s *Store) PruneSandboxLogs(ctx context.Context, before time.Time) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sandbox_logs WHERE at < $1`, before.UnixNano()); err != nil {
-		return fmt.Errorf("prune sandbox logs: %w", err)
-	}
-	return nil
 }

@@ -90,8 +90,8 @@ func (s *Store) ForgetSandboxesOn(ctx context.Context, node string) ([]string, e
 		now := time.Now()
 		for _, g := range lost {
 			ids = append(ids, g.ID)
-			if _, err := tx.Exec(ctx, `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES ($1, $2, $3, 'error', $4, $5)`,
-				g.ID, g.Team, now.UnixNano(), store.LostMessage, map[string]string{"reason": store.ReasonNodeLost, "node": node}); err != nil {
+			if err := s.addLogTx(ctx, tx, store.SandboxLog{SandboxID: g.ID, Team: g.Team, Time: now, Level: "error", Message: store.LostMessage,
+				Fields: map[string]string{"reason": store.ReasonNodeLost, "node": node}}); err != nil {
 				return err
 			}
 			if err := s.addEventTx(ctx, tx, store.NewEvent(g, store.EventKilled, store.ReasonNodeLost, now)); err != nil {

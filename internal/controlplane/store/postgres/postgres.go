@@ -56,7 +56,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 // SetLimits implements store.Store.
-func (s *Store) SetLimits(l store.Limits) { s.limits = l }
+func (s *Store) SetLimits(l store.Limits) { s.limits = l.OrDefault() }
 
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	dir, err := fs.Sub(migrations, "migrations")

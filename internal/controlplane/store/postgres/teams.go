@@ -88,7 +88,7 @@ func (s *Store) SetTeamQuota(ctx context.Context, id string, q store.TeamQuota) 
 
 // teamTables are the tables of a team's records that go with it (its
 // secrets and webhooks, with their deliveries, go by their foreign keys).
-var teamTables = []string{"api_keys", "events", "event_metadata", "event_totals", "idempotency", "sandbox_logs"}
+var teamTables = []string{"api_keys", "events", "event_metadata", "event_totals", "idempotency", "sandbox_logs", "log_totals"}
 
 // DeleteTeam implements store.Store.
 func (s *Store) DeleteTeam(ctx context.Context, id string) error {

@@ -12,28 +12,13 @@ import (
 
 // AddSandboxLog implements store.Store.
 func (s *Store) AddSandboxLog(ctx context.Context, l store.SandboxLog, events ...store.Event) error {
-	fields, err := json.Marshal(l.Fields)
-	if err != nil {
-		return fmt.Errorf("encode log fields: %w", err)
-	}
-	if l.Fields == nil {
-		fields = []byte("{}")
-	}
-	const insert = `INSERT INTO sandbox_logs (sandbox_id, team, at, level, message, fields) VALUES (?, ?, ?, ?, ?, ?)`
-	if len(events) == 0 {
-		if _, err := s.db.ExecContext(ctx, insert, l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, string(fields)); err != nil {
-			return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
-		}
-		return nil
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, insert,
-		l.SandboxID, l.Team, l.Time.UnixNano(), l.Level, l.Message, string(fields)); err != nil {
-		return fmt.Errorf("log of sandbox %s: %w", l.SandboxID, err)
+	if err := s.addLogTx(ctx, tx, l); err != nil {
+		return err
 	}
 	for _, e := range events {
 		if err := s.addEventTx(ctx, tx, e); err != nil {
@@ -97,12 +82,4 @@ func (s *Store) SandboxLogs(ctx context.Context, q store.LogQuery) ([]store.Sand
 		return nil, fmt.Errorf("read the log of sandbox %s: %w", q.SandboxID, err)
 	}
 	return out, nil
-}
-
-// PruneSandboxLogs implements store.Store.
-func (s *Store) PruneSandboxLogs(ctx context.Context, before time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandbox_logs WHERE at < ?`, before.UnixNano()); err != nil {
-		return fmt.Errorf("prune sandbox logs: %w", err)
-	}
-	return nil
 }

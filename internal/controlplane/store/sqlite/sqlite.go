@@ -53,7 +53,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 // SetLimits implements store.Store.
-func (s *Store) SetLimits(l store.Limits) { s.limits = l }
+func (s *Store) SetLimits(l store.Limits) { s.limits = l.OrDefault() }
 
 // ownerOnly makes the database file, and its WAL and shared-memory files
 // if they exist, readable by their owner only: the database holds the

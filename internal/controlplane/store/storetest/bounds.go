@@ -14,11 +14,12 @@ import (
 // Usage is what a team's records hold, as a test reads it from the
 // database itself, not through the store.
 type Usage struct {
-	// Rows of idempotency, events, event_metadata and event_totals.
-	Keys, Events, Metadata, Totals int
+	// Rows of idempotency, events, event_metadata, sandbox_logs, and of
+	// event_totals and log_totals together.
+	Keys, Events, Metadata, Lines, Totals int
 	// KeyBytes are the keys' answers; EventBytes the events' bodies and
-	// their metadata.
-	KeyBytes, EventBytes int64
+	// their metadata; LogBytes the lines' messages and fields.
+	KeyBytes, EventBytes, LogBytes int64
 }
 
 // Measure reads a team's Usage.
@@ -35,6 +36,64 @@ func RunBounds(t *testing.T, open func(t *testing.T) (store.Store, Measure)) {
 		s, measure := open(t)
 		eventBounds(t, s, measure)
 	})
+	t.Run("SandboxLogs", func(t *testing.T) {
+		s, measure := open(t)
+		logBounds(t, s, measure)
+	})
+}
+
+// logBounds: a team's log lines stay within its rows and bytes, the
+// oldest dropped first; another team's lines stay; nothing stays once
+// they are pruned.
+func logBounds(t *testing.T, s store.Store, measure Measure) {
+	ctx := context.Background()
+	const maxLines, maxBytes = 100, 16 << 10
+	s.SetLimits(store.Limits{IdempotencyKeys: 100, Events: 100, EventBytes: 1 << 20, LogLines: maxLines, LogBytes: maxBytes})
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	line := func(team, id string, i int, msg string) {
+		t.Helper()
+		if err := s.AddSandboxLog(ctx, store.SandboxLog{SandboxID: id, Team: team, Time: at.Add(time.Duration(i) * time.Second),
+			Level: "info", Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		line("b", "b1", i, "sandbox timeout set")
+	}
+	// Short lines: team a's rows bound it; long ones: its bytes.
+	for i := range 300 {
+		line("a", fmt.Sprintf("a%03d", i), i, "sandbox timeout set")
+		if u := measure(t, "a"); u.Lines > maxLines || u.LogBytes > maxBytes {
+			t.Fatalf("after %d lines team a keeps %d lines of %d bytes; at most %d, %d", i+1, u.Lines, u.LogBytes, maxLines, maxBytes)
+		}
+	}
+	if u := measure(t, "a"); u.Lines != maxLines {
+		t.Errorf("team a's 300 short lines: %d kept, want the newest %d", u.Lines, maxLines)
+	}
+	long := strings.Repeat("m", 1000)
+	for i := 300; i < 400; i++ {
+		line("a", fmt.Sprintf("a%03d", i), i, long)
+		if u := measure(t, "a"); u.Lines > maxLines || u.LogBytes > maxBytes {
+			t.Fatalf("after %d lines team a keeps %d lines of %d bytes; at most %d, %d", i+1, u.Lines, u.LogBytes, maxLines, maxBytes)
+		}
+	}
+	if got, err := s.SandboxLogs(ctx, store.LogQuery{SandboxID: "a399", Team: "a"}); err != nil || len(got) != 1 || got[0].Message != long {
+		t.Errorf("the newest line: %d lines, %v", len(got), err)
+	}
+	if got, err := s.SandboxLogs(ctx, store.LogQuery{SandboxID: "a000", Team: "a"}); err != nil || len(got) != 0 {
+		t.Errorf("the oldest line past the bound: %d lines, %v", len(got), err)
+	}
+	if u := measure(t, "b"); u.Lines != 10 {
+		t.Errorf("team b's lines after team a's: %d, want 10", u.Lines)
+	}
+	if err := s.PruneSandboxLogs(ctx, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"a", "b"} {
+		if u := measure(t, team); u != (Usage{}) {
+			t.Errorf("team %s after its lines were pruned: %+v", team, u)
+		}
+	}
 }
 
 // idempotencyBounds: a loop of keyed creates that fail keeps at most the

@@ -21,11 +21,25 @@ CREATE TABLE event_totals (
     bytes  BIGINT NOT NULL
 );
 INSERT INTO event_totals (team, events, bytes) SELECT team, count(*), sum(size) FROM events GROUP BY team;
+-- The lines of a team's sandboxes' logs and their bytes (message and
+-- fields), counted as events are.
+ALTER TABLE sandbox_logs ADD COLUMN size BIGINT NOT NULL DEFAULT 0;
+UPDATE sandbox_logs SET size = octet_length(message) + octet_length(fields::text);
+CREATE INDEX sandbox_logs_team ON sandbox_logs (team, seq);
+CREATE TABLE log_totals (
+    team  TEXT PRIMARY KEY,
+    lines BIGINT NOT NULL,
+    bytes BIGINT NOT NULL
+);
+INSERT INTO log_totals (team, lines, bytes) SELECT team, count(*), sum(size) FROM sandbox_logs GROUP BY team;
 -- A team's keys by expiry: those a claim past the team's bound drops.
 CREATE INDEX idempotency_team_expires ON idempotency (team, expires);
 
 -- +goose Down
 DROP INDEX idempotency_team_expires;
+DROP TABLE log_totals;
+DROP INDEX sandbox_logs_team;
+ALTER TABLE sandbox_logs DROP COLUMN size;
 DROP TABLE event_totals;
 DROP TABLE event_metadata;
 DROP INDEX events_team_metadata;
