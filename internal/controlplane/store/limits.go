@@ -19,16 +19,20 @@ type Limits struct {
 	// first.
 	LogLines int
 	LogBytes int64
+	// Deliveries bounds the deliveries a team's webhooks have waiting
+	// (their receivers failing or held back); past it the oldest events'
+	// are given up first.
+	Deliveries int
 }
 
 // DefaultLimits are a store's until SetLimits, and where its Limits
 // leave a field 0.
-var DefaultLimits = Limits{IdempotencyKeys: 10_000, Events: 100_000, EventBytes: 64 << 20, LogLines: 100_000, LogBytes: 32 << 20}
+var DefaultLimits = Limits{IdempotencyKeys: 10_000, Events: 100_000, EventBytes: 64 << 20, LogLines: 100_000, LogBytes: 32 << 20, Deliveries: 10_000}
 
 // OrDefault is l with DefaultLimits' in place of its fields that are 0.
 func (l Limits) OrDefault() Limits {
 	d := DefaultLimits
-	for _, f := range []struct{ to, from *int }{{&l.IdempotencyKeys, &d.IdempotencyKeys}, {&l.Events, &d.Events}, {&l.LogLines, &d.LogLines}} {
+	for _, f := range []struct{ to, from *int }{{&l.IdempotencyKeys, &d.IdempotencyKeys}, {&l.Events, &d.Events}, {&l.LogLines, &d.LogLines}, {&l.Deliveries, &d.Deliveries}} {
 		if *f.to <= 0 {
 			*f.to = *f.from
 		}

@@ -36,8 +36,9 @@ func TestBounds(t *testing.T) {
 				(SELECT count(*) FROM event_metadata WHERE team = $1), (SELECT coalesce(sum(octet_length(metadata)), 0) FROM event_metadata WHERE team = $1),
 				(SELECT count(*) FROM sandbox_logs WHERE team = $1),
 				(SELECT coalesce(sum(octet_length(message) + octet_length(fields::text)), 0) FROM sandbox_logs WHERE team = $1),
+				(SELECT count(*) FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.team = $1),
 				(SELECT count(*) FROM event_totals WHERE team = $1) + (SELECT count(*) FROM log_totals WHERE team = $1)`, team).
-				Scan(&u.Keys, &u.KeyBytes, &u.Events, &bodies, &u.Metadata, &metadata, &u.Lines, &u.LogBytes, &u.Totals)
+				Scan(&u.Keys, &u.KeyBytes, &u.Events, &bodies, &u.Metadata, &metadata, &u.Lines, &u.LogBytes, &u.Deliveries, &u.Totals)
 			if err != nil {
 				t.Fatalf("measure team %s: %v", team, err)
 			}

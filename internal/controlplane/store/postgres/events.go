@@ -63,10 +63,16 @@ func (s *Store) addEventTx(ctx context.Context, tx pgx.Tx, e store.Event) error 
 			return err
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at)
-		SELECT gen_random_uuid()::text, id, $1, $2 FROM webhooks WHERE team = $3 AND enabled AND events ? $4`,
-		e.ID, e.Time, e.Team, e.Type); err != nil {
+	tag, err := tx.Exec(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at, team)
+		SELECT gen_random_uuid()::text, id, $1, $2, team FROM webhooks WHERE team = $3 AND enabled AND events ? $4`,
+		e.ID, e.Time, e.Team, e.Type)
+	if err != nil {
 		return fmt.Errorf("add event's deliveries: %w", err)
+	}
+	if tag.RowsAffected() > 0 {
+		if err := s.boundDeliveries(ctx, tx, e.Team); err != nil {
+			return err
+		}
 	}
 	if e.Type == store.EventCreated && e.Template != "" {
 		if _, err := tx.Exec(ctx, `INSERT INTO template_spawns (template_id, count, last_at) VALUES ($1, 1, $2)
@@ -74,6 +80,23 @@ func (s *Store) addEventTx(ctx context.Context, tx pgx.Tx, e store.Event) error 
 			e.Template, e.Time); err != nil {
 			return fmt.Errorf("count a spawn of template %s: %w", e.Template, err)
 		}
+	}
+	return nil
+}
+
+// boundDeliveries gives up team's deliveries of its oldest events past
+// the team's bound (tx holds the team's events).
+func (s *Store) boundDeliveries(ctx context.Context, tx pgx.Tx, team string) error {
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE team = $1`, team).Scan(&n); err != nil {
+		return fmt.Errorf("count team's deliveries: %w", err)
+	}
+	if n <= s.limits.Deliveries {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE id IN (SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.team = $1 ORDER BY e.at, d.id LIMIT $2)`, team, n-s.limits.Deliveries); err != nil {
+		return fmt.Errorf("give up team's oldest deliveries: %w", err)
 	}
 	return nil
 }

@@ -87,10 +87,30 @@ func (s *Store) addEventTx(ctx context.Context, tx *sql.Tx, e store.Event) error
 	}
 	rows.Close()
 	for _, h := range hooks {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at) VALUES (?, ?, ?, ?)`,
-			ids.UUID(), h, e.ID, e.Time.UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, webhook_id, event_id, next_at, team) VALUES (?, ?, ?, ?, ?)`,
+			ids.UUID(), h, e.ID, e.Time.UnixNano(), e.Team); err != nil {
 			return fmt.Errorf("add event's deliveries: %w", err)
 		}
+	}
+	if len(hooks) > 0 {
+		return s.boundDeliveries(ctx, tx, e.Team)
+	}
+	return nil
+}
+
+// boundDeliveries gives up team's deliveries of its oldest events past
+// the team's bound.
+func (s *Store) boundDeliveries(ctx context.Context, tx *sql.Tx, team string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE team = ?`, team).Scan(&n); err != nil {
+		return fmt.Errorf("count team's deliveries: %w", err)
+	}
+	if n <= s.limits.Deliveries {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE id IN (SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.team = ? ORDER BY e.at, d.id LIMIT ?)`, team, n-s.limits.Deliveries); err != nil {
+		return fmt.Errorf("give up team's oldest deliveries: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,10 @@ import (
 // Usage is what a team's records hold, as a test reads it from the
 // database itself, not through the store.
 type Usage struct {
-	// Rows of idempotency, events, event_metadata, sandbox_logs, and of
-	// event_totals and log_totals together.
-	Keys, Events, Metadata, Lines, Totals int
+	// Rows of idempotency, events, event_metadata, sandbox_logs,
+	// deliveries (to the team's webhooks), and of event_totals and
+	// log_totals together.
+	Keys, Events, Metadata, Lines, Deliveries, Totals int
 	// KeyBytes are the keys' answers; EventBytes the events' bodies and
 	// their metadata; LogBytes the lines' messages and fields.
 	KeyBytes, EventBytes, LogBytes int64
@@ -40,6 +42,63 @@ func RunBounds(t *testing.T, open func(t *testing.T) (store.Store, Measure)) {
 		s, measure := open(t)
 		logBounds(t, s, measure)
 	})
+	t.Run("Deliveries", func(t *testing.T) {
+		s, measure := open(t)
+		deliveryBounds(t, s, measure)
+	})
+}
+
+// deliveryBounds: the deliveries a team's webhooks have waiting stay
+// within its bound, the oldest events' given up first; another team's
+// stay.
+func deliveryBounds(t *testing.T, s store.Store, measure Measure) {
+	ctx := context.Background()
+	const max = 20
+	s.SetLimits(store.Limits{Deliveries: max})
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, team := range []string{"a", "b"} {
+		if err := s.AddTeam(ctx, store.Team{ID: team, Name: team, CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"1", "2"} {
+			if err := s.AddWebhook(ctx, store.Webhook{ID: team + id, Team: team, Name: id, URL: "http://" + team + ".test/", Enabled: true,
+				Events: store.EventTypes, CreatedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add := func(team string, i int) {
+		t.Helper()
+		sb := store.Sandbox{ID: fmt.Sprintf("%s%03d", team, i), Team: team, TemplateID: "base", StartedAt: at}
+		if err := s.AddEvent(ctx, store.NewEvent(sb, store.EventCreated, store.ReasonAPI, at.Add(time.Duration(i)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		add("b", i)
+	}
+	for i := range 50 { // two deliveries each, none taken
+		add("a", i)
+		if u := measure(t, "a"); u.Deliveries > max {
+			t.Fatalf("after %d events team a's webhooks have %d deliveries waiting, at most %d", i+1, u.Deliveries, max)
+		}
+	}
+	if u := measure(t, "b"); u.Deliveries != 6 {
+		t.Errorf("team b's deliveries after team a's: %d, want 6", u.Deliveries)
+	}
+	a1, err := s.WebhookDeliveries(ctx, "a", "a1")
+	if err != nil || len(a1) != max/2 {
+		t.Fatalf("webhook a1's deliveries: %d, %v; want %d", len(a1), err, max/2)
+	}
+	events, err := s.Events(ctx, store.EventQuery{Team: "a", Limit: max / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events { // the newest events' deliveries are the ones left
+		if !slices.ContainsFunc(a1, func(d store.Delivery) bool { return d.EventID == e.ID }) {
+			t.Errorf("the delivery of %s's event is gone, an older one's kept", e.SandboxID)
+		}
+	}
 }
 
 // logBounds: a team's log lines stay within its rows and bytes, the

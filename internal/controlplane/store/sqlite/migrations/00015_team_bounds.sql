@@ -32,11 +32,17 @@ CREATE TABLE log_totals (
 	bytes INTEGER NOT NULL
 );
 INSERT INTO log_totals (team, lines, bytes) SELECT team, count(*), sum(size) FROM sandbox_logs GROUP BY team;
+-- The team whose webhook a delivery waits for, to bound what waits.
+ALTER TABLE deliveries ADD COLUMN team TEXT NOT NULL DEFAULT '';
+UPDATE deliveries SET team = (SELECT team FROM webhooks w WHERE w.id = deliveries.webhook_id);
+CREATE INDEX deliveries_team ON deliveries (team);
 -- A team's keys by expiry: those a claim past the team's bound drops.
 CREATE INDEX idempotency_team_expires ON idempotency (team, expires);
 
 -- +goose Down
 DROP INDEX idempotency_team_expires;
+DROP INDEX deliveries_team;
+ALTER TABLE deliveries DROP COLUMN team;
 DROP TABLE log_totals;
 DROP INDEX sandbox_logs_team;
 ALTER TABLE sandbox_logs DROP COLUMN size;
