@@ -35,6 +35,10 @@ const (
 // DefaultTag is the tag a name without one means.
 const DefaultTag = "default"
 
+// MaxTeamTemplates caps the templates a team keeps (its snapshots
+// aside, which its storage quota bounds).
+const MaxTeamTemplates = 1000
+
 // Image is what a sandbox of a template starts from: the layers (lowest
 // first) and the defaults a build left.
 type Image struct {
@@ -198,6 +202,8 @@ type Store struct {
 	gen    int64
 	// node names this node in builds it runs (a cluster's).
 	node string
+	// maxTemplates is MaxTeamTemplates (a test's own, smaller).
+	maxTemplates int
 	// sizes are stored layers' sizes, by name, for teams' storage.
 	sizesMu sync.Mutex
 	sizes   map[string]int64
@@ -218,7 +224,7 @@ type Store struct {
 // NewStore opens the store under dir, preparing the built-in base
 // template. Builds a previous process left unfinished are marked failed.
 func NewStore(dir string, log *slog.Logger) (*Store, error) {
-	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log,
+	s := &Store{dir: dir, layers: Layers{dir: filepath.Join(dir, "layers")}, log: log, maxTemplates: MaxTeamTemplates,
 		templates: map[string]*Record{}, stale: true, sizes: map[string]int64{}, pushed: map[string]string{}}
 	// Layers keep their files' modes (setuid ones included) and uploads
 	// are a team's own: only the server's user enters, but for the layers,
@@ -595,6 +601,9 @@ func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int, jo
 	case err == nil && r.ID == BaseName:
 		return Record{}, nil, false, errs.New(errs.InvalidArgument, "the built-in template %s cannot be rebuilt", name)
 	case errs.Is(err, errs.NotFound):
+		if n := s.teamTemplates(team); team != "" && n >= s.maxTemplates {
+			return Record{}, nil, false, errs.New(errs.QuotaExceeded, "team quota: the team has %d templates, at most %d: delete one first", n, s.maxTemplates)
+		}
 		r = &Record{ID: newID(), Team: team, Names: []string{name}, CreatedAt: time.Now().UTC(), Tags: map[string]string{}}
 	case err != nil:
 		return Record{}, nil, false, err
@@ -616,6 +625,17 @@ func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int, jo
 	s.templates[r.ID] = r
 	out := *b // the caller's copy: the record's own changes under s.mu
 	return r.clone(), &out, false, nil
+}
+
+// teamTemplates counts team's templates, its snapshots aside (s.mu held).
+func (s *Store) teamTemplates(team string) int {
+	n := 0
+	for _, r := range s.templates {
+		if r.Team == team && !r.Snapshot {
+			n++
+		}
+	}
+	return n
 }
 
 // SetBuild records a build's progress; a ready build takes its tags.

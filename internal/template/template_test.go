@@ -615,3 +615,46 @@ func TestNamesPerTeam(t *testing.T) {
 		t.Errorf("team a's app after team b deleted its own: %v %v", r.ID, err)
 	}
 }
+
+// TestTemplatesPerTeam: a team keeps at most its cap of templates: the
+// next new one is QuotaExceeded and leaves no record, a rebuild of one
+// it has still runs, another team's goes on, and one deleted makes room.
+func TestTemplatesPerTeam(t *testing.T) {
+	s := newStore(t)
+	s.maxTemplates = 3
+	newBuild := func(team, name string) error {
+		_, b, err := s.NewBuild(team, name, nil, 1, 256)
+		if err != nil {
+			return err
+		}
+		r, err := s.Get(team, name)
+		if err != nil {
+			return err
+		}
+		b.Status = StatusError // a build that failed at once: its record stays
+		return s.SetBuild(r.ID, *b)
+	}
+	for i := range 3 {
+		if err := newBuild("a", fmt.Sprintf("app%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newBuild("a", "one-more"); !errs.Is(err, errs.QuotaExceeded) {
+		t.Errorf("a template past the cap: %v, want QuotaExceeded", err)
+	}
+	if _, err := s.Get("a", "one-more"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("the refused template's record: %v, want none", err)
+	}
+	if err := newBuild("a", "app0"); err != nil {
+		t.Errorf("a rebuild at the cap: %v", err)
+	}
+	if err := newBuild("b", "one-more"); err != nil {
+		t.Errorf("another team's template: %v", err)
+	}
+	if err := s.Delete("a", "app1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := newBuild("a", "one-more"); err != nil {
+		t.Errorf("a template once one was deleted: %v", err)
+	}
+}
