@@ -617,14 +617,39 @@ func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int, jo
 		}
 	}
 	b := &Build{ID: ids.UUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB, PendingTags: tags}
-	r.Builds = append(r.Builds, b)
+	before := r.Builds
+	r.Builds = append(withoutOldFailures(r.Builds), b)
 	if err := s.save(r); err != nil {
-		r.Builds = r.Builds[:len(r.Builds)-1]
+		r.Builds = before
 		return Record{}, nil, false, err
 	}
 	s.templates[r.ID] = r
 	out := *b // the caller's copy: the record's own changes under s.mu
 	return r.clone(), &out, false, nil
+}
+
+// keptFailures is how many failed builds a template keeps (its newest):
+// a loop of failing builds does not grow its record.
+const keptFailures = 10
+
+// withoutOldFailures is builds (a new slice) less their failed builds
+// but the newest keptFailures-1, making room for one more.
+func withoutOldFailures(builds []*Build) []*Build {
+	failed := 0
+	for _, b := range builds {
+		if b.Status == StatusError {
+			failed++
+		}
+	}
+	out := make([]*Build, 0, len(builds)+1)
+	for _, b := range builds {
+		if b.Status == StatusError && failed >= keptFailures {
+			failed--
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // teamTemplates counts team's templates, its snapshots aside (s.mu held).

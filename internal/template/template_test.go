@@ -658,3 +658,40 @@ func TestTemplatesPerTeam(t *testing.T) {
 		t.Errorf("a template once one was deleted: %v", err)
 	}
 }
+
+// TestFailedBuildsKept: a loop of failing builds of one template keeps
+// its newest failures only; its ready build stays.
+func TestFailedBuildsKept(t *testing.T) {
+	s := newStore(t)
+	finish := func(status string) string {
+		t.Helper()
+		r, b, err := s.NewBuild("a", "app", nil, 1, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Status = status
+		if err := s.SetBuild(r.ID, *b); err != nil {
+			t.Fatal(err)
+		}
+		return b.ID
+	}
+	ready := finish(StatusReady)
+	var last string
+	for range 3 * keptFailures {
+		last = finish(StatusError)
+	}
+	r, err := s.Get("a", "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, b := range r.Builds {
+		if b.Status == StatusError {
+			failed++
+		}
+	}
+	if failed != keptFailures || r.Build(ready) == nil || r.Build(last) == nil {
+		t.Errorf("after %d failed builds: %d kept (want %d), the ready one kept %v, the newest %v",
+			3*keptFailures, failed, keptFailures, r.Build(ready) != nil, r.Build(last) != nil)
+	}
+}
