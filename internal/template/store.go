@@ -618,38 +618,60 @@ func (s *Store) newBuild(team, name string, tags []string, cpu, memoryMB int, jo
 	}
 	b := &Build{ID: ids.UUID(), Status: StatusWaiting, CreatedAt: time.Now().UTC(), CPUCount: cpu, MemoryMB: memoryMB, PendingTags: tags}
 	before := r.Builds
-	r.Builds = append(withoutOldFailures(r.Builds), b)
+	kept, dropped := withoutOldBuilds(r)
+	r.Builds = append(kept, b)
 	if err := s.save(r); err != nil {
 		r.Builds = before
 		return Record{}, nil, false, err
+	}
+	if dropped {
+		s.stale = true // the builds that went may have held the only use of a layer
 	}
 	s.templates[r.ID] = r
 	out := *b // the caller's copy: the record's own changes under s.mu
 	return r.clone(), &out, false, nil
 }
 
-// keptFailures is how many failed builds a template keeps (its newest):
-// a loop of failing builds does not grow its record.
-const keptFailures = 10
+// A template keeps its newest keptFailures failed builds and its newest
+// keptReady ready ones besides those its tags name: a loop of builds of
+// one template does not grow its record. A sandbox started from a build
+// that went runs on, as after its template's deletion.
+const (
+	keptFailures = 10
+	keptReady    = 100
+)
 
-// withoutOldFailures is builds (a new slice) less their failed builds
-// but the newest keptFailures-1, making room for one more.
-func withoutOldFailures(builds []*Build) []*Build {
-	failed := 0
-	for _, b := range builds {
-		if b.Status == StatusError {
+// withoutOldBuilds is r's builds (a new slice) less the failures but
+// the newest keptFailures-1 and the ready builds no tag names but the
+// newest keptReady-1, making room for one more; dropped says whether
+// any went.
+func withoutOldBuilds(r *Record) (out []*Build, dropped bool) {
+	tagged := map[string]bool{}
+	for _, id := range r.Tags {
+		tagged[id] = true
+	}
+	failed, ready := 0, 0
+	for _, b := range r.Builds {
+		switch {
+		case b.Status == StatusError:
 			failed++
+		case b.Status == StatusReady && !tagged[b.ID]:
+			ready++
 		}
 	}
-	out := make([]*Build, 0, len(builds)+1)
-	for _, b := range builds {
-		if b.Status == StatusError && failed >= keptFailures {
+	out = make([]*Build, 0, len(r.Builds)+1)
+	for _, b := range r.Builds {
+		switch {
+		case b.Status == StatusError && failed >= keptFailures:
 			failed--
+			continue
+		case b.Status == StatusReady && !tagged[b.ID] && ready >= keptReady:
+			ready--
 			continue
 		}
 		out = append(out, b)
 	}
-	return out
+	return out, len(out) < len(r.Builds)
 }
 
 // teamTemplates counts team's templates, its snapshots aside (s.mu held).

@@ -659,13 +659,13 @@ func TestTemplatesPerTeam(t *testing.T) {
 	}
 }
 
-// TestFailedBuildsKept: a loop of failing builds of one template keeps
-// its newest failures only; its ready build stays.
-func TestFailedBuildsKept(t *testing.T) {
+// TestOldBuildsGo: a loop of builds of one template keeps its newest
+// failures and its newest ready builds, and every build a tag names.
+func TestOldBuildsGo(t *testing.T) {
 	s := newStore(t)
-	finish := func(status string) string {
+	finish := func(status string, tags ...string) string {
 		t.Helper()
-		r, b, err := s.NewBuild("a", "app", nil, 1, 256)
+		r, b, err := s.NewBuild("a", "app", tags, 1, 256)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -675,23 +675,26 @@ func TestFailedBuildsKept(t *testing.T) {
 		}
 		return b.ID
 	}
-	ready := finish(StatusReady)
-	var last string
+	pinned := finish(StatusReady, "v1")
+	var lastFailed, lastReady string
 	for range 3 * keptFailures {
-		last = finish(StatusError)
+		lastFailed = finish(StatusError)
+	}
+	for range keptReady + 20 {
+		lastReady = finish(StatusReady)
 	}
 	r, err := s.Get("a", "app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	failed := 0
+	count := map[string]int{}
 	for _, b := range r.Builds {
-		if b.Status == StatusError {
-			failed++
-		}
+		count[b.Status]++
 	}
-	if failed != keptFailures || r.Build(ready) == nil || r.Build(last) == nil {
-		t.Errorf("after %d failed builds: %d kept (want %d), the ready one kept %v, the newest %v",
-			3*keptFailures, failed, keptFailures, r.Build(ready) != nil, r.Build(last) != nil)
+	// Ready: at most keptReady no tag names, the default tag's and v1's.
+	if count[StatusError] > keptFailures || count[StatusReady] > keptReady+2 || r.Build(pinned) == nil ||
+		r.Build(lastFailed) == nil || r.Build(lastReady) == nil || r.Tags["v1"] != pinned {
+		t.Errorf("after %d failed and %d ready builds: %v kept (want at most %d failed, %d ready); the tagged one kept %v, the newest %v %v",
+			3*keptFailures, keptReady+20, count, keptFailures, keptReady+2, r.Build(pinned) != nil, r.Build(lastFailed) != nil, r.Build(lastReady) != nil)
 	}
 }
