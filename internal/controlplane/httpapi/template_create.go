@@ -48,7 +48,7 @@ func (a *API) createTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.InvalidArgument, "name is required"))
 		return
 	}
-	rec, build, err := a.templates.NewBuild(team(r), req.Name, req.Tags, service.BuildSize{CPUCount: req.CPUCount, MemoryMB: req.MemoryMB,
+	rec, build, err := a.templates.NewBuild(r.Context(), team(r), req.Name, req.Tags, service.BuildSize{CPUCount: req.CPUCount, MemoryMB: req.MemoryMB,
 		MaxCPUCount: req.MaxCPUCount, MaxMemoryMB: req.MaxMemoryMB}, req.Isolation)
 	if err != nil {
 		writeError(w, err)

@@ -358,7 +358,7 @@ type BuildSize struct {
 
 // NewBuild makes (or reuses, by name) a team's template and a build of it
 // waiting for its steps. name may carry a tag ("name:tag").
-func (t *Templates) NewBuild(team, name string, tags []string, size BuildSize, isolation string) (template.Record, *template.Build, error) {
+func (t *Templates) NewBuild(ctx context.Context, team, name string, tags []string, size BuildSize, isolation string) (template.Record, *template.Build, error) {
 	if err := t.canBuildHere(); err != nil {
 		return template.Record{}, nil, err
 	}
@@ -381,7 +381,12 @@ func (t *Templates) NewBuild(team, name string, tags []string, size BuildSize, i
 	if hasTag {
 		tags = append([]string{tag}, tags...)
 	}
+	before, _ := t.store.Get(team, base)
 	rec, b, err := t.store.NewBuild(team, base, tags, cpu, memoryMB)
+	if err == nil { // the builds the new one pushed out take their logs along
+		now := buildIDs(rec)
+		t.dropLogs(ctx, rec.ID, slices.DeleteFunc(buildIDs(before), func(id string) bool { return slices.Contains(now, id) }))
+	}
 	if err != nil || isolation == "" && size.MaxCPUCount == 0 && size.MaxMemoryMB == 0 {
 		return rec, b, err
 	}
@@ -690,7 +695,18 @@ func (t *Templates) Delete(ctx context.Context, team, ref string) error {
 	if err := t.store.Delete(team, ref); err != nil {
 		return err
 	}
-	ids := buildIDs(r)
+	t.dropLogs(ctx, r.ID, buildIDs(r))
+	t.collect()
+	return nil
+}
+
+// dropLogs removes the logs of a template's builds that went (the
+// template was deleted, or a new build pushed its oldest out), from
+// memory and the database.
+func (t *Templates) dropLogs(ctx context.Context, templateID string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
 	t.mu.Lock()
 	for _, id := range ids {
 		delete(t.logs, id)
@@ -699,11 +715,9 @@ func (t *Templates) Delete(ctx context.Context, team, ref string) error {
 	if logs := t.logStore(); logs != nil {
 		if err := logs.DeleteBuildLogs(ctx, ids); err != nil {
 			// Uncharged from here on; the age prune removes them.
-			t.log.Error("delete a deleted template's build logs", "template", r.ID, logx.Err(err))
+			t.log.Error("delete the logs of builds that went", "template", templateID, logx.Err(err))
 		}
 	}
-	t.collect()
-	return nil
 }
 
 // logStore is the database that keeps builds' logs (nil: none).
