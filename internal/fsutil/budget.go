@@ -100,6 +100,41 @@ func (b *Budget) Charge(n int64) error {
 	return nil
 }
 
+// Reserve charges n bytes only if they fit under Max (and the Parent's):
+// else it charges nothing and says what is left (QuotaExceeded). A job
+// that knows its size before it writes (a snapshot) takes it whole or not
+// at all, so that a refusal takes nothing from the jobs beside it.
+func (b *Budget) Reserve(n int64) error {
+	if b == nil {
+		return nil
+	}
+	if err := b.Parent.Reserve(n); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.Max > 0 && b.used+n > b.Max {
+		if b.Parent != nil {
+			b.Parent.Refund(n)
+		}
+		return errs.New(errs.QuotaExceeded, "%s: %s more would pass %s, the most allowed; %s are left", b.scope(), sizeOf(n), sizeOf(b.Max), sizeOf(max(b.Max-b.used, 0)))
+	}
+	b.used += n
+	return nil
+}
+
+// Refund gives back n bytes charged before: a job that ended without
+// keeping what it wrote.
+func (b *Budget) Refund(n int64) {
+	if b == nil {
+		return
+	}
+	b.Parent.Refund(n)
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
 // sizeOf says n bytes in MiB, or KiB below one.
 func sizeOf(n int64) string {
 	if n < 1<<20 {

@@ -40,3 +40,40 @@ func TestBudget(t *testing.T) {
 		t.Error("a budget without Max has a Left")
 	}
 }
+
+// TestBudgetReserve: a reservation is taken whole or not at all, from the
+// budget and its parent, and a refund gives it back.
+func TestBudgetReserve(t *testing.T) {
+	t.Parallel()
+	team := &Budget{Max: 100}
+	job := &Budget{Max: 80, Parent: team}
+	steps := []struct {
+		name              string
+		b                 *Budget
+		n                 int64
+		taken             bool
+		teamUsed, jobUsed int64
+	}{
+		{"within both", job, 60, true, 60, 60},
+		{"past the job's own", job, 30, false, 60, 60},
+		{"past the team's, from another job", team, 50, false, 60, 60},
+		{"what the team leaves", team, 40, true, 100, 60},
+		{"nothing left", job, 1, false, 100, 60},
+	}
+	for _, s := range steps {
+		err := s.b.Reserve(s.n)
+		if s.taken != (err == nil) || (err != nil && !errs.Is(err, errs.QuotaExceeded)) {
+			t.Errorf("%s: %v", s.name, err)
+		}
+		if team.Used() != s.teamUsed || job.Used() != s.jobUsed {
+			t.Errorf("%s: team %d, job %d used; want %d, %d", s.name, team.Used(), job.Used(), s.teamUsed, s.jobUsed)
+		}
+	}
+	job.Refund(60)
+	if team.Used() != 40 || job.Used() != 0 {
+		t.Errorf("after the refund: team %d, job %d used", team.Used(), job.Used())
+	}
+	if err := (*Budget)(nil).Reserve(1 << 40); err != nil {
+		t.Errorf("nil: %v", err)
+	}
+}

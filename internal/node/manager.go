@@ -48,6 +48,9 @@ type Templates interface {
 	MergeLayer(lower, upper string) (string, error)
 	VerifyLayer(sum template.LayerSum) error
 	Hold() (release func())
+	// LetGo lets go of a layer a copy committed once its caller named it
+	// or not: it is removed when nothing names or uses it.
+	LetGo(name string, inUse func() map[string]bool)
 	// FetchLayers fetches the layers the node lacks from the cluster's
 	// object store, by their archives' digests.
 	FetchLayers(ctx context.Context, layers []string, blobs map[string]string) error

@@ -32,7 +32,8 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 	default:
 		return Copy{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
-	release := m.templates.Hold()
+	hold := m.templates.Hold()
+	release := hold
 	if sb.info.Phase() == PhaseFiles {
 		// Its files are saved already: the top of its layers.
 		info := sb.info
@@ -45,6 +46,12 @@ func (m *Manager) SaveLayer(ctx context.Context, id string, memory bool) (Copy, 
 	if err != nil {
 		release()
 		return Copy{}, err
+	}
+	// The layer goes at the release unless the caller named it (a
+	// snapshot) or a sandbox uses it (a fork's children).
+	release = func() {
+		hold()
+		m.templates.LetGo(sum.Name, m.LayersInUse)
 	}
 	if !memory {
 		return sandboxes.NewCopy(sb.info, sum, nil, nil, release), nil

@@ -76,7 +76,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	scfg := service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
 		Identity: issuer, SandboxRanges: nodes.SandboxRanges, NodeAddrs: watchNodes(ctx, st, log).Addrs}
 	if bucket != nil { // kept where every node reaches them
-		scfg.Snapshots, scfg.CheckStorage = templates, tpls.CheckStorage
+		scfg.Snapshots, scfg.ReserveStorage = templates, tpls.ReserveStorage
 	}
 	svc = service.New(scfg, st, nodes, secret, log)
 	tpls.Quotas = svc.TeamQuota

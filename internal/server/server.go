@@ -339,7 +339,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	nodeRanges := func() []netip.Prefix { return ranges }
 	svc = service.New(service.Config{Domain: cfg.Domain, CanUseTemplate: tpls.CanUse, MetricsInterval: cfg.MetricsInterval,
-		Snapshots: templates, CheckStorage: tpls.CheckStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
+		Snapshots: templates, ReserveStorage: tpls.ReserveStorage, TeamQuota: cfg.Admission.Team, SecretsKey: key, WebhookAllow: cfg.WebhookAllow,
 		SandboxRanges: nodeRanges, Identity: issuer}, st, mgr, secret, log)
 	tpls.Quotas = svc.TeamQuota
 	volumes := service.NewVolumes(vols, secret)

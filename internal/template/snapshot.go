@@ -80,6 +80,26 @@ func (s *Store) Hold() (release func()) {
 	return s.building.RUnlock
 }
 
+// LetGo lets go of a layer a copy committed (CommitLayer, under Hold)
+// once its caller had it named, or not (a snapshot refused past its
+// team's quota, a fork that failed): a layer that no template build names
+// is collected now, with the sandboxes' layers inUse kept, or, while a
+// build or another copy holds the store, as the last of them ends.
+func (s *Store) LetGo(name string, inUse func() map[string]bool) {
+	s.lockStale()
+	named := false
+	for _, r := range s.templates {
+		for _, b := range r.Builds {
+			named = named || slices.Contains(b.Image.Layers, name)
+		}
+	}
+	if !named {
+		s.stale = true
+	}
+	s.mu.Unlock()
+	s.Tidy(inUse)
+}
+
 // CommitLayer stores a copied sandbox layer (the stage StageLayer gave)
 // by its content and returns its manifest entry. The files the node wrote
 // into every sandbox (hostname, hosts, resolv.conf) are dropped: the next

@@ -8,12 +8,14 @@ import (
 
 // TeamLayerBytes is how much storage a team's templates hold: the bytes
 // of every layer their builds name, each layer once, shared with other
-// teams or not, and of their snapshots' copies of processes.
+// teams or not, and of their snapshots' copies of processes. A snapshot's
+// layer that this process does not hold (an API replica's, in the object
+// store) counts as its record says.
 func (s *Store) TeamLayerBytes(team string) (int64, error) {
 	if err := s.lock(); err != nil {
 		return 0, err
 	}
-	names := map[string]bool{}
+	names, recorded := map[string]bool{}, map[string]int64{}
 	var total int64
 	for _, r := range s.templates {
 		if r.Team != team {
@@ -23,7 +25,11 @@ func (s *Store) TeamLayerBytes(team string) (int64, error) {
 			for _, l := range b.Image.Layers {
 				names[l] = true
 			}
-			if b.Snapshot != nil && b.Snapshot.Image != nil {
+			if b.Snapshot == nil {
+				continue
+			}
+			recorded[b.Snapshot.Layer.Name] = b.Snapshot.Layer.Bytes
+			if b.Snapshot.Image != nil {
 				total += b.Snapshot.Image.Bytes()
 			}
 		}
@@ -33,6 +39,9 @@ func (s *Store) TeamLayerBytes(team string) (int64, error) {
 		n, err := s.layerBytes(name)
 		if err != nil {
 			return 0, err
+		}
+		if n == 0 {
+			n = recorded[name]
 		}
 		total += n
 	}

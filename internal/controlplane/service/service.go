@@ -44,10 +44,11 @@ type Config struct {
 	MetricsInterval time.Duration
 	MetricsKept     int
 	// Snapshots, when set, keeps sandboxes' snapshots (else they are
-	// Unimplemented); CheckStorage, when set, refuses one to a team whose
-	// storage quota is used up (Templates.CheckStorage).
-	Snapshots    Snapshots
-	CheckStorage func(ctx context.Context, team string) error
+	// Unimplemented); ReserveStorage, when set, holds a snapshot's size
+	// of what its team's storage quota leaves, or refuses it
+	// (Templates.ReserveStorage).
+	Snapshots      Snapshots
+	ReserveStorage func(ctx context.Context, team string, estimate int64) (*StorageHold, error)
 	// TeamQuota is every team's quota but where a team's record sets its
 	// own (TeamQuota). The node admits a create against it; where the
 	// store admits too (store.Admitting: a cluster's PostgreSQL), it caps

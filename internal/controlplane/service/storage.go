@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
@@ -12,13 +13,14 @@ import (
 // sandbox's root stacks them all.
 const MaxBuildSteps = 128
 
-// teamBudget is what a team's builds in progress may still store: what
-// its quota had left when the first of them started, shared by all of
-// them (each layer charged as it is written or committed), until the last
-// one ends and its layers count as stored.
+// teamBudget is what a team's builds and snapshots in progress may still
+// store: what its quota had left when the first of them started, shared
+// by all of them (each build's layer charged as it is written or
+// committed, each snapshot's size reserved before it is made), until the
+// last one ends and what they kept counts as stored.
 type teamBudget struct {
 	budget *fsutil.Budget
-	builds int
+	jobs   int
 }
 
 // storageLimit is a team's storage quota in MiB (0: none).
@@ -99,6 +101,23 @@ func (t *Templates) reserveStorage(ctx context.Context, team string, spec *templ
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	tb := t.teamBudget(team, left)
+	if tb.budget.Used() >= tb.budget.Max {
+		t.endJob(team, tb)
+		return nil, errs.New(errs.QuotaExceeded, "team quota: the team's builds and snapshots in progress use the %d MiB its storage quota leaves; wait for them to end", tb.budget.Max>>20)
+	}
+	spec.Budget, spec.StorageBytes = tb.budget, tb.budget.Left()
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.endJob(team, tb)
+	}, nil
+}
+
+// teamBudget is the budget of team's jobs in progress, made with what its
+// quota leaves (left) for the first of them, counting one job more (t.mu
+// held); endJob counts it out.
+func (t *Templates) teamBudget(team string, left int64) *teamBudget {
 	if t.budgets == nil {
 		t.budgets = map[string]*teamBudget{}
 	}
@@ -107,16 +126,80 @@ func (t *Templates) reserveStorage(ctx context.Context, team string, spec *templ
 		tb = &teamBudget{budget: &fsutil.Budget{Max: left, What: "the team's storage quota"}}
 		t.budgets[team] = tb
 	}
-	if tb.budget.Used() >= tb.budget.Max {
-		return nil, errs.New(errs.QuotaExceeded, "team quota: the team's builds in progress use the %d MiB its storage quota leaves; wait for them to end", tb.budget.Max>>20)
-	}
-	tb.builds++
-	spec.Budget, spec.StorageBytes = tb.budget, tb.budget.Left()
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if tb.builds--; tb.builds == 0 {
-			delete(t.budgets, team)
-		}
-	}, nil
+	tb.jobs++
+	return tb
 }
+
+// endJob counts one of a team's jobs out (t.mu held): after the last, what
+// they kept counts as stored.
+func (t *Templates) endJob(team string, tb *teamBudget) {
+	if tb.jobs--; tb.jobs == 0 {
+		delete(t.budgets, team)
+	}
+}
+
+// StorageHold is storage a snapshot in progress reserved of what its
+// team's quota leaves (ReserveStorage): Settle makes it the snapshot's
+// real size, and End gives it back unless the snapshot was kept. A hold
+// of a team without a quota holds nothing.
+type StorageHold struct {
+	t    *Templates
+	team string
+	tb   *teamBudget
+	held int64
+}
+
+// ReserveStorage holds estimate bytes for a snapshot of team's, from what
+// its storage quota leaves beside its builds and snapshots in progress,
+// or refuses it (QuotaExceeded) with nothing held.
+func (t *Templates) ReserveStorage(ctx context.Context, team string, estimate int64) (*StorageHold, error) {
+	left, err := t.storageLeft(ctx, team)
+	if err != nil || left == 0 {
+		return &StorageHold{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tb := t.teamBudget(team, left)
+	if err := tb.budget.Reserve(estimate); err != nil {
+		t.endJob(team, tb)
+		return nil, errs.New(errs.QuotaExceeded, "team quota: the snapshot would store about %s, and the team's storage quota leaves %s beside its builds and snapshots in progress; delete templates, snapshots or volumes to store more",
+			mib(estimate), mib(tb.budget.Max-tb.budget.Used()))
+	}
+	return &StorageHold{t: t, team: team, tb: tb, held: estimate}, nil
+}
+
+// Settle makes the hold the snapshot's real size, or refuses a snapshot
+// larger than what the team's quota leaves (QuotaExceeded), its hold kept
+// until End.
+func (h *StorageHold) Settle(size int64) error {
+	if h.tb == nil {
+		return nil
+	}
+	if more := size - h.held; more <= 0 {
+		h.tb.budget.Refund(-more)
+	} else if err := h.tb.budget.Reserve(more); err != nil {
+		return errs.New(errs.QuotaExceeded, "team quota: the snapshot holds %s, more than the %s the team's storage quota leaves beside its builds and snapshots in progress; nothing of it is kept; delete templates, snapshots or volumes to store more",
+			mib(size), mib(h.held+max(h.tb.budget.Max-h.tb.budget.Used(), 0)))
+	}
+	h.held = size
+	return nil
+}
+
+// End lets the hold go: kept, the snapshot's size stays charged until the
+// team's last job in progress ends (it is stored by then); else it is
+// given back.
+func (h *StorageHold) End(kept bool) {
+	if h.tb == nil {
+		return
+	}
+	if !kept {
+		h.tb.budget.Refund(h.held)
+	}
+	h.t.mu.Lock()
+	defer h.t.mu.Unlock()
+	h.t.endJob(h.team, h.tb)
+	h.tb = nil
+}
+
+// mib says n bytes in MiB, rounded up.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", (n+1<<20-1)>>20) }

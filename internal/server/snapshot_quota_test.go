@@ -1,0 +1,142 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/covesandbox/cove/internal/server"
+)
+
+// TestSnapshotsAgainstQuota: snapshots count in their team's storage
+// quota (64 MiB here) as they are made, concurrent ones included — of
+// four snapshots of 24 MiB each started at once two are kept, the others
+// refused with the quota's 429, nothing of them left in the data directory
+// or the team's list — while the other team's snapshot is made meanwhile;
+// a snapshot whose size is only known once copied (a paused sandbox's)
+// is refused past what is left and removed.
+func TestSnapshotsAgainstQuota(t *testing.T) {
+	s := startWith(t, func(c *server.Config) { c.Admission.Team.StorageMB = 64 })
+	layers := func() []string { return layerDirs(t, filepath.Join(s.dataDir, "templates", "layers")) }
+	snapshotsAgainstQuota(t, []srv{s}, layers)
+}
+
+// snapshotsAgainstQuota runs TestSnapshotsAgainstQuota's checks through
+// apis (taken in turn), layers listing the stored layers wherever the
+// nodes keep them.
+func snapshotsAgainstQuota(t *testing.T, apis []srv, layers func() []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	api := func(i int) srv { return apis[i%len(apis)] }
+	const mib = 24
+	create := func(i int, key string) string {
+		t.Helper()
+		code, m, raw := api(i).do(t, "POST", "/v2/sandboxes", key, `{"timeout":180,"secure":true}`)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, raw)
+		}
+		id := m["sandboxID"].(string)
+		// Incompressible and different in each: no two layers are one.
+		if out, err := run(ctx, api(i+1).url, id, m["envdAccessToken"].(string), fmt.Sprintf("head -c %d /dev/urandom > ~/blob && echo ok", mib<<20)); err != nil || out != "ok\n" {
+			t.Fatalf("write %d MiB: %q %v", mib, out, err)
+		}
+		return id
+	}
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, create(i, keyA))
+	}
+	other := create(0, keyB)
+	before := layers()
+
+	type answer struct {
+		code int
+		raw  []byte
+	}
+	snapshot := func(i int, key, id string) answer {
+		code, _, raw := api(i).do(t, "POST", "/sandboxes/"+id+"/snapshots", key, `{}`)
+		return answer{code, raw}
+	}
+	answers := make([]answer, 4)
+	var otherAnswer answer
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() { answers[i] = snapshot(i, keyA, ids[i]) })
+	}
+	wg.Go(func() { otherAnswer = snapshot(1, keyB, other) })
+	wg.Wait()
+	kept, refused := 0, 0
+	for _, a := range answers {
+		switch {
+		case a.code == 201:
+			kept++
+		case a.code == 429 && strings.Contains(string(a.raw), "team quota") && strings.Contains(string(a.raw), "MiB"):
+			refused++
+		default:
+			t.Errorf("snapshot: %d %s", a.code, a.raw)
+		}
+	}
+	if kept != 2 || refused != 2 {
+		t.Errorf("4 snapshots of %d MiB at once under a quota of 64 MiB: %d kept, %d refused; want 2 and 2", mib, kept, refused)
+	}
+	if otherAnswer.code != 201 {
+		t.Errorf("the other team's snapshot meanwhile: %d %s", otherAnswer.code, otherAnswer.raw)
+	}
+	checkKept := func(when string) {
+		t.Helper()
+		if n := snapshotCount(t, api(0), keyA); n != kept {
+			t.Errorf("%s: the team lists %d snapshots, want the %d kept", when, n, kept)
+		}
+		added := slices.DeleteFunc(layers(), func(l string) bool { return slices.Contains(before, l) })
+		if len(added) != kept+1 {
+			t.Errorf("%s: %d layers more in the data directory, want %d (the kept snapshots and the other team's): %v", when, len(added), kept+1, added)
+		}
+	}
+	checkKept("the snapshots made together")
+
+	// A paused sandbox's size is known once copied: past what the quota
+	// leaves (16 MiB), its copy is refused and removed.
+	if code, _, raw := api(0).do(t, "POST", "/sandboxes/"+ids[4]+"/pause", keyA, `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	if a := snapshot(1, keyA, ids[4]); a.code != 429 || !strings.Contains(string(a.raw), "team quota") {
+		t.Errorf("a paused sandbox's snapshot of %d MiB past the quota: %d %s", mib, a.code, a.raw)
+	}
+	// A running one's is refused before it is made.
+	if a := snapshot(0, keyA, ids[5]); a.code != 429 || !strings.Contains(string(a.raw), "team quota") {
+		t.Errorf("a snapshot of %d MiB past the quota: %d %s", mib, a.code, a.raw)
+	}
+	checkKept("the snapshots past the quota")
+}
+
+// snapshotCount is how many snapshots a team lists.
+func snapshotCount(t *testing.T, s srv, key string) int {
+	t.Helper()
+	code, _, raw := s.do(t, "GET", "/snapshots", key, "")
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); code != 200 || err != nil {
+		t.Fatalf("list snapshots: %d %s", code, raw)
+	}
+	return len(list)
+}
+
+// layerDirs names the entries of a layers directory, stages included.
+func layerDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	return out
+}
