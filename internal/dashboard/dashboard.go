@@ -38,9 +38,15 @@ const (
 	// cookie, which browsers take only from this very host, Secure, for
 	// path / and with no Domain, so a sandbox's page on a sibling host
 	// ({port}-{id}.<domain>) cannot plant one that the dashboard reads
-	// (session fixation).
+	// (session fixation). Over plain HTTP a sibling can plant a
+	// cove_session cookie (Domain=localhost): the session's token in
+	// csrfHeader, which only the dashboard's own page holds, is what
+	// keeps it from being read (authed).
 	secureCookieName = "__Host-cove_session"
 	csrfHeader       = "X-Cove-CSRF"
+	// maxSessionCookies is how many cookies of the session's name a
+	// request may try: the page's own and a few planted beside it.
+	maxSessionCookies = 4
 	// secretName is the store's secret that signs sessions (shared by a
 	// cluster's replicas through its database).
 	secretName = "dashboard-session"
@@ -51,9 +57,13 @@ type API interface {
 	ServeAs(team string, w http.ResponseWriter, r *http.Request)
 }
 
-// NodeStatus is a node as the dashboard shows it.
+// NodeStatus is a node as the dashboard shows it: to the operator with
+// every team's sandboxes, to a team with its own alone.
 type NodeStatus struct {
-	ID                 string         `json:"id"`
+	ID string `json:"id"`
+	// Node is the node's name in sandboxes' records (store.Sandbox.Node):
+	// "" for the node of `cove server`.
+	Node               string         `json:"-"`
 	Drivers            []string       `json:"drivers"`
 	CPUs               int            `json:"cpus"`
 	MemoryMB           int64          `json:"memoryMB"`
@@ -70,8 +80,16 @@ type NodeStatus struct {
 type Config struct {
 	Store store.Store
 	API   API
-	// Nodes reports the nodes sandboxes run on.
+	// Nodes reports the nodes sandboxes run on, with every team's
+	// sandboxes (the operator's view).
 	Nodes func(ctx context.Context) ([]NodeStatus, error)
+	// CanSee reports whether a team may see a template (its own, or a
+	// public one): a team's view of the nodes shows the warm sandboxes
+	// of those alone.
+	CanSee func(team, templateID string) bool
+	// AdminToken, when set, is the operator's token: a login that gives
+	// it too sees every team's sandboxes on the Nodes page.
+	AdminToken string
 	// Usage, when set, is what teams' sandboxes held on the node (cove
 	// server's); a cluster's nodes meter their own (Prometheus).
 	Usage func() []sandboxes.Usage
@@ -156,14 +174,9 @@ func current(r *http.Request) session { s, _ := r.Context().Value(sessionKey{}).
 // and, when the browser says where it comes from, come from this origin.
 func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie(sessionCookie(r).Name)
+		s, err := h.sessionOf(r)
 		if err != nil {
-			writeError(w, errs.New(errs.Unauthenticated, "not logged in"))
-			return
-		}
-		s, err := decodeSession(h.secret, c.Value, time.Now())
-		if err != nil {
-			writeError(w, errs.New(errs.Unauthenticated, "the session is not valid: log in again"))
+			writeError(w, err)
 			return
 		}
 		k, err := h.cfg.Store.APIKey(r.Context(), s.KeyHash)
@@ -176,14 +189,34 @@ func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		connguard.Authenticated(r.Context())
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if !sameOrigin(r) || !equal(r.Header.Get(csrfHeader), s.csrf(h.secret)) {
-				writeError(w, errs.New(errs.PermissionDenied, "missing or wrong %s header (cross-site request?)", csrfHeader))
-				return
-			}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+			writeError(w, errs.New(errs.PermissionDenied, "a change must come from the dashboard's own page (cross-site request?)"))
+			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)))
 	}
+}
+
+// sessionOf is the request's session: of the cookies of the session's
+// name it carries, the one whose token (csrf) the page sent in
+// csrfHeader. Another cookie of that name — one a page on a sibling host
+// planted, holding its own team's session — is never read: that page
+// cannot make the dashboard's page send its token.
+func (h *Handler) sessionOf(r *http.Request) (session, error) {
+	cookies := r.CookiesNamed(sessionCookie(r).Name)
+	if len(cookies) == 0 {
+		return session{}, errs.New(errs.Unauthenticated, "not logged in")
+	}
+	tok := r.Header.Get(csrfHeader)
+	if tok == "" {
+		return session{}, errs.New(errs.Unauthenticated, "no %s header: log in from the dashboard's page", csrfHeader)
+	}
+	for _, c := range cookies[:min(len(cookies), maxSessionCookies)] {
+		if s, err := decodeSession(h.secret, c.Value, time.Now()); err == nil && equal(tok, s.csrf(h.secret)) {
+			return s, nil
+		}
+	}
+	return session{}, errs.New(errs.Unauthenticated, "the session is not valid: log in again")
 }
 
 // sameOrigin reports whether a request the browser marked with its origin
@@ -210,10 +243,15 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		APIKey string `json:"apiKey"`
+		APIKey     string `json:"apiKey"`
+		AdminToken string `json:"adminToken"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
-		writeError(w, errs.New(errs.InvalidArgument, "the body must be {\"apiKey\": \"e2b_…\"}"))
+		writeError(w, errs.New(errs.InvalidArgument, "the body must be {\"apiKey\": \"e2b_…\"}, with \"adminToken\" for the operator"))
+		return
+	}
+	if body.AdminToken != "" && !h.isAdminToken(body.AdminToken) {
+		writeError(w, errs.New(errs.Unauthenticated, "invalid admin token"))
 		return
 	}
 	hash := auth.HashAPIKey(strings.TrimSpace(body.APIKey))
@@ -227,11 +265,27 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	connguard.Authenticated(r.Context())
 	s := newSession(k.Team, hash, h.cfg.SessionTTL)
+	if body.AdminToken != "" {
+		s.Operator = h.operatorDigest()
+	}
 	c := sessionCookie(r)
 	c.Value, c.Expires = s.encode(h.secret), time.Unix(s.Expires, 0)
 	http.SetCookie(w, c)
-	h.cfg.Log.Info("dashboard login", "team", k.Team, "key", k.Name)
-	writeJSON(w, http.StatusOK, map[string]string{"team": s.Team, "csrf": s.csrf(h.secret)})
+	h.cfg.Log.Info("dashboard login", "team", k.Team, "key", k.Name, "operator", s.Operator != "")
+	writeJSON(w, http.StatusOK, map[string]any{"team": s.Team, "csrf": s.csrf(h.secret), "operator": h.operator(s)})
+}
+
+func (h *Handler) isAdminToken(tok string) bool {
+	return h.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.AdminToken)) == 1
+}
+
+// operatorDigest is what an operator's session holds of the admin token.
+func (h *Handler) operatorDigest() string { return sign(h.secret, "operator", h.cfg.AdminToken) }
+
+// operator reports whether s is the operator's: logged in with the admin
+// token the server has now.
+func (h *Handler) operator(s session) bool {
+	return s.Operator != "" && h.cfg.AdminToken != "" && equal(s.Operator, h.operatorDigest())
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
@@ -252,7 +306,7 @@ func sessionCookie(r *http.Request) *http.Cookie {
 
 func (h *Handler) sessionInfo(w http.ResponseWriter, r *http.Request) {
 	s := current(r)
-	writeJSON(w, http.StatusOK, map[string]any{"team": s.Team, "csrf": s.csrf(h.secret), "expires": time.Unix(s.Expires, 0).UTC()})
+	writeJSON(w, http.StatusOK, map[string]any{"team": s.Team, "csrf": s.csrf(h.secret), "expires": time.Unix(s.Expires, 0).UTC(), "operator": h.operator(s)})
 }
 
 // e2b serves E2B's REST API (the path after /dashboard/api/e2b) as the
@@ -266,8 +320,13 @@ func (h *Handler) e2b(w http.ResponseWriter, r *http.Request) {
 	h.cfg.API.ServeAs(current(r).Team, w, r2)
 }
 
+// nodes answers the nodes: with every team's sandboxes and warm ones to
+// the operator, with the session's team's alone to a team.
 func (h *Handler) nodes(w http.ResponseWriter, r *http.Request) {
 	list, err := h.cfg.Nodes(r.Context())
+	if err == nil && !h.operator(current(r)) {
+		err = h.teamView(r.Context(), current(r).Team, list)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -276,6 +335,34 @@ func (h *Handler) nodes(w http.ResponseWriter, r *http.Request) {
 		list = []NodeStatus{}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// teamView makes the nodes' sandboxes team's: its sandboxes' count and
+// limits on each, the warm sandboxes of templates it may see.
+func (h *Handler) teamView(ctx context.Context, team string, nodes []NodeStatus) error {
+	sbs, err := h.cfg.Store.ListSandboxes(ctx, store.ListFilter{Team: team})
+	if err != nil {
+		return err
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		n.Sandboxes, n.CommittedCPUMillis, n.CommittedMemoryMB = 0, 0, 0
+		for _, sb := range sbs {
+			if sb.Node == n.Node {
+				n.Sandboxes++
+				n.CommittedCPUMillis += int64(sb.CPUCount) * 1000
+				n.CommittedMemoryMB += int64(sb.MemoryMB)
+			}
+		}
+		warm := map[string]int{}
+		for id, c := range n.Warm {
+			if h.cfg.CanSee != nil && h.cfg.CanSee(team, id) {
+				warm[id] = c
+			}
+		}
+		n.Warm = warm
+	}
+	return nil
 }
 
 // usage answers the session's team's usage by template: {"metered":

@@ -3,11 +3,14 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +31,12 @@ const testKey = "e2b_1111111111111111111111111111111111111111"
 
 func newTest(t *testing.T) (*httptest.Server, store.Store) {
 	t.Helper()
+	return newTestWith(t, func(*Config) {})
+}
+
+// newTestWith is newTest with its Config edited.
+func newTestWith(t *testing.T, edit func(*Config)) (*httptest.Server, store.Store) {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "cove.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +45,10 @@ func newTest(t *testing.T) (*httptest.Server, store.Store) {
 	if err := st.AddAPIKey(context.Background(), store.APIKey{Hash: auth.HashAPIKey(testKey), Team: "t1", Name: "k", CreatedAt: time.Now().Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(context.Background(), Config{Store: st, API: teamAPI{}, Log: slog.New(slog.DiscardHandler),
-		Nodes: func(context.Context) ([]NodeStatus, error) { return nil, nil }})
+	cfg := Config{Store: st, API: teamAPI{}, Log: slog.New(slog.DiscardHandler),
+		Nodes: func(context.Context) ([]NodeStatus, error) { return nil, nil }}
+	edit(&cfg)
+	h, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +86,14 @@ func TestSessionCookieOverTLS(t *testing.T) {
 	if c.Name != "__Host-cove_session" || !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 		t.Errorf("the cookie over HTTPS: %+v", c)
 	}
-	if resp, _ := send("GET", "/api/session", "", "Cookie", c.Name+"="+c.Value); resp.StatusCode != 200 {
+	var login struct{ CSRF string }
+	if err := json.Unmarshal([]byte(body), &login); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := send("GET", "/api/session", "", "Cookie", c.Name+"="+c.Value, csrfHeader, login.CSRF); resp.StatusCode != 200 {
 		t.Errorf("the session: %d", resp.StatusCode)
 	}
-	if resp, _ := send("GET", "/api/session", "", "Cookie", "cove_session="+c.Value); resp.StatusCode != 401 {
+	if resp, _ := send("GET", "/api/session", "", "Cookie", "cove_session="+c.Value, csrfHeader, login.CSRF); resp.StatusCode != 401 {
 		t.Errorf("a planted cove_session cookie over HTTPS: %d, want 401", resp.StatusCode)
 	}
 }
@@ -133,6 +148,7 @@ func TestSession(t *testing.T) {
 		t.Fatalf("login answer %s", body)
 	}
 	cookie := c.Name + "=" + c.Value
+	session := []string{"Cookie", cookie, csrfHeader, login.CSRF}
 
 	tampered := []byte(c.Value)
 	tampered[3] ^= 1
@@ -142,15 +158,16 @@ func TestSession(t *testing.T) {
 		want               int
 	}{
 		{"no cookie", "GET", "/api/session", nil, 401},
-		{"the session", "GET", "/api/session", []string{"Cookie", cookie}, 200},
-		{"a tampered cookie", "GET", "/api/session", []string{"Cookie", c.Name + "=" + string(tampered)}, 401},
-		{"the API as the team", "GET", "/api/e2b/v2/sandboxes", []string{"Cookie", cookie}, 200},
-		{"a change without the CSRF header", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie}, 403},
-		{"a change with a wrong CSRF header", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie, csrfHeader, "nope"}, 403},
-		{"a change from another site", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie, csrfHeader, login.CSRF, "Sec-Fetch-Site", "cross-site"}, 403},
-		{"a change from another origin", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie, csrfHeader, login.CSRF, "Origin", "http://evil.example"}, 403},
-		{"a change with the CSRF header", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie, csrfHeader, login.CSRF, "Origin", srv.URL}, 200},
-		{"an unknown route", "GET", "/api/nope", []string{"Cookie", cookie}, 404},
+		{"the session", "GET", "/api/session", session, 200},
+		{"the cookie without the session's token", "GET", "/api/session", []string{"Cookie", cookie}, 401},
+		{"a tampered cookie", "GET", "/api/session", []string{"Cookie", c.Name + "=" + string(tampered), csrfHeader, login.CSRF}, 401},
+		{"the API as the team", "GET", "/api/e2b/v2/sandboxes", session, 200},
+		{"a change without the CSRF header", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie}, 401},
+		{"a change with a wrong CSRF header", "DELETE", "/api/e2b/sandboxes/x", []string{"Cookie", cookie, csrfHeader, "nope"}, 401},
+		{"a change from another site", "DELETE", "/api/e2b/sandboxes/x", append(session, "Sec-Fetch-Site", "cross-site"), 403},
+		{"a change from another origin", "DELETE", "/api/e2b/sandboxes/x", append(session, "Origin", "http://evil.example"), 403},
+		{"a change with the CSRF header", "DELETE", "/api/e2b/sandboxes/x", append(session, "Origin", srv.URL), 200},
+		{"an unknown route", "GET", "/api/nope", session, 404},
 	} {
 		resp, body := call(t, tc.method, u+tc.path, "", tc.headers...)
 		if resp.StatusCode != tc.want {
@@ -162,7 +179,7 @@ func TestSession(t *testing.T) {
 	}
 
 	// Keys: made, listed, revoked; revoking the session's own ends it.
-	resp, body = call(t, "POST", u+"/api/keys", `{"name":"second"}`, "Cookie", cookie, csrfHeader, login.CSRF)
+	resp, body = call(t, "POST", u+"/api/keys", `{"name":"second"}`, session...)
 	var made keyJSON
 	if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &made) != nil || !auth.ValidKeyFormat(made.Key) {
 		t.Fatalf("a new key: %d %s", resp.StatusCode, body)
@@ -170,15 +187,15 @@ func TestSession(t *testing.T) {
 	if k, err := st.APIKey(context.Background(), auth.HashAPIKey(made.Key)); err != nil || k.Team != "t1" {
 		t.Errorf("the new key is not the team's: %+v %v", k, err)
 	}
-	_, body = call(t, "GET", u+"/api/keys", "", "Cookie", cookie)
+	_, body = call(t, "GET", u+"/api/keys", "", session...)
 	var keys []keyJSON
 	if json.Unmarshal([]byte(body), &keys) != nil || len(keys) != 2 || !keys[0].Current || keys[1].Current || keys[1].Key != "" {
 		t.Errorf("keys: %s", body)
 	}
-	if resp, _ := call(t, "DELETE", u+"/api/keys/"+auth.HashAPIKey(testKey), "", "Cookie", cookie, csrfHeader, login.CSRF); resp.StatusCode != 204 {
+	if resp, _ := call(t, "DELETE", u+"/api/keys/"+auth.HashAPIKey(testKey), "", session...); resp.StatusCode != 204 {
 		t.Errorf("revoke: %d", resp.StatusCode)
 	}
-	if resp, body := call(t, "GET", u+"/api/session", "", "Cookie", cookie); resp.StatusCode != 401 || !strings.Contains(body, "revoked") {
+	if resp, body := call(t, "GET", u+"/api/session", "", session...); resp.StatusCode != 401 || !strings.Contains(body, "revoked") {
 		t.Errorf("a session of a revoked key: %d %s", resp.StatusCode, body)
 	}
 }
@@ -197,5 +214,130 @@ func TestSessionExpires(t *testing.T) {
 	}
 	if s.csrf(secret) == newSession("t", "h", time.Hour).csrf(secret) {
 		t.Error("two sessions share a CSRF token")
+	}
+}
+
+const otherKey = "e2b_3333333333333333333333333333333333333333" // team t2's
+
+// loginAs logs in with key (and the admin token, when given) and returns
+// the session's cookie and token.
+func loginAs(t *testing.T, srv *httptest.Server, key, adminToken string) (cookie, token string) {
+	t.Helper()
+	body := `{"apiKey":"` + key + `"}`
+	if adminToken != "" {
+		body = `{"apiKey":"` + key + `","adminToken":"` + adminToken + `"}`
+	}
+	resp, raw := call(t, "POST", srv.URL+Prefix+"/login", body, "Origin", srv.URL)
+	var login struct{ CSRF string }
+	if resp.StatusCode != 200 || len(resp.Cookies()) != 1 || json.Unmarshal([]byte(raw), &login) != nil {
+		t.Fatalf("login: %d %s", resp.StatusCode, raw)
+	}
+	return resp.Cookies()[0].Name + "=" + resp.Cookies()[0].Value, login.CSRF
+}
+
+// TestPlantedSession: a page on a sibling host ({port}-{id}.localhost)
+// can plant a cove_session cookie over plain HTTP, holding its own team's
+// valid session; the dashboard never reads it — alone (the victim's page
+// holds no token of it), or beside the victim's own session, whose token
+// the victim's page sends.
+func TestPlantedSession(t *testing.T) {
+	t.Parallel()
+	srv, st := newTest(t)
+	if err := st.AddAPIKey(context.Background(), store.APIKey{Hash: auth.HashAPIKey(otherKey), Team: "t2", Name: "attacker", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	planted, attackerToken := loginAs(t, srv, otherKey, "")
+	victim, victimToken := loginAs(t, srv, testKey, "")
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		team    string // "": not logged in
+	}{
+		{"the planted cookie alone", []string{"Cookie", planted}, ""},
+		{"the planted cookie, the victim's page's token of none", []string{"Cookie", planted, csrfHeader, ""}, ""},
+		{"the planted cookie with the victim's token", []string{"Cookie", planted, csrfHeader, victimToken}, ""},
+		{"the planted cookie first, then the victim's", []string{"Cookie", planted + "; " + victim, csrfHeader, victimToken}, "t1"},
+		{"the victim's cookie first, then the planted one", []string{"Cookie", victim + "; " + planted, csrfHeader, victimToken}, "t1"},
+		{"both cookies and no token", []string{"Cookie", planted + "; " + victim}, ""},
+		{"the attacker's own page, his cookie and token", []string{"Cookie", planted, csrfHeader, attackerToken}, "t2"},
+	} {
+		resp, body := call(t, "GET", srv.URL+Prefix+"/api/e2b/v2/sandboxes", "", tc.headers...)
+		switch {
+		case tc.team == "" && resp.StatusCode != 401:
+			t.Errorf("%s: %d %s, want 401", tc.name, resp.StatusCode, body)
+		case tc.team != "" && (resp.StatusCode != 200 || !strings.Contains(body, `"team":"`+tc.team+`"`)):
+			t.Errorf("%s: %d %s, want team %s", tc.name, resp.StatusCode, body, tc.team)
+		}
+	}
+}
+
+// TestNodesView: a team's view of the nodes counts its own sandboxes and
+// shows the warm sandboxes of the templates it may see; the operator's
+// (a login with the admin token) shows every team's; a wrong admin token
+// logs in no one.
+func TestNodesView(t *testing.T) {
+	t.Parallel()
+	const admin = "admin-token-0123456789abcdef0123456789"
+	all := []NodeStatus{
+		{ID: "n1", Node: "n1", CPUs: 8, MemoryMB: 16384, CommittedCPUMillis: 6000, CommittedMemoryMB: 3072, Sandboxes: 3, Warm: map[string]int{"t1-tpl": 1, "t2-tpl": 2, "base": 1}},
+		{ID: "n2", Node: "n2", CPUs: 8, MemoryMB: 16384, CommittedCPUMillis: 2000, CommittedMemoryMB: 1024, Sandboxes: 1, Warm: map[string]int{"t2-tpl": 1}},
+	}
+	srv, st := newTestWith(t, func(c *Config) {
+		c.AdminToken = admin
+		c.Nodes = func(context.Context) ([]NodeStatus, error) {
+			out := slices.Clone(all)
+			for i := range out {
+				out[i].Warm = maps.Clone(out[i].Warm)
+			}
+			return out, nil
+		}
+		c.CanSee = func(team, id string) bool { return id == "base" || strings.HasPrefix(id, team+"-") }
+	})
+	ctx := context.Background()
+	if err := st.AddAPIKey(ctx, store.APIKey{Hash: auth.HashAPIKey(otherKey), Team: "t2", Name: "other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for i, sb := range []store.Sandbox{{Team: "t1", Node: "n1"}, {Team: "t2", Node: "n1"}, {Team: "t2", Node: "n1"}, {Team: "t2", Node: "n2"}} {
+		sb.ID, sb.TemplateID, sb.State, sb.CPUCount, sb.MemoryMB = fmt.Sprint("sb", i), "base", "running", 2, 1024
+		sb.StartedAt, sb.EndAt = time.Now(), time.Now().Add(time.Hour)
+		if err := st.InsertSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodesOf := func(cookie, token string) []NodeStatus {
+		t.Helper()
+		resp, body := call(t, "GET", srv.URL+Prefix+"/api/nodes", "", "Cookie", cookie, csrfHeader, token)
+		var out []NodeStatus
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &out) != nil {
+			t.Fatalf("nodes: %d %s", resp.StatusCode, body)
+		}
+		return out
+	}
+	type view struct {
+		sandboxes int
+		cpu, mem  int64
+		warm      map[string]int
+	}
+	for _, tc := range []struct {
+		name, key, admin string
+		want             []view
+	}{
+		{"team t1", testKey, "", []view{{1, 2000, 1024, map[string]int{"t1-tpl": 1, "base": 1}}, {0, 0, 0, map[string]int{}}}},
+		{"team t2", otherKey, "", []view{{2, 4000, 2048, map[string]int{"t2-tpl": 2, "base": 1}}, {1, 2000, 1024, map[string]int{"t2-tpl": 1}}}},
+		{"the operator", testKey, admin, []view{{3, 6000, 3072, all[0].Warm}, {1, 2000, 1024, all[1].Warm}}},
+	} {
+		got := nodesOf(loginAs(t, srv, tc.key, tc.admin))
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s: %+v", tc.name, got)
+		}
+		for i, w := range tc.want {
+			g := got[i]
+			if g.Sandboxes != w.sandboxes || g.CommittedCPUMillis != w.cpu || g.CommittedMemoryMB != w.mem || !maps.Equal(g.Warm, w.warm) || g.CPUs != 8 {
+				t.Errorf("%s: node %s is %+v, want %+v", tc.name, g.ID, g, w)
+			}
+		}
+	}
+	if resp, body := call(t, "POST", srv.URL+Prefix+"/login", `{"apiKey":"`+testKey+`","adminToken":"wrong"}`, "Origin", srv.URL); resp.StatusCode != 401 || len(resp.Cookies()) != 0 {
+		t.Errorf("a login with a wrong admin token: %d %s", resp.StatusCode, body)
 	}
 }

@@ -13,12 +13,15 @@ import (
 
 // session is what the dashboard's cookie holds, signed: the team and the
 // hash of the API key it logged in with (a revoked key ends its sessions),
-// until when it holds, and a random nonce.
+// until when it holds, and a random nonce; Operator, for a login that gave
+// the operator's token too, is a digest of that token (another token
+// ends the session's operator view).
 type session struct {
-	Team    string `json:"t"`
-	KeyHash string `json:"k"`
-	Expires int64  `json:"e"` // unix seconds
-	Nonce   string `json:"n"`
+	Team     string `json:"t"`
+	KeyHash  string `json:"k"`
+	Expires  int64  `json:"e"` // unix seconds
+	Nonce    string `json:"n"`
+	Operator string `json:"o,omitempty"`
 }
 
 var b64 = base64.RawURLEncoding
@@ -42,9 +45,12 @@ func (s session) encode(secret []byte) string {
 	return p + "." + sign(secret, "session", p)
 }
 
-// csrf is the token the session's state-changing requests carry in a
-// header: a page of another origin can send the cookie but cannot read
-// this (no CORS), so it cannot send the header.
+// csrf is the token every request of the session carries in a header
+// (csrfHeader), which the page keeps in its own origin's storage: a page
+// of another origin can send the cookie, and one on a sibling host can
+// even plant a cookie of the session's name over plain HTTP, but neither
+// can read this (no CORS) nor write the dashboard origin's storage, so a
+// request whose cookie and header do not match is no session's.
 func (s session) csrf(secret []byte) string {
 	b, _ := json.Marshal(s)
 	return sign(secret, "csrf", string(b))

@@ -105,11 +105,11 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, Nodes: func(ctx context.Context) ([]dashboard.NodeStatus, error) {
+	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, CanSee: tpls.Visible, AdminToken: cfg.AdminToken, Nodes: func(ctx context.Context) ([]dashboard.NodeStatus, error) {
 		members, err := st.Members(ctx)
 		out := make([]dashboard.NodeStatus, len(members))
 		for i, m := range members {
-			out[i] = dashboard.NodeStatus{ID: m.ID, Drivers: m.Drivers, CPUs: m.CPUs, MemoryMB: m.MemoryMB, CommittedCPUMillis: m.CommittedCPUMillis,
+			out[i] = dashboard.NodeStatus{ID: m.ID, Node: m.ID, Drivers: m.Drivers, CPUs: m.CPUs, MemoryMB: m.MemoryMB, CommittedCPUMillis: m.CommittedCPUMillis,
 				CommittedMemoryMB: m.CommittedMemoryMB, Sandboxes: m.Sandboxes, Warm: m.Warm, HeartbeatAge: m.Age.Seconds()}
 		}
 		return out, err

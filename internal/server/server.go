@@ -374,7 +374,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	files := httpapi.NewVolumeFiles(vols.Locate, log)
 	api := httpapi.New(svc, tpls, volumes, files.Files, st, log)
 	api.AdminToken = cfg.AdminToken
-	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, Nodes: func(context.Context) ([]dashboard.NodeStatus, error) {
+	dash, err := dashboard.New(ctx, dashboard.Config{Store: st, API: api, Log: log, CanSee: tpls.Visible, AdminToken: cfg.AdminToken, Nodes: func(context.Context) ([]dashboard.NodeStatus, error) {
 		l := mgr.Load()
 		return []dashboard.NodeStatus{{ID: "this server", Drivers: mgr.Isolations(), CPUs: l.CPUs, MemoryMB: l.MemoryMB,
 			CommittedCPUMillis: l.CommittedCPUMillis, CommittedMemoryMB: l.CommittedMemoryMB, Sandboxes: l.Sandboxes, Warm: l.Warm}}, nil

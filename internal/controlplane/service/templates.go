@@ -117,6 +117,13 @@ func NewTemplates(ctx context.Context, st *template.Store, b Builder, inUse func
 // Wait waits for the builds in progress (they end with the service's ctx).
 func (t *Templates) Wait() { t.wg.Wait() }
 
+// Visible reports whether team may see template id: its own, or a
+// public one (nothing is prepared or built).
+func (t *Templates) Visible(team, id string) bool {
+	r, err := t.store.Get(team, id)
+	return err == nil && (r.Team == team || r.Public)
+}
+
 // CanUse reports whether team may start sandboxes from ref. A built-in
 // recipe not built yet starts building: the answer says so. One built from
 // an older version of its recipe is rebuilt (refresh), and serves

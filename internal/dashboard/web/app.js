@@ -1,15 +1,20 @@
 // Cove's dashboard: one page, no build step. It logs in with an API key
-// (the server keeps the session in an HttpOnly cookie), then calls E2B's
+// (the server keeps the session in an HttpOnly cookie, and the page the
+// session's token in this origin's storage, sent with every call: a
+// cookie a sandbox's page on a sibling host plants is no session without
+// it), then calls E2B's
 // REST API as the session's team under /dashboard/api/e2b/, and Cove's own
 // /dashboard/api/ for API keys and nodes. Every value shown goes through
 // esc() or textContent: sandboxes' metadata and logs are the users'.
 import { Terminal } from './vendor/xterm.mjs';
 
 const E2B = '/dashboard/api/e2b';
+const TOKEN = 'cove.session';
 const $ = (sel) => document.querySelector(sel);
 const view = () => $('#view');
 let team = '';
-let csrf = '';
+let csrf = localStorage.getItem(TOKEN) || '';
+let operator = false;
 let timers = [];
 let cleanups = [];
 
@@ -21,7 +26,7 @@ class LoggedOut extends Error {}
 async function api(method, path, body) {
   const headers = {};
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (method !== 'GET') headers['X-Cove-CSRF'] = csrf;
+  if (csrf) headers['X-Cove-CSRF'] = csrf;
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
   if (r.status === 401 && !path.endsWith('/login')) {
     showLogin();
@@ -48,6 +53,8 @@ function report(err) {
 // ---- login ----
 
 function showLogin() {
+  csrf = '';
+  localStorage.removeItem(TOKEN);
   stopView();
   $('#top').hidden = true;
   view().innerHTML = '';
@@ -58,10 +65,12 @@ function showLogin() {
 async function login(ev) {
   ev.preventDefault();
   const key = $('#api-key').value.trim();
+  const adminToken = $('#admin-token').value.trim();
   $('#login-error').textContent = '';
   try {
-    const { data } = await api('POST', '/dashboard/login', { apiKey: key });
+    const { data } = await api('POST', '/dashboard/login', adminToken ? { apiKey: key, adminToken } : { apiKey: key });
     $('#api-key').value = '';
+    $('#admin-token').value = '';
     start(data);
   } catch (err) {
     $('#login-error').textContent = err.message;
@@ -70,7 +79,9 @@ async function login(ev) {
 
 function start(session) {
   csrf = session.csrf;
+  localStorage.setItem(TOKEN, csrf);
   team = session.team;
+  operator = session.operator === true;
   $('#team').textContent = session.team;
   $('#login-view').hidden = true;
   $('#top').hidden = false;
@@ -79,7 +90,6 @@ function start(session) {
 
 async function logout() {
   try { await api('POST', '/dashboard/logout'); } catch (err) { /* the session may be gone already */ }
-  csrf = '';
   showLogin();
 }
 
@@ -513,6 +523,8 @@ const bar = (used, total) => `<div class="bar" title="${esc(used)} of ${esc(tota
 async function nodesPage() {
   view().innerHTML = `<h1>Nodes</h1><p id="error" class="error"></p>
 <div class="scroll"><table id="nodes"><thead><tr><th>Node</th><th>Drivers</th><th>Sandboxes</th><th>Warm</th><th>CPU promised</th><th></th><th>Memory promised</th><th></th><th>Last heartbeat</th></tr></thead><tbody></tbody></table></div>
+<p class="hint" id="scope">${operator ? 'Every team\'s sandboxes and warm sandboxes (you logged in as the operator).'
+    : `Your team's sandboxes alone, and the warm sandboxes of its templates and the built-in ones; promised is what the limits of your team's sandboxes add up to. The operator (logged in with the admin token) sees every team's.`}</p>
 <p class="hint" id="overcommit">Promised is what the limits of the node's sandboxes (warm ones included) add up to. CPU may be promised
 beyond the node's cores, and that is no fault: a limit is a ceiling (each sandbox gets at most its CPUs), sandboxes seldom use it
 all at once, and when they do they share the cores by weight, each running slower. Memory may be promised up to
@@ -534,7 +546,10 @@ all at once, and when they do they share the cores by weight, each running slowe
 $('#login-form').addEventListener('submit', login);
 $('#logout').addEventListener('click', logout);
 window.addEventListener('hashchange', route);
-fetch('/dashboard/api/session', { credentials: 'same-origin' })
-  .then((r) => (r.ok ? r.json() : null))
-  .then((s) => (s ? start(s) : showLogin()))
-  .catch(() => showLogin());
+if (csrf) {
+  api('GET', '/dashboard/api/session')
+    .then(({ data }) => start(data))
+    .catch(() => showLogin());
+} else {
+  showLogin();
+}
