@@ -80,6 +80,7 @@ func RunAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc = service.New(scfg, st, nodes, secret, log)
 	tpls.Quotas = svc.TeamQuota
+	tpls.Holds = st // snapshots through every replica count in their team's quota
 	vols := nodes.Volumes(st)
 	volumes := service.NewVolumes(vols, secret)
 	volumes.CheckStorage, tpls.VolumeBytes = tpls.CheckStorage, volumes.TeamBytes

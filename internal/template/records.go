@@ -75,6 +75,17 @@ func (s *Store) lock() error {
 	return nil
 }
 
+// Generation is the generation of the shared records this store holds,
+// read again first: what it counts (TeamLayerBytes) reflects that
+// generation or a later one.
+func (s *Store) Generation() (int64, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return s.gen, nil
+}
+
 // lockStale takes the store's lock for a read that cannot fail: records
 // that cannot be read again are served as last read.
 func (s *Store) lockStale() {

@@ -28,7 +28,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string, mem
 			return template.Record{}, err
 		}
 	}
-	defer func() { hold.End(err == nil) }()
+	defer func() { hold.End(ctx, err == nil) }()
 	save := func() (sandboxes.Copy, error) { return s.node.SaveLayer(ctx, id, memory) }
 	if sh, ok := s.node.(sharer); ok {
 		save = func() (sandboxes.Copy, error) { return sh.ShareLayer(ctx, id, memory) }
@@ -40,7 +40,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, team, id, name string, mem
 	// Released after the record names the copy, or at once: the node
 	// removes what nothing names.
 	defer c.Release()
-	if err := hold.Settle(copySize(c)); err != nil {
+	if err := hold.Settle(ctx, copySize(c)); err != nil {
 		s.log.Info("snapshot refused past the team's storage quota", logx.SandboxID(id), "bytes", copySize(c), logx.Err(err))
 		return template.Record{}, err
 	}

@@ -2,10 +2,15 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
+	"github.com/covesandbox/cove/internal/ids"
+	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/template"
 )
 
@@ -141,13 +146,24 @@ func (t *Templates) endJob(team string, tb *teamBudget) {
 // StorageHold is storage a snapshot in progress reserved of what its
 // team's quota leaves (ReserveStorage): Settle makes it the snapshot's
 // real size, and End gives it back unless the snapshot was kept. A hold
-// of a team without a quota holds nothing.
+// of a team without a quota holds nothing. It is kept in the team's
+// budget here, or, where the store keeps holds (Templates.Holds: a
+// cluster's database), there as id, for every replica to count.
 type StorageHold struct {
 	t    *Templates
 	team string
 	tb   *teamBudget
+	id   string
 	held int64
 }
+
+// holdTTL bounds a hold in the database that a replica never let go (it
+// died mid-snapshot); holdTries is how often a hold is asked again while
+// the templates' records change under it.
+const (
+	holdTTL   = time.Hour
+	holdTries = 8
+)
 
 // ReserveStorage holds estimate bytes for a snapshot of team's, from what
 // its storage quota leaves beside its builds and snapshots in progress,
@@ -157,38 +173,93 @@ func (t *Templates) ReserveStorage(ctx context.Context, team string, estimate in
 	if err != nil || left == 0 {
 		return &StorageHold{}, err
 	}
+	refused := func(free int64) error {
+		return errs.New(errs.QuotaExceeded, "team quota: the snapshot would store about %s, and the team's storage quota leaves %s beside its builds and snapshots in progress; delete templates, snapshots or volumes to store more",
+			mib(estimate), mib(max(free, 0)))
+	}
+	if t.Holds != nil {
+		h := &StorageHold{t: t, team: team, id: ids.New("", 20)}
+		if err := h.holdShared(ctx, estimate, refused); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tb := t.teamBudget(team, left)
 	if err := tb.budget.Reserve(estimate); err != nil {
 		t.endJob(team, tb)
-		return nil, errs.New(errs.QuotaExceeded, "team quota: the snapshot would store about %s, and the team's storage quota leaves %s beside its builds and snapshots in progress; delete templates, snapshots or volumes to store more",
-			mib(estimate), mib(tb.budget.Max-tb.budget.Used()))
+		return nil, refused(tb.budget.Max - tb.budget.Used())
 	}
 	return &StorageHold{t: t, team: team, tb: tb, held: estimate}, nil
+}
+
+// holdShared holds n bytes in the store's holds, or refuses them with
+// refused(what is free) past what the quota leaves beside the team's
+// other holds.
+// The team's stored templates are counted before the database's lock is
+// taken (counting reads the records through the store's own connection)
+// at a generation of the records the hold then checks: a snapshot kept
+// meanwhile, whose hold went, makes it count again.
+func (h *StorageHold) holdShared(ctx context.Context, n int64, refused func(free int64) error) error {
+	for try := 1; ; try++ {
+		gen, err := h.t.store.Generation()
+		if err != nil {
+			return err
+		}
+		left, err := h.t.storageLeft(ctx, h.team)
+		if err != nil {
+			return err
+		}
+		err = h.t.Holds.HoldStorage(ctx, h.team, h.id, n, holdTTL, gen, func(held int64) error {
+			if left > 0 && held+n > left {
+				return refused(left - held)
+			}
+			return nil
+		})
+		if err == nil {
+			h.held = n
+		}
+		if !errors.Is(err, store.ErrRecordsChanged) || try == holdTries {
+			return err
+		}
+	}
 }
 
 // Settle makes the hold the snapshot's real size, or refuses a snapshot
 // larger than what the team's quota leaves (QuotaExceeded), its hold kept
 // until End.
-func (h *StorageHold) Settle(size int64) error {
+func (h *StorageHold) Settle(ctx context.Context, size int64) error {
+	refused := func(free int64) error {
+		return errs.New(errs.QuotaExceeded, "team quota: the snapshot holds %s, more than the %s the team's storage quota leaves beside its builds and snapshots in progress; nothing of it is kept; delete templates, snapshots or volumes to store more",
+			mib(size), mib(max(free, 0)))
+	}
+	if h.id != "" {
+		return h.holdShared(ctx, size, refused)
+	}
 	if h.tb == nil {
 		return nil
 	}
 	if more := size - h.held; more <= 0 {
 		h.tb.budget.Refund(-more)
 	} else if err := h.tb.budget.Reserve(more); err != nil {
-		return errs.New(errs.QuotaExceeded, "team quota: the snapshot holds %s, more than the %s the team's storage quota leaves beside its builds and snapshots in progress; nothing of it is kept; delete templates, snapshots or volumes to store more",
-			mib(size), mib(h.held+max(h.tb.budget.Max-h.tb.budget.Used(), 0)))
+		return refused(h.held + h.tb.budget.Max - h.tb.budget.Used())
 	}
 	h.held = size
 	return nil
 }
 
-// End lets the hold go: kept, the snapshot's size stays charged until the
-// team's last job in progress ends (it is stored by then); else it is
-// given back.
-func (h *StorageHold) End(kept bool) {
+// End lets the hold go: kept, the snapshot's size stays charged here
+// until the team's last job in progress ends (it is stored by then), or
+// in the store's holds until its record counts (it does by now); else it
+// is given back.
+func (h *StorageHold) End(ctx context.Context, kept bool) {
+	if h.id != "" {
+		if err := h.t.Holds.ReleaseStorage(context.WithoutCancel(ctx), h.id); err != nil {
+			h.t.log.Warn("let a snapshot's storage hold go", "team", h.team, logx.Err(err))
+		}
+		return
+	}
 	if h.tb == nil {
 		return
 	}

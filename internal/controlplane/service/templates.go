@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/sandboxes"
@@ -51,6 +52,10 @@ type Templates struct {
 	// VolumeBytes, when set, is what a team's volumes take: its storage
 	// quota counts them beside its layers and uploads.
 	VolumeBytes func(ctx context.Context, team string) (int64, error)
+
+	// Holds, when set, keeps snapshots' storage holds where every API
+	// replica counts them (a cluster's database; storage.go).
+	Holds store.StorageHolds
 
 	mu   sync.Mutex
 	logs map[string]*buildLog // by build id

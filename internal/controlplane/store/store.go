@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/template"
 	"github.com/covesandbox/cove/internal/volume"
@@ -341,6 +342,27 @@ type Admitting interface {
 	// other records hold, lets it (else admit's error, nothing recorded).
 	InsertSandboxAdmitted(ctx context.Context, s Sandbox, admit func(TeamUse) error) error
 }
+
+// StorageHolds is a store that keeps what teams' snapshots in progress
+// hold of their storage quota where every API replica sees it
+// (PostgreSQL: a cluster's), so that snapshots made through different
+// replicas at once never pass a team's quota together.
+type StorageHolds interface {
+	// HoldStorage holds n bytes of team's storage for the job id (its hold
+	// changed to n when it has one) until ttl from now, if admit, given
+	// what the team's other holds add up to, lets it (else admit's error,
+	// nothing changed), and if the templates' records are still at
+	// generation gen (else ErrRecordsChanged: what admit was told of the
+	// team's stored templates may miss one whose hold went meanwhile).
+	// One team's holds are taken one at a time.
+	HoldStorage(ctx context.Context, team, id string, n int64, ttl time.Duration, gen int64, admit func(held int64) error) error
+	// ReleaseStorage lets a job's hold go (an unknown one is no error).
+	ReleaseStorage(ctx context.Context, id string) error
+}
+
+// ErrRecordsChanged: the templates' records changed since the generation
+// a hold was asked at; ask again.
+var ErrRecordsChanged = errs.New(errs.Unavailable, "the templates' records changed meanwhile: try again")
 
 // Member is a node of a cluster as it last reported itself.
 type Member struct {
