@@ -175,3 +175,48 @@ func TestClusterSnapshotsAgainstQuota(t *testing.T) {
 	}
 	snapshotsAgainstQuota(t, c.apis, layers)
 }
+
+// TestSnapshotsOfProcessesAgainstQuota: on gVisor a snapshot keeps the
+// sandbox's processes too, and the memory they hold counts: of two
+// snapshots made at once of a sandbox holding 40 MiB in memory, under a
+// quota of 64 MiB, one is kept and the other refused with the quota's 429,
+// leaving no copy of its processes on the node.
+func TestSnapshotsOfProcessesAgainstQuota(t *testing.T) {
+	runsc, agent := repoBin("runsc"), repoBin("cove-sandbox")
+	if runsc == "" || agent == "" {
+		t.Skip("bin/runsc or bin/cove-sandbox is missing: make test builds them")
+	}
+	s := startWith(t, func(c *server.Config) {
+		c.Runsc, c.SandboxBinary = runsc, agent
+		c.Admission.Team.StorageMB = 64
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	code, m, raw := s.do(t, "POST", "/v2/sandboxes", keyA, `{"timeout":120,"metadata":{"cove.isolation":"gvisor"}}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	id, tok := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	if out, err := run(ctx, s.url, id, tok, fmt.Sprintf("head -c %d /dev/urandom > /dev/shm/held && echo ok", 40<<20)); err != nil || out != "ok\n" {
+		t.Fatalf("hold 40 MiB: %q %v", out, err)
+	}
+	images := func() []string { return layerDirs(t, filepath.Join(s.dataDir, "templates", "images")) }
+	before := len(images())
+	codes := make([]int, 2)
+	bodies := make([][]byte, 2)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() { codes[i], _, bodies[i] = s.do(t, "POST", "/sandboxes/"+id+"/snapshots", keyA, `{}`) })
+	}
+	wg.Wait()
+	slices.Sort(codes)
+	if codes[0] != 201 || codes[1] != 429 {
+		t.Errorf("two snapshots of 40 MiB of processes at once under 64 MiB: %v %s %s, want one 201 and one 429", codes, bodies[0], bodies[1])
+	}
+	if n := snapshotCount(t, s, keyA); n != 1 {
+		t.Errorf("the team lists %d snapshots, want 1", n)
+	}
+	if n := len(images()) - before; n != 1 {
+		t.Errorf("%d copies of processes more in the data directory, want the kept one's: %v", n, images())
+	}
+}
