@@ -197,6 +197,7 @@ func (t *Templates) ReserveStorage(ctx context.Context, team string, estimate in
 // holdShared holds n bytes in the store's holds, or refuses them with
 // refused(what is free) past what the quota leaves beside the team's
 // other holds.
+//
 // The team's stored templates are counted before the database's lock is
 // taken (counting reads the records through the store's own connection)
 // at a generation of the records the hold then checks: a snapshot kept
