@@ -109,37 +109,10 @@ func TestCloseEndsBackoff(t *testing.T) {
 	}
 }
 
-// dialFrom opens n connections to addr from the loopback address from.
-func dialFrom(t *testing.T, from, addr string, n int) []net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-	var out []net.Conn
-	for range n {
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		out = append(out, c)
-	}
-	return out
-}
-
 // closed counts the connections the server closed (a read ends at once
 // rather than waiting).
 func closed(conns []net.Conn) int {
-	n := 0
-	for _, c := range conns {
-		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		var b [1]byte
-		if _, err := c.Read(b[:]); err != nil {
-			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() {
-				n++
-			}
-		}
-	}
-	return n
+	return len(conns) - testkit.StillOpen(conns, 50*time.Millisecond)
 }
 
 // TestCaps: connections not yet authenticated are held up to the cap per
@@ -184,7 +157,7 @@ func TestCaps(t *testing.T) {
 			}()
 			var conns []net.Conn
 			for _, src := range tc.sources {
-				conns = append(conns, dialFrom(t, src, tcp.Addr().String(), 1)...)
+				conns = append(conns, testkit.DialFrom(t, src, tcp.Addr().String(), 1)...)
 			}
 			if !testkit.Wait(10*time.Second, func() bool { s := g.Status(); return s.Unauthenticated+int(s.Refused) == len(tc.sources) }) {
 				t.Fatalf("status: %+v", g.Status())
@@ -205,7 +178,7 @@ func TestCaps(t *testing.T) {
 			if s := g.Status(); s.Unauthenticated != tc.held-1 {
 				t.Fatalf("after one authenticated: held %d", s.Unauthenticated)
 			}
-			again := dialFrom(t, tc.sources[0], tcp.Addr().String(), 1)
+			again := testkit.DialFrom(t, tc.sources[0], tcp.Addr().String(), 1)
 			if !testkit.Wait(10*time.Second, func() bool { return g.Status().Unauthenticated == tc.held }) || closed(again) != 0 {
 				t.Errorf("a new connection after one authenticated: %+v", g.Status())
 			}
@@ -242,9 +215,9 @@ func TestWait(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	addr := tcp.Addr().String()
 
-	silent := dialFrom(t, "127.0.0.2", addr, 1)
+	silent := testkit.DialFrom(t, "127.0.0.2", addr, 1)
 	get := func(path string) net.Conn {
-		c := dialFrom(t, "127.0.0.3", addr, 1)[0]
+		c := testkit.DialFrom(t, "127.0.0.3", addr, 1)[0]
 		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil || resp.StatusCode != 200 {
@@ -291,12 +264,12 @@ func TestEviction(t *testing.T) {
 			t.Fatalf("status: %+v", g.Status())
 		}
 	}
-	flood := dialFrom(t, "127.0.0.2", addr, 5)
+	flood := testkit.DialFrom(t, "127.0.0.2", addr, 5)
 	settled(5)
-	other := dialFrom(t, "127.0.0.3", addr, 1)
+	other := testkit.DialFrom(t, "127.0.0.3", addr, 1)
 	settled(6)
 	// Full: 127.0.0.4, holding none, takes 127.0.0.2's oldest.
-	first := dialFrom(t, "127.0.0.4", addr, 1)
+	first := testkit.DialFrom(t, "127.0.0.4", addr, 1)
 	settled(7)
 	if s := g.Status(); s.Unauthenticated != 6 || s.Evicted != 1 || s.Refused != 0 {
 		t.Errorf("after an eviction: %+v", s)
@@ -306,7 +279,7 @@ func TestEviction(t *testing.T) {
 	}
 	// Another from 127.0.0.4 (which holds 2 then, 127.0.0.2 3); the next
 	// would leave both holding 3: refused.
-	again := dialFrom(t, "127.0.0.4", addr, 2)
+	again := testkit.DialFrom(t, "127.0.0.4", addr, 2)
 	settled(9)
 	if s := g.Status(); s.Unauthenticated != 6 || s.Evicted != 2 || s.Refused != 1 || closed(again[:1]) != 0 || closed(again[1:]) != 1 {
 		t.Errorf("evictions until both hold as many: %+v", s)

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"errors"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -36,9 +34,9 @@ func TestClusterFlood(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conns := silent(t, "127.0.0.2", u.Host, 40)
+		conns := testkit.DialFrom(t, "127.0.0.2", u.Host, 40)
 		var open int
-		if !testkit.Wait(20*time.Second, func() bool { open = stillOpen(conns); return open == 8 }) {
+		if !testkit.Wait(20*time.Second, func() bool { open = testkit.StillOpen(conns, 20*time.Millisecond); return open == 8 }) {
 			t.Errorf("%s: %d of 40 connections without a credential held, want 8", target, open)
 		}
 	}
@@ -51,37 +49,4 @@ func TestClusterFlood(t *testing.T) {
 			t.Errorf("kill under the flood: %d %s", code, raw)
 		}
 	}
-}
-
-// silent opens n connections from the loopback address from to addr that
-// send nothing; they close with the test.
-func silent(t *testing.T, from, addr string, n int) []net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-	var out []net.Conn
-	for range n {
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		out = append(out, c)
-	}
-	return out
-}
-
-// stillOpen counts the connections the server has not closed: a read
-// waits rather than ending at once.
-func stillOpen(conns []net.Conn) int {
-	n := 0
-	for _, c := range conns {
-		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		var b [1]byte
-		_, err := c.Read(b[:])
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			n++
-		}
-	}
-	return n
 }
