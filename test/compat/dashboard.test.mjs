@@ -181,11 +181,9 @@ test('a build in progress is cancelled from its template\'s page', async () => {
   assert.equal((await call('POST', `/v2${build}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['echo sleeping; sleep 600'] }] })).status, 202);
   await step('cancel a build', async () => {
     await page.goto(`${base}/dashboard`);
-    if (await page.locator('#api-key').isVisible()) {
-      await page.fill('#api-key', key);
-      await page.click('#login');
-      await page.locator('#sandboxes').waitFor();
-    }
+    await page.fill('#api-key', key);
+    await page.click('#login');
+    await page.locator('#sandboxes').waitFor();
     await page.goto(`${base}/dashboard/#/template/${created.templateID}`);
     await page.locator('#build-log', { hasText: 'sleeping' }).waitFor();
     page.once('dialog', (d) => d.accept());
@@ -193,6 +191,8 @@ test('a build in progress is cancelled from its template\'s page', async () => {
     await page.locator('#builds tbody tr', { hasText: 'error' }).waitFor();
     await page.locator('#build-log', { hasText: 'cancelled' }).waitFor();
     assert.equal(await page.locator('#builds button[data-cancel]').count(), 0, 'a Cancel button is left');
+    await page.click('#logout');
+    await page.locator('#api-key').waitFor();
   });
   const { data: st } = await call('GET', `${build}/status`);
   assert.equal(st.status, 'error');
