@@ -189,9 +189,14 @@ func TestCluster(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 || len(resp.Cookies()) != 1 {
 		t.Fatalf("dashboard login: %v %v", resp, err)
 	}
+	var session struct{ CSRF string } // the page's token, sent with every request
+	if err := json.NewDecoder(resp.Body).Decode(&session); err != nil || session.CSRF == "" {
+		t.Fatalf("dashboard login's answer: %v", err)
+	}
 	resp.Body.Close()
 	nodesReq, _ := http.NewRequest("GET", apis[1].url+"/dashboard/api/nodes", nil)
 	nodesReq.AddCookie(resp.Cookies()[0])
+	nodesReq.Header.Set("X-Cove-CSRF", session.CSRF)
 	if resp, err := http.DefaultClient.Do(nodesReq); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the dashboard's nodes through the other replica: %v %v", resp, err)
 	} else {

@@ -594,12 +594,14 @@ func TestKeyAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var session struct{ CSRF string } // the page's token, sent with every request
+	err = json.NewDecoder(resp.Body).Decode(&session)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
-		t.Fatalf("dashboard login: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 || err != nil {
+		t.Fatalf("dashboard login: %d, cookies %v, %v", resp.StatusCode, resp.Cookies(), err)
 	}
 	jar := resp.Cookies()[0].Name + "=" + resp.Cookies()[0].Value
-	if code, raw := call(t, "GET", u+"/dashboard/api/e2b/api-keys", nil, "Cookie", jar); code != 200 || strings.Count(raw, `"id"`) != 1 {
+	if code, raw := call(t, "GET", u+"/dashboard/api/e2b/api-keys", nil, "Cookie", jar, "X-Cove-CSRF", session.CSRF); code != 200 || strings.Count(raw, `"id"`) != 1 {
 		t.Errorf("the dashboard's session lists its team's keys: %d %s", code, raw)
 	}
 }
