@@ -85,13 +85,12 @@ func (a *API) templateBuildStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	// The page goes as logEntries (what the SDKs read) and, E2B's older
-	// form of the same lines, as logs: both bounded by the page.
+	// The log goes once, as logEntries (what the SDKs read); logs, E2B's
+	// older form of the same lines, stays empty.
 	out := templateBuildInfo{TemplateID: r.PathValue("templateID"), BuildID: st.Build.ID, Status: st.Build.Status,
 		Logs: []string{}, LogEntries: []buildLogEntry{}}
 	for _, e := range st.Logs {
 		out.LogEntries = append(out.LogEntries, buildLogEntry{Timestamp: service.LogTime(e), Level: e.Level, Message: e.Message, Step: e.Step})
-		out.Logs = append(out.Logs, e.Message)
 	}
 	if st.Build.Status == template.StatusError {
 		out.Reason = &buildReason{Message: st.Build.Reason, Step: st.Build.ReasonStep, LogEntries: []buildLogEntry{}}
