@@ -46,6 +46,9 @@ func snapshotsAgainstQuota(t *testing.T, apis []srv, layers func() []string, clu
 			t.Fatalf("create: %d %s", code, raw)
 		}
 		id := m["sandboxID"].(string)
+		// Killed before the servers stop, which leave sandboxes running
+		// for the next start to adopt.
+		t.Cleanup(func() { api(i).do(t, "DELETE", "/sandboxes/"+id, key, "") })
 		// Incompressible and different in each: no two layers are one.
 		if out, err := run(ctx, api(i+1).url, id, m["envdAccessToken"].(string), fmt.Sprintf("head -c %d /dev/urandom > ~/blob && echo ok", mib<<20)); err != nil || out != "ok\n" {
 			t.Fatalf("write %d MiB: %q %v", mib, out, err)
