@@ -120,6 +120,11 @@ func (ca *CA) Issue(names []string, validity time.Duration) (tls.Certificate, er
 	if err != nil {
 		return tls.Certificate{}, err
 	}
+	return ca.issue(names, key, validity)
+}
+
+// issue makes a server certificate for names with key.
+func (ca *CA) issue(names []string, key *ecdsa.PrivateKey, validity time.Duration) (tls.Certificate, error) {
 	tpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{Organization: []string{"Cove"}, CommonName: names[0]},

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/covesandbox/cove/internal/connguard"
@@ -44,37 +46,88 @@ func serveTLS(cfg Config, handler http.Handler, guard *connguard.Guard, errc cha
 }
 
 // tlsConfig is the HTTPS listener's certificate: the operator's (certFile,
-// keyFile), or one for api.<domain>, *.<domain> and <domain> issued by a
-// local CA Cove keeps in <dataDir>/tls (made on first use; clients trust
-// its ca.pem, e.g. with NODE_EXTRA_CA_CERTS). caPath is "" with the
-// operator's certificate.
+// keyFile), or certificates issued by a local CA Cove keeps in
+// <dataDir>/tls (made on first use; clients trust its ca.pem, e.g. with
+// NODE_EXTRA_CA_CERTS): one for <domain>, api.<domain> and *.<domain>, and
+// one for each sandbox host {port}-{id}.<domain> a client names (SNI),
+// since OpenSSL, rustls and Node refuse *.localhost for
+// 8080-<id>.localhost (a wildcard directly under a single-label name).
+// caPath is "" with the operator's certificate.
 func tlsConfig(dataDir, domain, certFile, keyFile string) (cfg *tls.Config, caPath string, err error) {
-	var cert tls.Certificate
 	if certFile != "" || keyFile != "" {
 		if certFile == "" || keyFile == "" {
 			return nil, "", errors.New("--tls-cert and --tls-key go together")
 		}
-		if cert, err = tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
 			return nil, "", fmt.Errorf("load the TLS certificate: %w", err)
 		}
-	} else {
-		host := domain
-		if h, _, err := net.SplitHostPort(domain); err == nil {
-			host = h
-		}
-		dir := filepath.Join(dataDir, "tls")
-		ca, err := localca.Load(dir, "Cove local CA")
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, "", nil
+	}
+	host := domain
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	dir := filepath.Join(dataDir, "tls")
+	ca, err := localca.Load(dir, "Cove local CA")
+	if err != nil {
+		return nil, "", err
+	}
+	names := []string{host, "api." + host, "*." + host}
+	if net.ParseIP(host) != nil {
+		names = []string{host}
+	}
+	cert, err := ca.Issue(names, certValidity)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if net.ParseIP(host) == nil {
+		hosts, err := ca.Leaves(maxHostCerts, certValidity)
 		if err != nil {
 			return nil, "", err
 		}
-		names := []string{host, "api." + host, "*." + host}
-		if net.ParseIP(host) != nil {
-			names = []string{host}
+		cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			name := strings.ToLower(hello.ServerName)
+			if !sandboxHost(name, host) {
+				return nil, nil // the certificate above
+			}
+			return hosts.Get(name)
 		}
-		if cert, err = ca.Issue(names, 365*24*time.Hour); err != nil {
-			return nil, "", err
-		}
-		caPath = filepath.Join(dir, localca.CertFile)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, caPath, nil
+	return cfg, filepath.Join(dir, localca.CertFile), nil
+}
+
+// certValidity is how long the local CA's server certificates are good
+// for; a sandbox host's is made again after half of it.
+const certValidity = 365 * 24 * time.Hour
+
+// maxHostCerts bounds the sandbox hosts' certificates kept, 3.5 KiB each:
+// clients name hosts before they authenticate, so past it the least
+// recently named is made again when next named. Making one (an ECDSA P-256
+// signature, which Go checks, and parsing) took 0.2 ms of CPU here, a
+// fifth of what a handshake costs its two ends.
+const maxHostCerts = 1024
+
+// sandboxHost reports whether name is {port}-{id}.<domainHost>, a sandbox
+// host as the SDKs name it (the id may carry E2B's -<clientID>): a port of
+// 1 to 65535 written as a number is, and one DNS label of lowercase
+// letters, digits and hyphens.
+func sandboxHost(name, domainHost string) bool {
+	label, ok := strings.CutSuffix(name, "."+domainHost)
+	if !ok || label == "" || len(label) > 63 {
+		return false
+	}
+	portStr, id, ok := strings.Cut(label, "-")
+	port, err := strconv.Atoi(portStr)
+	if !ok || err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != portStr || id == "" || strings.HasSuffix(id, "-") {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
