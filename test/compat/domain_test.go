@@ -16,14 +16,16 @@ import (
 // and the key alone, so the SDK calls https://api.<domain> and
 // https://49983-<id>.<domain>, served over TLS with a certificate from the
 // server's local CA, which Node trusts through NODE_EXTRA_CA_CERTS; and
-// the Python SDK's transport test over TLS.
+// the Python SDK's transport test and HTTPS to a sandbox's port over TLS.
 func TestDomainMode(t *testing.T) {
 	srv, domain := startDomainServer(t)
 	npmInstall(t)
 	runNode(t, domainEnv(srv, domain), "domain.test.mjs")
 	// The Python SDK (its HTTP client, rustls, reads SSL_CERT_FILE): HTTP/2
-	// by ALPN, for the API and the agent alike.
-	runPytest(t, append(domainEnv(srv, domain), "SSL_CERT_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")), "test_transport.py")
+	// by ALPN, for the API and the agent alike; and a sandbox's port at
+	// https://{get_host(port)} with Python's ssl, curl and Node.
+	ca := filepath.Join(srv.DataDir, "tls", "ca.pem")
+	runPytest(t, append(domainEnv(srv, domain), "SSL_CERT_FILE="+ca, "COMPAT_CA_FILE="+ca), "test_transport.py", "test_https.py")
 	if left := srv.Leftovers(); len(left) > 0 {
 		t.Errorf("the suite left sandboxes behind: %v", left)
 	}

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,13 +24,21 @@ const venvPython = "py/.venv/bin/python"
 
 // TestOfficialPythonSDK runs the Python half of the suite (py/, pytest,
 // every test with the SDK's sync and its async client) against a server
-// on namespaces, and its lifecycle file (pauses, snapshots, forks: where
+// on namespaces (test_https.py once more with E2B_DOMAIN alone, the SDK
+// itself over HTTPS), and its lifecycle file (pauses, snapshots, forks: where
 // the drivers differ) against one on gVisor, whose copies keep their
 // processes.
 func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("namespaces", func(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
-		runPytest(t, sdkEnv(srv.Addr), "test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py")
+		ca := filepath.Join(srv.DataDir, "tls", "ca.pem")
+		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_CA_FILE="+ca),
+			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py")
+		// E2B's domain mode with a single-label domain: E2B_DOMAIN alone,
+		// the SDK (rustls) calls https://api.localhost:<port> and
+		// https://49983-<id>.localhost:<port>, the port that speaks HTTPS too.
+		_, port, _ := net.SplitHostPort(srv.Addr)
+		runPytest(t, []string{"E2B_DOMAIN=localhost:" + port, "E2B_API_KEY=" + apiKey, "SSL_CERT_FILE=" + ca, "COMPAT_CA_FILE=" + ca}, "test_https.py")
 		runReadmeSnippet(t, sdkEnv(srv.Addr), "python", "base")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)
