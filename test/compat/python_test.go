@@ -26,8 +26,8 @@ const venvPython = "py/.venv/bin/python"
 // every test with the SDK's sync and its async client) against a server
 // on namespaces (test_https.py once more with E2B_DOMAIN alone, the SDK
 // itself over HTTPS), and its lifecycle file (pauses, snapshots, forks: where
-// the drivers differ) against one on gVisor, whose copies keep their
-// processes.
+// the drivers differ) and test_https.py against one on gVisor, whose
+// copies keep their processes.
 func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("namespaces", func(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
@@ -53,7 +53,8 @@ func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("gvisor", func(t *testing.T) {
 		testutil.NeedRunsc(t)
 		srv := testutil.StartServer(t, apiKey, "--default-isolation", "gvisor")
-		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES=1"), "test_lifecycle.py")
+		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES=1", "COMPAT_CA_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")),
+			"test_lifecycle.py", "test_https.py")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
