@@ -95,12 +95,19 @@ func (m *Manager) end(ctx context.Context, sb *sandbox, exit isolation.Exit) err
 	return nil
 }
 
-// expire is the reaper: a sandbox's timer fired. One with AutoPause is
-// paused instead (killed if that fails).
+// expire is the reaper: a sandbox's timer fired.
 func (m *Manager) expire(id string) {
+	if err := m.timeUp(id); err != nil {
+		m.log.Error("end expired sandbox", logx.SandboxID(id), logx.Err(err))
+	}
+}
+
+// timeUp ends a sandbox's time: one with AutoPause is paused (killed if
+// that fails), any other killed. One paused meanwhile stays paused.
+func (m *Manager) timeUp(id string) error {
 	sb := m.lookup(id)
 	if sb == nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -110,18 +117,19 @@ func (m *Manager) expire(id string) {
 			pause = m.PauseFiles
 		}
 		info, err := pause(ctx, id)
-		if err == nil {
+		switch {
+		case err == nil:
 			m.log.Info("sandbox paused at its timeout", logx.SandboxID(id))
 			if m.cfg.OnState != nil {
 				m.cfg.OnState(info)
 			}
-			return
+			return nil
+		case errs.Is(err, errs.Conflict):
+			return nil // paused already: nothing runs to end
 		}
 		m.log.Error("pause at the timeout; killing instead", logx.SandboxID(id), logx.Err(err))
 	}
-	if err := m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: "timeout"}); err != nil {
-		m.log.Error("end expired sandbox", logx.SandboxID(id), logx.Err(err))
-	}
+	return m.end(ctx, sb, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: "timeout"})
 }
 
 // watch ends a sandbox whose init died on its own (agent crash, OOM of the

@@ -8,9 +8,36 @@ import (
 )
 
 // SetTimeout makes a running sandbox end timeout from now (it may shorten
-// its life, as E2B's POST /sandboxes/{id}/timeout does).
+// its life, as E2B's POST /sandboxes/{id}/timeout does). A timeout of 0 or
+// less ends its time now, as its timer would: it is paused or killed as its
+// lifecycle says before SetTimeout returns the sandbox as it is then.
 func (m *Manager) SetTimeout(_ context.Context, id string, timeout time.Duration) (Info, error) {
+	if timeout <= 0 {
+		return m.endNow(id)
+	}
 	return m.retime(id, timeout, false)
+}
+
+// endNow ends a running sandbox's time now (timeUp).
+func (m *Manager) endNow(id string) (Info, error) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	sb.mu.Lock()
+	state := sb.info.State
+	if state == StateRunning {
+		sb.timer.Stop()
+		sb.info.EndAt = time.Now().UTC()
+	}
+	sb.mu.Unlock()
+	if state != StateRunning {
+		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, state)
+	}
+	if err := m.timeUp(id); err != nil {
+		return Info{}, err
+	}
+	return sb.snapshot(), nil
 }
 
 // ExtendTimeout moves a running sandbox's end to timeout from now unless

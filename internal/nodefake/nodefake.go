@@ -171,9 +171,30 @@ func (n *Node) retime(method, id string, timeout time.Duration, extend bool) (sa
 	return *info, nil
 }
 
-// SetTimeout makes a running sandbox end timeout from now.
+// SetTimeout makes a running sandbox end timeout from now; 0 or less ends
+// it now as a node's timer would: paused with AutoPause, else killed (it
+// leaves the table).
 func (n *Node) SetTimeout(_ context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
-	return n.retime("SetTimeout", id, timeout, false)
+	if timeout > 0 {
+		return n.retime("SetTimeout", id, timeout, false)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info, err := n.lookup("SetTimeout", id)
+	if err != nil {
+		return sandboxes.Info{}, err
+	}
+	if info.State != sandboxes.StateRunning {
+		return sandboxes.Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, info.State)
+	}
+	info.EndAt = time.Now()
+	if info.AutoPause {
+		info.State = sandboxes.StatePaused
+		return *info, nil
+	}
+	delete(n.sandboxes, id)
+	info.State, info.Exit = sandboxes.StateKilled, isolation.Exit{Reason: isolation.ExitDestroyed, Detail: "timeout"}
+	return *info, nil
 }
 
 // ExtendTimeout moves a running sandbox's end to timeout from now unless

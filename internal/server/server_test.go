@@ -171,7 +171,8 @@ func TestAPIErrors(t *testing.T) {
 		{"time out another team's sandbox", "POST", "/sandboxes/" + id + "/timeout", keyB, `{"timeout":1}`, 404, "not found"},
 		{"connect another team's sandbox", "POST", "/sandboxes/" + id + "/connect", keyB, `{"timeout":10}`, 404, "not found"},
 		{"metrics of another team's sandbox", "GET", "/sandboxes/" + id + "/metrics", keyB, "", 404, "not found"},
-		{"negative timeout update", "POST", "/sandboxes/" + id + "/timeout", keyA, `{"timeout":-1}`, 400, "greater than 0"},
+		{"timeout update without a timeout", "POST", "/sandboxes/" + id + "/timeout", keyA, `{}`, 400, "timeout is required"},
+		{"timeout of 0 of another team's sandbox", "POST", "/sandboxes/" + id + "/timeout", keyB, `{"timeout":0}`, 404, "not found"},
 		{"auto-pause without memory and auto-resume", "POST", "/v2/sandboxes", keyA, `{"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}}`, 400, "cannot be combined"},
 		{"auto-resume without auto-pause", "POST", "/v2/sandboxes", keyA, `{"autoResume":{"enabled":true}}`, 400, "autoResume needs autoPause"},
 		{"mount an unknown volume", "POST", "/v2/sandboxes", keyA, `{"volumeMounts":[{"name":"nope","path":"/data"}]}`, 400, "not found"},
@@ -210,6 +211,15 @@ func TestAPIErrors(t *testing.T) {
 	}
 	if code, _, _ := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 		t.Errorf("kill: %d", code)
+	}
+	// A timeout below 0 ends a sandbox now, as E2B's does: killed (no
+	// auto-pause) before the answer.
+	ended := s.create(t, keyA)["sandboxID"].(string)
+	if code, _, raw := s.do(t, "POST", "/sandboxes/"+ended+"/timeout", keyA, `{"timeout":-1}`); code != 204 {
+		t.Errorf("timeout of -1: %d %s, want 204", code, raw)
+	}
+	if code, _, raw := s.do(t, "GET", "/sandboxes/"+ended, keyA, ""); code != 404 {
+		t.Errorf("after a timeout of -1: %d %s, want 404", code, raw)
 	}
 	if left := s.leftovers(); len(left) != 0 {
 		t.Errorf("after the kill the node holds %v", left)

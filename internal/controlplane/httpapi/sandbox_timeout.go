@@ -7,7 +7,9 @@ import (
 )
 
 // setTimeout serves POST /sandboxes/{id}/timeout {"timeout": s}: the
-// sandbox now ends timeout seconds from now (it may shorten its life).
+// sandbox now ends timeout seconds from now (it may shorten its life). As
+// on E2B, 0 or less ends it now: paused or killed as its lifecycle says,
+// before the answer (the SDKs' set_timeout(0)).
 func (a *API) setTimeout(w http.ResponseWriter, r *http.Request) {
 	id, err := sandboxID(r)
 	if err != nil {

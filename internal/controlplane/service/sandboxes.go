@@ -313,8 +313,12 @@ func (s *Service) Kill(ctx context.Context, team, id string) error {
 	return err
 }
 
-// SetTimeout makes the sandbox end timeout from now.
+// SetTimeout makes the sandbox end timeout from now; a timeout of 0 or
+// less ends it now (endNow).
 func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.Duration) error {
+	if timeout <= 0 {
+		return s.endNow(ctx, team, id)
+	}
 	cur, err := s.retime(ctx, team, id, timeout, s.node.SetTimeout)
 	if err != nil {
 		return err

@@ -181,9 +181,21 @@ func TestLifecycle(t *testing.T) {
 		{"another team's", func(ctx context.Context, svc *service.Service, id string) error {
 			return svc.Kill(ctx, "u", id)
 		}, errs.NotFound, "running"},
-		{"a timeout of none", func(ctx context.Context, svc *service.Service, id string) error {
+		{"a timeout of none ends it now", func(ctx context.Context, svc *service.Service, id string) error {
 			return svc.SetTimeout(ctx, "t", id, 0)
-		}, errs.InvalidArgument, "running"},
+		}, 0, ""},
+		{"a timeout below none too", func(ctx context.Context, svc *service.Service, id string) error {
+			return svc.SetTimeout(ctx, "t", id, -time.Second)
+		}, 0, ""},
+		{"another team's timeout of none", func(ctx context.Context, svc *service.Service, id string) error {
+			return svc.SetTimeout(ctx, "u", id, 0)
+		}, errs.NotFound, "running"},
+		{"a paused one's timeout of none", func(ctx context.Context, svc *service.Service, id string) error {
+			if err := svc.Pause(ctx, "t", id, true); err != nil {
+				return err
+			}
+			return svc.SetTimeout(ctx, "t", id, 0)
+		}, errs.NotFound, "paused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -229,6 +241,44 @@ func TestTimeouts(t *testing.T) {
 	}
 	if err := svc.SetTimeout(ctx, "t", sb.ID, time.Second); err != nil || !end().Before(long) {
 		t.Errorf("setting less did not move the end: %v", err)
+	}
+}
+
+// TestTimeoutOfNone: a timeout of 0 ends a sandbox now as its lifecycle
+// says (E2B's set_timeout(0)): one with auto-pause is paused and its record
+// says so before the call returns; create, connect, resume and fork still
+// refuse 0.
+func TestTimeoutOfNone(t *testing.T) {
+	t.Parallel()
+	svc, n, st := newService(t, service.Config{})
+	ctx := context.Background()
+	sb := create(t, svc, func(r *service.CreateRequest) { r.AutoPause = true })
+	if err := svc.SetTimeout(ctx, "t", sb.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	info, err := n.Get(ctx, sb.ID)
+	rec, rerr := st.Sandbox(ctx, sb.ID)
+	if err != nil || rerr != nil || info.State != sandboxes.StatePaused || rec.State != sandboxes.StatePaused {
+		t.Fatalf("after a timeout of 0: node %v (%v), record %v (%v), want both paused", info.State, err, rec.State, rerr)
+	}
+	for name, call := range map[string]func() error{
+		"create": func() error {
+			_, err := svc.Create(ctx, request(func(r *service.CreateRequest) { r.Timeout = 0 }))
+			return err
+		},
+		"connect": func() error {
+			_, _, err := svc.Connect(ctx, "t", sb.ID, 0, false)
+			return err
+		},
+		"resume": func() error { _, err := svc.Resume(ctx, "t", sb.ID, 0, false); return err },
+		"fork": func() error {
+			_, err := svc.Fork(ctx, "t", sb.ID, 1, 0)
+			return err
+		},
+	} {
+		if err := call(); !errs.Is(err, errs.InvalidArgument) {
+			t.Errorf("%s with a timeout of 0: %v, want invalid argument", name, err)
+		}
 	}
 }
 
