@@ -9,13 +9,14 @@ import (
 	pb "github.com/covesandbox/cove/sdk/go/envdpb/process"
 )
 
-// List returns the processes that are still running, ordered by pid.
+// List returns the processes that are still running (not reaped), ordered
+// by pid.
 func (s *Service) List(ctx context.Context, req *connect.Request[pb.ListRequest]) (*connect.Response[pb.ListResponse], error) {
 	s.mu.Lock()
 	out := make([]*pb.ProcessInfo, 0, len(s.procs))
 	for _, p := range s.procs {
 		select {
-		case <-p.exited:
+		case <-p.reaped:
 			continue
 		default:
 		}

@@ -33,12 +33,13 @@ type proc struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	end    *pb.ProcessEvent_EndEvent // set once the process has ended
+	reaped chan struct{}             // closed once its wait status is in: the pid is gone
 	exited chan struct{}             // closed after end is set and sent
 	stdinM sync.Mutex                // serializes writes and close of stdin
 }
 
 func newProc(cfg *pb.ProcessConfig, tag *string) *proc {
-	return &proc{config: cfg, tag: tag, subs: map[*subscriber]struct{}{}, exited: make(chan struct{})}
+	return &proc{config: cfg, tag: tag, subs: map[*subscriber]struct{}{}, reaped: make(chan struct{}), exited: make(chan struct{})}
 }
 
 // subscribe registers a new stream; ended reports whether the process is

@@ -89,14 +89,15 @@ func (s *Service) find(sel *pb.ProcessSelector) (*proc, error) {
 	}
 }
 
-// findRunning is find restricted to processes that have not ended.
+// findRunning is find restricted to processes that have not ended (not
+// reaped yet).
 func (s *Service) findRunning(sel *pb.ProcessSelector) (*proc, error) {
 	p, err := s.find(sel)
 	if err != nil {
 		return nil, err
 	}
 	select {
-	case <-p.exited:
+	case <-p.reaped:
 		return nil, errs.New(errs.NotFound, "process %d is not running", p.pid)
 	default:
 		return p, nil

@@ -215,6 +215,7 @@ func (s *Service) supervise(p *proc, wait <-chan unix.WaitStatus, outs []output,
 		close(drained)
 	}()
 	ws := <-wait
+	close(p.reaped)
 	// A background child may keep the output open after the process ended:
 	// give readers a moment, then cut them off (they drain what is buffered).
 	select {
