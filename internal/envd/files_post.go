@@ -4,12 +4,12 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -144,7 +144,7 @@ func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]s
 		path = real
 	} else if st, lerr := os.Lstat(path); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
 		// A dangling link: the file is made where it leads, if the user may.
-		if err := rewriteInPlace(path, os.O_CREATE, body, meta); err != nil {
+		if err := writeInPlace(path, nil, body, meta); err != nil {
 			return uploadedFile{}, err
 		}
 		return uploadedFile{Path: path, Name: filepath.Base(path), Type: "file", Metadata: filesystem.ReadMetadata(path)}, nil
@@ -163,94 +163,92 @@ func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]s
 	if err := filesystem.MkdirAllOwned(filepath.Dir(path), u); err != nil {
 		return uploadedFile{}, err
 	}
-	if old != nil {
-		// The user must be allowed to write the file itself, not only its
-		// directory: the upload replaces its content.
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return uploadedFile{}, filesystem.PathError(path, err)
-		}
-		f.Close()
-	}
-	if err := replaceFile(path, old, u, body, meta); err != nil {
+	if err := writeInPlace(path, old, body, meta); err != nil {
 		return uploadedFile{}, err
 	}
 	return uploadedFile{Path: asked, Name: filepath.Base(asked), Type: "file", Metadata: filesystem.ReadMetadata(path)}, nil
 }
 
-// replaceFile writes body and meta to a new file beside path and renames it
-// over path, so a failed upload (no space, a broken stream) leaves path as
-// it was and takes no space. The new file keeps the old one's mode and
-// owner; where it could not (another user's file the user may write, or a
-// directory the user may not create in) the old file is rewritten in
-// place, as before.
-func replaceFile(path string, old os.FileInfo, u identity.User, body io.Reader, meta map[string]string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filesystem.UploadTempPrefix+filepath.Base(path)+filesystem.UploadTempSuffix+"*")
+// writeInPlace writes body and meta to the file at path (old: what was
+// there, nil for none) in place, as E2B's agent does: a new file is
+// created, an existing one keeps its inode (hard links, open descriptors
+// and a watch on it see the new content), its owner and its mode. Its
+// steps are envd's, so a watcher sees what envd's writes show: CREATE,
+// CHMOD, WRITE for a new file; CHMOD, WRITE for an existing one (its
+// truncation and the writes, which the kernel merges when no one has read
+// them yet); a CHMOD for each metadata key set or cleared.
+//
+// Nothing is written beside the file and renamed over it (as up to
+// ae22c8e): such a write showed as a rename, left a temporary file in the
+// directory for its time, broke hard links and watches on the file, and
+// held the old and the new content on disk at once. As on E2B, a body
+// that breaks off or a disk that fills up leaves an existing file with
+// what was written of it; a new file is removed.
+func writeInPlace(path string, old os.FileInfo, body io.Reader, meta map[string]string) error {
+	f, created, err := openInPlace(path, old)
 	if err != nil {
-		if old != nil && errors.Is(err, os.ErrPermission) {
-			return rewriteInPlace(path, 0, body, meta)
-		}
 		return filesystem.PathError(path, err)
 	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	mode := os.FileMode(0o644)
-	if old != nil {
-		mode = old.Mode().Perm()
-		if st, ok := old.Sys().(*syscall.Stat_t); ok && (st.Uid != u.UID || st.Gid != u.GID) {
-			if u.UID != 0 {
-				tmp.Close()
-				os.Remove(tmp.Name())
-				done = true
-				return rewriteInPlace(path, 0, body, meta)
-			}
-			if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
-				return filesystem.PathError(path, err)
-			}
-		}
+	err = fillInPlace(f, path, created, body)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = filesystem.PathError(path, cerr)
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		return filesystem.PathError(path, err)
+	if err == nil {
+		err = replaceMetadata(path, meta)
 	}
-	if err := copyBody(tmp, body, path); err != nil {
-		return err
+	if err != nil && created {
+		os.Remove(path) // a failed upload leaves no new file
 	}
-	if err := setMetadata(tmp.Name(), meta); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return filesystem.PathError(path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return filesystem.PathError(path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return filesystem.PathError(path, err)
-	}
-	done = true
-	return nil
+	return err
 }
 
-// rewriteInPlace truncates path (flags may add O_CREATE) and writes body
-// to it: its owner and mode stay, its old metadata goes.
-func rewriteInPlace(path string, flags int, body io.Reader, meta map[string]string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|flags, 0o644)
+// openInPlace opens path for writing: made anew (created) when old is nil,
+// else the file there, which the user must be allowed to write itself
+// (not only its directory).
+func openInPlace(path string, old os.FileInfo) (f *os.File, created bool, err error) {
+	if old == nil {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err == nil, err
+		}
+		// Made meanwhile, or a dangling link: written through.
+	}
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	return f, false, err
+}
+
+// fillInPlace sets f's permission bits again (envd's chown: a new file's
+// are 0644 whatever the umask; an existing file's set-user and set-group
+// id bits go, as a chown clears them — only its owner may, and anyone
+// else's write clears them in the kernel), truncates an existing file and
+// writes body to it.
+func fillInPlace(f *os.File, path string, created bool, body io.Reader) error {
+	st, err := f.Stat()
 	if err != nil {
 		return filesystem.PathError(path, err)
 	}
-	if err := copyBody(f, body, path); err != nil {
-		f.Close()
-		return err
+	perm := st.Mode().Perm()
+	if created {
+		perm = 0o644
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Chmod(perm); err != nil && !errors.Is(err, fs.ErrPermission) {
 		return filesystem.PathError(path, err)
 	}
+	if !created {
+		if err := f.Truncate(0); err != nil {
+			return filesystem.PathError(path, err)
+		}
+	}
+	return copyBody(f, body, path)
+}
+
+// replaceMetadata gives path meta as its whole metadata: the keys of an
+// earlier upload or set inside go.
+func replaceMetadata(path string, meta map[string]string) error {
 	for k := range filesystem.ReadMetadata(path) {
+		if _, ok := meta[k]; ok {
+			continue // set again below
+		}
 		if err := unix.Removexattr(path, filesystem.MetadataXattrPrefix+k); err != nil && !errors.Is(err, unix.ENODATA) {
 			return filesystem.PathError(path, err)
 		}

@@ -42,39 +42,49 @@ func upload(t *testing.T, a *agent, path string, body []byte, headers ...string)
 	return resp.StatusCode, string(b)
 }
 
-// An upload replaces a file whole or not at all: a full disk or a broken
-// stream leaves the old content and nothing beside it.
-func TestUploadAllOrNothing(t *testing.T) {
+// An upload is written in place, as E2B's agent writes it: a full disk or
+// a broken stream is the client's answer (507, 4xx); a new file is then
+// removed, and nothing is left beside; an existing file stays the same
+// file (its mode kept) with what was written of it, as on E2B.
+func TestUploadFailures(t *testing.T) {
 	t.Parallel()
 	a := newAgent(t)
 	dir := tmpfs(t, "256k", 0)
+	var broken bytes.Buffer
+	zw := gzip.NewWriter(&broken)
+	zw.Write(bytes.Repeat([]byte("y"), 4096))
+	zw.Close()
+	truncated := broken.Bytes()[:broken.Len()-8]
+	fresh := filepath.Join(dir, "new.txt")
+	if code, body := upload(t, a, fresh, bytes.Repeat([]byte("x"), 1<<20)); code != 507 || !strings.Contains(body, "no space") {
+		t.Errorf("a new file past the disk: %d %s, want 507 no space", code, body)
+	}
+	if code, body := upload(t, a, fresh, truncated, "Content-Encoding", "gzip"); code < 400 || code >= 500 {
+		t.Errorf("a new file from a truncated gzip body: %d %s, want a 4xx", code, body)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("failed uploads of a new file left %v", names)
+	}
+
 	path := filepath.Join(dir, "kept.txt")
 	if code, body := upload(t, a, path, []byte("old content")); code != 200 {
 		t.Fatalf("first upload: %d %s", code, body)
 	}
 	os.Chmod(path, 0o600)
-
-	code, body := upload(t, a, path, bytes.Repeat([]byte("x"), 1<<20))
-	if code != 507 || !strings.Contains(body, "no space") {
-		t.Errorf("upload past the disk: %d %s, want 507 no space", code, body)
+	if code, body := upload(t, a, path, bytes.Repeat([]byte("x"), 1<<20)); code != 507 || !strings.Contains(body, "no space") {
+		t.Errorf("an overwrite past the disk: %d %s, want 507 no space", code, body)
 	}
-	var broken bytes.Buffer
-	zw := gzip.NewWriter(&broken)
-	zw.Write(bytes.Repeat([]byte("y"), 4096))
-	zw.Close()
-	code, body = upload(t, a, path, broken.Bytes()[:broken.Len()-8], "Content-Encoding", "gzip")
-	if code < 400 || code >= 500 {
-		t.Errorf("truncated gzip body: %d %s, want a 4xx", code, body)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "old content" {
-		t.Errorf("failed uploads left %q", b)
+	if code, body := upload(t, a, path, truncated, "Content-Encoding", "gzip"); code < 400 || code >= 500 {
+		t.Errorf("an overwrite from a truncated gzip body: %d %s, want a 4xx", code, body)
 	}
 	if names, _ := os.ReadDir(dir); len(names) != 1 {
-		t.Errorf("failed uploads left files beside: %v", names)
+		t.Errorf("failed overwrites left files beside: %v", names)
 	}
-
 	if code, body := upload(t, a, path, []byte("new")); code != 200 {
 		t.Fatalf("upload: %d %s", code, body)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("the file holds %.20q…, want new", b)
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 		t.Errorf("an overwritten file's mode became %v, want 0600", st.Mode().Perm())

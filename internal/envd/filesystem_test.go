@@ -144,13 +144,13 @@ func TestWatchDirAndPolledWatcher(t *testing.T) {
 	if !got[fspb.EventType_EVENT_TYPE_CREATE] {
 		t.Errorf("no create event: %v", got)
 	}
-	// An upload, written beside and renamed, shows as a create and a
-	// write of its file, never as its temporary file.
+	// An upload, written in place, shows as its file's create, chmod and
+	// write (TestUploadEvents has their order), and as nothing else.
 	if code, body := upload(t, a, filepath.Join(dir, "up.txt"), []byte("y")); code != 200 {
 		t.Fatalf("upload: %d %s", code, body)
 	}
 	got = map[fspb.EventType]bool{}
-	for len(got) < 2 && s.Receive() {
+	for len(got) < 3 && s.Receive() {
 		fe := s.Msg().GetFilesystem()
 		switch {
 		case fe == nil || fe.GetName() == "new.txt":
@@ -160,8 +160,8 @@ func TestWatchDirAndPolledWatcher(t *testing.T) {
 			t.Errorf("an upload reported %v", fe)
 		}
 	}
-	if !got[fspb.EventType_EVENT_TYPE_CREATE] || !got[fspb.EventType_EVENT_TYPE_WRITE] {
-		t.Errorf("upload events: %v, want create and write", got)
+	if !got[fspb.EventType_EVENT_TYPE_CREATE] || !got[fspb.EventType_EVENT_TYPE_CHMOD] || !got[fspb.EventType_EVENT_TYPE_WRITE] {
+		t.Errorf("upload events: %v, want create, chmod and write", got)
 	}
 	var events []*fspb.FilesystemEvent
 	testkit.Wait(5*time.Second, func() bool {

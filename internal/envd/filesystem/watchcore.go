@@ -4,7 +4,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -19,29 +18,6 @@ type dirWatch struct {
 	recursive    bool
 	includeEntry bool
 	w            *fsnotify.Watcher
-	// uploaded holds files an upload's temporary file was just renamed
-	// to: their Create is reported as a create and a write, as a write
-	// in place would be.
-	uploaded map[string]bool
-}
-
-// UploadTempPrefix and UploadTempSuffix frame the name of the file an
-// upload writes beside its target (".<name>.upload-<random>") before it
-// renames it there; watchers do not report it.
-const (
-	UploadTempPrefix = "."
-	UploadTempSuffix = ".upload-"
-)
-
-// uploadTarget returns the file an upload's temporary file at p stands
-// for, ok false if p is not one.
-func uploadTarget(p string) (string, bool) {
-	base := filepath.Base(p)
-	i := strings.LastIndex(base, UploadTempSuffix)
-	if i <= len(UploadTempPrefix) || !strings.HasPrefix(base, UploadTempPrefix) {
-		return "", false
-	}
-	return filepath.Join(filepath.Dir(p), base[len(UploadTempPrefix):i]), true
 }
 
 func newDirWatch(root string, recursive, includeEntry bool) (*dirWatch, error) {
@@ -83,29 +59,15 @@ func (d *dirWatch) add(dir string) error {
 	})
 }
 
-// convert maps one fsnotify event to what to report: none for an upload's
-// temporary file, a create and a write where one was renamed into place.
+// convert maps one fsnotify event to what to report (none: skip it). An
+// upload through the files API is written in place, so its events are the
+// file system's own, as on E2B (envd.writeInPlace).
 func (d *dirWatch) convert(ev fsnotify.Event) []*pb.FilesystemEvent {
-	if target, ok := uploadTarget(ev.Name); ok {
-		if ev.Has(fsnotify.Rename) {
-			if d.uploaded == nil {
-				d.uploaded = map[string]bool{}
-			}
-			d.uploaded[target] = true
-		}
-		return nil
-	}
 	fe, ok := d.convertOne(ev)
 	if !ok {
 		return nil
 	}
-	out := []*pb.FilesystemEvent{fe}
-	if ev.Has(fsnotify.Create) && d.uploaded[ev.Name] {
-		delete(d.uploaded, ev.Name)
-		w := &pb.FilesystemEvent{Name: fe.Name, Type: pb.EventType_EVENT_TYPE_WRITE, Entry: fe.Entry}
-		out = append(out, w)
-	}
-	return out
+	return []*pb.FilesystemEvent{fe}
 }
 
 // convertOne maps one fsnotify event; ok is false for events to skip.
