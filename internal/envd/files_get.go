@@ -48,13 +48,27 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": name}))
 	h.Set("Vary", "Accept-Encoding")
-	if !acceptsGzip(r.Header.Get("Accept-Encoding")) || !compressionPays(f, st.Size()) {
-		http.ServeContent(w, r, name, st.ModTime(), f)
-		return
-	}
 	ct := mime.TypeByExtension(filepath.Ext(name))
 	if ct == "" {
 		ct = "application/octet-stream"
+	}
+	if st.Size() == 0 && st.Mode().IsRegular() {
+		// A file that tells no size (/proc, /sys: ServeContent would send
+		// nothing, or fail to seek under gVisor) is sent as it reads,
+		// without a length or ranges, as E2B's agent sends a gzipped one.
+		h.Set("Content-Type", ct)
+		h.Set("Last-Modified", st.ModTime().UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			if _, err := io.Copy(w, f); err != nil {
+				s.log.Warn("download", "path", req.path, "err", err)
+			}
+		}
+		return
+	}
+	if !acceptsGzip(r.Header.Get("Accept-Encoding")) || !compressionPays(f, st.Size()) {
+		http.ServeContent(w, r, name, st.ModTime(), f)
+		return
 	}
 	h.Set("Content-Type", ct)
 	h.Set("Content-Encoding", "gzip")
