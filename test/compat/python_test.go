@@ -26,14 +26,14 @@ const venvPython = "py/.venv/bin/python"
 // every test with the SDK's sync and its async client) against a server
 // on namespaces (test_https.py once more with E2B_DOMAIN alone, the SDK
 // itself over HTTPS), and its lifecycle file (pauses, snapshots, forks: where
-// the drivers differ) and test_https.py against one on gVisor, whose
-// copies keep their processes.
+// the drivers differ), test_https.py and its agent-parity file against one
+// on gVisor, whose copies keep their processes.
 func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("namespaces", func(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
 		ca := filepath.Join(srv.DataDir, "tls", "ca.pem")
 		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_CA_FILE="+ca),
-			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py")
+			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py", "test_envd_parity.py")
 		// E2B's domain mode with a single-label domain: E2B_DOMAIN alone,
 		// the SDK (rustls) calls https://api.localhost:<port> and
 		// https://49983-<id>.localhost:<port>, the port that speaks HTTPS too.
@@ -54,7 +54,7 @@ func TestOfficialPythonSDK(t *testing.T) {
 		testutil.NeedRunsc(t)
 		srv := testutil.StartServer(t, apiKey, "--default-isolation", "gvisor")
 		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES=1", "COMPAT_CA_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")),
-			"test_lifecycle.py", "test_https.py")
+			"test_lifecycle.py", "test_https.py", "test_envd_parity.py")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
