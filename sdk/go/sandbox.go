@@ -199,7 +199,8 @@ func (c *Client) Info(ctx context.Context, id string) (SandboxInfo, error) {
 	return out, err
 }
 
-// SetTimeout makes the sandbox end timeout from now.
+// SetTimeout makes the sandbox end timeout from now; 0 or less ends it
+// now, paused or killed as its OnTimeout says, before SetTimeout returns.
 func (s *Sandbox) SetTimeout(ctx context.Context, timeout time.Duration) error {
 	_, err := s.client.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(s.ID)+"/timeout",
 		map[string]int64{"timeout": int64((timeout + time.Second - 1) / time.Second)}, nil)
