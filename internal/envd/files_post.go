@@ -178,12 +178,12 @@ func writeFileAs(path string, u identity.User, body io.Reader, meta map[string]s
 // truncation and the writes, which the kernel merges when no one has read
 // them yet); a CHMOD for each metadata key set or cleared.
 //
-// Nothing is written beside the file and renamed over it (as up to
-// ae22c8e): such a write showed as a rename, left a temporary file in the
-// directory for its time, broke hard links and watches on the file, and
-// held the old and the new content on disk at once. As on E2B, a body
-// that breaks off or a disk that fills up leaves an existing file with
-// what was written of it; a new file is removed.
+// Nothing is written beside the file and renamed over it, as uploads once
+// were: that showed as a rename (no CHMOD, a CREATE for an overwrite), left
+// a temporary file in the directory while it lasted, broke hard links and
+// watches on the file, and held the old and the new content on disk at
+// once. As on E2B, a body that breaks off or a disk that fills up leaves
+// an existing file with what was written of it; a new file is removed.
 func writeInPlace(path string, old os.FileInfo, body io.Reader, meta map[string]string) error {
 	f, created, err := openInPlace(path, old)
 	if err != nil {
