@@ -261,7 +261,7 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 	say := func(step int, msg string) { logf(entry(step, msg)) }
 	stepOut := func(step int) func(string) { return func(line string) { output(entry(step, line)) } }
 	budget := spec.budget(b.store.dir)
-	st, err := b.start(ctx, team, spec, budget, stepOut(0))
+	st, parent, err := b.start(ctx, team, spec, budget, stepOut(0))
 	if err != nil {
 		return Image{}, &StepError{Err: err}
 	}
@@ -286,16 +286,24 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 		st = next
 		b.remember(st)
 	}
-	st.StartCmd, st.ReadyCmd = spec.StartCmd, spec.ReadyCmd
-	if spec.StartCmd != "" {
+	st.StartCmd, st.ReadyCmd = startCommands(spec, parent)
+	switch {
+	case parent.StartCmd == "":
+	case spec.StartCmd == "":
+		say(0, fmt.Sprintf("start command inherited from template %s: %s", parent.Name, st.StartCmd))
+	case spec.StartCmd != parent.StartCmd:
+		logf(LogEntry{Time: time.Now(), Level: "warn", Message: fmt.Sprintf("the start command %q replaces template %s's, %q, and its ready command: "+
+			"this template's sandboxes run only this one (give both in one start command to keep both)", spec.StartCmd, parent.Name, parent.StartCmd)})
+	}
+	if st.StartCmd != "" {
 		// The start check is cached like a step: the same image with the
 		// same commands passed it before.
-		st.Key = stepKey(st.Key, Step{Type: "START", Args: []string{spec.StartCmd, spec.ReadyCmd}})
+		st.Key = stepKey(st.Key, Step{Type: "START", Args: []string{st.StartCmd, st.ReadyCmd}})
 		if _, ok := b.cached(st.Key); ok && !spec.Force {
-			say(0, "CACHED start: "+spec.StartCmd)
+			say(0, "CACHED start: "+st.StartCmd)
 			return st.Image, nil
 		}
-		say(0, "starting: "+spec.StartCmd)
+		say(0, "starting: "+st.StartCmd)
 		if err := b.checkStart(ctx, st.Image, build, stepOut(0)); err != nil {
 			return Image{}, &StepError{Err: err}
 		}
@@ -304,8 +312,40 @@ func (b *Builder) build(ctx context.Context, team string, build Build, spec Spec
 	return st.Image, nil
 }
 
-// start is the state before the first step.
-func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsutil.Budget, say func(string)) (state, error) {
+// parentStart is the start and ready commands of the template a build
+// starts from, and its name.
+type parentStart struct {
+	Name               string
+	StartCmd, ReadyCmd string
+}
+
+// startCommands are the start and ready commands of a build of spec over
+// parent: the build's own start command replaces the parent's (and its
+// ready command); without one the parent's runs, with the build's ready
+// command when it gives one. A template built over code-interpreter-v1 is
+// a code interpreter still.
+func startCommands(spec Spec, parent parentStart) (start, ready string) {
+	if spec.StartCmd != "" || parent.StartCmd == "" {
+		return spec.StartCmd, spec.ReadyCmd
+	}
+	return parent.StartCmd, cmp.Or(spec.ReadyCmd, parent.ReadyCmd)
+}
+
+// start is the state before the first step, and the commands of the
+// template it starts from (none from an image or debootstrap).
+func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsutil.Budget, say func(string)) (state, parentStart, error) {
+	st, err := b.startFrom(ctx, team, spec, budget, say)
+	if err != nil || spec.FromImage != "" || spec.FromDebootstrap != nil {
+		return st, parentStart{}, err
+	}
+	parent := parentStart{Name: cmp.Or(spec.FromTemplate, BaseName), StartCmd: st.StartCmd, ReadyCmd: st.ReadyCmd}
+	st.StartCmd, st.ReadyCmd = "", ""
+	return st, parent, nil
+}
+
+// startFrom is the state before the first step: an image's, a
+// debootstrap's, or a template's (its commands kept).
+func (b *Builder) startFrom(ctx context.Context, team string, spec Spec, budget *fsutil.Budget, say func(string)) (state, error) {
 	if spec.FromImage != "" && spec.FromTemplate != "" {
 		return state{}, errs.New(errs.InvalidArgument, "give fromImage or fromTemplate, not both")
 	}
@@ -347,7 +387,6 @@ func (b *Builder) start(ctx context.Context, team string, spec Spec, budget *fsu
 			return state{}, err
 		}
 		img := r.Build(t.BuildID).Image
-		img.StartCmd, img.ReadyCmd = "", ""
 		say("from template " + from)
 		return state{Image: img, Key: "template:" + t.ID + "/" + t.BuildID}, nil
 	}

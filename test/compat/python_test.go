@@ -33,7 +33,7 @@ func TestOfficialPythonSDK(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
 		ca := filepath.Join(srv.DataDir, "tls", "ca.pem")
 		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_CA_FILE="+ca),
-			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py", "test_envd_parity.py")
+			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py", "test_envd_parity.py", "test_template_inherit.py")
 		// E2B's domain mode with a single-label domain: E2B_DOMAIN alone,
 		// the SDK (rustls) calls https://api.localhost:<port> and
 		// https://49983-<id>.localhost:<port>, the port that speaks HTTPS too.

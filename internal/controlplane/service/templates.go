@@ -446,6 +446,7 @@ func (t *Templates) StartBuild(ctx context.Context, team, templateID, buildID st
 	if b.Status != template.StatusWaiting {
 		return errs.New(errs.Conflict, "build %s is %s, not waiting", buildID, b.Status)
 	}
+	t.fromTemplate(team, &spec)
 	if spec.FromTemplate != "" { // another team's template is not a base for this one
 		if err := t.CanUse(team, spec.FromTemplate); err != nil {
 			return err
