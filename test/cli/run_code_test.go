@@ -15,6 +15,16 @@ const codeInterpreterDockerfile = `FROM base
 CMD sudo /.cove/cove-envd code-interpreter
 `
 
+// childDockerfile is a template over ci-cli: variables, a file, a
+// directory; no CMD, so ci-cli's start command runs.
+const childDockerfile = `FROM ci-cli
+ENV CHILD=from-the-dockerfile
+USER root
+RUN mkdir -p /srv/child && echo made-by-run > /srv/child/data.txt
+USER user
+WORKDIR /srv/child
+`
+
 func TestRunCode(t *testing.T) {
 	srv := testutil.StartServer(t, key)
 	c := cli{bin: testutil.Binary(t), env: append(os.Environ(), "COVE_API_URL="+srv.URL, "COVE_API_KEY="+key)}
@@ -67,6 +77,29 @@ func TestRunCode(t *testing.T) {
 	}
 	if _, errOut, code := c.run(t, "1/0", "sandbox", "run-code", id); code != 1 || !strings.Contains(errOut, "ZeroDivisionError") {
 		t.Errorf("an exception: %q %d", errOut, code)
+	}
+
+	// A template FROM it is a code interpreter still, its variables,
+	// files and directory the kernels'; one with its own CMD runs that
+	// instead, and its build says what it replaced.
+	child := t.TempDir()
+	os.WriteFile(filepath.Join(child, "Dockerfile"), []byte(childDockerfile), 0o644)
+	if out, errOut, code := c.run(t, "", "template", "build", "--name", "ci-cli-child", child); code != 0 || !strings.Contains(out, "start command inherited from template ci-cli") {
+		t.Fatalf("build a child: %s %s", out, errOut)
+	}
+	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "ci-cli-child")
+	if code != 0 {
+		t.Fatalf("create the child: %s", errOut)
+	}
+	kid := strings.TrimSpace(out)
+	defer c.run(t, "", "sandbox", "kill", kid)
+	if out, errOut, code := c.run(t, "import os\nprint(os.environ['CHILD'], os.getcwd(), open('data.txt').read().strip())\n", "sandbox", "run-code", kid); code != 0 || out != "from-the-dockerfile /srv/child made-by-run\n" {
+		t.Errorf("run-code in the child: %q %q %d", out, errOut, code)
+	}
+	os.WriteFile(filepath.Join(child, "Dockerfile"), []byte("FROM ci-cli\nCMD sleep infinity\n"), 0o644)
+	if out, errOut, code := c.run(t, "", "template", "build", "--name", "ci-cli-own", child); code != 0 ||
+		!strings.Contains(out, `the start command "sleep infinity" replaces template ci-cli's, "sudo /.cove/cove-envd code-interpreter"`) {
+		t.Errorf("build a child with its own CMD: %s %s", out, errOut)
 	}
 
 	// A sandbox without a code interpreter: the error says what run-code

@@ -121,6 +121,7 @@ func TestCodeInterpreter(t *testing.T) {
 				checkImports(t, srv.Addr, "ci-compat")
 				runPytest(t, sdkEnv(srv.Addr), "test_code_interpreter.py")
 				runReadmeSnippet(t, sdkEnv(srv.Addr), "python-code-interpreter", "ci-compat")
+				runGuideExtend(t, sdkEnv(srv.Addr), srv.URL, "code-interpreter", "code-interpreter-v1", "ci-compat")
 			}
 			if left := srv.Leftovers(); len(left) > 0 {
 				t.Errorf("the suite left sandboxes behind: %v", left)

@@ -33,6 +33,7 @@ func TestDesktop(t *testing.T) {
 		})
 	}
 	runReadmeSnippet(t, domainEnv(srv, domain), "desktop", "desktop-compat") // the template the suite built
+	runGuideExtend(t, sdkEnv(srv.Addr), srv.URL, "desktop", "desktop", "desktop-compat")
 	// e2b-desktop (Python): the API and the agent over plain HTTP, the
 	// stream's URL in the domain, over HTTPS with the server's CA.
 	runPytest(t, append(sdkEnv(srv.Addr), "E2B_DOMAIN="+domain, "DESKTOP_SETUP="+template.DesktopSetup,

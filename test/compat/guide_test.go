@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +76,53 @@ func runShell(t *testing.T, doc, name string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "sh", "-e", "-c", script)
 	cmd.WaitDelay = 5 * time.Second // what it leaves running holds no output of ours
 	return cmd.CombinedOutput()
+}
+
+// runGuideExtend runs docs/GUIDE.md's blocks that extend the built-in
+// template builtin ("Extending the built-in templates"): the SDK's
+// (Python, guide:extend-<block>) with env, then the Dockerfile's (sh,
+// guide:extend-<block>-dockerfile) with the CLI pointed at the server at
+// url, in a directory of its own. Each must print what its comments say.
+// The one change: where the server has no builtin (code-interpreter-v1 and
+// desktop are built from Debian's archive on first use), the blocks name
+// standIn, the template the suite built over base as builtin is built.
+func runGuideExtend(t *testing.T, env []string, url, block, builtin, standIn string) {
+	t.Helper()
+	const guide = "../../docs/GUIDE.md"
+	rename := func(snippet, from, to string) string {
+		if !strings.Contains(snippet, from) {
+			t.Fatalf("the guide's %s block no longer has %q: %s", block, from, snippet)
+		}
+		return strings.ReplaceAll(snippet, from, to)
+	}
+	runDocSnippet(t, env, guide, "guide:extend-"+block, func(snippet string) string {
+		return rename(snippet, `.from_template("`+builtin+`")`, `.from_template("`+standIn+`")`)
+	})
+	lang, script := testutil.DocBlock(t, guide, "guide:extend-"+block+"-dockerfile")
+	if lang != "sh" {
+		t.Fatalf("the guide's %s Dockerfile block is in %q, not sh", block, lang)
+	}
+	var want []string
+	for _, m := range regexp.MustCompile(`(?m)\S\s{2,}# (.*)$`).FindAllStringSubmatch(script, -1) {
+		want = append(want, m[1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-e", "-c", rename(script, "FROM "+builtin+"\n", "FROM "+standIn+"\n"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(nodeEnv(nil), "PATH="+filepath.Dir(testutil.Binary(t))+":"+os.Getenv("PATH"),
+		"COVE_API_URL="+url, "COVE_API_KEY="+apiKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the guide's %s Dockerfile block: %v\n%s", block, err, out)
+	}
+	// What it prints, in order, among the build's log.
+	rest := strings.Split(string(out), "\n")
+	for _, w := range want {
+		i := slices.Index(rest, w)
+		if i < 0 {
+			t.Fatalf("the guide's %s Dockerfile block did not print %q (its comments say %q):\n%s", block, w, want, out)
+		}
+		rest = rest[i+1:]
+	}
 }

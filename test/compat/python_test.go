@@ -40,6 +40,7 @@ func TestOfficialPythonSDK(t *testing.T) {
 		_, port, _ := net.SplitHostPort(srv.Addr)
 		runPytest(t, []string{"E2B_DOMAIN=localhost:" + port, "E2B_API_KEY=" + apiKey, "SSL_CERT_FILE=" + ca, "COMPAT_CA_FILE=" + ca}, "test_https.py")
 		runReadmeSnippet(t, sdkEnv(srv.Addr), "python", "base")
+		runGuideExtend(t, sdkEnv(srv.Addr), srv.URL, "base", "base", "base")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
@@ -62,13 +63,14 @@ func TestOfficialPythonSDK(t *testing.T) {
 }
 
 // TestOfficialPythonSDKCluster runs the core of the Python suite —
-// create, commands, files, pause and resume, snapshots and fork — against
+// create, commands, files, pause and resume, snapshots and fork, templates
+// over a template with a start command — against
 // a cluster of two API replicas and three nodes, every request through a
 // balancer that alternates between the replicas.
 func TestOfficialPythonSDKCluster(t *testing.T) {
 	url, passed := balanced(t, func() testutil.Cluster { return testutil.StartCluster(t, apiKey, testutil.Postgres(t), 2, 3) })
 	runPytest(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + apiKey},
-		"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py")
+		"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_template_inherit.py")
 	if n := passed(); n < 20 {
 		t.Errorf("the balancer passed on %d requests", n)
 	}
