@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,8 +25,10 @@ func templateBuildCmd() *cobra.Command {
 		Short: "Build a template from a Dockerfile",
 		Long: `Build a template from a Dockerfile (FROM, RUN, COPY, ADD of local files, ENV,
 WORKDIR, USER, ARG, CMD as the start command). FROM names a template of the
-server (base, or one you built) or an image (a registry reference; oci:DIR or
-docker-archive:FILE on the server when it allows local images). Every step is
+server (a built-in one, such as base or code-interpreter-v1, or one of the
+team's: its start command runs unless CMD replaces it) or else an image (a
+registry reference; oci:DIR or docker-archive:FILE on the server when it
+allows local images). Every step is
 cached by its inputs: an unchanged rebuild takes a moment.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,20 +63,10 @@ cached by its inputs: an unchanged rebuild takes a moment.`,
 			if err != nil {
 				return err
 			}
+			// FROM goes as an image, as E2B's SDKs send it: the server
+			// builds on its template of that name when it has one.
 			b := cove.TemplateBuild{Name: name, Tags: tags, CPUCount: cpu, MemoryMB: memory, Steps: df.Steps,
-				StartCmd: df.StartCmd, ReadyCmd: readyCmd, Force: force, Isolation: isolation}
-			// A FROM without a registry names a template when the server has one.
-			if !strings.ContainsAny(df.From, "/") {
-				base, _, _ := strings.Cut(df.From, ":")
-				if ok, err := c.TemplateExists(cmd.Context(), base); err != nil {
-					return explain(c, err, "")
-				} else if ok {
-					b.FromTemplate = df.From
-				}
-			}
-			if b.FromTemplate == "" {
-				b.FromImage = df.From
-			}
+				StartCmd: df.StartCmd, ReadyCmd: readyCmd, Force: force, Isolation: isolation, FromImage: df.From}
 			start := time.Now()
 			fmt.Fprintf(out, "building %s from %s (%d steps)\n", name, df.From, len(df.Steps))
 			built, err := c.BuildTemplate(cmd.Context(), b, func(l cove.BuildLog) {
