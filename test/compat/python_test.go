@@ -26,8 +26,10 @@ const venvPython = "py/.venv/bin/python"
 // every test with the SDK's sync and its async client) against a server
 // on namespaces (test_https.py once more with E2B_DOMAIN alone, the SDK
 // itself over HTTPS), and its lifecycle file (pauses, snapshots, forks: where
-// the drivers differ), test_https.py and its agent-parity file against one
-// on gVisor, whose copies keep their processes.
+// the drivers differ), test_https.py, its agent-parity file and a code
+// interpreter's child template (its start command run by another driver;
+// the rest of that file costs 30 s more there) against one on gVisor,
+// whose copies keep their processes.
 func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("namespaces", func(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
@@ -55,7 +57,8 @@ func TestOfficialPythonSDK(t *testing.T) {
 		testutil.NeedRunsc(t)
 		srv := testutil.StartServer(t, apiKey, "--default-isolation", "gvisor")
 		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES=1", "COMPAT_CA_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")),
-			"test_lifecycle.py", "test_https.py", "test_envd_parity.py")
+			"test_lifecycle.py", "test_https.py", "test_envd_parity.py",
+			"test_template_inherit.py::test_a_child_of_the_code_interpreter_is_one")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)
 		}
