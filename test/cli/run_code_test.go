@@ -96,10 +96,21 @@ func TestRunCode(t *testing.T) {
 	if out, errOut, code := c.run(t, "import os\nprint(os.environ['CHILD'], os.getcwd(), open('data.txt').read().strip())\n", "sandbox", "run-code", kid); code != 0 || out != "from-the-dockerfile /srv/child made-by-run\n" {
 		t.Errorf("run-code in the child: %q %q %d", out, errOut, code)
 	}
-	os.WriteFile(filepath.Join(child, "Dockerfile"), []byte("FROM ci-cli\nCMD sleep infinity\n"), 0o644)
-	if out, errOut, code := c.run(t, "", "template", "build", "--name", "ci-cli-own", child); code != 0 ||
-		!strings.Contains(out, `the start command "sleep infinity" replaces template ci-cli's, "sudo /.cove/cove-envd code-interpreter"`) {
-		t.Errorf("build a child with its own CMD: %s %s", out, errOut)
+	// GUIDE.md's way to keep both: both in one start command.
+	both := "sudo /.cove/cove-envd code-interpreter & exec python3 -m http.server 8000"
+	os.WriteFile(filepath.Join(child, "Dockerfile"), []byte("FROM ci-cli\nCMD "+both+"\n"), 0o644)
+	if out, errOut, code := c.run(t, "", "template", "build", "--name", "ci-cli-own", "--ready-cmd", "/.cove/cove-envd code-interpreter --ready && curl -sf localhost:8000 >/dev/null", child); code != 0 ||
+		!strings.Contains(out, `the start command "`+both+`" replaces template ci-cli's, "sudo /.cove/cove-envd code-interpreter"`) {
+		t.Fatalf("build a child with its own CMD: %s %s", out, errOut)
+	}
+	out, errOut, code = c.run(t, "", "sandbox", "create", "-t", "ci-cli-own")
+	if code != 0 {
+		t.Fatalf("create the child with its own CMD: %s", errOut)
+	}
+	own := strings.TrimSpace(out)
+	defer c.run(t, "", "sandbox", "kill", own)
+	if out, errOut, code := c.run(t, "import urllib.request\nurllib.request.urlopen('http://localhost:8000').status\n", "sandbox", "run-code", own); code != 0 || out != "200\n" {
+		t.Errorf("both start commands' servers: %q %q %d", out, errOut, code)
 	}
 
 	// A sandbox without a code interpreter: the error says what run-code
