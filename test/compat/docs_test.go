@@ -45,7 +45,8 @@ var jsImport = regexp.MustCompile(`(?m)^import \{([^}]*)\} from '([^']+)'`)
 // TestDocSnippetsCompile: every snippet of the README and the guides
 // parses — JavaScript as an ES module (whose imports the official
 // packages export), Python, and shell — beside the tests that run them
-// (runReadmeSnippet, TestGuideUpstreamRecipe, test/cli's, sdk/go's for Go).
+// (runReadmeSnippet, TestGuideUpstreamRecipe, runGuideExtend, test/cli's,
+// sdk/go's for Go).
 func TestDocSnippetsCompile(t *testing.T) {
 	npmInstall(t)
 	dir := t.TempDir()
