@@ -13,6 +13,7 @@ interpreter"), built once for the file."""
 
 import asyncio
 
+import e2b
 import pytest
 from e2b import AsyncTemplate, Template
 from e2b_code_interpreter import AsyncSandbox, Sandbox
@@ -125,17 +126,14 @@ async def test_an_own_start_command_replaces_the_parents(C, parent):
         await aw(s.kill())
 
 
-@pytest.mark.parametrize("client", ["sync", "async"])
-async def test_from_dockerfile_names_a_template_of_the_server(client):
+async def test_from_dockerfile_names_a_template_of_the_server(S):
     """FROM base through the SDK's Dockerfile parser builds on the server's
     base (never Docker Hub), as `cove template build` does."""
-    name = f"inherit-from-base-{client}-" + RUN
+    sync = S is e2b.Sandbox
+    name = f"inherit-from-base-{'sync' if sync else 'async'}-" + RUN
     tpl = Template().from_dockerfile("FROM base\nRUN echo on-base > /tmp/made\n")
-    if client == "sync":
-        Template.build(tpl, name)
-    else:
-        await AsyncTemplate.build(tpl, name)
-    s = await create(Sandbox if client == "sync" else AsyncSandbox, name)
+    await aw((Template if sync else AsyncTemplate).build(tpl, name))
+    s = await aw(S.create(name, metadata={"suite": "compat-py", "run": RUN}))
     try:
         assert (await aw(s.commands.run("cat /tmp/made"))).stdout == "on-base\n"
     finally:
