@@ -33,9 +33,10 @@ def __cove_setup():
         return m.group(1) if m else None
 
     def scale(axis):
-        conv = getattr(axis, "converter", None)
-        if conv is None and hasattr(axis, "get_converter"):
-            conv = axis.get_converter()
+        # get_converter() where matplotlib has it (3.10 deprecates reading
+        # axis.converter, with a warning on the user's stderr).
+        get = getattr(axis, "get_converter", None)
+        conv = get() if get is not None else getattr(axis, "converter", None)
         name = type(conv).__name__ if conv is not None else ""
         if "Date" in name:
             return "datetime"
