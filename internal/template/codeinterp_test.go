@@ -1,7 +1,9 @@
 package template
 
 import (
+	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -66,5 +68,36 @@ func TestCodeInterpreterPython(t *testing.T) {
 	}
 	if d := Recipes["code-interpreter-v1"].FromDebootstrap; d == nil || d.Suite != "trixie" {
 		t.Errorf("code-interpreter-v1 is not made from Debian 13 (Python 3.13): %+v", d)
+	}
+}
+
+// TestGuideListsCodeInterpreterPython: docs/GUIDE.md's "What
+// code-interpreter-v1 holds" names every package of CodeInterpreterPython
+// and gives their counts and the lock's as they are.
+func TestGuideListsCodeInterpreterPython(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/GUIDE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(guide), "\n## What `code-interpreter-v1` holds\n")
+	if !ok {
+		t.Fatal("GUIDE.md has no section \"What `code-interpreter-v1` holds\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	section = strings.Join(strings.Fields(section), " ")
+	for _, p := range CodeInterpreterPython {
+		if !regexp.MustCompile(`(^|[\s(—])` + regexp.QuoteMeta(p.Dist) + `[\s,)]`).MatchString(section) {
+			t.Errorf("GUIDE.md does not name %s", p.Dist)
+		}
+	}
+	for _, figure := range []string{
+		fmt.Sprintf("E2B's %d packages", len(CodeInterpreterE2B)),
+		fmt.Sprintf("Cove adds %d packages", len(CodeInterpreterAdded)),
+		fmt.Sprintf("Each of the %d imports", len(CodeInterpreterPython)),
+		fmt.Sprintf("pins all %d packages", len(lockEntries(codeInterpreterLock))),
+	} {
+		if !strings.Contains(section, figure) {
+			t.Errorf("GUIDE.md does not say %q", figure)
+		}
 	}
 }

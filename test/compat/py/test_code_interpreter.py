@@ -6,11 +6,15 @@ code-interpreter-v1 has it (compat_test.go runs this file).
 
 COMPAT_CI_TEMPLATE names a built template to run on instead, the real
 code-interpreter-v1 of a server that prepared it (its Python and packages
-from PyPI, where base has the host's)."""
+from PyPI, where base has the host's): every package of its list must
+import there."""
 
 import base64
+import json
 import os
+import pathlib
 import re
+import subprocess
 
 import pytest
 from e2b import Template
@@ -176,3 +180,40 @@ plt.show()
     own = await aw(ci.run_code("plt.plot([1, 2])\nplt.gca().xaxis.converter"))
     assert "converter" in "".join(own.logs.stderr), own.logs.stderr
 
+
+def listed_modules():
+    """The modules of code-interpreter-v1's Python packages
+    (template.CodeInterpreterPython: E2B's and the ones Cove adds)."""
+    src = (pathlib.Path(__file__).parents[3] / "internal/template/codeinterp.go").read_text()
+    mods = re.findall(r'\{"[^"]+", "[^"]*", "([^"]+)"\}', src)
+    assert len(mods) >= 50, mods
+    return mods
+
+
+def imports_code(mods):
+    return "import importlib, json\nfound = {}\nfor m in %r:\n    try:\n        importlib.import_module(m)\n        found[m] = True\n    except ImportError:\n        found[m] = False\nprint(json.dumps(found))\n" % (mods,)
+
+
+async def test_the_listed_packages_import(ci):
+    # The real template imports every one; a template over base, what the
+    # host's Python imports (the host's /usr is base's).
+    mods = listed_modules()
+    if REAL_TEMPLATE:
+        want = {m: True for m in mods}
+    else:
+        want = json.loads(subprocess.run(["/usr/bin/python3", "-c", imports_code(mods)], capture_output=True, check=True, text=True).stdout)
+    ex = await aw(ci.run_code(imports_code(mods), timeout=240, request_timeout=300))
+    assert ex.error is None and len(ex.logs.stdout) == 1, (ex.error, ex.logs)
+    assert json.loads(ex.logs.stdout[0]) == want
+    # What they are there for: a regression, Parquet, a Markdown table.
+    if REAL_TEMPLATE:
+        ex = await aw(ci.run_code("""
+import io, pandas as pd, statsmodels.api as sm
+df = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "y": [3.0, 5.0, 7.0, 9.0]})
+fit = sm.OLS(df.y, sm.add_constant(df.x)).fit()
+buf = io.BytesIO()
+df.to_parquet(buf)
+back = pd.read_parquet(io.BytesIO(buf.getvalue()))
+print(round(fit.params["x"], 6), back.equals(df), df.head(1).to_markdown(index=False).splitlines()[0])
+""", timeout=120, request_timeout=180))
+        assert ex.error is None and ex.logs.stdout == ["2.0 True |   x |   y |\n"], (ex.error, ex.logs)
