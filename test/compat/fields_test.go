@@ -66,6 +66,7 @@ func TestSDKRequestFields(t *testing.T) {
 	for _, c := range []struct{ method, path, body, field string }{
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
+		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"cpuCount":2}`, "cpuCount"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["198.51.100.53"]}}`, "network.dnsServers"},
 		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["198.51.100.53"]}`, "dnsServers"},
 		{"POST", "/sandboxes/" + id + "/pause", `{"requireHealthyGuest":true}`, "requireHealthyGuest"},

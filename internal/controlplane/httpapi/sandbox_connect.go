@@ -13,6 +13,9 @@ type resumeBody struct {
 	// AutoPause (the deprecated resume's): a sandbox keeps the lifecycle
 	// of its create.
 	AutoPause json.RawMessage `json:"autoPause"`
+	// CPUCount (the deprecated resume's): a sandbox resumes with the size
+	// it was paused with.
+	CPUCount json.RawMessage `json:"cpuCount"`
 }
 
 // decodeResume reads a resume's timeout and whether it reboots.
@@ -21,7 +24,7 @@ func decodeResume(w http.ResponseWriter, r *http.Request) (int64, bool, error) {
 	if err := decode(w, r, &body); err != nil {
 		return 0, false, err
 	}
-	if err := notServed(rawField{"autoPause", body.AutoPause}); err != nil {
+	if err := notServed(rawField{"autoPause", body.AutoPause}, rawField{"cpuCount", body.CPUCount}); err != nil {
 		return 0, false, err
 	}
 	reboot := body.Memory != nil && !*body.Memory

@@ -47,8 +47,10 @@ var SDKFields = map[string]map[string]FieldUse{
 	"SandboxVolumeMount":      {"name": Served, "path": Served},
 	"ConnectSandbox":          {"memory": Served, "timeout": Served},
 	"ConnectSandboxV2":        {"memory": Served, "timeout": Served},
-	// The deprecated resume: a sandbox keeps the lifecycle of its create.
-	"ResumedSandbox": {"memory": Served, "timeout": Served, "autoPause": Refused},
+	// The deprecated resume: a sandbox keeps the lifecycle of its create,
+	// and the size it was paused with (cpuCount, Python 2.64's model; no
+	// SDK sends it: their resume is connect).
+	"ResumedSandbox": {"memory": Served, "timeout": Served, "autoPause": Refused, "cpuCount": Refused},
 	"GET /v2/sandboxes": {
 		"limit": Served, "metadata": Served, "nextToken": Served, "order": Served,
 		"startedAfter": Served, "state": Served, "template": Served,
@@ -57,12 +59,12 @@ var SDKFields = map[string]map[string]FieldUse{
 
 // NewerSDKFields are fields of SDKFields that E2B's SDKs send from
 // releases newer than those the tests install (npm serves e2b up to 2.51,
-// PyPI up to 2.63): the release that added each, from E2B's release
+// PyPI up to 2.64): the release that added each, from E2B's release
 // notes. TestSDKRequestFields takes them while no installed SDK has them
 // and fails once one does (the entry then goes).
 var NewerSDKFields = map[string]map[string]string{
-	"NewSandbox":   {"cpuCount": "2.64", "memoryMB": "2.66"},
-	"NewSandboxV2": {"cpuCount": "2.64", "memoryMB": "2.66"},
+	"NewSandbox":   {"memoryMB": "2.66"},
+	"NewSandboxV2": {"memoryMB": "2.66"},
 }
 
 func newSandboxFields(v1 bool) map[string]FieldUse {
