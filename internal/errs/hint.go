@@ -30,6 +30,9 @@ const (
 	CodeIdempotencyBusy   = "idempotency_in_progress"
 	CodeIdempotencyReused = "idempotency_request_mismatch"
 	CodeSecretLimit       = "secret_limit_reached"
+	// CodeGuestUnresponsive: a resume with its memory of a sandbox paused
+	// while its agent did not answer.
+	CodeGuestUnresponsive = "sandbox_snapshot_guest_agent_unresponsive"
 )
 
 // Cove's own error codes, for its clients (the CLI) to tell apart answers

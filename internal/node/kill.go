@@ -112,7 +112,7 @@ func (m *Manager) timeUp(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if cur := sb.snapshot(); cur.AutoPause {
-		pause := m.Pause
+		pause := func(ctx context.Context, id string) (Info, error) { return m.Pause(ctx, id, false) }
 		if cur.AutoPauseFiles {
 			pause = m.PauseFiles
 		}

@@ -257,7 +257,7 @@ func TestCopyInterruptedByACrash(t *testing.T) {
 	}
 	// What a node leaves when it dies mid-copy: the sandbox frozen (a pause
 	// does that) and its record running, marked saving.
-	if _, err := first.Pause(ctx, sb.ID); err != nil {
+	if _, err := first.Pause(ctx, sb.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()

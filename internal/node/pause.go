@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -15,16 +16,27 @@ import (
 // are, its memory stays, it takes no CPU, and its timeout stops (it starts
 // again at Resume). The record says paused, so a restarted node adopts it
 // paused. A sandbox already paused is a Conflict.
-func (m *Manager) Pause(ctx context.Context, id string) (Info, error) {
+//
+// Its agent is asked first whether it answers (AgentProbeTimeout). One
+// that does not is paused all the same and marked (Rest.Unresponsive):
+// its memory holds the agent that did not answer, so it resumes only
+// booted afresh over its files (E2B's envdUnresponsiveAtPause). With
+// strict, such a pause is refused instead (Unavailable, to retry) and the
+// sandbox runs on.
+func (m *Manager) Pause(ctx context.Context, id string, strict bool) (Info, error) {
 	start := time.Now()
-	info, err := m.pause(ctx, id)
+	info, err := m.pause(ctx, id, strict)
 	if err == nil {
 		m.observe(func(o Observer) { o.Paused(time.Since(start), true) })
 	}
 	return info, err
 }
 
-func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
+// AgentProbeTimeout bounds how long a pause waits for a sandbox's agent
+// to answer before it takes it for unresponsive.
+const AgentProbeTimeout = 3 * time.Second
+
+func (m *Manager) pause(ctx context.Context, id string, strict bool) (Info, error) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return Info{}, errs.New(errs.NotFound, "sandbox %s not found", id)
@@ -42,6 +54,18 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 	default:
 		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
+	rest := Rest{Phase: PhasePaused}
+	if err := m.probeAgent(ctx, sb); err != nil {
+		if ctx.Err() != nil {
+			return Info{}, ctx.Err()
+		}
+		if strict {
+			return Info{}, errs.Retryable(errs.New(errs.Unavailable,
+				"sandbox %s was not paused: its agent does not answer (%v); it runs on", id, err), time.Second, "")
+		}
+		m.log.Warn("pausing a sandbox whose agent does not answer: it resumes only booted afresh", logx.SandboxID(id), logx.Err(err))
+		rest.Unresponsive = true
+	}
 	if err := p.Pause(ctx, id); err != nil {
 		return Info{}, err
 	}
@@ -49,7 +73,7 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 		m.cfg.Networks.CloseFlows(sb.net)
 	}
 	sb.timer.Stop()
-	if err := m.transition(sb, StatePaused, Rest{Phase: PhasePaused}, nil, func() {
+	if err := m.transition(sb, StatePaused, rest, nil, func() {
 		// Unrecorded, the pause would not survive a restart: undo it.
 		_ = p.Resume(context.WithoutCancel(ctx), id)
 		sb.timer.Reset(time.Until(sb.info.EndAt))
@@ -60,6 +84,21 @@ func (m *Manager) pause(ctx context.Context, id string) (Info, error) {
 	m.scheduleSpill(sb)
 	m.log.Info("sandbox paused", logx.SandboxID(id))
 	return sb.info, nil
+}
+
+// probeAgent asks a running sandbox's agent (sb.mu held) whether it
+// answers, for at most AgentProbeTimeout.
+func (m *Manager) probeAgent(ctx context.Context, sb *sandbox) error {
+	if sb.agent == nil {
+		return nil // adopted without one: nothing to ask
+	}
+	probe, cancel := context.WithTimeout(ctx, AgentProbeTimeout)
+	defer cancel()
+	err := sb.agent.Health(probe)
+	if err != nil && probe.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("no answer in %s", AgentProbeTimeout)
+	}
+	return err
 }
 
 // shareFiles copies the files of a sandbox just paused with its memory
@@ -128,6 +167,10 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 	case sb.info.State != StatePaused || !ok:
 		return Info{}, errs.New(errs.NotFound, "sandbox %s is %s", id, sb.info.State)
 	}
+	if sb.info.Rest.Unresponsive {
+		return Info{}, errs.Final(errs.New(errs.Conflict,
+			"sandbox %s was paused while its agent did not answer: its memory would bring that agent back", id), errs.CodeGuestUnresponsive)
+	}
 	if sb.spill != nil {
 		sb.spill.Stop()
 	}
@@ -180,7 +223,7 @@ func (m *Manager) Wake(ctx context.Context, id string) bool {
 	case PhaseRunning, PhaseSaving:
 		return true
 	case PhasePaused, PhaseOnDisk:
-		if !info.AutoResume {
+		if !info.AutoResume || info.Rest.Unresponsive { // the latter resumes only booted afresh
 			return false
 		}
 	default: // paused as files: not woken

@@ -144,9 +144,10 @@ func (c *Client) UpdateNetwork(ctx context.Context, id string, u sandboxes.Netwo
 	return err
 }
 
-// Pause pauses a sandbox with its memory.
-func (c *Client) Pause(ctx context.Context, id string) (sandboxes.Info, error) {
-	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id, Memory: true})))
+// Pause pauses a sandbox with its memory; strict refuses one whose agent
+// does not answer.
+func (c *Client) Pause(ctx context.Context, id string, strict bool) (sandboxes.Info, error) {
+	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id, Memory: true, Strict: strict})))
 }
 
 // PauseFiles pauses a sandbox keeping its files only.

@@ -56,6 +56,7 @@ func infoToPB(in sandboxes.Info) *pb.Sandbox {
 		Timeout: durationpb.New(in.Timeout), ExitReason: string(in.Exit.Reason), ExitDetail: in.Exit.Detail,
 	}
 	out.PausedState = pausedState(in)
+	out.AgentUnresponsive = in.Rest.Unresponsive
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
 			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains, Rules: rulesToPB(n.Rules),
@@ -73,6 +74,9 @@ func infoFromPB(in *pb.Sandbox) (sandboxes.Info, error) {
 		Settings: settingsFromPB(in.GetSettings()), Layers: in.GetLayers(), Volumes: mountsFromPB(in.GetVolumes()), PausedState: in.GetPausedState(),
 		Timeout: in.GetTimeout().AsDuration(),
 		Exit:    isolation.Exit{Reason: isolation.ExitReason(in.GetExitReason()), Detail: in.GetExitDetail()},
+		// Of its rest, the replica sees only whether it resumes with its
+		// memory.
+		Rest: sandboxes.Rest{Unresponsive: in.GetAgentUnresponsive()},
 	}
 	if n := in.GetNetwork(); n != nil {
 		allow, err := parsePrefixes(n.GetAllowOut())

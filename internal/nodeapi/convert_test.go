@@ -88,3 +88,19 @@ func TestSettingsCross(t *testing.T) {
 		t.Errorf("a record's settings crossed as %+v, want %+v", out.Settings, in.Settings)
 	}
 }
+
+// TestUnresponsiveCrosses: that a paused sandbox's agent did not answer
+// at its pause reaches the API replicas (GET's envdUnresponsiveAtPause,
+// and a resume with its memory refused).
+func TestUnresponsiveCrosses(t *testing.T) {
+	for _, mark := range []bool{false, true} {
+		in := sandboxes.Info{ID: "i1", State: sandboxes.StatePaused, Rest: sandboxes.Rest{Phase: sandboxes.PhasePaused, Unresponsive: mark}}
+		out, err := infoFromPB(infoToPB(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Rest.Unresponsive != mark {
+			t.Errorf("unresponsive %t crossed as %t", mark, out.Rest.Unresponsive)
+		}
+	}
+}

@@ -147,7 +147,7 @@ func TestSameInProcessAndRemote(t *testing.T) {
 			if st, err := a.Stats(ctx, info.ID); err != nil || st.MemoryLimit != 256<<20 {
 				t.Errorf("stats: %+v %v", st, err)
 			}
-			if p, err := a.Pause(ctx, info.ID); err != nil || p.State != sandboxes.StatePaused {
+			if p, err := a.Pause(ctx, info.ID, false); err != nil || p.State != sandboxes.StatePaused {
 				t.Errorf("pause: %v %v", p.State, err)
 			}
 			if a.Wake(ctx, info.ID) {
@@ -170,11 +170,11 @@ func TestSameInProcessAndRemote(t *testing.T) {
 				{"get an unknown sandbox", func() error { _, err := a.Get(context.Background(), "nope"); return err }(), errs.NotFound},
 				{"a create without a timeout", func() error { _, err := a.Create(ctx, sandboxes.CreateRequest{}); return err }(), errs.InvalidArgument},
 				{"pause a sandbox twice", func() error {
-					if _, err := a.Pause(ctx, info.ID); err != nil {
+					if _, err := a.Pause(ctx, info.ID, false); err != nil {
 						return err
 					}
 					defer a.Resume(ctx, info.ID, time.Minute)
-					_, err := a.Pause(ctx, info.ID)
+					_, err := a.Pause(ctx, info.ID, false)
 					return err
 				}(), errs.Conflict},
 				{"dial an unknown sandbox", func() error { _, err := a.Dial(ctx, "nope", 49983); return err }(), errs.NotFound},

@@ -239,7 +239,9 @@ func (s *Server) UpdateNetwork(ctx context.Context, r *connect.Request[pb.Networ
 func (s *Server) Pause(ctx context.Context, r *connect.Request[pb.PauseRequest]) (*connect.Response[pb.Sandbox], error) {
 	pause := s.mgr.PauseFiles
 	if r.Msg.GetMemory() {
-		pause = s.mgr.Pause
+		pause = func(ctx context.Context, id string) (sandboxes.Info, error) {
+			return s.mgr.Pause(ctx, id, r.Msg.GetStrict())
+		}
 	}
 	info, err := pause(ctx, r.Msg.GetId())
 	if err == nil {

@@ -243,7 +243,7 @@ func (n *Node) setState(method, id string, from, to sandboxes.State) (sandboxes.
 }
 
 // Pause pauses a running sandbox with its memory.
-func (n *Node) Pause(_ context.Context, id string) (sandboxes.Info, error) {
+func (n *Node) Pause(_ context.Context, id string, _ bool) (sandboxes.Info, error) {
 	return n.setState("Pause", id, sandboxes.StateRunning, sandboxes.StatePaused)
 }
 

@@ -28,7 +28,9 @@ type Node interface {
 	Stats(ctx context.Context, id string) (isolation.Stats, error)
 	AgentLog(ctx context.Context, id string) ([]byte, error)
 	UpdateNetwork(ctx context.Context, id string, u NetworkUpdate) error
-	Pause(ctx context.Context, id string) (Info, error)
+	// Pause with strict refuses (Unavailable) a sandbox whose agent does
+	// not answer; without, it pauses it marked (Rest.Unresponsive).
+	Pause(ctx context.Context, id string, strict bool) (Info, error)
 	PauseFiles(ctx context.Context, id string) (Info, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (Info, error)
 	SaveLayer(ctx context.Context, id string, memory bool) (Copy, error)

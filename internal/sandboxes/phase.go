@@ -54,19 +54,26 @@ type Rest struct {
 	Phase  Phase         `json:"phase,omitempty"`
 	Files  *SavedFiles   `json:"files,omitempty"`
 	Memory *MemoryOnDisk `json:"memory,omitempty"`
+	// Unresponsive: its agent did not answer when it was paused with its
+	// memory, which would bring that agent back: it resumes only booted
+	// afresh over its files (E2B's envdUnresponsiveAtPause).
+	Unresponsive bool `json:"unresponsive,omitempty"`
 }
 
 // Paused is the rest of a sandbox paused with its memory, keeping a shared
 // copy of its files if it has one; Spilling and OnDisk, that of one whose
 // memory is being written to dir, or is there with its manifest.
-func (r Rest) Paused() Rest { return Rest{Phase: PhasePaused, Files: r.Files} }
+// Each keeps whether its agent answered at the pause.
+func (r Rest) Paused() Rest {
+	return Rest{Phase: PhasePaused, Files: r.Files, Unresponsive: r.Unresponsive}
+}
 
 func (r Rest) Spilling(dir string) Rest {
-	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir}}
+	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir}, Unresponsive: r.Unresponsive}
 }
 
 func (r Rest) OnDisk(dir string, files []template.FileSum) Rest {
-	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir, Files: files}}
+	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir, Files: files}, Unresponsive: r.Unresponsive}
 }
 
 // Check refuses a rest its record's state cannot have. A killed

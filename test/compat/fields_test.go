@@ -69,7 +69,6 @@ func TestSDKRequestFields(t *testing.T) {
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"cpuCount":2}`, "cpuCount"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["198.51.100.53"]}}`, "network.dnsServers"},
 		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["198.51.100.53"]}`, "dnsServers"},
-		{"POST", "/sandboxes/" + id + "/pause", `{"requireHealthyGuest":true}`, "requireHealthyGuest"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("X-API-Key", apiKey)

@@ -26,7 +26,8 @@ const venvPython = "py/.venv/bin/python"
 // every test with the SDK's sync and its async client) against a server
 // on namespaces (test_https.py once more with E2B_DOMAIN alone, the SDK
 // itself over HTTPS), and its lifecycle file (pauses, snapshots, forks: where
-// the drivers differ), test_https.py, its agent-parity file and a code
+// the drivers differ), test_https.py, its agent-parity and newer-SDK
+// files and a code
 // interpreter's child template (its start command run by another driver;
 // the rest of that file costs 30 s more there) against one on gVisor,
 // whose copies keep their processes.
@@ -35,7 +36,7 @@ func TestOfficialPythonSDK(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)
 		ca := filepath.Join(srv.DataDir, "tls", "ca.pem")
 		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_CA_FILE="+ca),
-			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py", "test_envd_parity.py", "test_template_inherit.py")
+			"test_sandbox.py", "test_commands.py", "test_files.py", "test_lifecycle.py", "test_volumes.py", "test_templates.py", "test_transport.py", "test_https.py", "test_envd_parity.py", "test_template_inherit.py", "test_newer_sdk.py")
 		// E2B's domain mode with a single-label domain: E2B_DOMAIN alone,
 		// the SDK (rustls) calls https://api.localhost:<port> and
 		// https://49983-<id>.localhost:<port>, the port that speaks HTTPS too.
@@ -57,7 +58,7 @@ func TestOfficialPythonSDK(t *testing.T) {
 		testutil.NeedRunsc(t)
 		srv := testutil.StartServer(t, apiKey, "--default-isolation", "gvisor")
 		runPytest(t, append(sdkEnv(srv.Addr), "COMPAT_COPIES_PROCESSES=1", "COMPAT_CA_FILE="+filepath.Join(srv.DataDir, "tls", "ca.pem")),
-			"test_lifecycle.py", "test_https.py", "test_envd_parity.py",
+			"test_lifecycle.py", "test_https.py", "test_envd_parity.py", "test_newer_sdk.py",
 			"test_template_inherit.py::test_a_child_of_the_code_interpreter_is_one")
 		if left := srv.Leftovers(); len(left) > 0 {
 			t.Errorf("the suite left sandboxes behind: %v", left)

@@ -242,9 +242,10 @@ func (c *Cluster) stateChange(ctx context.Context, id string, f func(*nodeapi.Cl
 	})
 }
 
-// Pause pauses a sandbox with its memory.
-func (c *Cluster) Pause(ctx context.Context, id string) (sandboxes.Info, error) {
-	return c.pause(ctx, id, func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Pause(ctx, id) })
+// Pause pauses a sandbox with its memory; strict refuses one whose agent
+// does not answer.
+func (c *Cluster) Pause(ctx context.Context, id string, strict bool) (sandboxes.Info, error) {
+	return c.pause(ctx, id, func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Pause(ctx, id, strict) })
 }
 
 // PauseFiles pauses a sandbox keeping its files only.

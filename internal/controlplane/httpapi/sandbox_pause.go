@@ -1,14 +1,15 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/errs"
 )
 
 // pause serves POST /sandboxes/{id}/pause ({"memory": bool}, default
-// true): 204 once paused, 409 when it is paused already.
+// true; "requireHealthyGuest": bool, default false, the Python SDK's
+// strict): 204 once paused, 409 when it is paused already, 503 (to retry)
+// for a strict pause while the sandbox's agent does not answer.
 func (a *API) pause(w http.ResponseWriter, r *http.Request) {
 	id, err := sandboxID(r)
 	if err != nil {
@@ -16,18 +17,14 @@ func (a *API) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Memory              *bool           `json:"memory"`
-		RequireHealthyGuest json.RawMessage `json:"requireHealthyGuest"`
+		Memory              *bool `json:"memory"`
+		RequireHealthyGuest bool  `json:"requireHealthyGuest"`
 	}
 	if err := decode(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	if err := notServed(rawField{"requireHealthyGuest", body.RequireHealthyGuest}); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := a.svc.Pause(r.Context(), team(r), id, body.Memory == nil || *body.Memory); err != nil {
+	if err := a.svc.Pause(r.Context(), team(r), id, body.Memory == nil || *body.Memory, body.RequireHealthyGuest); err != nil {
 		if errs.Is(err, errs.Conflict) {
 			writeError(w, errs.New(errs.Conflict, "Sandbox %s is already paused", id))
 			return

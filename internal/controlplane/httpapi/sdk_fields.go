@@ -39,9 +39,9 @@ var SDKFields = map[string]map[string]FieldUse{
 		"allow_internet_access": Served, "allowOut": Served, "denyOut": Served,
 		"egressProxy": Served, "rules": Served, "dnsServers": Refused,
 	},
-	// requireHealthyGuest (Python 2.63's strict pause) asks the pause to be
-	// refused when the agent does not answer: not served yet.
-	"SandboxPauseRequest":     {"memory": Served, "requireHealthyGuest": Refused},
+	// requireHealthyGuest (Python 2.63's strict pause) refuses the pause
+	// while the agent does not answer.
+	"SandboxPauseRequest":     {"memory": Served, "requireHealthyGuest": Served},
 	"SandboxSnapshotRequest":  {"memory": Served, "name": Served},
 	"SandboxAutoResumeConfig": {"enabled": Served},
 	"SandboxVolumeMount":      {"name": Served, "path": Served},

@@ -70,6 +70,9 @@ type sandboxDetail struct {
 	Isolation string `json:"isolation,omitempty"`
 	// Node, in a cluster, is the node the sandbox runs on (Cove's own).
 	Node string `json:"node,omitempty"`
+	// EnvdUnresponsiveAtPause: paused while its agent did not answer, it
+	// resumes only with memory false (onResume: reboot).
+	EnvdUnresponsiveAtPause bool `json:"envdUnresponsiveAtPause,omitempty"`
 }
 
 func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
@@ -77,7 +80,7 @@ func toDetail(s service.Sandbox, withSecrets bool) sandboxDetail {
 		TemplateID: s.TemplateID, SandboxID: s.ID, ClientID: clientID, Alias: s.Alias,
 		StartedAt: s.StartedAt, EndAt: s.EndAt, CPUCount: s.CPUCount, MemoryMB: s.MemoryMB,
 		DiskSizeMB: s.DiskMB, State: string(s.State), EnvdVersion: s.EnvdVersion, Metadata: s.Metadata,
-		Isolation: s.Isolation, Node: s.Node,
+		Isolation: s.Isolation, Node: s.Node, EnvdUnresponsiveAtPause: s.AgentUnresponsive,
 	}
 	if withSecrets {
 		onTimeout := "kill"

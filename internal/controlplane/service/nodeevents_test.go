@@ -58,11 +58,11 @@ func TestNodeEvents(t *testing.T) {
 			svc.Ended(id, isolation.Exit{Reason: isolation.ExitOOM})
 		}, "", store.EventKilled, string(isolation.ExitOOM)},
 		{"paused at its timeout", func(svc *service.Service, n sandboxes.Node, id string) {
-			info, _ := n.Pause(context.Background(), id)
+			info, _ := n.Pause(context.Background(), id, false)
 			svc.StateChanged(info)
 		}, sandboxes.StatePaused, store.EventPaused, store.ReasonAutoPause},
 		{"resumed by traffic", func(svc *service.Service, n sandboxes.Node, id string) {
-			info, _ := n.Pause(context.Background(), id)
+			info, _ := n.Pause(context.Background(), id, false)
 			svc.StateChanged(info)
 			info, _ = n.Resume(context.Background(), id, 0)
 			svc.StateChanged(info)
@@ -126,7 +126,7 @@ func TestSandboxForSignature(t *testing.T) {
 	}
 	// A paused sandbox serves no file: its signature finds nothing.
 	signed := sign(a.ID, 0)
-	if err := svc.Pause(ctx, "t", a.ID, true); err != nil {
+	if err := svc.Pause(ctx, "t", a.ID, true, false); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := svc.SandboxForSignature(ctx, "/home/user/f", "read", "user", signed, ""); ok {

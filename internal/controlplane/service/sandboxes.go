@@ -51,6 +51,9 @@ type Sandbox struct {
 	VolumeMounts       []VolumeMount
 	// Network is its egress as its node has it (Get's answer only).
 	Network *sandboxes.NetworkInfo
+	// AgentUnresponsive: paused with its memory while its agent did not
+	// answer; it resumes only booted afresh (Get's answer only).
+	AgentUnresponsive bool
 }
 
 func (s *Service) view(sb store.Sandbox) Sandbox {
@@ -294,6 +297,7 @@ func (s *Service) Get(ctx context.Context, team, id string) (Sandbox, error) {
 		// woke a sandbox said paused).
 		v.State = info.State
 	}
+	v.AgentUnresponsive = info.State == sandboxes.StatePaused && info.Rest.Unresponsive
 	return v, nil
 }
 
@@ -337,7 +341,7 @@ func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Dur
 	}
 	if cur.State == sandboxes.StatePaused {
 		sb, err = s.Resume(ctx, team, id, timeout, reboot)
-		if !errs.Is(err, errs.Conflict) { // resumed meanwhile: extend below
+		if !errs.Is(err, errs.Conflict) || errs.HintOf(err).Code == errs.CodeGuestUnresponsive { // else resumed meanwhile: extend below
 			return sb, err == nil, err
 		}
 	}
@@ -356,15 +360,18 @@ func (s *Service) Extend(ctx context.Context, team, id string, timeout time.Dura
 
 // Pause pauses a team's running sandbox (Conflict when it is paused
 // already): with its memory, frozen in place; without, its files saved
-// and its processes ended, to boot again at its resume.
-func (s *Service) Pause(ctx context.Context, team, id string, memory bool) error {
+// and its processes ended, to boot again at its resume. With its memory,
+// strict refuses it (Unavailable, to retry; it runs on) while its agent
+// does not answer; without strict it is paused all the same, and resumes
+// only booted afresh (Resume with reboot).
+func (s *Service) Pause(ctx context.Context, team, id string, memory, strict bool) error {
 	cur, err := s.Get(ctx, team, id)
 	if err != nil {
 		return err
 	}
-	pause := s.node.Pause
-	if !memory {
-		pause = s.node.PauseFiles
+	pause := s.node.PauseFiles
+	if memory {
+		pause = func(ctx context.Context, id string) (sandboxes.Info, error) { return s.node.Pause(ctx, id, strict) }
 	}
 	info, err := pause(ctx, id)
 	if err != nil {

@@ -146,16 +146,16 @@ func TestLifecycle(t *testing.T) {
 		state sandboxes.State // the record's state after ("": no record)
 	}{
 		{"pause", func(ctx context.Context, svc *service.Service, id string) error {
-			return svc.Pause(ctx, "t", id, true)
+			return svc.Pause(ctx, "t", id, true, false)
 		}, 0, "paused"},
 		{"pause twice", func(ctx context.Context, svc *service.Service, id string) error {
-			if err := svc.Pause(ctx, "t", id, true); err != nil {
+			if err := svc.Pause(ctx, "t", id, true, false); err != nil {
 				return err
 			}
-			return svc.Pause(ctx, "t", id, false)
+			return svc.Pause(ctx, "t", id, false, false)
 		}, errs.Conflict, "paused"},
 		{"pause and resume", func(ctx context.Context, svc *service.Service, id string) error {
-			if err := svc.Pause(ctx, "t", id, false); err != nil {
+			if err := svc.Pause(ctx, "t", id, false, false); err != nil {
 				return err
 			}
 			_, err := svc.Resume(ctx, "t", id, time.Minute, false)
@@ -166,7 +166,7 @@ func TestLifecycle(t *testing.T) {
 			return err
 		}, errs.Conflict, "running"},
 		{"connect to a paused one resumes it", func(ctx context.Context, svc *service.Service, id string) error {
-			if err := svc.Pause(ctx, "t", id, true); err != nil {
+			if err := svc.Pause(ctx, "t", id, true, false); err != nil {
 				return err
 			}
 			_, resumed, err := svc.Connect(ctx, "t", id, time.Minute, false)

@@ -1197,9 +1197,12 @@ type Sandbox struct {
 	// are in the object store, is the node's whole record of it
 	// (internal/sandboxes.Info as JSON): what another node takes it over from
 	// (Receive) if this one is lost.
-	PausedState   []byte `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PausedState []byte `protobuf:"bytes,24,opt,name=paused_state,json=pausedState,proto3" json:"paused_state,omitempty"`
+	// agent_unresponsive: paused with its memory while its agent did not
+	// answer; it resumes only booted afresh over its files.
+	AgentUnresponsive bool `protobuf:"varint,27,opt,name=agent_unresponsive,json=agentUnresponsive,proto3" json:"agent_unresponsive,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -1377,6 +1380,13 @@ func (x *Sandbox) GetPausedState() []byte {
 		return x.PausedState
 	}
 	return nil
+}
+
+func (x *Sandbox) GetAgentUnresponsive() bool {
+	if x != nil {
+		return x.AgentUnresponsive
+	}
+	return false
 }
 
 type SandboxList struct {
@@ -1801,9 +1811,13 @@ func (x *StringList) GetValues() []string {
 }
 
 type PauseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Memory        bool                   `protobuf:"varint,2,opt,name=memory,proto3" json:"memory,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Memory bool                   `protobuf:"varint,2,opt,name=memory,proto3" json:"memory,omitempty"`
+	// strict (with memory) refuses the pause while the sandbox's agent
+	// does not answer; without, the sandbox is paused marked
+	// (Sandbox.agent_unresponsive).
+	Strict        bool `protobuf:"varint,3,opt,name=strict,proto3" json:"strict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1848,6 +1862,13 @@ func (x *PauseRequest) GetId() string {
 func (x *PauseRequest) GetMemory() bool {
 	if x != nil {
 		return x.Memory
+	}
+	return false
+}
+
+func (x *PauseRequest) GetStrict() bool {
+	if x != nil {
+		return x.Strict
 	}
 	return false
 }
@@ -2528,7 +2549,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\tVolumeRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x0eReceiveRequest\x12!\n" +
-	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\xe4\a\n" +
+	"\fpaused_state\x18\x01 \x01(\fR\vpausedState\"\x93\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vtemplate_id\x18\x02 \x01(\tR\n" +
@@ -2555,7 +2576,8 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"exitDetail\x12\x16\n" +
 	"\x06layers\x18\x16 \x03(\tR\x06layers\x123\n" +
 	"\avolumes\x18\x17 \x03(\v2\x19.cove.node.v1.VolumeMountR\avolumes\x12!\n" +
-	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x1a;\n" +
+	"\fpaused_state\x18\x18 \x01(\fR\vpausedState\x12-\n" +
+	"\x12agent_unresponsive\x18\x1b \x01(\bR\x11agentUnresponsive\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -2603,10 +2625,11 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"_set_rules\"$\n" +
 	"\n" +
 	"StringList\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values\"6\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"N\n" +
 	"\fPauseRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06memory\x18\x02 \x01(\bR\x06memory\"T\n" +
+	"\x06memory\x18\x02 \x01(\bR\x06memory\x12\x16\n" +
+	"\x06strict\x18\x03 \x01(\bR\x06strict\"T\n" +
 	"\rResumeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"(\n" +

@@ -1,0 +1,100 @@
+"""What the SDKs added up to 2.66 that Cove serves: a strict pause, the
+mark of a sandbox paused while its agent did not answer, the lifecycle a
+create leaves to the server.
+
+The agent is stopped from the host (this suite runs as root beside the
+server): inside its sandbox the agent is PID 1, whom no signal of the
+sandbox's own stops. On namespaces it is a process of the host's, stopped
+with SIGSTOP; on gVisor it lives in the sentry, where `runsc kill <id>
+STOP` did not stop it, so that case runs on namespaces only (and in
+internal/node's TestPauseOfAnUnresponsiveAgent).
+"""
+
+import os
+import signal
+
+import pytest
+from e2b import GuestUnresponsiveException, SandboxState, ServiceBusyException
+
+from conftest import COPIES_PROCESSES, RUN, aw, wait_until
+
+
+def _procs():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            yield int(pid)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def stop_agent(sandbox_id):
+    """Stops a sandbox's agent (namespaces) from the host: SIGSTOP to the
+    process that is PID 1 of the sandbox's pid namespace."""
+    for pid in _procs():
+        if sandbox_id.encode() not in _read(f"/proc/{pid}/cgroup"):
+            continue
+        for line in _read(f"/proc/{pid}/status").decode().splitlines():
+            # The sandbox's PID 1, as its own pid namespace numbers it.
+            if line.startswith("NSpid:") and line.split()[-1] == "1" and len(line.split()) > 2:
+                os.kill(pid, signal.SIGSTOP)
+                return
+    raise AssertionError(f"no agent of {sandbox_id} found on this host")
+
+
+async def _not_answering(s):
+    try:
+        return not await aw(s.is_running(request_timeout=2))
+    except Exception:  # noqa: BLE001 - its health check timed out: no answer
+        return True
+
+
+@pytest.mark.skipif(COPIES_PROCESSES, reason="gVisor's agent cannot be stopped from the host (see the module's note)")
+async def test_strict_pause_and_a_sandbox_paused_unresponsive(S):
+    s = await aw(S.create(metadata={"suite": "compat-py", "run": RUN}))
+    try:
+        await aw(s.files.write("/home/user/kept", "kept\n"))
+        stop_agent(s.sandbox_id)
+        assert await wait_until(lambda: _not_answering(s), 60), "the agent still answers"
+        # Strict: refused as E2B's busy error, and the sandbox runs on.
+        with pytest.raises(ServiceBusyException):
+            await aw(s.pause(strict=True, retries=0))
+        info = await aw(s.get_info())
+        assert info.state == SandboxState.RUNNING
+        assert info.envd_unresponsive_at_pause is None
+        # Not strict: paused all the same, and marked.
+        assert await aw(s.pause()) is True
+        info = await aw(s.get_info())
+        assert info.state == SandboxState.PAUSED
+        assert info.envd_unresponsive_at_pause is True
+        # Its memory would bring the stopped agent back.
+        with pytest.raises(GuestUnresponsiveException):
+            await aw(S.connect(s.sandbox_id))
+        assert (await aw(s.get_info())).state == SandboxState.PAUSED
+        # Booted afresh over its files, it answers again.
+        back = await aw(S.connect(s.sandbox_id, on_resume="reboot"))
+        info = await aw(back.get_info())
+        assert info.state == SandboxState.RUNNING
+        assert info.envd_unresponsive_at_pause is None
+        assert await aw(back.files.read("/home/user/kept")) == "kept\n"
+        assert (await aw(back.commands.run("echo up"))).stdout == "up\n"
+    finally:
+        await aw(s.kill())
+
+
+async def test_a_strict_pause_of_an_answering_sandbox_pauses_it(S):
+    s = await aw(S.create(metadata={"suite": "compat-py", "run": RUN}))
+    try:
+        assert await aw(s.pause(strict=True)) is True
+        info = await aw(s.get_info())
+        assert info.state == SandboxState.PAUSED
+        assert info.envd_unresponsive_at_pause is None
+        await aw(S.connect(s.sandbox_id))
+        assert (await aw(s.commands.run("echo up"))).stdout == "up\n"
+    finally:
+        await aw(s.kill())
