@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,10 +23,12 @@ import (
 // from the installed package — and fails on a field of a create,
 // connect, resume, pause, snapshot, list or network request that
 // httpapi.SDKFields does not decide about, or that it names and neither
-// SDK has; then sends each refused field to a real server, which must
-// answer 400 naming it.
+// SDK has; holds the compatibility table of docs/GUIDE.md to it and to
+// the SDK packages installed (compatibilityTable); then sends each
+// refused field to a real server, which must answer 400 naming it.
 func TestSDKRequestFields(t *testing.T) {
 	npmInstall(t)
+	compatibilityTable(t)
 	b, err := os.ReadFile("node_modules/e2b/dist/index.d.ts")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +70,10 @@ func TestSDKRequestFields(t *testing.T) {
 		{"POST", "/v2/sandboxes", `{"templateID":"base","mcp":{"github":{}}}`, "mcp"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"autoPause":true}`, "autoPause"},
 		{"POST", "/sandboxes/" + id + "/resume", `{"timeout":60,"cpuCount":2}`, "cpuCount"},
+		{"POST", "/v2/sandboxes/" + id + "/connect", `{"onResume":{"action":"restore","memoryMB":1024}}`, "onResume.memoryMB"},
+		{"POST", "/v2/sandboxes/" + id + "/connect", `{"onResume":{"action":"reboot","cpuCount":4}}`, "onResume.cpuCount"},
+		{"POST", "/v2/sandboxes/" + id + "/connect", `{"memoryMB":1024}`, "memoryMB"},
+		{"POST", "/sandboxes/" + id + "/connect", `{"timeout":60,"cpuCount":4}`, "cpuCount"},
 		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["198.51.100.53"]}}`, "network.dnsServers"},
 		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["198.51.100.53"]}`, "dnsServers"},
 	} {
@@ -95,6 +102,146 @@ func TestSDKRequestFields(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("a create with empty mcp, iam and egressProxy: %d, want 201", resp.StatusCode)
+	}
+}
+
+// compatibilityTable holds the tables of GUIDE.md's "Compatibility with
+// E2B's SDKs" true: each official SDK package installed here (npm e2b and
+// @e2b/*, PyPI e2b*) is a row with its installed version, pinned as
+// installed; each field a row decides is decided so in httpapi.SDKFields,
+// and every field SDKFields decides has its row; a refused one says why.
+func compatibilityTable(t *testing.T) {
+	t.Helper()
+	guide, err := os.ReadFile("../../docs/GUIDE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(guide)
+
+	want := map[string]string{} // "registry package" → version installed
+	var pkg struct{ Dependencies map[string]string }
+	readJSON(t, "package.json", &pkg)
+	for name, pin := range pkg.Dependencies {
+		if name != "e2b" && !strings.HasPrefix(name, "@e2b/") {
+			continue
+		}
+		var installed struct{ Version string }
+		readJSON(t, filepath.Join("node_modules", name, "package.json"), &installed)
+		if installed.Version != pin {
+			t.Errorf("npm %s: %s installed, %s pinned in package.json", name, installed.Version, pin)
+		}
+		want["npm "+name] = installed.Version
+	}
+	reqs, err := os.ReadFile("py/requirements.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(reqs), "\n") {
+		name, pin, ok := strings.Cut(strings.TrimSpace(line), "==")
+		// e2b-dockerfile-utils is the SDK's own helper, not a package users install.
+		if !ok || !strings.HasPrefix(name, "e2b") || name == "e2b-dockerfile-utils" {
+			continue
+		}
+		dist, _ := filepath.Glob("py/.venv/lib/python3*/site-packages/" + strings.ReplaceAll(name, "-", "_") + "-*.dist-info")
+		if len(dist) != 1 || !strings.HasSuffix(dist[0], "-"+pin+".dist-info") {
+			t.Errorf("PyPI %s: installed %v, %s pinned in requirements.txt", name, dist, pin)
+		}
+		want["PyPI "+name] = pin
+	}
+	got := map[string]string{}
+	for _, row := range docTable(t, doc, "sdks") {
+		got[row[1]+" "+strings.Trim(row[0], "`")] = row[2]
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("GUIDE.md's SDK packages are %v; make test runs %v", got, want)
+	}
+
+	decided := map[string]map[string]httpapi.FieldUse{}
+	for _, row := range docTable(t, doc, "fields") {
+		use := httpapi.Served
+		if reason, ok := strings.CutPrefix(row[3], "refused"); ok {
+			use = httpapi.Refused
+			if len(strings.TrimSpace(strings.TrimPrefix(reason, ":"))) < 10 {
+				t.Errorf("GUIDE.md: %s refuses %s without saying why", row[1], row[2])
+			}
+		} else if !strings.HasPrefix(row[3], "served") {
+			t.Errorf("GUIDE.md: %s %s is %q, want served or refused: why", row[1], row[2], row[3])
+		}
+		for _, schema := range ticked(row[1]) {
+			for _, f := range ticked(row[2]) {
+				if decided[schema] == nil {
+					decided[schema] = map[string]httpapi.FieldUse{}
+				}
+				if _, twice := decided[schema][f]; twice {
+					t.Errorf("GUIDE.md: %s.%s has two rows", schema, f)
+				}
+				decided[schema][f] = use
+			}
+		}
+	}
+	for schema, fields := range httpapi.SDKFields {
+		for f, use := range fields {
+			if got, ok := decided[schema][f]; !ok || got != use {
+				t.Errorf("%s.%s: httpapi.SDKFields says %s, GUIDE.md's table %q", schema, f, use, got)
+			}
+		}
+	}
+	for schema, fields := range decided {
+		for f := range fields {
+			if _, ok := httpapi.SDKFields[schema][f]; !ok {
+				t.Errorf("%s.%s: GUIDE.md's table decides it, httpapi.SDKFields does not", schema, f)
+			}
+		}
+	}
+}
+
+// docTable is the rows (cells trimmed, header and rule left out) of the
+// table after the marker <!-- compat:name --> in doc.
+func docTable(t *testing.T, doc, name string) [][]string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "<!-- compat:"+name+" -->\n")
+	if !ok {
+		t.Fatalf("GUIDE.md has no table marked compat:%s", name)
+	}
+	var rows [][]string
+	for i, line := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		if i < 2 {
+			continue
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(line, "|"), " | ") {
+			cells = append(cells, strings.TrimSpace(c))
+		}
+		rows = append(rows, cells)
+	}
+	if len(rows) == 0 {
+		t.Fatalf("GUIDE.md's table compat:%s is empty", name)
+	}
+	return rows
+}
+
+var tickedName = regexp.MustCompile("`([^`]+)`")
+
+// ticked is the `quoted` names of a cell.
+func ticked(cell string) []string {
+	var out []string
+	for _, m := range tickedName.FindAllStringSubmatch(cell, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 

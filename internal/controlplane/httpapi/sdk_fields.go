@@ -45,8 +45,10 @@ var SDKFields = map[string]map[string]FieldUse{
 	"SandboxSnapshotRequest":  {"memory": Served, "name": Served},
 	"SandboxAutoResumeConfig": {"enabled": Served},
 	"SandboxVolumeMount":      {"name": Served, "path": Served},
-	"ConnectSandbox":          {"memory": Served, "timeout": Served},
-	"ConnectSandboxV2":        {"memory": Served, "timeout": Served},
+	// onResume (2.66): its action is served (reboot is memory false); a
+	// size at resume, in it or beside it, is refused, naming it.
+	"ConnectSandbox":   connectFields(),
+	"ConnectSandboxV2": connectFields(),
 	// The deprecated resume: a sandbox keeps the lifecycle of its create,
 	// and the size it was paused with (cpuCount, Python 2.64's model; no
 	// SDK sends it: their resume is connect).
@@ -63,8 +65,20 @@ var SDKFields = map[string]map[string]FieldUse{
 // notes. TestSDKRequestFields takes them while no installed SDK has them
 // and fails once one does (the entry then goes).
 var NewerSDKFields = map[string]map[string]string{
-	"NewSandbox":   {"memoryMB": "2.66"},
-	"NewSandboxV2": {"memoryMB": "2.66"},
+	"NewSandbox":       {"memoryMB": "2.66"},
+	"NewSandboxV2":     {"memoryMB": "2.66"},
+	"ConnectSandbox":   newerConnectFields(),
+	"ConnectSandboxV2": newerConnectFields(),
+}
+
+func connectFields() map[string]FieldUse {
+	return map[string]FieldUse{"memory": Served, "timeout": Served, "onResume": Served,
+		"onResume.memoryMB": Refused, "onResume.cpuCount": Refused, "memoryMB": Refused, "cpuCount": Refused}
+}
+
+func newerConnectFields() map[string]string {
+	return map[string]string{"onResume": "2.66", "onResume.memoryMB": "2.66", "onResume.cpuCount": "2.66",
+		"memoryMB": "2.66", "cpuCount": "2.66"}
 }
 
 func newSandboxFields(v1 bool) map[string]FieldUse {
