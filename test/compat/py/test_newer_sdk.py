@@ -98,3 +98,16 @@ async def test_a_strict_pause_of_an_answering_sandbox_pauses_it(S):
         assert (await aw(s.commands.run("echo up"))).stdout == "up\n"
     finally:
         await aw(s.kill())
+
+
+async def test_a_lifecycle_left_out_keeps_the_servers_defaults(S):
+    # Since 2.42 the SDK sends no autoPause, autoPauseMemory or autoResume
+    # it was not given: absence is the server's default, not false.
+    plain = await aw(S.create(metadata={"suite": "compat-py", "run": RUN}))
+    paused = await aw(S.create(metadata={"suite": "compat-py", "run": RUN}, lifecycle={"on_timeout": "pause"}))
+    try:
+        assert (await aw(plain.get_info())).lifecycle == {"on_timeout": "kill", "auto_resume": False}
+        assert (await aw(paused.get_info())).lifecycle == {"on_timeout": "pause", "auto_resume": False}
+    finally:
+        await aw(plain.kill())
+        await aw(paused.kill())
