@@ -25,6 +25,9 @@ type InitRequest struct {
 	// EgressCA (Cove's own) is the node's egress CA in PEM, for a sandbox
 	// whose requests its rules transform: the sandbox trusts it.
 	EgressCA string `json:"coveEgressCA,omitempty"`
+	// Resolvers (Cove's own), when set, replace the nameservers of the
+	// sandbox's /etc/resolv.conf (E2B's network.dnsServers).
+	Resolvers []string `json:"coveResolvers,omitempty"`
 }
 
 // init applies the node's settings. Once a token is set, changing anything
@@ -49,6 +52,12 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.NewBoot && s.newBoot != nil {
 		if err := s.newBoot(); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if len(req.Resolvers) > 0 {
+		if err := writeResolvers("/etc/resolv.conf", req.Resolvers); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -275,7 +276,7 @@ func (m *Manager) launch(ctx context.Context, info *Info, tpl template.Template,
 			return nil, fmt.Errorf("egress rules of sandbox %s: %w", info.ID, err)
 		}
 		spec.NetNS = n.NS
-		for _, d := range nets.DNS() {
+		for _, d := range m.resolvers(want) {
 			spec.DNS = append(spec.DNS, d.String())
 		}
 		ni := *want
@@ -404,7 +405,36 @@ func onto(r CreateRequest, info *Info, tplEnv map[string]string, secret []byte, 
 
 // askedNetwork is the network a create asks for.
 func askedNetwork(r CreateRequest) *NetworkInfo {
-	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules, EgressProxy: r.EgressProxy, Tokens: r.Tokens}
+	return &NetworkInfo{Internet: !r.NoInternet, AllowOut: r.AllowOut, DenyOut: r.DenyOut, AllowDomains: r.AllowDomains, Rules: r.Rules, EgressProxy: r.EgressProxy, Tokens: r.Tokens,
+		DNSServers: r.DNSServers}
+}
+
+// resolvers are the nameservers a sandbox's network names: its own
+// (E2B's dnsServers), else the node's.
+func (m *Manager) resolvers(ni *NetworkInfo) []netip.Addr {
+	if ni != nil && len(ni.DNSServers) > 0 {
+		return ni.DNSServers
+	}
+	if m.cfg.Networks == nil {
+		return nil
+	}
+	return m.cfg.Networks.DNS()
+}
+
+// setResolvers writes a running sandbox's /etc/resolv.conf through its
+// agent: the nameservers ni names.
+func (m *Manager) setResolvers(ctx context.Context, agent *agentclient.Client, ni *NetworkInfo) error {
+	var servers []string
+	for _, a := range m.resolvers(ni) {
+		servers = append(servers, a.String())
+	}
+	if len(servers) == 0 || agent == nil {
+		return nil
+	}
+	if err := agent.Init(ctx, envd.InitRequest{Resolvers: servers}); err != nil {
+		return fmt.Errorf("resolvers of sandbox: %w", err)
+	}
+	return nil
 }
 
 // checkTokens checks a create's workload tokens: well formed, each one

@@ -58,6 +58,12 @@ func (m *Manager) UpdateNetwork(_ context.Context, id string, u NetworkUpdate) e
 		return errs.New(errs.Conflict, "sandbox %s has no network of its own", id)
 	}
 	ni := *sb.info.Network // snapshots share the old one
+	// Its resolvers are written through its agent: it runs, or nothing
+	// changes.
+	newDNS := u.DNSServers != nil && !slices.Equal(*u.DNSServers, ni.DNSServers)
+	if newDNS && sb.info.Phase() != PhaseRunning {
+		return errs.New(errs.Conflict, "sandbox %s is %s: its dnsServers change while it runs", id, sb.info.Phase())
+	}
 	// Rules naming a token the sandbox lacks are refused before anything
 	// changes.
 	if u.Rules != nil {
@@ -97,6 +103,15 @@ func (m *Manager) UpdateNetwork(_ context.Context, id string, u NetworkUpdate) e
 	if u.AllowDomains != nil {
 		ni.AllowDomains = *u.AllowDomains
 		if err := m.cfg.Networks.SetDomains(sb.net, ni.AllowDomains); err != nil {
+			return err
+		}
+	}
+	if newDNS {
+		ni.DNSServers = *u.DNSServers
+		if len(ni.DNSServers) == 0 {
+			ni.DNSServers = nil
+		}
+		if err := m.setResolvers(ctx, sb.agent, &ni); err != nil {
 			return err
 		}
 	}

@@ -28,6 +28,7 @@ func TestOnto(t *testing.T) {
 		"Rules":         "the same",
 		"EgressProxy":   "the same",
 		"Tokens":        "the same",
+		"DNSServers":    "the same",
 		"Isolation":     "the driver (driverNamed): Info.Isolation",
 		"Quota":         "admission (admitLocked), not kept",
 		"Saved":         "the layers the sandbox starts from: Info.Layers",

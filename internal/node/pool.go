@@ -428,6 +428,11 @@ func (m *Manager) handOut(ctx context.Context, w *warmSandbox, req CreateRequest
 	if err := m.trustEgressCA(ctx, w.agent, info.Network); err != nil {
 		return fail(err)
 	}
+	if len(req.DNSServers) > 0 { // it started with the node's
+		if err := m.setResolvers(ctx, w.agent, info.Network); err != nil {
+			return fail(err)
+		}
+	}
 	if err := m.admit(sb, &info, w.net, w.agent); err != nil {
 		m.mu.Lock()
 		delete(m.sandboxes, info.ID)

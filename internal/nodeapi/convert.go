@@ -60,7 +60,7 @@ func infoToPB(in sandboxes.Info) *pb.Sandbox {
 	if n := in.Network; n != nil {
 		out.Network = &pb.Network{Slot: int32(n.Slot), Addr: n.Addr, Internet: n.Internet,
 			AllowOut: prefixStrings(n.AllowOut), DenyOut: prefixStrings(n.DenyOut), AllowDomains: n.AllowDomains, Rules: rulesToPB(n.Rules),
-			EgressProxy: egressProxyToPB(n.EgressProxy), Tokens: tokensToPB(n.Tokens)}
+			EgressProxy: egressProxyToPB(n.EgressProxy), Tokens: tokensToPB(n.Tokens), DnsServers: addrStrings(n.DNSServers)}
 	}
 	return out
 }
@@ -87,9 +87,13 @@ func infoFromPB(in *pb.Sandbox) (sandboxes.Info, error) {
 		if err != nil {
 			return out, err
 		}
+		dns, err := parseAddrs(n.GetDnsServers())
+		if err != nil {
+			return out, err
+		}
 		out.Network = &sandboxes.NetworkInfo{Slot: int(n.GetSlot()), Addr: n.GetAddr(), Internet: n.GetInternet(),
 			AllowOut: allow, DenyOut: deny, AllowDomains: n.GetAllowDomains(), Rules: rulesFromPB(n.GetRules()),
-			EgressProxy: egressProxyFromPB(n.GetEgressProxy()), Tokens: tokensFromPB(n.GetTokens())}
+			EgressProxy: egressProxyFromPB(n.GetEgressProxy()), Tokens: tokensFromPB(n.GetTokens()), DNSServers: dns}
 	}
 	return out, nil
 }
@@ -207,6 +211,7 @@ func createToPB(r sandboxes.CreateRequest) (*pb.CreateRequest, error) {
 		NoInternet: r.NoInternet, AllowOut: prefixStrings(r.AllowOut), DenyOut: prefixStrings(r.DenyOut), AllowDomains: r.AllowDomains,
 		Isolation: r.Isolation, Team: r.Team, Settings: settingsToPB(r.Settings),
 		Volumes: mountsToPB(r.Volumes), Rules: rulesToPB(r.Rules), EgressProxy: egressProxyToPB(r.EgressProxy), Tokens: tokensToPB(r.Tokens),
+		DnsServers: addrStrings(r.DNSServers),
 	}
 	savedToPB(r, out)
 	return out, nil
@@ -222,8 +227,13 @@ func createFromPB(r *pb.CreateRequest) (sandboxes.CreateRequest, error) {
 	if err != nil {
 		return sandboxes.CreateRequest{}, err
 	}
+	dns, err := parseAddrs(r.GetDnsServers())
+	if err != nil {
+		return sandboxes.CreateRequest{}, err
+	}
 	out := sandboxes.CreateRequest{
-		ID: r.GetId(), Template: r.GetTemplate(), BuildID: r.GetBuildId(), Timeout: r.GetTimeout().AsDuration(),
+		DNSServers: dns,
+		ID:         r.GetId(), Template: r.GetTemplate(), BuildID: r.GetBuildId(), Timeout: r.GetTimeout().AsDuration(),
 		Limits: limitsFromPB(r.GetLimits()), Sized: r.GetSized(), EnvVars: r.GetEnvVars(), Metadata: r.GetMetadata(),
 		AccessToken: r.GetAccessToken(), TrafficToken: r.GetTrafficToken(),
 		DeriveTokens: r.GetDeriveTokens(), Secure: r.GetSecure(), PublicTraffic: r.GetPublicTraffic(),
@@ -262,6 +272,9 @@ func networkToPB(id string, u sandboxes.NetworkUpdate) *pb.NetworkUpdate {
 		out.SetRules, out.Rules = &set, rulesToPB(*u.Rules)
 	}
 	out.SetEgressProxy, out.EgressProxy = u.SetEgressProxy, egressProxyToPB(u.EgressProxy)
+	if u.DNSServers != nil {
+		out.DnsServers = &pb.StringList{Values: addrStrings(*u.DNSServers)}
+	}
 	return out
 }
 
@@ -291,6 +304,36 @@ func networkFromPB(u *pb.NetworkUpdate) (sandboxes.NetworkUpdate, error) {
 	if u.GetSetRules() {
 		rules := rulesFromPB(u.GetRules())
 		out.Rules = &rules
+	}
+	if d := u.GetDnsServers(); d != nil {
+		dns, err := parseAddrs(d.GetValues())
+		if err != nil {
+			return out, err
+		}
+		if dns == nil {
+			dns = []netip.Addr{}
+		}
+		out.DNSServers = &dns
+	}
+	return out, nil
+}
+
+func addrStrings(as []netip.Addr) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+func parseAddrs(ss []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, s := range ss {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, errs.New(errs.InvalidArgument, "address %q: %v", s, err)
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }

@@ -36,6 +36,7 @@ func TestCreateRequestCrosses(t *testing.T) {
 		Tokens:       map[string]svid.Token{"aws": {Audience: "sts", TokenType: svid.TokenType}},
 		Isolation:    "gvisor", Team: "team", Settings: allSettings(t),
 		Volumes: []sandboxes.VolumeMount{{ID: "vol", Name: "data", Path: "/data"}}, Node: "n1",
+		DNSServers: []netip.Addr{netip.MustParseAddr("198.51.100.53")},
 	}
 	v := reflect.ValueOf(in)
 	for i := range v.NumField() {

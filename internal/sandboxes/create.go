@@ -48,6 +48,9 @@ type CreateRequest struct {
 	EgressProxy *network.EgressProxy
 	// Tokens are the workload tokens its rules may name (svid).
 	Tokens map[string]svid.Token
+	// DNSServers are the resolvers its /etc/resolv.conf names (nil: the
+	// node's); its egress rules apply to them as to any address.
+	DNSServers []netip.Addr
 	// Isolation names the driver ("" = the node's default).
 	Isolation string
 	// Team owns the sandbox: its quota applies ("" = none).

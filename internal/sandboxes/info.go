@@ -125,6 +125,8 @@ type NetworkInfo struct {
 	EgressProxy *network.EgressProxy `json:"egressProxy,omitempty"`
 	// Tokens are the workload tokens its rules may name (E2B's iam).
 	Tokens map[string]svid.Token `json:"tokens,omitempty"`
+	// DNSServers are its own resolvers (nil: the node's).
+	DNSServers []netip.Addr `json:"dnsServers,omitempty"`
 }
 
 // KilledDetail is the exit detail of a sandbox ended by Kill.

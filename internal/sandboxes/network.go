@@ -24,4 +24,6 @@ type NetworkUpdate struct {
 	// none).
 	SetEgressProxy bool
 	EgressProxy    *network.EgressProxy
+	// DNSServers replace its resolvers (empty: the node's).
+	DNSServers *[]netip.Addr
 }

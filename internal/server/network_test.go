@@ -41,7 +41,11 @@ func TestSandboxNetwork(t *testing.T) {
 		gateway = "198.19.252.1" // the first network's host end
 	})
 	testutil.WaitWarm(t, s.dataDir, 2)
-	testutil.FakeInternet(t)
+	inet := testutil.FakeInternet(t)
+	// A resolver of the tenant's own (network.dnsServers), in the fake
+	// internet: it answers a name the node's resolvers do not know.
+	own := testutil.ServeDNSIn(t, inet, testutil.InternetAddr+":53")
+	own.Set("only.mine.test", 60, "203.0.113.77")
 	_, apiPort, _ := strings.Cut(strings.TrimPrefix(s.url, "http://"), ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -122,7 +126,67 @@ func TestSandboxNetwork(t *testing.T) {
 	if got := curl(denied, deniedTok, fake); got != "unreachable" {
 		t.Errorf("created with denyOut: %q", got)
 	}
-	for _, id := range []string{open, closed, denied} {
+
+	// Its own resolvers: named in its resolv.conf (a warm sandbox's
+	// rewritten at its hand-out), shown in its details, reached through
+	// its egress rules like any address, replaced or dropped by an update.
+	for _, body := range []string{`{"network": {"dnsServers": ["127.0.0.1"]}}`, `{"network": {"dnsServers": ["169.254.169.254"]}}`, `{"network": {"dnsServers": ["example.com"]}}`} {
+		if code, _, raw := s.do(t, "POST", "/v2/sandboxes", keyA, body); code != 400 || !strings.Contains(string(raw), "dnsServers") {
+			t.Errorf("create with %s: %d %s, want 400 naming dnsServers", body, code, raw)
+		}
+	}
+	mine, mineTok := create(`{"network": {"dnsServers": ["` + testutil.InternetAddr + `"]}}`)
+	lookup := func() string {
+		out, err := run(ctx, s.url, mine, mineTok, "getent hosts only.mine.test || echo unresolved")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Fields(strings.TrimSpace(out) + " ")[0]
+	}
+	resolvConf := func() string {
+		out, err := run(ctx, s.url, mine, mineTok, "cat /etc/resolv.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := resolvConf(), "nameserver "+testutil.InternetAddr+"\n"; got != want {
+		t.Errorf("resolv.conf with dnsServers: %q, want %q", got, want)
+	}
+	if got := lookup(); got != "203.0.113.77" || own.Queries() == 0 {
+		t.Errorf("lookup through its own resolver: %q (%d queries there)", got, own.Queries())
+	}
+	_, m, _ := s.do(t, "GET", "/sandboxes/"+mine, keyA, "")
+	if nw, _ := m["network"].(map[string]any); fmt.Sprint(nw["dnsServers"]) != "["+testutil.InternetAddr+"]" {
+		t.Errorf("details: network %v, want its dnsServers", m["network"])
+	}
+	for _, u := range []struct{ body, want string }{
+		{`{"denyOut": ["` + testutil.InternetAddr + `/32"], "dnsServers": ["` + testutil.InternetAddr + `"]}`, "unresolved"},
+		{`{"dnsServers": ["` + testutil.InternetAddr + `"]}`, "203.0.113.77"},
+		{`{"dnsServers": ["` + testutil.InternetAddr + `", "` + testutil.InternetAddr + `"]}`, "400"},
+	} {
+		code, _, raw := s.do(t, "PUT", "/sandboxes/"+mine+"/network", keyA, u.body)
+		if u.want == "400" {
+			if code != 400 {
+				t.Errorf("PUT %s: %d %s, want 400", u.body, code, raw)
+			}
+			continue
+		}
+		if code != 204 {
+			t.Fatalf("PUT %s: %d %s", u.body, code, raw)
+		}
+		if got := lookup(); got != u.want {
+			t.Errorf("lookup after PUT %s: %q, want %q", u.body, got, u.want)
+		}
+	}
+	// Left out of an update, they go: the node's resolvers again.
+	if code, _, raw := s.do(t, "PUT", "/sandboxes/"+mine+"/network", keyA, `{}`); code != 204 {
+		t.Fatalf("PUT {}: %d %s", code, raw)
+	}
+	if got := resolvConf(); strings.Contains(got, testutil.InternetAddr) {
+		t.Errorf("resolv.conf after an update without dnsServers: %q", got)
+	}
+	for _, id := range []string{open, closed, denied, mine} {
 		if code, _, raw := s.do(t, "DELETE", "/sandboxes/"+id, keyA, ""); code != 204 {
 			t.Errorf("kill %s: %d %s", id, code, raw)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"testing"
 
@@ -137,6 +138,20 @@ func ListenIn(ns netns.NsHandle, addr string) (net.Listener, error) {
 		return err
 	})
 	return ln, err
+}
+
+// ServeDNSIn starts a FakeDNS on addr (UDP) inside the network namespace
+// ns (a fake internet's), stopped at cleanup.
+func ServeDNSIn(t testing.TB, ns netns.NsHandle, addr string) *FakeDNS {
+	t.Helper()
+	pc, err := ListenUDPIn(ns, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	d := &FakeDNS{Addr: netip.MustParseAddrPort(pc.LocalAddr().String()), records: map[string]fakeRecord{}}
+	go d.serve(pc)
+	return d
 }
 
 // ListenUDPIn opens a UDP socket inside the network namespace ns.

@@ -74,8 +74,6 @@ func TestSDKRequestFields(t *testing.T) {
 		{"POST", "/v2/sandboxes/" + id + "/connect", `{"onResume":{"action":"reboot","cpuCount":4}}`, "onResume.cpuCount"},
 		{"POST", "/v2/sandboxes/" + id + "/connect", `{"memoryMB":1024}`, "memoryMB"},
 		{"POST", "/sandboxes/" + id + "/connect", `{"timeout":60,"cpuCount":4}`, "cpuCount"},
-		{"POST", "/v2/sandboxes", `{"templateID":"base","network":{"dnsServers":["198.51.100.53"]}}`, "network.dnsServers"},
-		{"PUT", "/sandboxes/" + id + "/network", `{"dnsServers":["198.51.100.53"]}`, "dnsServers"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("X-API-Key", apiKey)

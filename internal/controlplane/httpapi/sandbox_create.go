@@ -53,7 +53,7 @@ type networkConfig struct {
 	MaskRequestHost *string              `json:"maskRequestHost"`
 	EgressProxy     *network.EgressProxy `json:"egressProxy"`
 	HTTPSPorts      []int                `json:"httpsPorts"`
-	DNSServers      json.RawMessage      `json:"dnsServers"`
+	DNSServers      []string             `json:"dnsServers"`
 	Rules           network.Rules        `json:"rules"`
 }
 
@@ -106,11 +106,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 	if err := decode(w, r, &req); err != nil {
 		return service.CreateRequest{}, err
 	}
-	unserved := []rawField{{"mcp", req.MCP}}
-	if n := req.Network; n != nil {
-		unserved = append(unserved, rawField{"network.dnsServers", n.DNSServers})
-	}
-	if err := notServed(unserved...); err != nil {
+	if err := notServed(rawField{"mcp", req.MCP}); err != nil {
 		return service.CreateRequest{}, err
 	}
 	var tokens map[string]svid.Token
@@ -149,6 +145,7 @@ func parseCreate(w http.ResponseWriter, r *http.Request) (service.CreateRequest,
 		},
 		AllowInternetAccess: req.AllowInternetAccess,
 		EgressAllow:         egress(req.Network, true), EgressDeny: egress(req.Network, false),
+		DNSServers: dnsServers(req.Network),
 	}, nil
 }
 
@@ -169,6 +166,13 @@ func sandboxSize(cpus, memoryMB *int) (isolation.Limits, error) {
 		l.MemoryMB = int64(*memoryMB)
 	}
 	return l, nil
+}
+
+func dnsServers(n *networkConfig) []string {
+	if n == nil {
+		return nil
+	}
+	return n.DNSServers
 }
 
 func httpsPorts(n *networkConfig) []int {

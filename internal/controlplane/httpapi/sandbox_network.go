@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"cmp"
-	"encoding/json"
 	"net/http"
 
 	"github.com/covesandbox/cove/internal/controlplane/service"
@@ -17,11 +16,11 @@ type networkUpdate struct {
 	DenyOut             *[]string            `json:"denyOut"`
 	EgressProxy         *network.EgressProxy `json:"egressProxy"`
 	Rules               network.Rules        `json:"rules"`
-	DNSServers          json.RawMessage      `json:"dnsServers"`
+	DNSServers          []string             `json:"dnsServers"`
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: egress on or off,
-// allowOut/denyOut, rules and the upstream proxy, live. As E2B's SDK says, the request replaces the
+// allowOut/denyOut, rules, the upstream proxy and the resolvers, live. As E2B's SDK says, the request replaces the
 // sandbox's egress configuration: an omitted field is cleared (no rules,
 // egress on).
 func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
@@ -35,14 +34,10 @@ func (a *API) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := notServed(rawField{"dnsServers", req.DNSServers}); err != nil {
-		writeError(w, err)
-		return
-	}
 	internet, none := true, []string{}
 	rules := service.NetworkRules{Internet: cmp.Or(req.AllowInternetAccess, &internet),
 		AllowOut: cmp.Or(req.AllowOut, &none), DenyOut: cmp.Or(req.DenyOut, &none), Rules: &req.Rules,
-		EgressProxy: req.EgressProxy, SetEgressProxy: true}
+		EgressProxy: req.EgressProxy, SetEgressProxy: true, DNSServers: &req.DNSServers}
 	err = a.svc.UpdateNetwork(r.Context(), team(r), id, rules)
 	if err != nil {
 		writeError(w, err)

@@ -28,16 +28,15 @@ const (
 var SDKFields = map[string]map[string]FieldUse{
 	"NewSandbox":   newSandboxFields(true),
 	"NewSandboxV2": newSandboxFields(false),
-	// dnsServers (Python 2.63): sandboxes resolve through the node's
-	// resolvers, which rules with names let through; other servers are
-	// not served yet.
+	// dnsServers (Python 2.63): the sandbox's /etc/resolv.conf names them
+	// instead of the node's resolvers; its egress rules apply to them.
 	"SandboxNetworkConfig": {
 		"allowOut": Served, "denyOut": Served, "allowPublicTraffic": Served, "maskRequestHost": Served,
-		"egressProxy": Served, "httpsPorts": Served, "rules": Served, "dnsServers": Refused,
+		"egressProxy": Served, "httpsPorts": Served, "rules": Served, "dnsServers": Served,
 	},
 	"SandboxNetworkUpdateConfig": {
 		"allow_internet_access": Served, "allowOut": Served, "denyOut": Served,
-		"egressProxy": Served, "rules": Served, "dnsServers": Refused,
+		"egressProxy": Served, "rules": Served, "dnsServers": Served,
 	},
 	// requireHealthyGuest (Python 2.63's strict pause) refuses the pause
 	// while the agent does not answer.

@@ -111,6 +111,8 @@ type networkJSON struct {
 	Rules              network.Rules    `json:"rules,omitempty"`
 	EgressProxy        *egressProxyJSON `json:"egressProxy,omitempty"`
 	AllowPublicTraffic bool             `json:"allowPublicTraffic"`
+	// DNSServers are its own resolvers (none: the node's).
+	DNSServers []string `json:"dnsServers,omitempty"`
 }
 
 // egressProxyJSON is an upstream proxy as a sandbox's details show it:
@@ -138,6 +140,9 @@ func toNetworkJSON(s service.Sandbox) *networkJSON {
 			out.DenyOut = append(out.DenyOut, p.String())
 		}
 		out.Rules = n.Rules
+		for _, a := range n.DNSServers {
+			out.DNSServers = append(out.DNSServers, a.String())
+		}
 		if e := n.EgressProxy; e != nil {
 			out.EgressProxy = &egressProxyJSON{Address: e.Address, Username: e.Username}
 			if e.TLS != nil {

@@ -25,6 +25,35 @@ type NetworkRules struct {
 	// SetEgressProxy replaces the upstream proxy with EgressProxy.
 	SetEgressProxy bool
 	EgressProxy    *network.EgressProxy
+	// DNSServers replace its resolvers (empty: the node's); nil =
+	// unchanged.
+	DNSServers *[]string
+}
+
+// MaxDNSServers bounds network.dnsServers (E2B's bound).
+const MaxDNSServers = 10
+
+// ParseDNSServers reads network.dnsServers: at most 10 IPv4 addresses a
+// sandbox could reach (none of loopback, link-local, multicast,
+// unspecified or broadcast); its egress rules still apply to them.
+func ParseDNSServers(servers []string) ([]netip.Addr, error) {
+	if len(servers) > MaxDNSServers {
+		return nil, errs.New(errs.InvalidArgument, "dnsServers: %d, at most %d", len(servers), MaxDNSServers)
+	}
+	var out []netip.Addr
+	for _, s := range servers {
+		a, err := netip.ParseAddr(s)
+		switch {
+		case err != nil || !a.Is4():
+			return nil, errs.New(errs.InvalidArgument, "dnsServers %q: want an IPv4 address", s)
+		case a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return nil, errs.New(errs.InvalidArgument, "dnsServers %q: not an address a sandbox can reach", s)
+		case slices.Contains(out, a):
+			return nil, errs.New(errs.InvalidArgument, "dnsServers %q: named twice", s)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 var domainPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}\.?$`)
@@ -81,6 +110,16 @@ func (s *Service) UpdateNetwork(ctx context.Context, team, id string, r NetworkR
 		return err
 	}
 	u := sandboxes.NetworkUpdate{Internet: r.Internet, SetEgressProxy: r.SetEgressProxy, EgressProxy: r.EgressProxy}
+	if r.DNSServers != nil {
+		dns, err := ParseDNSServers(*r.DNSServers)
+		if err != nil {
+			return err
+		}
+		if dns == nil {
+			dns = []netip.Addr{}
+		}
+		u.DNSServers = &dns
+	}
 	if r.EgressProxy != nil {
 		if err := r.EgressProxy.Check(); err != nil {
 			return err

@@ -34,6 +34,9 @@ type CreateRequest struct {
 	// domain names too in EgressAllow): CheckCreate parses them into the
 	// node request's AllowOut, DenyOut and AllowDomains.
 	EgressAllow, EgressDeny []string
+	// DNSServers are network.dnsServers as asked: CheckCreate parses them
+	// into the node request's.
+	DNSServers []string
 	// Alias, when set, is the name the sandbox is listed under (a fork's:
 	// its parent's); else the template's name it was asked by.
 	Alias string
@@ -121,6 +124,11 @@ func CheckCreate(req *CreateRequest, maxTimeout time.Duration) error {
 	req.AllowDomains = slices.Concat(req.AllowDomains, e.AllowDomains)
 	if req.EgressProxy != nil {
 		if err := req.EgressProxy.Check(); err != nil {
+			return err
+		}
+	}
+	if len(req.DNSServers) > 0 {
+		if req.CreateRequest.DNSServers, err = ParseDNSServers(req.DNSServers); err != nil {
 			return err
 		}
 	}

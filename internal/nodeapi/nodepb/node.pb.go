@@ -230,16 +230,18 @@ func (x *Limits) GetPids() int64 {
 }
 
 type Network struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	Slot          int32                     `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
-	Addr          string                    `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
-	Internet      bool                      `protobuf:"varint,3,opt,name=internet,proto3" json:"internet,omitempty"`
-	AllowOut      []string                  `protobuf:"bytes,4,rep,name=allow_out,json=allowOut,proto3" json:"allow_out,omitempty"` // CIDRs
-	DenyOut       []string                  `protobuf:"bytes,5,rep,name=deny_out,json=denyOut,proto3" json:"deny_out,omitempty"`
-	AllowDomains  []string                  `protobuf:"bytes,6,rep,name=allow_domains,json=allowDomains,proto3" json:"allow_domains,omitempty"`
-	Rules         map[string]*Rules         `protobuf:"bytes,7,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	EgressProxy   *EgressProxy              `protobuf:"bytes,8,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
-	Tokens        map[string]*IdentityToken `protobuf:"bytes,9,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state        protoimpl.MessageState    `protogen:"open.v1"`
+	Slot         int32                     `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Addr         string                    `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Internet     bool                      `protobuf:"varint,3,opt,name=internet,proto3" json:"internet,omitempty"`
+	AllowOut     []string                  `protobuf:"bytes,4,rep,name=allow_out,json=allowOut,proto3" json:"allow_out,omitempty"` // CIDRs
+	DenyOut      []string                  `protobuf:"bytes,5,rep,name=deny_out,json=denyOut,proto3" json:"deny_out,omitempty"`
+	AllowDomains []string                  `protobuf:"bytes,6,rep,name=allow_domains,json=allowDomains,proto3" json:"allow_domains,omitempty"`
+	Rules        map[string]*Rules         `protobuf:"bytes,7,rep,name=rules,proto3" json:"rules,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EgressProxy  *EgressProxy              `protobuf:"bytes,8,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
+	Tokens       map[string]*IdentityToken `protobuf:"bytes,9,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// dns_servers are the resolvers it was given (none: the node's).
+	DnsServers    []string `protobuf:"bytes,10,rep,name=dns_servers,json=dnsServers,proto3" json:"dns_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +335,13 @@ func (x *Network) GetEgressProxy() *EgressProxy {
 func (x *Network) GetTokens() map[string]*IdentityToken {
 	if x != nil {
 		return x.Tokens
+	}
+	return nil
+}
+
+func (x *Network) GetDnsServers() []string {
+	if x != nil {
+		return x.DnsServers
 	}
 	return nil
 }
@@ -643,7 +652,9 @@ type CreateRequest struct {
 	Tokens      map[string]*IdentityToken `protobuf:"bytes,29,rep,name=tokens,proto3" json:"tokens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// sized: limits' CPUs and memory were asked by the API's create, to be
 	// checked against the template's maxima.
-	Sized         bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
+	Sized bool `protobuf:"varint,30,opt,name=sized,proto3" json:"sized,omitempty"`
+	// dns_servers are the sandbox's own resolvers (none: the node's).
+	DnsServers    []string `protobuf:"bytes,33,rep,name=dns_servers,json=dnsServers,proto3" json:"dns_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -865,6 +876,13 @@ func (x *CreateRequest) GetSized() bool {
 		return x.Sized
 	}
 	return false
+}
+
+func (x *CreateRequest) GetDnsServers() []string {
+	if x != nil {
+		return x.DnsServers
+	}
+	return nil
 }
 
 // Settings are what a create asks of a sandbox that its record keeps as
@@ -1669,8 +1687,10 @@ type NetworkUpdate struct {
 	// removed).
 	SetEgressProxy bool         `protobuf:"varint,8,opt,name=set_egress_proxy,json=setEgressProxy,proto3" json:"set_egress_proxy,omitempty"`
 	EgressProxy    *EgressProxy `protobuf:"bytes,9,opt,name=egress_proxy,json=egressProxy,proto3" json:"egress_proxy,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// dns_servers, when set, replace its resolvers (empty: the node's).
+	DnsServers    *StringList `protobuf:"bytes,10,opt,name=dns_servers,json=dnsServers,proto3" json:"dns_servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NetworkUpdate) Reset() {
@@ -1762,6 +1782,13 @@ func (x *NetworkUpdate) GetSetEgressProxy() bool {
 func (x *NetworkUpdate) GetEgressProxy() *EgressProxy {
 	if x != nil {
 		return x.EgressProxy
+	}
+	return nil
+}
+
+func (x *NetworkUpdate) GetDnsServers() *StringList {
+	if x != nil {
+		return x.DnsServers
 	}
 	return nil
 }
@@ -2444,7 +2471,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12\x17\n" +
 	"\adisk_mb\x18\x03 \x01(\x03R\x06diskMb\x12\x12\n" +
-	"\x04pids\x18\x04 \x01(\x03R\x04pids\"\x82\x04\n" +
+	"\x04pids\x18\x04 \x01(\x03R\x04pids\"\xa3\x04\n" +
 	"\aNetwork\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1a\n" +
@@ -2454,7 +2481,10 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\rallow_domains\x18\x06 \x03(\tR\fallowDomains\x126\n" +
 	"\x05rules\x18\a \x03(\v2 .cove.node.v1.Network.RulesEntryR\x05rules\x12<\n" +
 	"\fegress_proxy\x18\b \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x129\n" +
-	"\x06tokens\x18\t \x03(\v2!.cove.node.v1.Network.TokensEntryR\x06tokens\x1aM\n" +
+	"\x06tokens\x18\t \x03(\v2!.cove.node.v1.Network.TokensEntryR\x06tokens\x12\x1f\n" +
+	"\vdns_servers\x18\n" +
+	" \x03(\tR\n" +
+	"dnsServers\x1aM\n" +
 	"\n" +
 	"RulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
@@ -2481,8 +2511,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\aheaders\x18\x01 \x03(\v2\x1f.cove.node.v1.Rule.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\n" +
-	"\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\v\n" +
 	"\rCreateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\btemplate\x18\x02 \x01(\tR\btemplate\x12\x19\n" +
@@ -2512,7 +2541,9 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x05rules\x18\x1b \x03(\v2&.cove.node.v1.CreateRequest.RulesEntryR\x05rules\x12<\n" +
 	"\fegress_proxy\x18\x1c \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x12?\n" +
 	"\x06tokens\x18\x1d \x03(\v2'.cove.node.v1.CreateRequest.TokensEntryR\x06tokens\x12\x14\n" +
-	"\x05sized\x18\x1e \x01(\bR\x05sized\x1a:\n" +
+	"\x05sized\x18\x1e \x01(\bR\x05sized\x12\x1f\n" +
+	"\vdns_servers\x18! \x03(\tR\n" +
+	"dnsServers\x1a:\n" +
 	"\fEnvVarsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -2605,7 +2636,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x04pids\x18\b \x01(\x04R\x04pids\x12\x1b\n" +
 	"\toom_kills\x18\t \x01(\x04R\boomKills\x12-\n" +
 	"\x12egress_connections\x18\n" +
-	" \x01(\x04R\x11egressConnections\"\x9d\x04\n" +
+	" \x01(\x04R\x11egressConnections\"\xd8\x04\n" +
 	"\rNetworkUpdate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\binternet\x18\x02 \x01(\bH\x00R\binternet\x88\x01\x01\x125\n" +
@@ -2615,7 +2646,10 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\tset_rules\x18\x06 \x01(\bH\x01R\bsetRules\x88\x01\x01\x12<\n" +
 	"\x05rules\x18\a \x03(\v2&.cove.node.v1.NetworkUpdate.RulesEntryR\x05rules\x12(\n" +
 	"\x10set_egress_proxy\x18\b \x01(\bR\x0esetEgressProxy\x12<\n" +
-	"\fegress_proxy\x18\t \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x1aM\n" +
+	"\fegress_proxy\x18\t \x01(\v2\x19.cove.node.v1.EgressProxyR\vegressProxy\x129\n" +
+	"\vdns_servers\x18\n" +
+	" \x01(\v2\x18.cove.node.v1.StringListR\n" +
+	"dnsServers\x1aM\n" +
 	"\n" +
 	"RulesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
@@ -2795,63 +2829,64 @@ var file_node_v1_node_proto_depIdxs = []int32{
 	22, // 30: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
 	43, // 31: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
 	6,  // 32: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	45, // 33: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
-	0,  // 34: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	16, // 35: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	46, // 36: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	16, // 37: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	44, // 38: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	33, // 39: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	16, // 40: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	20, // 41: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
-	8,  // 42: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 43: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	8,  // 44: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 45: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	8,  // 46: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
-	10, // 47: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 48: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 49: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 50: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	18, // 51: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 52: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	2,  // 53: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
-	1,  // 54: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	21, // 55: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	23, // 56: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	24, // 57: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 58: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 59: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	27, // 60: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	29, // 61: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	31, // 62: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	13, // 63: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
-	14, // 64: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	15, // 65: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
-	16, // 66: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 67: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	16, // 68: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	17, // 69: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	16, // 70: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	20, // 71: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	19, // 72: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
-	32, // 73: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 74: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	16, // 75: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	16, // 76: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	25, // 77: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	26, // 78: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	28, // 79: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	30, // 80: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 81: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	13, // 82: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 83: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	16, // 84: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
-	66, // [66:85] is the sub-list for method output_type
-	47, // [47:66] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	22, // 33: cove.node.v1.NetworkUpdate.dns_servers:type_name -> cove.node.v1.StringList
+	45, // 34: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	0,  // 35: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
+	16, // 36: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	46, // 37: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	16, // 38: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	44, // 39: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	33, // 40: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	16, // 41: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	20, // 42: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	8,  // 43: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 44: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 45: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 46: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 47: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
+	10, // 48: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 49: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 50: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 51: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	18, // 52: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 53: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	2,  // 54: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
+	1,  // 55: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	21, // 56: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	23, // 57: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	24, // 58: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	2,  // 59: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 60: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	27, // 61: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	29, // 62: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	31, // 63: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	13, // 64: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	14, // 65: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	15, // 66: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	16, // 67: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 68: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	16, // 69: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	17, // 70: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	16, // 71: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	20, // 72: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	19, // 73: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
+	32, // 74: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 75: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	16, // 76: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	16, // 77: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	25, // 78: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	26, // 79: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	28, // 80: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	30, // 81: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 82: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	13, // 83: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 84: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	16, // 85: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	67, // [67:86] is the sub-list for method output_type
+	48, // [48:67] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
