@@ -446,6 +446,9 @@ func (m *Manager) checkTokens(req CreateRequest) error {
 	if err := network.CheckTokenRefs(req.Rules, req.Tokens); err != nil {
 		return err
 	}
+	if len(req.DNSServers) > 0 && m.cfg.Networks == nil {
+		return errs.New(errs.Unimplemented, "dnsServers: this node gives sandboxes no network of their own (--network=false)")
+	}
 	if len(req.Tokens) > 0 && (m.cfg.Networks == nil || !m.cfg.Networks.MintsTokens()) {
 		return errs.New(errs.Unimplemented, "iam: this node mints no workload identity tokens (its operator gave no identity key, --identity-key-file)")
 	}

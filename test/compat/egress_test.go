@@ -52,7 +52,14 @@ func runEgress(t *testing.T, up *testutil.Upstream, env []string, python bool) {
 		// CA of its own, which the server was not told to trust.
 		proxyCA := testutil.NewUpstream(t, "socks.upstream.test")
 		overTLS := proxyCA.ServeSOCKSTLS(t, ns, testutil.InternetAddr+":1443", socks.User, socks.Pass)
-		runPytest(t, append(env, "COMPAT_SOCKS_TLS="+overTLS.Addr, "COMPAT_CA_FILE="+proxyCA.CAFile), "test_network.py")
+		// A resolver of the tenant's own (network.dnsServers) beside them.
+		own := testutil.ServeDNSIn(t, ns, testutil.InternetAddr+":53")
+		own.Set("only.mine.test", 60, "203.0.113.77")
+		runPytest(t, append(env, "COMPAT_SOCKS_TLS="+overTLS.Addr, "COMPAT_CA_FILE="+proxyCA.CAFile, "COMPAT_DNS="+testutil.InternetAddr),
+			"test_network.py", "test_newer_sdk.py::test_dns_servers_name_the_sandboxs_resolvers")
+		if own.Queries() == 0 {
+			t.Error("no sandbox asked the resolver its dnsServers named")
+		}
 		if len(overTLS.Reached()) == 0 {
 			t.Error("the proxy over TLS carried nothing")
 		}

@@ -90,10 +90,24 @@ func TestSDKRequestFields(t *testing.T) {
 			t.Errorf("%s %s with %s: %d %s, want 400 naming it", c.method, c.path, c.field, resp.StatusCode, body)
 		}
 	}
-	// Empty values carry nothing: the SDK may send them.
-	req, _ := http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","mcp":null,"iam":{},"network":{"egressProxy":null}}`))
+	// A served field the server cannot apply is refused too, never ignored:
+	// this server gives sandboxes no network (--network=false), so no
+	// resolvers of their own.
+	req, _ := http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","network":{"dnsServers":["203.0.113.53"]}}`))
 	req.Header.Set("X-API-Key", apiKey)
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "dnsServers") {
+		t.Errorf("dnsServers on a server without sandbox networks: %d %s, want 501 naming it", resp.StatusCode, body)
+	}
+	// Empty values carry nothing: the SDK may send them.
+	req, _ = http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","mcp":null,"iam":{},"network":{"egressProxy":null}}`))
+	req.Header.Set("X-API-Key", apiKey)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,3 +111,30 @@ async def test_a_lifecycle_left_out_keeps_the_servers_defaults(S):
     finally:
         await aw(plain.kill())
         await aw(paused.kill())
+
+
+# A resolver of the tenant's own in the fake internet (TestEgress's run,
+# whose server gives sandboxes a network): it answers only.mine.test.
+DNS = os.environ.get("COMPAT_DNS")
+
+
+@pytest.mark.skipif(not DNS, reason="needs sandboxes with a network and a resolver of their own (TestEgress runs it)")
+async def test_dns_servers_name_the_sandboxs_resolvers(S):
+    s = await aw(S.create(metadata={"suite": "compat-py", "run": RUN}, network={"dns_servers": [DNS]}))
+    try:
+        assert (await aw(s.get_info())).network["dns_servers"] == [DNS]
+        assert (await aw(s.commands.run("cat /etc/resolv.conf"))).stdout == f"nameserver {DNS}\n"
+        lookup = "getent hosts only.mine.test | cut -d' ' -f1 || echo unresolved"
+        assert (await aw(s.commands.run(lookup))).stdout == "203.0.113.77\n"
+        # The egress rules apply to them: denied, no answer.
+        await aw(s.update_network({"deny_out": [DNS + "/32"], "dns_servers": [DNS]}))
+        assert (await aw(s.commands.run(lookup, timeout=60))).stdout.strip() in ("", "unresolved")
+        await aw(s.update_network({"dns_servers": ["198.51.100.53", DNS]}))
+        assert (await aw(s.get_info())).network["dns_servers"] == ["198.51.100.53", DNS]
+        assert (await aw(s.commands.run("cat /etc/resolv.conf"))).stdout == f"nameserver 198.51.100.53\nnameserver {DNS}\n"
+        # Left out of an update, they go: the node's resolvers again.
+        await aw(s.update_network({}))
+        assert "dns_servers" not in ((await aw(s.get_info())).network or {})
+        assert DNS not in (await aw(s.commands.run("cat /etc/resolv.conf"))).stdout
+    finally:
+        await aw(s.kill())
