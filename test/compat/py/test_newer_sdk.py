@@ -1,22 +1,22 @@
 """What the SDKs added up to 2.66 that Cove serves: a strict pause, the
 mark of a sandbox paused while its agent did not answer, the lifecycle a
-create leaves to the server.
+create leaves to the server, a sandbox's own resolvers (dnsServers).
 
 The agent is stopped from the host (this suite runs as root beside the
 server): inside its sandbox the agent is PID 1, whom no signal of the
 sandbox's own stops. On namespaces it is a process of the host's, stopped
-with SIGSTOP; on gVisor it lives in the sentry, where `runsc kill <id>
-STOP` did not stop it, so that case runs on namespaces only (and in
-internal/node's TestPauseOfAnUnresponsiveAgent).
+with SIGSTOP; on gVisor it lives in the sentry, which `runsc kill <id>
+STOP` asks to stop it.
 """
 
 import os
 import signal
+import subprocess
 
 import pytest
 from e2b import GuestUnresponsiveException, SandboxState, ServiceBusyException
 
-from conftest import COPIES_PROCESSES, RUN, aw, wait_until
+from conftest import RUN, aw, wait_until
 
 
 def _procs():
@@ -34,8 +34,17 @@ def _read(path):
 
 
 def stop_agent(sandbox_id):
-    """Stops a sandbox's agent (namespaces) from the host: SIGSTOP to the
-    process that is PID 1 of the sandbox's pid namespace."""
+    """Stops a sandbox's agent from the host: on gVisor with runsc's kill
+    of the container's init (the sentry delivers it), on namespaces with
+    SIGSTOP to the process that is PID 1 of the sandbox's pid namespace."""
+    for pid in _procs():
+        argv = _read(f"/proc/{pid}/cmdline").split(b"\0")
+        if argv[0] != b"runsc-sandbox" or sandbox_id.encode() not in argv:
+            continue
+        root = next(a for a in argv if a.startswith(b"--root=")).decode().removeprefix("--root=")
+        runsc = os.readlink(f"/proc/{pid}/exe")
+        subprocess.run([runsc, "--root", root, "kill", sandbox_id, "STOP"], check=True, timeout=60, capture_output=True)
+        return
     for pid in _procs():
         if sandbox_id.encode() not in _read(f"/proc/{pid}/cgroup"):
             continue
@@ -54,7 +63,6 @@ async def _not_answering(s):
         return True
 
 
-@pytest.mark.skipif(COPIES_PROCESSES, reason="gVisor's agent cannot be stopped from the host (see the module's note)")
 async def test_strict_pause_and_a_sandbox_paused_unresponsive(S):
     s = await aw(S.create(metadata={"suite": "compat-py", "run": RUN}))
     try:
