@@ -27,10 +27,9 @@ const venvPython = "py/.venv/bin/python"
 // on namespaces (test_https.py once more with E2B_DOMAIN alone, the SDK
 // itself over HTTPS), and its lifecycle file (pauses, snapshots, forks: where
 // the drivers differ), test_https.py, its agent-parity and newer-SDK
-// files and a code
-// interpreter's child template (its start command run by another driver;
-// the rest of that file costs 30 s more there) against one on gVisor,
-// whose copies keep their processes.
+// files and a code interpreter's child template (its start command run by
+// another driver; the rest of that file costs 30 s more there) against
+// one on gVisor, whose copies keep their processes.
 func TestOfficialPythonSDK(t *testing.T) {
 	t.Run("namespaces", func(t *testing.T) {
 		srv := testutil.StartServer(t, apiKey)

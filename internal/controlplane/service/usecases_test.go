@@ -191,7 +191,7 @@ func TestLifecycle(t *testing.T) {
 			return svc.SetTimeout(ctx, "u", id, 0)
 		}, errs.NotFound, "running"},
 		{"a paused one's timeout of none", func(ctx context.Context, svc *service.Service, id string) error {
-			if err := svc.Pause(ctx, "t", id, true); err != nil {
+			if err := svc.Pause(ctx, "t", id, true, false); err != nil {
 				return err
 			}
 			return svc.SetTimeout(ctx, "t", id, 0)
