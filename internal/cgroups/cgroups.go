@@ -66,6 +66,7 @@ type impl interface {
 	remove() error
 	oomFile() string // the file with the "oom_kill N" line
 	stats() (Stats, error)
+	update(l Limits) error
 }
 
 // New creates the group name (relative to the node's own cgroup) with limits.
@@ -163,6 +164,16 @@ func statField(path, key string) (uint64, error) {
 
 // Stats reads the group's usage.
 func (g *Group) Stats() (Stats, error) { return g.impl.stats() }
+
+// Update sets the group's CPU and memory limits to l's (a resize; its
+// pids and io limits stay). Memory below what the group uses is refused
+// by the kernel once it cannot reclaim enough (EBUSY).
+func (g *Group) Update(l Limits) error {
+	if err := g.impl.update(Limits{CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes}); err != nil {
+		return fmt.Errorf("update cgroup %s: %w", g.name, err)
+	}
+	return nil
+}
 
 // Freeze stops every process of the group where it is (cgroup freezer);
 // it returns once they are all frozen.

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +180,89 @@ func TestStats(t *testing.T) {
 	if s.OOMKills != 0 {
 		t.Errorf("%d OOM kills", s.OOMKills)
 	}
+}
+
+// TestUpdate resizes a group holding a process: its CPU and memory limits
+// grow and shrink, its pids limit stays, and memory below what the
+// process holds is refused.
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	testkit.NeedRoot(t, "")
+	name := fmt.Sprintf("cove-test-%d/update", time.Now().UnixNano())
+	t.Cleanup(func() { RemoveEmpty(filepath.Dir(name)) })
+	g, err := New(name, Limits{CPUMillis: 1000, MemoryBytes: 64 << 20, PIDs: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy(context.Background())
+	// A shell that, once in the group, holds 24 MB of memory and waits.
+	c := exec.Command("bash", "-c", `read; x=$(head -c 24000000 /dev/zero | tr '\0' a); echo done; read`)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	if err := g.Add(c.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("\n"))
+	buf := make([]byte, 5)
+	if _, err := out.Read(buf); err != nil || string(buf[:4]) != "done" {
+		t.Fatalf("the shell said %q (%v)", buf, err)
+	}
+	for _, l := range []Limits{{CPUMillis: 3000, MemoryBytes: 256 << 20}, {CPUMillis: 500, MemoryBytes: 96 << 20}} {
+		if err := g.Update(l); err != nil {
+			t.Fatalf("update to %+v: %v", l, err)
+		}
+		s, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.MemoryLimit != uint64(l.MemoryBytes) {
+			t.Errorf("after %+v: memory limit %d", l, s.MemoryLimit)
+		}
+		if q := cpuQuota(t, g); q != l.CPUMillis*100 {
+			t.Errorf("after %+v: CPU quota %d µs per 100 ms, want %d", l, q, l.CPUMillis*100)
+		}
+		if p := readFileTrim(t, filepath.Join(g.pidsDir(), "pids.max")); p != "32" {
+			t.Errorf("after %+v: pids.max %s, want 32", l, p)
+		}
+	}
+	if err := g.Update(Limits{CPUMillis: 500, MemoryBytes: 4 << 20}); err == nil {
+		t.Error("memory of 4 MiB under a process holding 24 MB was set")
+	}
+}
+
+// cpuQuota is the group's CPU quota per 100 ms period, in µs.
+func cpuQuota(t *testing.T, g *Group) int64 {
+	t.Helper()
+	if i, ok := g.impl.(*v1); ok {
+		q, err := strconv.ParseInt(readFileTrim(t, filepath.Join(i.dir(cgroup1.Cpu), "cpu.cfs_quota_us")), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	f := strings.Fields(readFileTrim(t, filepath.Join(g.impl.(*v2).path, "cpu.max")))
+	q, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func readFileTrim(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -205,6 +205,42 @@ func (c *v1) procs() ([]int, error) {
 	return out, walk(dir)
 }
 
+// update sets the CPU quota through the library and the memory limits by
+// hand: the library orders memory.memsw.limit_in_bytes after
+// memory.limit_in_bytes, which the kernel refuses (EINVAL) when the limit
+// grows past memsw's; growing, memsw goes first, shrinking, last.
+func (c *v1) update(l Limits) error {
+	r := v1Resources(l)
+	mem := r.Memory
+	r.Memory = nil
+	if err := c.cg.Update(r); err != nil {
+		return err
+	}
+	if mem == nil {
+		return nil
+	}
+	cur, err := readUint(filepath.Join(c.mem, "memory.limit_in_bytes"))
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		v    *int64
+	}{{"memory.limit_in_bytes", mem.Limit}, {"memory.memsw.limit_in_bytes", mem.Swap}, {"memory.kmem.tcp.limit_in_bytes", mem.KernelTCP}}
+	if uint64(*mem.Limit) > cur {
+		files[0], files[1] = files[1], files[0]
+	}
+	for _, f := range files {
+		if f.v == nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(c.mem, f.name), []byte(strconv.FormatInt(*f.v, 10)), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // freeze and thaw use the freezer hierarchy; a group made before it
 // joined one (an adopted sandbox of an older node) cannot be frozen.
 func (c *v1) freeze() error { return c.cg.Freeze() }

@@ -125,10 +125,11 @@ func (c *v2) procs() ([]int, error) {
 	return out, nil
 }
 
-func (c *v2) freeze() error   { return c.m.Freeze() }
-func (c *v2) thaw() error     { return c.m.Thaw() }
-func (c *v2) remove() error   { return os.Remove(c.path) }
-func (c *v2) oomFile() string { return filepath.Join(c.path, "memory.events") }
+func (c *v2) update(l Limits) error { return c.m.Update(v2Resources(l)) }
+func (c *v2) freeze() error         { return c.m.Freeze() }
+func (c *v2) thaw() error           { return c.m.Thaw() }
+func (c *v2) remove() error         { return os.Remove(c.path) }
+func (c *v2) oomFile() string       { return filepath.Join(c.path, "memory.events") }
 
 // stats reads the few files Stats needs (as v1's does).
 func (c *v2) stats() (Stats, error) {

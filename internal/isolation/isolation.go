@@ -82,6 +82,14 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// Resizer is implemented by drivers that can give a paused sandbox other
+// CPU and memory limits (l's CPUMillis and MemoryMB; its other limits
+// stay), which it runs with from its resume. Memory below what the
+// sandbox holds is refused (errs.InvalidArgument), its limits unchanged.
+type Resizer interface {
+	Resize(ctx context.Context, id string, l Limits) error
+}
+
 // LayerSaver is implemented by drivers that can copy what a sandbox wrote
 // over its template's layers — its writable layer — as a layer of its own
 // (snapshots, fork, pause without memory). The node pauses the sandbox

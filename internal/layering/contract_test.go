@@ -23,6 +23,7 @@ var optional = []reflect.Type{
 	reflect.TypeFor[isolation.Lister](), reflect.TypeFor[isolation.Outdater](), reflect.TypeFor[isolation.Stater](),
 	reflect.TypeFor[isolation.AgentLogger](), reflect.TypeFor[isolation.HandOverer](), reflect.TypeFor[isolation.Pauser](),
 	reflect.TypeFor[isolation.LayerSaver](), reflect.TypeFor[isolation.Checkpointer](), reflect.TypeFor[isolation.Cloner](),
+	reflect.TypeFor[isolation.Resizer](),
 }
 
 // TestDriversPinTheirInterfaces: a driver that has a method of an

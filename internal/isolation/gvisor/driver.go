@@ -71,12 +71,15 @@ var (
 	_ isolation.Pauser       = (*Driver)(nil)
 	_ isolation.Checkpointer = (*Driver)(nil)
 	_ isolation.AgentLogger  = (*Driver)(nil)
+	_ isolation.Resizer      = (*Driver)(nil)
 )
 
 type sandbox struct {
 	id     string
 	handle isolation.Handle
 	cg     *cgroups.Group
+	// limMu guards limits, which a resize changes.
+	limMu  sync.Mutex
 	limits isolation.Limits
 
 	destroying   atomic.Bool

@@ -174,7 +174,10 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	if sb == nil {
 		return isolation.Stats{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	s, err := hostproc.Stats(sb.cg, sb.limits, filepath.Join(d.dir(id), "rw"))
+	sb.limMu.Lock()
+	limits := sb.limits
+	sb.limMu.Unlock()
+	s, err := hostproc.Stats(sb.cg, limits, filepath.Join(d.dir(id), "rw"))
 	if err != nil {
 		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
 	}

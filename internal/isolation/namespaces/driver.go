@@ -75,6 +75,7 @@ var (
 	_ isolation.HandOverer  = (*Driver)(nil)
 	_ isolation.AgentLogger = (*Driver)(nil)
 	_ isolation.Pauser      = (*Driver)(nil)
+	_ isolation.Resizer     = (*Driver)(nil)
 )
 
 // sandbox is one live sandbox the driver owns.
@@ -84,8 +85,10 @@ type sandbox struct {
 	cg     *cgroups.Group
 	// netns is the sandbox's network namespace; nsMu guards it: Destroy
 	// closes it while Dials may still be using it.
-	nsMu   sync.RWMutex
-	netns  *os.File
+	nsMu  sync.RWMutex
+	netns *os.File
+	// limMu guards limits, which a resize changes.
+	limMu  sync.Mutex
 	limits isolation.Limits
 	idBase uint32 // its user namespace's first host id (0: none)
 

@@ -144,7 +144,10 @@ func (d *Driver) Stats(ctx context.Context, id string) (isolation.Stats, error) 
 	if sb == nil {
 		return isolation.Stats{}, errs.New(errs.NotFound, "sandbox %s not found", id)
 	}
-	s, err := hostproc.Stats(sb.cg, sb.limits, fmt.Sprintf("/proc/%d/root/", sb.handle.PID))
+	sb.limMu.Lock()
+	limits := sb.limits
+	sb.limMu.Unlock()
+	s, err := hostproc.Stats(sb.cg, limits, fmt.Sprintf("/proc/%d/root/", sb.handle.PID))
 	if err != nil {
 		return isolation.Stats{}, fmt.Errorf("stats of %s: %w", id, err)
 	}

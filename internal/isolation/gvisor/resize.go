@@ -1,0 +1,60 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/covesandbox/cove/internal/cgroups"
+	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/isolation/hostproc"
+	"github.com/covesandbox/cove/internal/logx"
+)
+
+// Resize implements isolation.Resizer for a paused sandbox, frozen in
+// place or checkpointed to disk: its group takes l's CPU quota and memory
+// limit, which bound its kernel, gofer and processes from its resume, and
+// its record keeps them (a restore tracks the sandbox with them). Memory
+// the kernel cannot reclaim down to (EBUSY) is refused, the old limits
+// put back. The sentry sized its own view (the CPUs and memory its
+// /proc shows) at its boot: that view stays until it boots again.
+func (d *Driver) Resize(_ context.Context, id string, l isolation.Limits) error {
+	if err := isolation.ValidateID(id); err != nil {
+		return err
+	}
+	rec, err := hostproc.ReadRecord(d.dir(id))
+	if err != nil {
+		return errs.New(errs.NotFound, "sandbox %s: %v", id, err)
+	}
+	sb := d.get(id)
+	cg, cur := (*cgroups.Group)(nil), rec.Limits
+	if sb != nil {
+		sb.limMu.Lock()
+		defer sb.limMu.Unlock()
+		cg, cur = sb.cg, sb.limits
+	} else if cg, err = cgroups.Load(rec.Cgroup); err != nil {
+		return err
+	}
+	next := cur
+	next.CPUMillis, next.MemoryMB = l.CPUMillis, l.MemoryMB
+	if err := cg.Update(cgroups.Limits{CPUMillis: next.CPUMillis, MemoryBytes: next.MemoryMB << 20}); err != nil {
+		if rerr := cg.Update(cgroups.Limits{CPUMillis: cur.CPUMillis, MemoryBytes: cur.MemoryMB << 20}); rerr != nil {
+			d.log.Error("put back a sandbox's limits", logx.SandboxID(id), logx.Err(rerr))
+		}
+		if errors.Is(err, unix.EBUSY) {
+			return errs.New(errs.InvalidArgument, "memoryMB %d: sandbox %s holds more memory than that", l.MemoryMB, id)
+		}
+		return err
+	}
+	rec.Limits = next
+	if err := hostproc.WriteRecord(d.dir(id), rec); err != nil {
+		return fmt.Errorf("record sandbox state: %w", err)
+	}
+	if sb != nil {
+		sb.limits = next
+	}
+	return nil
+}
