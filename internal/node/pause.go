@@ -174,9 +174,13 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 	if sb.spill != nil {
 		sb.spill.Stop()
 	}
+	resized := sb.info.Rest.Resized
 	if sb.info.Phase() == PhaseOnDisk {
 		if err := m.restoreSpilled(ctx, sb, timeout); err != nil {
 			return Info{}, err
+		}
+		if resized {
+			m.tellCPUs(ctx, sb)
 		}
 		return sb.info, nil
 	}
@@ -205,6 +209,9 @@ func (m *Manager) resume(ctx context.Context, id string, timeout time.Duration) 
 	// A shared copy of its files is stale now.
 	if err := m.transitioned(sb, StateRunning, Rest{}, func(i *Info) { i.EndAt = time.Now().UTC().Add(timeout) }); err != nil {
 		m.log.Error("record a resumed sandbox", logx.SandboxID(id), logx.Err(err))
+	}
+	if resized {
+		m.tellCPUs(ctx, sb)
 	}
 	m.log.Info("sandbox resumed", logx.SandboxID(id), "timeout", timeout)
 	return sb.info, nil

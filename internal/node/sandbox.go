@@ -11,9 +11,10 @@ import (
 
 // sandbox is a live entry of the table.
 type sandbox struct {
-	// team and limits never change: admission reads them under the
-	// table's lock alone. Nor does driver, the driver its record names,
-	// which calls take without the sandbox's lock.
+	// team never changes, nor does driver, the driver its record names,
+	// which calls take without the sandbox's lock. limits change only by
+	// a resize, under both the table's lock and the sandbox's:
+	// admission reads them under the table's lock alone.
 	team   string
 	limits isolation.Limits
 	driver isolation.Driver

@@ -155,6 +155,12 @@ func (c *Client) PauseFiles(ctx context.Context, id string) (sandboxes.Info, err
 	return info(c.rpc.Pause(ctx, connect.NewRequest(&pb.PauseRequest{Id: id})))
 }
 
+// Resize gives a paused sandbox l's CPUs and memory; the quota is the
+// node's own (CreateRequest.Quota is in process only).
+func (c *Client) Resize(ctx context.Context, id string, l isolation.Limits, _ *sandboxes.TeamQuota) (sandboxes.Info, error) {
+	return info(c.rpc.Resize(ctx, connect.NewRequest(&pb.ResizeRequest{Id: id, Limits: limitsToPB(l)})))
+}
+
 // Resume resumes a paused sandbox for timeout.
 func (c *Client) Resume(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
 	return info(c.rpc.Resume(ctx, connect.NewRequest(&pb.ResumeRequest{Id: id, Timeout: durationpb.New(timeout)})))

@@ -153,6 +153,12 @@ func TestSameInProcessAndRemote(t *testing.T) {
 			if a.Wake(ctx, info.ID) {
 				t.Error("woke a sandbox without auto-resume")
 			}
+			if r, err := a.Resize(ctx, info.ID, isolation.Limits{MemoryMB: 192}, nil); err != nil || r.Limits.MemoryMB != 192 || r.State != sandboxes.StatePaused {
+				t.Errorf("resize: %+v %s %v", r.Limits, r.State, err)
+			}
+			if _, err := a.Resize(ctx, info.ID, isolation.Limits{MemoryMB: 4096}, nil); !errs.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "maxMemoryMB") {
+				t.Errorf("a resize past the template's size: %v, want a 400 naming maxMemoryMB", err)
+			}
 			if r, err := a.Resume(ctx, info.ID, time.Minute); err != nil || r.State != sandboxes.StateRunning {
 				t.Errorf("resume: %v %v", r.State, err)
 			}

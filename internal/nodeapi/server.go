@@ -255,6 +255,11 @@ func (s *Server) Resume(ctx context.Context, r *connect.Request[pb.ResumeRequest
 	return sandbox(s.mgr.Resume(ctx, r.Msg.GetId(), r.Msg.GetTimeout().AsDuration()))
 }
 
+// Resize implements nodepbconnect.NodeHandler.
+func (s *Server) Resize(ctx context.Context, r *connect.Request[pb.ResizeRequest]) (*connect.Response[pb.Sandbox], error) {
+	return sandbox(s.mgr.Resize(ctx, r.Msg.GetId(), limitsFromPB(r.Msg.GetLimits()), nil))
+}
+
 // Wake implements nodepbconnect.NodeHandler.
 func (s *Server) Wake(ctx context.Context, r *connect.Request[pb.SandboxRef]) (*connect.Response[pb.WakeResponse], error) {
 	return connect.NewResponse(&pb.WakeResponse{Running: s.mgr.Wake(ctx, r.Msg.GetId())}), nil

@@ -260,6 +260,27 @@ func (n *Node) Resume(_ context.Context, id string, timeout time.Duration) (sand
 	return n.retime("Resume", id, timeout, false)
 }
 
+// Resize gives a paused sandbox l's CPUs and memory (a zero one keeps
+// its own); the fake has no bounds but the state.
+func (n *Node) Resize(_ context.Context, id string, l isolation.Limits, _ *sandboxes.TeamQuota) (sandboxes.Info, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info, err := n.lookup("Resize", id)
+	if err != nil {
+		return sandboxes.Info{}, err
+	}
+	if info.State != sandboxes.StatePaused {
+		return sandboxes.Info{}, errs.New(errs.Conflict, "sandbox %s is %s, not paused", id, info.State)
+	}
+	if l.CPUMillis > 0 {
+		info.Limits.CPUMillis = l.CPUMillis
+	}
+	if l.MemoryMB > 0 {
+		info.Limits.MemoryMB = l.MemoryMB
+	}
+	return *info, nil
+}
+
 // SaveLayer copies a sandbox as it is: its record, and a layer named
 // "layer-of-<id>" that holds nothing (no processes).
 func (n *Node) SaveLayer(_ context.Context, id string, _ bool) (sandboxes.Copy, error) {

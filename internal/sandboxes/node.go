@@ -33,5 +33,10 @@ type Node interface {
 	Pause(ctx context.Context, id string, strict bool) (Info, error)
 	PauseFiles(ctx context.Context, id string) (Info, error)
 	Resume(ctx context.Context, id string, timeout time.Duration) (Info, error)
+	// Resize gives a paused sandbox the CPUs and memory of l (a zero one
+	// keeps its own) it resumes with, within its template's bounds, the
+	// node's capacity and the team's quota (quota, else the node's; in
+	// process only, as CreateRequest's); a running one is a Conflict.
+	Resize(ctx context.Context, id string, l isolation.Limits, quota *TeamQuota) (Info, error)
 	SaveLayer(ctx context.Context, id string, memory bool) (Copy, error)
 }

@@ -58,22 +58,26 @@ type Rest struct {
 	// memory, which would bring that agent back: it resumes only booted
 	// afresh over its files (E2B's envdUnresponsiveAtPause).
 	Unresponsive bool `json:"unresponsive,omitempty"`
+	// Resized: its CPUs changed while it was paused with its memory
+	// (Node.Resize); its agent is told them at its resume.
+	Resized bool `json:"resized,omitempty"`
 }
 
 // Paused is the rest of a sandbox paused with its memory, keeping a shared
 // copy of its files if it has one; Spilling and OnDisk, that of one whose
 // memory is being written to dir, or is there with its manifest.
-// Each keeps whether its agent answered at the pause.
+// Each keeps whether its agent answered at the pause and whether it was
+// resized since.
 func (r Rest) Paused() Rest {
-	return Rest{Phase: PhasePaused, Files: r.Files, Unresponsive: r.Unresponsive}
+	return Rest{Phase: PhasePaused, Files: r.Files, Unresponsive: r.Unresponsive, Resized: r.Resized}
 }
 
 func (r Rest) Spilling(dir string) Rest {
-	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir}, Unresponsive: r.Unresponsive}
+	return Rest{Phase: PhaseSpilling, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir}, Unresponsive: r.Unresponsive, Resized: r.Resized}
 }
 
 func (r Rest) OnDisk(dir string, files []template.FileSum) Rest {
-	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir, Files: files}, Unresponsive: r.Unresponsive}
+	return Rest{Phase: PhaseOnDisk, Files: r.Files, Memory: &MemoryOnDisk{Dir: dir, Files: files}, Unresponsive: r.Unresponsive, Resized: r.Resized}
 }
 
 // Check refuses a rest its record's state cannot have. A killed

@@ -283,6 +283,24 @@ func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) 
 	return c.stateChange(ctx, id, resume)
 }
 
+// Resize resizes a paused sandbox on its node, or on another that takes
+// it over when its node is lost (as Resume: the resume follows there).
+func (c *Cluster) Resize(ctx context.Context, id string, l isolation.Limits, quota *sandboxes.TeamQuota) (sandboxes.Info, error) {
+	resize := func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Resize(ctx, id, l, quota) }
+	info, err := c.stateChange(ctx, id, resize)
+	if err == nil || !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unavailable) {
+		return info, err
+	}
+	orphan, ok := c.orphaned(ctx, id)
+	if !ok {
+		return info, err
+	}
+	if err := c.takeOver(ctx, orphan); err != nil {
+		return sandboxes.Info{}, err
+	}
+	return c.stateChange(ctx, id, resize)
+}
+
 // setRunning notes whether a sandbox with a known route runs.
 func (c *Cluster) setRunning(id string, running bool) {
 	c.mu.Lock()

@@ -275,6 +275,9 @@ type Store interface {
 	InsertSandbox(ctx context.Context, s Sandbox) error // errs.AlreadyExists
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	SetSandboxEnd(ctx context.Context, id string, end time.Time) error
+	// SetSandboxSize records a sandbox's CPUs and memory: the size it
+	// resumed with (E2B's onResume sizes).
+	SetSandboxSize(ctx context.Context, id string, cpuCount, memoryMB int) error
 	// SetSandboxState records a sandbox's state (running, paused) and end.
 	SetSandboxState(ctx context.Context, id string, state sandboxes.State, end time.Time) error
 	// DeleteSandbox removes a record and reports whether there was one (a
@@ -341,6 +344,9 @@ type Admitting interface {
 	// InsertSandboxAdmitted records s if admit, given what its team's
 	// other records hold, lets it (else admit's error, nothing recorded).
 	InsertSandboxAdmitted(ctx context.Context, s Sandbox, admit func(TeamUse) error) error
+	// SetSandboxSizeAdmitted is SetSandboxSize if admit, given what the
+	// team's other records hold (the sandbox's own aside), lets it.
+	SetSandboxSizeAdmitted(ctx context.Context, id, team string, cpuCount, memoryMB int, admit func(TeamUse) error) error
 }
 
 // StorageHolds is a store that keeps what teams' snapshots in progress

@@ -78,7 +78,7 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{25, 0}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type Empty struct {
@@ -1952,6 +1952,59 @@ func (x *ResumeRequest) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+type ResizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// limits' cpu_millis and memory_mb (0: the sandbox's own).
+	Limits        *Limits `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizeRequest) Reset() {
+	*x = ResizeRequest{}
+	mi := &file_node_v1_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizeRequest) ProtoMessage() {}
+
+func (x *ResizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_v1_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizeRequest.ProtoReflect.Descriptor instead.
+func (*ResizeRequest) Descriptor() ([]byte, []int) {
+	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ResizeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ResizeRequest) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type WakeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Running       bool                   `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
@@ -1961,7 +2014,7 @@ type WakeResponse struct {
 
 func (x *WakeResponse) Reset() {
 	*x = WakeResponse{}
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2026,7 @@ func (x *WakeResponse) String() string {
 func (*WakeResponse) ProtoMessage() {}
 
 func (x *WakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[24]
+	mi := &file_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2039,7 @@ func (x *WakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
 func (*WakeResponse) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WakeResponse) GetRunning() bool {
@@ -2006,7 +2059,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2071,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[25]
+	mi := &file_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2084,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -2060,7 +2113,7 @@ type BuildRequest struct {
 
 func (x *BuildRequest) Reset() {
 	*x = BuildRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2125,7 @@ func (x *BuildRequest) String() string {
 func (*BuildRequest) ProtoMessage() {}
 
 func (x *BuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[26]
+	mi := &file_node_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2138,7 @@ func (x *BuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
 func (*BuildRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BuildRequest) GetTemplateId() string {
@@ -2121,7 +2174,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2186,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[27]
+	mi := &file_node_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2199,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BuildLog) GetTime() *timestamppb.Timestamp {
@@ -2190,7 +2243,7 @@ type SaveLayerRequest struct {
 
 func (x *SaveLayerRequest) Reset() {
 	*x = SaveLayerRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2255,7 @@ func (x *SaveLayerRequest) String() string {
 func (*SaveLayerRequest) ProtoMessage() {}
 
 func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[28]
+	mi := &file_node_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2268,7 @@ func (x *SaveLayerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveLayerRequest.ProtoReflect.Descriptor instead.
 func (*SaveLayerRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SaveLayerRequest) GetId() string {
@@ -2254,7 +2307,7 @@ type SavedCopy struct {
 
 func (x *SavedCopy) Reset() {
 	*x = SavedCopy{}
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2319,7 @@ func (x *SavedCopy) String() string {
 func (*SavedCopy) ProtoMessage() {}
 
 func (x *SavedCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[29]
+	mi := &file_node_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2332,7 @@ func (x *SavedCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavedCopy.ProtoReflect.Descriptor instead.
 func (*SavedCopy) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SavedCopy) GetSandbox() *Sandbox {
@@ -2326,7 +2379,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_node_v1_node_proto_msgTypes[30]
+	mi := &file_node_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2391,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[30]
+	mi := &file_node_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2404,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReleaseRequest) GetHandle() string {
@@ -2370,7 +2423,7 @@ type SampleList struct {
 
 func (x *SampleList) Reset() {
 	*x = SampleList{}
-	mi := &file_node_v1_node_proto_msgTypes[31]
+	mi := &file_node_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2435,7 @@ func (x *SampleList) String() string {
 func (*SampleList) ProtoMessage() {}
 
 func (x *SampleList) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[31]
+	mi := &file_node_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2448,7 @@ func (x *SampleList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleList.ProtoReflect.Descriptor instead.
 func (*SampleList) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SampleList) GetSamples() []*SandboxSample {
@@ -2415,7 +2468,7 @@ type SandboxSample struct {
 
 func (x *SandboxSample) Reset() {
 	*x = SandboxSample{}
-	mi := &file_node_v1_node_proto_msgTypes[32]
+	mi := &file_node_v1_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2480,7 @@ func (x *SandboxSample) String() string {
 func (*SandboxSample) ProtoMessage() {}
 
 func (x *SandboxSample) ProtoReflect() protoreflect.Message {
-	mi := &file_node_v1_node_proto_msgTypes[32]
+	mi := &file_node_v1_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2493,7 @@ func (x *SandboxSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSample.ProtoReflect.Descriptor instead.
 func (*SandboxSample) Descriptor() ([]byte, []int) {
-	return file_node_v1_node_proto_rawDescGZIP(), []int{32}
+	return file_node_v1_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SandboxSample) GetSandbox() *Sandbox {
@@ -2666,7 +2719,10 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\x06strict\x18\x03 \x01(\bR\x06strict\"T\n" +
 	"\rResumeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
-	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"(\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"M\n" +
+	"\rResizeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
+	"\x06limits\x18\x02 \x01(\v2\x14.cove.node.v1.LimitsR\x06limits\"(\n" +
 	"\fWakeResponse\x12\x18\n" +
 	"\arunning\x18\x01 \x01(\bR\arunning\"\xa4\x01\n" +
 	"\x05Event\x12,\n" +
@@ -2709,7 +2765,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\asamples\x18\x01 \x03(\v2\x1b.cove.node.v1.SandboxSampleR\asamples\"r\n" +
 	"\rSandboxSample\x12/\n" +
 	"\asandbox\x18\x01 \x01(\v2\x15.cove.node.v1.SandboxR\asandbox\x120\n" +
-	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\x9a\t\n" +
+	"\x05stats\x18\x02 \x01(\v2\x1a.cove.node.v1.SandboxStatsR\x05stats2\xd8\t\n" +
 	"\x04Node\x12<\n" +
 	"\x06Create\x12\x1b.cove.node.v1.CreateRequest\x1a\x15.cove.node.v1.Sandbox\x125\n" +
 	"\x04Kill\x12\x18.cove.node.v1.SandboxRef\x1a\x13.cove.node.v1.Empty\x126\n" +
@@ -2723,6 +2779,7 @@ const file_node_v1_node_proto_rawDesc = "" +
 	"\rUpdateNetwork\x12\x1b.cove.node.v1.NetworkUpdate\x1a\x13.cove.node.v1.Empty\x12:\n" +
 	"\x05Pause\x12\x1a.cove.node.v1.PauseRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
 	"\x06Resume\x12\x1b.cove.node.v1.ResumeRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
+	"\x06Resize\x12\x1b.cove.node.v1.ResizeRequest\x1a\x15.cove.node.v1.Sandbox\x12<\n" +
 	"\x04Wake\x12\x18.cove.node.v1.SandboxRef\x1a\x1a.cove.node.v1.WakeResponse\x124\n" +
 	"\x06Events\x12\x13.cove.node.v1.Empty\x1a\x13.cove.node.v1.Event0\x01\x12=\n" +
 	"\x05Build\x12\x1a.cove.node.v1.BuildRequest\x1a\x16.cove.node.v1.BuildLog0\x01\x12D\n" +
@@ -2745,7 +2802,7 @@ func file_node_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_node_v1_node_proto_goTypes = []any{
 	(Event_Kind)(0),               // 0: cove.node.v1.Event.Kind
 	(*Empty)(nil),                 // 1: cove.node.v1.Empty
@@ -2772,121 +2829,125 @@ var file_node_v1_node_proto_goTypes = []any{
 	(*StringList)(nil),            // 22: cove.node.v1.StringList
 	(*PauseRequest)(nil),          // 23: cove.node.v1.PauseRequest
 	(*ResumeRequest)(nil),         // 24: cove.node.v1.ResumeRequest
-	(*WakeResponse)(nil),          // 25: cove.node.v1.WakeResponse
-	(*Event)(nil),                 // 26: cove.node.v1.Event
-	(*BuildRequest)(nil),          // 27: cove.node.v1.BuildRequest
-	(*BuildLog)(nil),              // 28: cove.node.v1.BuildLog
-	(*SaveLayerRequest)(nil),      // 29: cove.node.v1.SaveLayerRequest
-	(*SavedCopy)(nil),             // 30: cove.node.v1.SavedCopy
-	(*ReleaseRequest)(nil),        // 31: cove.node.v1.ReleaseRequest
-	(*SampleList)(nil),            // 32: cove.node.v1.SampleList
-	(*SandboxSample)(nil),         // 33: cove.node.v1.SandboxSample
-	nil,                           // 34: cove.node.v1.Network.RulesEntry
-	nil,                           // 35: cove.node.v1.Network.TokensEntry
-	nil,                           // 36: cove.node.v1.Rule.HeadersEntry
-	nil,                           // 37: cove.node.v1.CreateRequest.EnvVarsEntry
-	nil,                           // 38: cove.node.v1.CreateRequest.MetadataEntry
-	nil,                           // 39: cove.node.v1.CreateRequest.RulesEntry
-	nil,                           // 40: cove.node.v1.CreateRequest.TokensEntry
-	nil,                           // 41: cove.node.v1.Sandbox.MetadataEntry
-	nil,                           // 42: cove.node.v1.Sandbox.EnvVarsEntry
-	nil,                           // 43: cove.node.v1.NetworkUpdate.RulesEntry
-	nil,                           // 44: cove.node.v1.SavedCopy.BlobsEntry
-	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*ResizeRequest)(nil),         // 25: cove.node.v1.ResizeRequest
+	(*WakeResponse)(nil),          // 26: cove.node.v1.WakeResponse
+	(*Event)(nil),                 // 27: cove.node.v1.Event
+	(*BuildRequest)(nil),          // 28: cove.node.v1.BuildRequest
+	(*BuildLog)(nil),              // 29: cove.node.v1.BuildLog
+	(*SaveLayerRequest)(nil),      // 30: cove.node.v1.SaveLayerRequest
+	(*SavedCopy)(nil),             // 31: cove.node.v1.SavedCopy
+	(*ReleaseRequest)(nil),        // 32: cove.node.v1.ReleaseRequest
+	(*SampleList)(nil),            // 33: cove.node.v1.SampleList
+	(*SandboxSample)(nil),         // 34: cove.node.v1.SandboxSample
+	nil,                           // 35: cove.node.v1.Network.RulesEntry
+	nil,                           // 36: cove.node.v1.Network.TokensEntry
+	nil,                           // 37: cove.node.v1.Rule.HeadersEntry
+	nil,                           // 38: cove.node.v1.CreateRequest.EnvVarsEntry
+	nil,                           // 39: cove.node.v1.CreateRequest.MetadataEntry
+	nil,                           // 40: cove.node.v1.CreateRequest.RulesEntry
+	nil,                           // 41: cove.node.v1.CreateRequest.TokensEntry
+	nil,                           // 42: cove.node.v1.Sandbox.MetadataEntry
+	nil,                           // 43: cove.node.v1.Sandbox.EnvVarsEntry
+	nil,                           // 44: cove.node.v1.NetworkUpdate.RulesEntry
+	nil,                           // 45: cove.node.v1.SavedCopy.BlobsEntry
+	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
 }
 var file_node_v1_node_proto_depIdxs = []int32{
-	34, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
+	35, // 0: cove.node.v1.Network.rules:type_name -> cove.node.v1.Network.RulesEntry
 	6,  // 1: cove.node.v1.Network.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	35, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
+	36, // 2: cove.node.v1.Network.tokens:type_name -> cove.node.v1.Network.TokensEntry
 	7,  // 3: cove.node.v1.EgressProxy.tls:type_name -> cove.node.v1.EgressProxyTLS
 	9,  // 4: cove.node.v1.Rules.rules:type_name -> cove.node.v1.Rule
-	36, // 5: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
-	45, // 6: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	37, // 5: cove.node.v1.Rule.headers:type_name -> cove.node.v1.Rule.HeadersEntry
+	46, // 6: cove.node.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 7: cove.node.v1.CreateRequest.limits:type_name -> cove.node.v1.Limits
-	37, // 8: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
-	38, // 9: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
+	38, // 8: cove.node.v1.CreateRequest.env_vars:type_name -> cove.node.v1.CreateRequest.EnvVarsEntry
+	39, // 9: cove.node.v1.CreateRequest.metadata:type_name -> cove.node.v1.CreateRequest.MetadataEntry
 	11, // 10: cove.node.v1.CreateRequest.settings:type_name -> cove.node.v1.Settings
 	12, // 11: cove.node.v1.CreateRequest.volumes:type_name -> cove.node.v1.VolumeMount
-	39, // 12: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
+	40, // 12: cove.node.v1.CreateRequest.rules:type_name -> cove.node.v1.CreateRequest.RulesEntry
 	6,  // 13: cove.node.v1.CreateRequest.egress_proxy:type_name -> cove.node.v1.EgressProxy
-	40, // 14: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
-	46, // 15: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
+	41, // 14: cove.node.v1.CreateRequest.tokens:type_name -> cove.node.v1.CreateRequest.TokensEntry
+	47, // 15: cove.node.v1.Volume.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 16: cove.node.v1.Sandbox.limits:type_name -> cove.node.v1.Limits
-	46, // 17: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
-	46, // 18: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
-	41, // 19: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
-	42, // 20: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
+	47, // 17: cove.node.v1.Sandbox.started_at:type_name -> google.protobuf.Timestamp
+	47, // 18: cove.node.v1.Sandbox.end_at:type_name -> google.protobuf.Timestamp
+	42, // 19: cove.node.v1.Sandbox.metadata:type_name -> cove.node.v1.Sandbox.MetadataEntry
+	43, // 20: cove.node.v1.Sandbox.env_vars:type_name -> cove.node.v1.Sandbox.EnvVarsEntry
 	11, // 21: cove.node.v1.Sandbox.settings:type_name -> cove.node.v1.Settings
-	45, // 22: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
+	46, // 22: cove.node.v1.Sandbox.timeout:type_name -> google.protobuf.Duration
 	4,  // 23: cove.node.v1.Sandbox.network:type_name -> cove.node.v1.Network
 	12, // 24: cove.node.v1.Sandbox.volumes:type_name -> cove.node.v1.VolumeMount
 	16, // 25: cove.node.v1.SandboxList.sandboxes:type_name -> cove.node.v1.Sandbox
-	45, // 26: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
-	45, // 27: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
+	46, // 26: cove.node.v1.TimeoutRequest.timeout:type_name -> google.protobuf.Duration
+	46, // 27: cove.node.v1.SandboxStats.cpu_usage:type_name -> google.protobuf.Duration
 	22, // 28: cove.node.v1.NetworkUpdate.allow_out:type_name -> cove.node.v1.StringList
 	22, // 29: cove.node.v1.NetworkUpdate.deny_out:type_name -> cove.node.v1.StringList
 	22, // 30: cove.node.v1.NetworkUpdate.allow_domains:type_name -> cove.node.v1.StringList
-	43, // 31: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
+	44, // 31: cove.node.v1.NetworkUpdate.rules:type_name -> cove.node.v1.NetworkUpdate.RulesEntry
 	6,  // 32: cove.node.v1.NetworkUpdate.egress_proxy:type_name -> cove.node.v1.EgressProxy
 	22, // 33: cove.node.v1.NetworkUpdate.dns_servers:type_name -> cove.node.v1.StringList
-	45, // 34: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
-	0,  // 35: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
-	16, // 36: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
-	46, // 37: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
-	16, // 38: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
-	44, // 39: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
-	33, // 40: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
-	16, // 41: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
-	20, // 42: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
-	8,  // 43: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 44: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	8,  // 45: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
-	5,  // 46: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
-	8,  // 47: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
-	10, // 48: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
-	2,  // 49: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
-	2,  // 50: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
-	1,  // 51: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
-	18, // 52: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
-	2,  // 53: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
-	2,  // 54: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
-	1,  // 55: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
-	21, // 56: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
-	23, // 57: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
-	24, // 58: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
-	2,  // 59: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
-	1,  // 60: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
-	27, // 61: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
-	29, // 62: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
-	31, // 63: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
-	13, // 64: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
-	14, // 65: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
-	15, // 66: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
-	16, // 67: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
-	1,  // 68: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
-	16, // 69: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
-	17, // 70: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
-	16, // 71: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
-	20, // 72: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
-	19, // 73: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
-	32, // 74: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
-	1,  // 75: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
-	16, // 76: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
-	16, // 77: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
-	25, // 78: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
-	26, // 79: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
-	28, // 80: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
-	30, // 81: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
-	1,  // 82: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
-	13, // 83: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
-	1,  // 84: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
-	16, // 85: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
-	67, // [67:86] is the sub-list for method output_type
-	48, // [48:67] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	46, // 34: cove.node.v1.ResumeRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 35: cove.node.v1.ResizeRequest.limits:type_name -> cove.node.v1.Limits
+	0,  // 36: cove.node.v1.Event.kind:type_name -> cove.node.v1.Event.Kind
+	16, // 37: cove.node.v1.Event.sandbox:type_name -> cove.node.v1.Sandbox
+	47, // 38: cove.node.v1.BuildLog.time:type_name -> google.protobuf.Timestamp
+	16, // 39: cove.node.v1.SavedCopy.sandbox:type_name -> cove.node.v1.Sandbox
+	45, // 40: cove.node.v1.SavedCopy.blobs:type_name -> cove.node.v1.SavedCopy.BlobsEntry
+	34, // 41: cove.node.v1.SampleList.samples:type_name -> cove.node.v1.SandboxSample
+	16, // 42: cove.node.v1.SandboxSample.sandbox:type_name -> cove.node.v1.Sandbox
+	20, // 43: cove.node.v1.SandboxSample.stats:type_name -> cove.node.v1.SandboxStats
+	8,  // 44: cove.node.v1.Network.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 45: cove.node.v1.Network.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 46: cove.node.v1.CreateRequest.RulesEntry.value:type_name -> cove.node.v1.Rules
+	5,  // 47: cove.node.v1.CreateRequest.TokensEntry.value:type_name -> cove.node.v1.IdentityToken
+	8,  // 48: cove.node.v1.NetworkUpdate.RulesEntry.value:type_name -> cove.node.v1.Rules
+	10, // 49: cove.node.v1.Node.Create:input_type -> cove.node.v1.CreateRequest
+	2,  // 50: cove.node.v1.Node.Kill:input_type -> cove.node.v1.SandboxRef
+	2,  // 51: cove.node.v1.Node.Get:input_type -> cove.node.v1.SandboxRef
+	1,  // 52: cove.node.v1.Node.List:input_type -> cove.node.v1.Empty
+	18, // 53: cove.node.v1.Node.SetTimeout:input_type -> cove.node.v1.TimeoutRequest
+	2,  // 54: cove.node.v1.Node.Stats:input_type -> cove.node.v1.SandboxRef
+	2,  // 55: cove.node.v1.Node.AgentLog:input_type -> cove.node.v1.SandboxRef
+	1,  // 56: cove.node.v1.Node.Sample:input_type -> cove.node.v1.Empty
+	21, // 57: cove.node.v1.Node.UpdateNetwork:input_type -> cove.node.v1.NetworkUpdate
+	23, // 58: cove.node.v1.Node.Pause:input_type -> cove.node.v1.PauseRequest
+	24, // 59: cove.node.v1.Node.Resume:input_type -> cove.node.v1.ResumeRequest
+	25, // 60: cove.node.v1.Node.Resize:input_type -> cove.node.v1.ResizeRequest
+	2,  // 61: cove.node.v1.Node.Wake:input_type -> cove.node.v1.SandboxRef
+	1,  // 62: cove.node.v1.Node.Events:input_type -> cove.node.v1.Empty
+	28, // 63: cove.node.v1.Node.Build:input_type -> cove.node.v1.BuildRequest
+	30, // 64: cove.node.v1.Node.SaveLayer:input_type -> cove.node.v1.SaveLayerRequest
+	32, // 65: cove.node.v1.Node.Release:input_type -> cove.node.v1.ReleaseRequest
+	13, // 66: cove.node.v1.Node.CreateVolume:input_type -> cove.node.v1.Volume
+	14, // 67: cove.node.v1.Node.DeleteVolume:input_type -> cove.node.v1.VolumeRef
+	15, // 68: cove.node.v1.Node.Receive:input_type -> cove.node.v1.ReceiveRequest
+	16, // 69: cove.node.v1.Node.Create:output_type -> cove.node.v1.Sandbox
+	1,  // 70: cove.node.v1.Node.Kill:output_type -> cove.node.v1.Empty
+	16, // 71: cove.node.v1.Node.Get:output_type -> cove.node.v1.Sandbox
+	17, // 72: cove.node.v1.Node.List:output_type -> cove.node.v1.SandboxList
+	16, // 73: cove.node.v1.Node.SetTimeout:output_type -> cove.node.v1.Sandbox
+	20, // 74: cove.node.v1.Node.Stats:output_type -> cove.node.v1.SandboxStats
+	19, // 75: cove.node.v1.Node.AgentLog:output_type -> cove.node.v1.AgentLogResponse
+	33, // 76: cove.node.v1.Node.Sample:output_type -> cove.node.v1.SampleList
+	1,  // 77: cove.node.v1.Node.UpdateNetwork:output_type -> cove.node.v1.Empty
+	16, // 78: cove.node.v1.Node.Pause:output_type -> cove.node.v1.Sandbox
+	16, // 79: cove.node.v1.Node.Resume:output_type -> cove.node.v1.Sandbox
+	16, // 80: cove.node.v1.Node.Resize:output_type -> cove.node.v1.Sandbox
+	26, // 81: cove.node.v1.Node.Wake:output_type -> cove.node.v1.WakeResponse
+	27, // 82: cove.node.v1.Node.Events:output_type -> cove.node.v1.Event
+	29, // 83: cove.node.v1.Node.Build:output_type -> cove.node.v1.BuildLog
+	31, // 84: cove.node.v1.Node.SaveLayer:output_type -> cove.node.v1.SavedCopy
+	1,  // 85: cove.node.v1.Node.Release:output_type -> cove.node.v1.Empty
+	13, // 86: cove.node.v1.Node.CreateVolume:output_type -> cove.node.v1.Volume
+	1,  // 87: cove.node.v1.Node.DeleteVolume:output_type -> cove.node.v1.Empty
+	16, // 88: cove.node.v1.Node.Receive:output_type -> cove.node.v1.Sandbox
+	69, // [69:89] is the sub-list for method output_type
+	49, // [49:69] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_node_v1_node_proto_init() }
@@ -2901,7 +2962,7 @@ func file_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_v1_node_proto_rawDesc), len(file_node_v1_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -139,6 +139,32 @@ func (s *Store) InsertSandboxAdmitted(ctx context.Context, sb store.Sandbox, adm
 	})
 }
 
+// SetSandboxSizeAdmitted implements store.Admitting, under the same lock
+// of the team's as its creates.
+func (s *Store) SetSandboxSizeAdmitted(ctx context.Context, id, team string, cpuCount, memoryMB int, admit func(store.TeamUse) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('cove-team:' || $1))`, team); err != nil {
+			return fmt.Errorf("lock team %s: %w", team, err)
+		}
+		var use store.TeamUse
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(cpu_count), 0), coalesce(sum(memory_mb), 0), coalesce(sum(disk_mb), 0)
+			FROM sandboxes WHERE team = $1 AND id <> $2`, team, id).Scan(&use.Sandboxes, &use.CPUs, &use.MemoryMB, &use.DiskMB); err != nil {
+			return fmt.Errorf("team %s's sandboxes: %w", team, err)
+		}
+		if err := admit(use); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE sandboxes SET cpu_count = $3, memory_mb = $4 WHERE id = $1 AND team = $2`, id, team, cpuCount, memoryMB)
+		if err != nil {
+			return fmt.Errorf("update sandbox %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return errs.New(errs.NotFound, "sandbox %s not found", id)
+		}
+		return nil
+	})
+}
+
 // execer runs a statement: the pool, or a transaction.
 type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -200,6 +226,11 @@ func (s *Store) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
 // SetSandboxEnd implements store.Store.
 func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) error {
 	return s.update(ctx, id, `UPDATE sandboxes SET end_at = $2 WHERE id = $1`, end.UnixNano())
+}
+
+// SetSandboxSize implements store.Store.
+func (s *Store) SetSandboxSize(ctx context.Context, id string, cpuCount, memoryMB int) error {
+	return s.update(ctx, id, `UPDATE sandboxes SET cpu_count = $2, memory_mb = $3 WHERE id = $1`, cpuCount, memoryMB)
 }
 
 // SetSandboxState implements store.Store.

@@ -161,3 +161,40 @@ func TestMembers(t *testing.T) {
 		t.Errorf("after n1 left: %+v", ms)
 	}
 }
+
+// TestResizeAdmitted: a resize is admitted against the team's other
+// sandboxes, its own old size not counted, and recorded only if admitted.
+func TestResizeAdmitted(t *testing.T) {
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, testutil.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	team := fmt.Sprintf("resize-%d", time.Now().UnixNano())
+	for _, id := range []string{"r1", "r2"} {
+		if err := s.InsertSandbox(ctx, store.Sandbox{ID: team + id, Team: team, State: "paused", CPUCount: 1, MemoryMB: 256, DiskMB: 100, Metadata: map[string]string{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen store.TeamUse
+	refuse := errs.New(errs.QuotaExceeded, "team quota")
+	if err := s.SetSandboxSizeAdmitted(ctx, team+"r1", team, 2, 1024, func(u store.TeamUse) error { seen = u; return refuse }); !errs.Is(err, errs.QuotaExceeded) {
+		t.Fatalf("a refused resize: %v", err)
+	}
+	if seen != (store.TeamUse{Sandboxes: 1, CPUs: 1, MemoryMB: 256, DiskMB: 100}) {
+		t.Errorf("the team's use without the sandbox: %+v", seen)
+	}
+	if got, _ := s.Sandbox(ctx, team+"r1"); got.CPUCount != 1 || got.MemoryMB != 256 {
+		t.Errorf("after a refused resize: %d CPUs, %d MiB", got.CPUCount, got.MemoryMB)
+	}
+	if err := s.SetSandboxSizeAdmitted(ctx, team+"r1", team, 2, 1024, func(store.TeamUse) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Sandbox(ctx, team+"r1"); got.CPUCount != 2 || got.MemoryMB != 1024 {
+		t.Errorf("after the resize: %d CPUs, %d MiB", got.CPUCount, got.MemoryMB)
+	}
+	if err := s.SetSandboxSizeAdmitted(ctx, team+"nope", team, 2, 1024, func(store.TeamUse) error { return nil }); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a missing sandbox's resize: %v", err)
+	}
+}

@@ -213,6 +213,18 @@ func (s *Store) SetSandboxEnd(ctx context.Context, id string, end time.Time) err
 	return nil
 }
 
+// SetSandboxSize implements store.Store.
+func (s *Store) SetSandboxSize(ctx context.Context, id string, cpuCount, memoryMB int) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET cpu_count = ?, memory_mb = ? WHERE id = ?`, cpuCount, memoryMB, id)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	return nil
+}
+
 // SetSandboxState implements store.Store.
 func (s *Store) SetSandboxState(ctx context.Context, id string, state sandboxes.State, end time.Time) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, end_at = ? WHERE id = ?`, state, end.UnixNano(), id)

@@ -198,6 +198,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		if got, _ := s.Sandbox(ctx, "a2"); !got.EndAt.Equal(base.Add(2 * time.Hour)) {
 			t.Errorf("end not updated: %v", got.EndAt)
 		}
+		if err := s.SetSandboxSize(ctx, "a2", 3, 1536); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Sandbox(ctx, "a2"); got.CPUCount != 3 || got.MemoryMB != 1536 || got.DiskMB != 1024 {
+			t.Errorf("size not updated: %d CPUs, %d MiB memory, %d MiB disk", got.CPUCount, got.MemoryMB, got.DiskMB)
+		}
+		if err := s.SetSandboxSize(ctx, "nope", 1, 512); !errs.Is(err, errs.NotFound) {
+			t.Errorf("size of a missing sandbox: %v", err)
+		}
 		ids := func(list []store.Sandbox) (out []string) {
 			for _, sb := range list {
 				out = append(out, sb.ID)

@@ -64,6 +64,8 @@ const (
 	NodePauseProcedure = "/cove.node.v1.Node/Pause"
 	// NodeResumeProcedure is the fully-qualified name of the Node's Resume RPC.
 	NodeResumeProcedure = "/cove.node.v1.Node/Resume"
+	// NodeResizeProcedure is the fully-qualified name of the Node's Resize RPC.
+	NodeResizeProcedure = "/cove.node.v1.Node/Resize"
 	// NodeWakeProcedure is the fully-qualified name of the Node's Wake RPC.
 	NodeWakeProcedure = "/cove.node.v1.Node/Wake"
 	// NodeEventsProcedure is the fully-qualified name of the Node's Events RPC.
@@ -102,6 +104,8 @@ type NodeClient interface {
 	// Pause keeps the sandbox's memory, or (memory false) its files only.
 	Pause(context.Context, *connect.Request[nodepb.PauseRequest]) (*connect.Response[nodepb.Sandbox], error)
 	Resume(context.Context, *connect.Request[nodepb.ResumeRequest]) (*connect.Response[nodepb.Sandbox], error)
+	// Resize gives a paused sandbox the CPUs and memory it resumes with.
+	Resize(context.Context, *connect.Request[nodepb.ResizeRequest]) (*connect.Response[nodepb.Sandbox], error)
 	// Wake reports whether a sandbox runs, resuming it first when it is
 	// paused with auto-resume.
 	Wake(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.WakeResponse], error)
@@ -209,6 +213,12 @@ func NewNodeClient(httpClient connect.HTTPClient, baseURL string, opts ...connec
 			connect.WithSchema(nodeMethods.ByName("Resume")),
 			connect.WithClientOptions(opts...),
 		),
+		resize: connect.NewClient[nodepb.ResizeRequest, nodepb.Sandbox](
+			httpClient,
+			baseURL+NodeResizeProcedure,
+			connect.WithSchema(nodeMethods.ByName("Resize")),
+			connect.WithClientOptions(opts...),
+		),
 		wake: connect.NewClient[nodepb.SandboxRef, nodepb.WakeResponse](
 			httpClient,
 			baseURL+NodeWakeProcedure,
@@ -273,6 +283,7 @@ type nodeClient struct {
 	updateNetwork *connect.Client[nodepb.NetworkUpdate, nodepb.Empty]
 	pause         *connect.Client[nodepb.PauseRequest, nodepb.Sandbox]
 	resume        *connect.Client[nodepb.ResumeRequest, nodepb.Sandbox]
+	resize        *connect.Client[nodepb.ResizeRequest, nodepb.Sandbox]
 	wake          *connect.Client[nodepb.SandboxRef, nodepb.WakeResponse]
 	events        *connect.Client[nodepb.Empty, nodepb.Event]
 	build         *connect.Client[nodepb.BuildRequest, nodepb.BuildLog]
@@ -338,6 +349,11 @@ func (c *nodeClient) Resume(ctx context.Context, req *connect.Request[nodepb.Res
 	return c.resume.CallUnary(ctx, req)
 }
 
+// Resize calls cove.node.v1.Node.Resize.
+func (c *nodeClient) Resize(ctx context.Context, req *connect.Request[nodepb.ResizeRequest]) (*connect.Response[nodepb.Sandbox], error) {
+	return c.resize.CallUnary(ctx, req)
+}
+
 // Wake calls cove.node.v1.Node.Wake.
 func (c *nodeClient) Wake(ctx context.Context, req *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.WakeResponse], error) {
 	return c.wake.CallUnary(ctx, req)
@@ -398,6 +414,8 @@ type NodeHandler interface {
 	// Pause keeps the sandbox's memory, or (memory false) its files only.
 	Pause(context.Context, *connect.Request[nodepb.PauseRequest]) (*connect.Response[nodepb.Sandbox], error)
 	Resume(context.Context, *connect.Request[nodepb.ResumeRequest]) (*connect.Response[nodepb.Sandbox], error)
+	// Resize gives a paused sandbox the CPUs and memory it resumes with.
+	Resize(context.Context, *connect.Request[nodepb.ResizeRequest]) (*connect.Response[nodepb.Sandbox], error)
 	// Wake reports whether a sandbox runs, resuming it first when it is
 	// paused with auto-resume.
 	Wake(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.WakeResponse], error)
@@ -501,6 +519,12 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 		connect.WithSchema(nodeMethods.ByName("Resume")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeResizeHandler := connect.NewUnaryHandler(
+		NodeResizeProcedure,
+		svc.Resize,
+		connect.WithSchema(nodeMethods.ByName("Resize")),
+		connect.WithHandlerOptions(opts...),
+	)
 	nodeWakeHandler := connect.NewUnaryHandler(
 		NodeWakeProcedure,
 		svc.Wake,
@@ -573,6 +597,8 @@ func NewNodeHandler(svc NodeHandler, opts ...connect.HandlerOption) (string, htt
 			nodePauseHandler.ServeHTTP(w, r)
 		case NodeResumeProcedure:
 			nodeResumeHandler.ServeHTTP(w, r)
+		case NodeResizeProcedure:
+			nodeResizeHandler.ServeHTTP(w, r)
 		case NodeWakeProcedure:
 			nodeWakeHandler.ServeHTTP(w, r)
 		case NodeEventsProcedure:
@@ -640,6 +666,10 @@ func (UnimplementedNodeHandler) Pause(context.Context, *connect.Request[nodepb.P
 
 func (UnimplementedNodeHandler) Resume(context.Context, *connect.Request[nodepb.ResumeRequest]) (*connect.Response[nodepb.Sandbox], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Resume is not implemented"))
+}
+
+func (UnimplementedNodeHandler) Resize(context.Context, *connect.Request[nodepb.ResizeRequest]) (*connect.Response[nodepb.Sandbox], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("cove.node.v1.Node.Resize is not implemented"))
 }
 
 func (UnimplementedNodeHandler) Wake(context.Context, *connect.Request[nodepb.SandboxRef]) (*connect.Response[nodepb.WakeResponse], error) {
