@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -79,7 +80,7 @@ func TestResizableSandboxes(t *testing.T) {
 			if isolation == "gvisor" {
 				testutil.NeedRunsc(t)
 			}
-			srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation)
+			srv := testutil.StartServer(t, apiKey, "--default-isolation", isolation, "--team-max-memory-mb", "1024")
 			c, err := cove.NewClient(cove.WithAPIURL(srv.URL), cove.WithSandboxURL(srv.URL), cove.WithAPIKey(apiKey))
 			if err != nil {
 				t.Fatal(err)
@@ -162,9 +163,104 @@ func TestResizableSandboxes(t *testing.T) {
 					t.Error(err)
 				}
 			}
+			resizeAtResume(ctx, t, c, srv.URL, info.TemplateID, isolation, sees)
 			if left := srv.Leftovers(); len(left) > 0 {
 				t.Errorf("left behind: %v", left)
 			}
 		})
+	}
+}
+
+// resizeAtResume: a connect that resumes a paused sandbox with
+// onResume's sizes (E2B 2.66; no installed SDK sends them: the requests
+// are written from E2B's facts) resumes it with that size, which its
+// info, its metrics and (namespaces) what runs inside report; past the
+// template's maximum it is a 400 and past the team's quota (1024 MiB; the
+// sandbox's old size not counted) a 429, the sandbox left paused as it
+// was; a connect to a running sandbox leaves its size alone; a reboot
+// boots it afresh at the size asked.
+func resizeAtResume(ctx context.Context, t *testing.T, c *cove.Client, url, tplID, isolation string, sees func(*cove.Sandbox) string) {
+	t.Helper()
+	a, err := c.Create(ctx, cove.CreateOptions{Template: "sized"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Kill(ctx)
+	b, err := c.Create(ctx, cove.CreateOptions{Template: "sized", MemoryMB: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Kill(ctx)
+	if err := a.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size := func(what string, wantCPU, wantMem float64, wantState string) {
+		t.Helper()
+		code, got := apiCall(t, url, "GET", "/sandboxes/"+a.ID, "")
+		if code != 200 || got["cpuCount"] != wantCPU || got["memoryMB"] != wantMem || got["state"] != wantState {
+			t.Errorf("%s: GET /sandboxes/%s: %d %v, want %s with %g CPUs and %g MiB", what, a.ID, code, got, wantState, wantCPU, wantMem)
+		}
+	}
+	connect := `{"timeout":300,"onResume":{"action":"restore","memoryMB":%d,"cpuCount":2}}`
+	for _, r := range []struct {
+		memoryMB int
+		status   int
+		says     string
+	}{
+		{1024, http.StatusBadRequest, "memoryMB 1024: template " + tplID + " allows at most 512 (its maxMemoryMB)"},
+		{64, http.StatusBadRequest, "memoryMB must be 128 to 65536"},
+		// 512 + 512 + the third sandbox's 256 pass the quota.
+		{512, http.StatusTooManyRequests, "memory"},
+	} {
+		var third *cove.Sandbox
+		if r.status == http.StatusTooManyRequests {
+			if third, err = c.Create(ctx, cove.CreateOptions{Template: "sized"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, got := apiCall(t, url, "POST", "/sandboxes/"+a.ID+"/connect", fmt.Sprintf(connect, r.memoryMB))
+		if msg, _ := got["message"].(string); code != r.status || !strings.Contains(msg, r.says) {
+			t.Errorf("connect with memoryMB %d: %d %v, want %d saying %q", r.memoryMB, code, got, r.status, r.says)
+		}
+		size(fmt.Sprintf("after the refused memoryMB %d", r.memoryMB), 1, 256, "paused")
+		if third != nil {
+			third.Kill(ctx)
+		}
+	}
+	// 512 + 512 fill the quota: the old 256 is not counted.
+	code, got := apiCall(t, url, "POST", "/v2/sandboxes/"+a.ID+"/connect", fmt.Sprintf(connect, 512))
+	if code != http.StatusCreated {
+		t.Fatalf("connect with onResume's sizes: %d %v, want 201", code, got)
+	}
+	size("resumed", 2, 512, "running")
+	want := "512 2"
+	if isolation == "gvisor" {
+		want = "256 2" // its kernel keeps the view it booted with
+	}
+	if seen := sees(a); seen != want {
+		t.Errorf("resumed with 2 CPUs and 512 MiB: inside, free -m and cpu_count say %q, want %q", seen, want)
+	}
+	// nproc answers OMP_NUM_THREADS, which the agent was told.
+	if r, err := a.Commands.Run(ctx, "nproc"); err != nil || strings.TrimSpace(r.Stdout) != "2" {
+		t.Errorf("resumed with 2 CPUs: nproc says %q (%v), want 2", r.Stdout, err)
+	}
+	if code, got := apiCall(t, url, "POST", "/sandboxes/"+a.ID+"/connect", fmt.Sprintf(connect, 256)); code != http.StatusOK {
+		t.Errorf("connect to the running sandbox with a size: %d %v, want 200", code, got)
+	}
+	size("a connect with a size to it running", 2, 512, "running")
+	// Booted afresh over its files, at another size.
+	if err := a.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, got := apiCall(t, url, "POST", "/sandboxes/"+a.ID+"/connect", `{"onResume":{"action":"reboot","memoryMB":384,"cpuCount":1}}`); code != http.StatusCreated {
+		t.Fatalf("connect with a reboot and a size: %d %v, want 201", code, got)
+	}
+	size("rebooted", 1, 384, "running")
+	want = "384 1"
+	if isolation == "gvisor" {
+		want = "384 2" // booted anew: its kernel's view is the new size, at least 2 CPUs
+	}
+	if seen := sees(a); seen != want {
+		t.Errorf("rebooted with 1 CPU and 384 MiB: inside, free -m and cpu_count say %q, want %q", seen, want)
 	}
 }

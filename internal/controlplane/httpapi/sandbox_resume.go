@@ -14,12 +14,12 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	timeout, reboot, err := decodeResume(w, r)
+	ask, err := decodeResume(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	sb, err := a.svc.Resume(r.Context(), team(r), id, seconds(timeout), reboot)
+	sb, err := a.svc.Resume(r.Context(), team(r), id, seconds(ask.timeout), ask.reboot, ask.size)
 	if err != nil {
 		if errs.Is(err, errs.Conflict) {
 			writeError(w, errs.New(errs.Conflict, "Sandbox %s is already running", id))

@@ -44,14 +44,15 @@ var SDKFields = map[string]map[string]FieldUse{
 	"SandboxSnapshotRequest":  {"memory": Served, "name": Served},
 	"SandboxAutoResumeConfig": {"enabled": Served},
 	"SandboxVolumeMount":      {"name": Served, "path": Served},
-	// onResume (2.66): its action is served (reboot is memory false); a
-	// size at resume, in it or beside it, is refused, naming it.
+	// onResume (2.66): its action (reboot is memory false) and its sizes,
+	// which a paused sandbox resumes with; beside it, the same sizes. A
+	// connect to a running sandbox leaves its size alone (E2B's rule).
 	"ConnectSandbox":   connectFields(),
 	"ConnectSandboxV2": connectFields(),
-	// The deprecated resume: a sandbox keeps the lifecycle of its create,
-	// and the size it was paused with (cpuCount, Python 2.64's model; no
-	// SDK sends it: their resume is connect).
-	"ResumedSandbox": {"memory": Served, "timeout": Served, "autoPause": Refused, "cpuCount": Refused},
+	// The deprecated resume: a sandbox keeps the lifecycle of its create;
+	// cpuCount (Python 2.64's model; no SDK sends it: their resume is
+	// connect) is the CPUs it resumes with, as onResume's.
+	"ResumedSandbox": {"memory": Served, "timeout": Served, "autoPause": Refused, "cpuCount": Served},
 	"GET /v2/sandboxes": {
 		"limit": Served, "metadata": Served, "nextToken": Served, "order": Served,
 		"startedAfter": Served, "state": Served, "template": Served,
@@ -72,7 +73,7 @@ var NewerSDKFields = map[string]map[string]string{
 
 func connectFields() map[string]FieldUse {
 	return map[string]FieldUse{"memory": Served, "timeout": Served, "onResume": Served,
-		"onResume.memoryMB": Refused, "onResume.cpuCount": Refused, "memoryMB": Refused, "cpuCount": Refused}
+		"onResume.memoryMB": Served, "onResume.cpuCount": Served, "memoryMB": Served, "cpuCount": Served}
 }
 
 func newerConnectFields() map[string]string {

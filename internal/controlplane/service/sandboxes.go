@@ -13,6 +13,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/envd/envdwire"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/logx"
 	"github.com/covesandbox/cove/internal/network"
 	"github.com/covesandbox/cove/internal/sandboxes"
@@ -340,15 +341,16 @@ func (s *Service) SetTimeout(ctx context.Context, team, id string, timeout time.
 }
 
 // Connect returns a sandbox, resuming it when it is paused (resumed
-// true; it then ends timeout from now; reboot as Resume's), else
-// extending its life to at least timeout from now.
-func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration, reboot bool) (sb Sandbox, resumed bool, err error) {
+// true; it then ends timeout from now; reboot and size as Resume's), else
+// extending its life to at least timeout from now, its size as it is
+// (E2B: a connect's sizes apply only when it resumes).
+func (s *Service) Connect(ctx context.Context, team, id string, timeout time.Duration, reboot bool, size isolation.Limits) (sb Sandbox, resumed bool, err error) {
 	cur, err := s.Get(ctx, team, id)
 	if err != nil {
 		return Sandbox{}, false, err
 	}
 	if cur.State == sandboxes.StatePaused {
-		sb, err = s.Resume(ctx, team, id, timeout, reboot)
+		sb, err = s.Resume(ctx, team, id, timeout, reboot, size)
 		if !errs.Is(err, errs.Conflict) || errs.HintOf(err).Code == errs.CodeGuestUnresponsive { // else resumed meanwhile: extend below
 			return sb, err == nil, err
 		}
@@ -391,8 +393,9 @@ func (s *Service) Pause(ctx context.Context, team, id string, memory, strict boo
 
 // Resume lets a team's paused sandbox run again (Conflict when it runs);
 // it ends timeout from now. reboot boots it afresh over its files even
-// when it was paused with its memory (E2B's memory: false).
-func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Duration, reboot bool) (Sandbox, error) {
+// when it was paused with its memory (E2B's memory: false). size, where
+// it sets CPUs or memory, is what it resumes with (resize).
+func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Duration, reboot bool, size isolation.Limits) (Sandbox, error) {
 	if err := s.checkTimeout(timeout); err != nil {
 		return Sandbox{}, err
 	}
@@ -406,6 +409,11 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 			return Sandbox{}, err
 		}
 	}
+	if size != (isolation.Limits{}) {
+		if err := s.resize(ctx, cur, size); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	info, err := s.node.Resume(ctx, id, timeout)
 	if err != nil {
 		return Sandbox{}, err
@@ -415,6 +423,50 @@ func (s *Service) Resume(ctx context.Context, team, id string, timeout time.Dura
 		return Sandbox{}, err
 	}
 	return s.Get(ctx, team, id)
+}
+
+// resize gives a team's paused sandbox the size its resume asks for: its
+// node bounds it (its template's maximums, the node's capacity, the
+// team's quota there), then the store records it, admitted where the
+// store admits against every node (the sandbox's old size aside). A
+// refusal there puts the node's size back.
+func (s *Service) resize(ctx context.Context, cur Sandbox, size isolation.Limits) error {
+	before, err := s.node.Get(ctx, cur.ID)
+	if err != nil {
+		return err
+	}
+	quota, err := s.TeamQuota(ctx, cur.Team)
+	if err != nil {
+		return err
+	}
+	info, err := s.node.Resize(ctx, cur.ID, size, &quota)
+	if err != nil {
+		return err
+	}
+	if info.Limits == before.Limits {
+		return nil
+	}
+	cpus, mem := int((info.Limits.CPUMillis+999)/1000), int(info.Limits.MemoryMB)
+	ctx = context.WithoutCancel(ctx)
+	quota.StorageMB = 0 // the template service's
+	if adm, ok := s.store.(store.Admitting); ok && quota != (sandboxes.TeamQuota{}) {
+		add := sandboxes.TeamQuota{Sandboxes: 1, CPUs: cpus, MemoryMB: int64(mem), DiskMB: int64(cur.DiskMB)}
+		err = adm.SetSandboxSizeAdmitted(ctx, cur.ID, cur.Team, cpus, mem, func(u store.TeamUse) error {
+			return quota.Admit(sandboxes.TeamQuota{Sandboxes: u.Sandboxes, CPUs: u.CPUs, MemoryMB: u.MemoryMB, DiskMB: u.DiskMB}, add)
+		})
+	} else {
+		err = s.store.SetSandboxSize(ctx, cur.ID, cpus, mem)
+	}
+	if err != nil {
+		if _, rerr := s.node.Resize(ctx, cur.ID, before.Limits, nil); rerr != nil {
+			s.log.Error("put back a sandbox's size", logx.SandboxID(cur.ID), logx.Err(rerr))
+		}
+		return err
+	}
+	now := cur.Sandbox
+	now.CPUCount, now.MemoryMB = cpus, mem
+	s.logLine(ctx, cur.Team, cur.ID, "info", "sandbox resized", map[string]string{"cpuCount": fmt.Sprint(cpus), "memoryMB": fmt.Sprint(mem)}, event(now, store.EventUpdated, store.ReasonAPI))
+	return nil
 }
 
 // checkTimeout refuses a timeout E2B's API refuses, with its messages.

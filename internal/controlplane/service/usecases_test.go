@@ -11,6 +11,7 @@ import (
 	"github.com/covesandbox/cove/internal/controlplane/store"
 	"github.com/covesandbox/cove/internal/controlplane/store/sqlite"
 	"github.com/covesandbox/cove/internal/errs"
+	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/nodefake"
 	"github.com/covesandbox/cove/internal/sandboxes"
 	"github.com/covesandbox/cove/internal/tokens"
@@ -158,18 +159,18 @@ func TestLifecycle(t *testing.T) {
 			if err := svc.Pause(ctx, "t", id, false, false); err != nil {
 				return err
 			}
-			_, err := svc.Resume(ctx, "t", id, time.Minute, false)
+			_, err := svc.Resume(ctx, "t", id, time.Minute, false, isolation.Limits{})
 			return err
 		}, 0, "running"},
 		{"resume a running one", func(ctx context.Context, svc *service.Service, id string) error {
-			_, err := svc.Resume(ctx, "t", id, time.Minute, false)
+			_, err := svc.Resume(ctx, "t", id, time.Minute, false, isolation.Limits{})
 			return err
 		}, errs.Conflict, "running"},
 		{"connect to a paused one resumes it", func(ctx context.Context, svc *service.Service, id string) error {
 			if err := svc.Pause(ctx, "t", id, true, false); err != nil {
 				return err
 			}
-			_, resumed, err := svc.Connect(ctx, "t", id, time.Minute, false)
+			_, resumed, err := svc.Connect(ctx, "t", id, time.Minute, false, isolation.Limits{})
 			if err == nil && !resumed {
 				return errs.New(errs.Internal, "not resumed")
 			}
@@ -267,10 +268,10 @@ func TestTimeoutOfNone(t *testing.T) {
 			return err
 		},
 		"connect": func() error {
-			_, _, err := svc.Connect(ctx, "t", sb.ID, 0, false)
+			_, _, err := svc.Connect(ctx, "t", sb.ID, 0, false, isolation.Limits{})
 			return err
 		},
-		"resume": func() error { _, err := svc.Resume(ctx, "t", sb.ID, 0, false); return err },
+		"resume": func() error { _, err := svc.Resume(ctx, "t", sb.ID, 0, false, isolation.Limits{}); return err },
 		"fork": func() error {
 			_, err := svc.Fork(ctx, "t", sb.ID, 1, 0)
 			return err
@@ -382,5 +383,52 @@ func TestListHidesEnding(t *testing.T) {
 	}
 	if _, err := svc.Get(ctx, "t", ending.ID); !errs.Is(err, errs.NotFound) {
 		t.Errorf("get of an ending sandbox: %v", err)
+	}
+}
+
+// TestConnectSize: a connect's size (E2B 2.66's onResume sizes) resizes a
+// paused sandbox before its resume, with or without its memory, and the
+// record takes the size; a running sandbox's connect leaves its size
+// alone; a size the node refuses leaves the sandbox paused as it was.
+func TestConnectSize(t *testing.T) {
+	t.Parallel()
+	size := isolation.Limits{CPUMillis: 3000, MemoryMB: 1024}
+	for _, tc := range []struct {
+		name          string
+		pause, reboot bool
+		fail          error // the node's resize's
+		resumed       bool
+		cpus, mem     int // the record's after
+		state         sandboxes.State
+	}{
+		{name: "running: ignored", cpus: 2, mem: 512, state: "running"},
+		{name: "paused: resized, resumed", pause: true, resumed: true, cpus: 3, mem: 1024, state: "running"},
+		{name: "paused: rebooted at the size", pause: true, reboot: true, resumed: true, cpus: 3, mem: 1024, state: "running"},
+		{name: "paused: refused", pause: true, fail: errs.New(errs.QuotaExceeded, "team quota"), cpus: 2, mem: 512, state: "paused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			svc, n, st := newService(t, service.Config{})
+			ctx := context.Background()
+			sb := create(t, svc, nil)
+			if tc.pause {
+				if err := svc.Pause(ctx, "t", sb.ID, true, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n.Fail("Resize", tc.fail)
+			_, resumed, err := svc.Connect(ctx, "t", sb.ID, time.Minute, tc.reboot, size)
+			if resumed != tc.resumed || (err == nil) != (tc.fail == nil) || tc.fail != nil && !errs.Is(err, errs.KindOf(tc.fail)) {
+				t.Fatalf("connect: resumed %t, %v; want resumed %t, error %v", resumed, err, tc.resumed, tc.fail)
+			}
+			rec, err := st.Sandbox(ctx, sb.ID)
+			if err != nil || rec.CPUCount != tc.cpus || rec.MemoryMB != tc.mem || rec.State != tc.state {
+				t.Errorf("the record: %s, %d CPUs, %d MiB (%v); want %s, %d and %d", rec.State, rec.CPUCount, rec.MemoryMB, err, tc.state, tc.cpus, tc.mem)
+			}
+			info, err := n.Get(ctx, sb.ID)
+			if err != nil || int((info.Limits.CPUMillis+999)/1000) != tc.cpus || int(info.Limits.MemoryMB) != tc.mem {
+				t.Errorf("the node: %+v (%v), want %d CPUs and %d MiB", info.Limits, err, tc.cpus, tc.mem)
+			}
+		})
 	}
 }
