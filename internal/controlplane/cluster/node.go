@@ -268,26 +268,19 @@ func (c *Cluster) pause(ctx context.Context, id string, f func(*nodeapi.Client) 
 // Resume resumes a paused sandbox: on its node, or on another that takes
 // it over when its node is lost.
 func (c *Cluster) Resume(ctx context.Context, id string, timeout time.Duration) (sandboxes.Info, error) {
-	resume := func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Resume(ctx, id, timeout) }
-	info, err := c.stateChange(ctx, id, resume)
-	if err == nil || !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unavailable) {
-		return info, err
-	}
-	orphan, ok := c.orphaned(ctx, id)
-	if !ok {
-		return info, err
-	}
-	if err := c.takeOver(ctx, orphan); err != nil {
-		return sandboxes.Info{}, err
-	}
-	return c.stateChange(ctx, id, resume)
+	return c.pausedChange(ctx, id, func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Resume(ctx, id, timeout) })
 }
 
 // Resize resizes a paused sandbox on its node, or on another that takes
 // it over when its node is lost (as Resume: the resume follows there).
 func (c *Cluster) Resize(ctx context.Context, id string, l isolation.Limits, quota *sandboxes.TeamQuota) (sandboxes.Info, error) {
-	resize := func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Resize(ctx, id, l, quota) }
-	info, err := c.stateChange(ctx, id, resize)
+	return c.pausedChange(ctx, id, func(n *nodeapi.Client) (sandboxes.Info, error) { return n.Resize(ctx, id, l, quota) })
+}
+
+// pausedChange makes change to a paused sandbox on its node, or, when
+// that node is lost, on another that takes the sandbox over first.
+func (c *Cluster) pausedChange(ctx context.Context, id string, change func(*nodeapi.Client) (sandboxes.Info, error)) (sandboxes.Info, error) {
+	info, err := c.stateChange(ctx, id, change)
 	if err == nil || !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unavailable) {
 		return info, err
 	}
@@ -298,7 +291,7 @@ func (c *Cluster) Resize(ctx context.Context, id string, l isolation.Limits, quo
 	if err := c.takeOver(ctx, orphan); err != nil {
 		return sandboxes.Info{}, err
 	}
-	return c.stateChange(ctx, id, resize)
+	return c.stateChange(ctx, id, change)
 }
 
 // setRunning notes whether a sandbox with a known route runs.
