@@ -237,7 +237,7 @@ Every flag can also be set through its environment variable.`,
 	f.BoolVar(&r.cfg.LocalImages, "local-images", envOr("COVE_LOCAL_IMAGES", "false") == "true", "let template builds read images from this machine's disk: oci:DIR, docker-archive:FILE (COVE_LOCAL_IMAGES)")
 	r.recipes(f)
 	r.base(f)
-	f.BoolVar(&r.cfg.PrepareTemplates, "prepare-templates", envOr("COVE_PREPARE_TEMPLATES", "true") == "true", "build the built-in templates debian and code-interpreter-v1 in the background from the server's start, when debootstrap is installed, rather than at their first use (COVE_PREPARE_TEMPLATES; `cove template list` shows how far)")
+	f.BoolVar(&r.cfg.PrepareTemplates, "prepare-templates", envOr("COVE_PREPARE_TEMPLATES", "true") == "true", "build the built-in templates debian and code-interpreter-v1 in the background from the server's start, when debootstrap is installed, rather than at their first use (COVE_PREPARE_TEMPLATES; cove template list shows how far)")
 	f.Int64Var(&r.cfg.VolumeSizeMB, "volume-size", 1024, "size of a new volume in MiB (an ext4 image on the data directory's disk)")
 	f.IntVar(&r.cfg.MaxTeamVolumes, "team-max-volumes", envInt("COVE_TEAM_MAX_VOLUMES", volume.DefaultMaxPerTeam), "volumes one team may keep (each holds a loop device, a mount and its image's disk; COVE_TEAM_MAX_VOLUMES)")
 	f.Int64Var(&r.cfg.Admission.Team.StorageMB, "team-max-storage-mb", int64(envInt("COVE_TEAM_MAX_STORAGE_MB", 0)), "what one team may store, in MiB: its templates' layers and build logs, its uploads for COPY steps and its volumes; a build fails at the step that would pass it, and a build, upload or volume started once it is full is refused (COVE_TEAM_MAX_STORAGE_MB; 0: no cap)")
