@@ -2,16 +2,12 @@ package gvisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
-	"github.com/covesandbox/cove/internal/logx"
 )
 
 // Resize implements isolation.Resizer for a paused sandbox, frozen in
@@ -40,13 +36,7 @@ func (d *Driver) Resize(_ context.Context, id string, l isolation.Limits) error 
 	}
 	next := cur
 	next.CPUMillis, next.MemoryMB = l.CPUMillis, l.MemoryMB
-	if err := cg.Update(cgroups.Limits{CPUMillis: next.CPUMillis, MemoryBytes: next.MemoryMB << 20}); err != nil {
-		if rerr := cg.Update(cgroups.Limits{CPUMillis: cur.CPUMillis, MemoryBytes: cur.MemoryMB << 20}); rerr != nil {
-			d.log.Error("put back a sandbox's limits", logx.SandboxID(id), logx.Err(rerr))
-		}
-		if errors.Is(err, unix.EBUSY) {
-			return errs.New(errs.InvalidArgument, "memoryMB %d: sandbox %s holds more memory than that", l.MemoryMB, id)
-		}
+	if err := hostproc.SetLimits(d.log, cg, id, cur, next); err != nil {
 		return err
 	}
 	rec.Limits = next

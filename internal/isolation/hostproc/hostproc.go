@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/fsutil"
 	"github.com/covesandbox/cove/internal/isolation"
+	"github.com/covesandbox/cove/internal/logx"
 )
 
 // StartTime returns a live process's start time (clock ticks after boot),
@@ -339,4 +341,26 @@ func LogTail(path string, limit int64) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// SetLimits gives a paused sandbox's group next's CPU quota and memory
+// limit in place of cur's (a resize). Memory the kernel cannot reclaim
+// down to (EBUSY) is refused as an InvalidArgument; on any failure the
+// group is given cur's again (an error doing that is logged).
+func SetLimits(log *slog.Logger, cg *cgroups.Group, id string, cur, next isolation.Limits) error {
+	err := cg.Update(cgroups.Limits{CPUMillis: next.CPUMillis, MemoryBytes: next.MemoryMB << 20})
+	if err == nil {
+		return nil
+	}
+	if perr := cg.Update(cgroups.Limits{CPUMillis: cur.CPUMillis, MemoryBytes: cur.MemoryMB << 20}); perr != nil {
+		log.Error("put back a sandbox's limits", logx.SandboxID(id), logx.Err(perr))
+	}
+	if errors.Is(err, unix.EBUSY) {
+		used := ""
+		if s, serr := cg.Stats(); serr == nil {
+			used = fmt.Sprintf(" (it holds %d MiB)", s.MemoryUsage>>20)
+		}
+		return errs.New(errs.InvalidArgument, "memoryMB %d: sandbox %s holds more memory than that%s", next.MemoryMB, id, used)
+	}
+	return err
 }

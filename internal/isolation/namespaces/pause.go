@@ -2,16 +2,11 @@ package namespaces
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/covesandbox/cove/internal/cgroups"
 	"github.com/covesandbox/cove/internal/errs"
 	"github.com/covesandbox/cove/internal/isolation"
 	"github.com/covesandbox/cove/internal/isolation/hostproc"
-	"github.com/covesandbox/cove/internal/logx"
 )
 
 // Pause freezes every process of the sandbox, its agent included, where it
@@ -48,18 +43,7 @@ func (d *Driver) Resize(_ context.Context, id string, l isolation.Limits) error 
 	defer sb.limMu.Unlock()
 	next := sb.limits
 	next.CPUMillis, next.MemoryMB = l.CPUMillis, l.MemoryMB
-	if err := sb.cg.Update(cgroups.Limits{CPUMillis: next.CPUMillis, MemoryBytes: next.MemoryMB << 20}); err != nil {
-		old := cgroups.Limits{CPUMillis: sb.limits.CPUMillis, MemoryBytes: sb.limits.MemoryMB << 20}
-		if rerr := sb.cg.Update(old); rerr != nil {
-			d.log.Error("put back a sandbox's limits", logx.SandboxID(id), logx.Err(rerr))
-		}
-		if errors.Is(err, unix.EBUSY) {
-			used := ""
-			if s, serr := sb.cg.Stats(); serr == nil {
-				used = fmt.Sprintf(" (it holds %d MiB)", s.MemoryUsage>>20)
-			}
-			return errs.New(errs.InvalidArgument, "memoryMB %d: sandbox %s holds more memory than that%s", l.MemoryMB, id, used)
-		}
+	if err := hostproc.SetLimits(d.log, sb.cg, id, sb.limits, next); err != nil {
 		return err
 	}
 	if err := hostproc.WriteRecord(d.dir(id), hostproc.Record{Handle: sb.handle, Cgroup: sb.cg.Name(), Limits: next, UserNSBase: sb.idBase}); err != nil {
