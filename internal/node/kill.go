@@ -124,7 +124,7 @@ func (m *Manager) timeUp(id string) error {
 				m.cfg.OnState(info)
 			}
 			return nil
-		case errs.Is(err, errs.Conflict):
+		case errs.Is(err, errs.Conflict) && sb.snapshot().State != StateRunning:
 			return nil // paused already: nothing runs to end
 		}
 		m.log.Error("pause at the timeout; killing instead", logx.SandboxID(id), logx.Err(err))
