@@ -140,27 +140,7 @@ func TestStats(t *testing.T) {
 	defer g.Destroy(context.Background())
 	// A shell that, once in the group, spins a while and fills 8 MiB of
 	// memory it holds on to (a variable), then waits.
-	c := exec.Command("bash", "-c", `read; x=$(head -c 8000000 /dev/zero | tr '\0' a); i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 300 & echo done; wait`)
-	in, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Process.Kill(); c.Wait() }()
-	if err := g.Add(c.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	in.Write([]byte("\n"))
-	buf := make([]byte, 5)
-	if _, err := out.Read(buf); err != nil || string(buf[:4]) != "done" {
-		t.Fatalf("the shell said %q (%v)", buf, err)
-	}
+	runIn(t, g, `read; x=$(head -c 8000000 /dev/zero | tr '\0' a); i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 300 & echo done; wait`)
 	s, err := g.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -196,27 +176,7 @@ func TestUpdate(t *testing.T) {
 	}
 	defer g.Destroy(context.Background())
 	// A shell that, once in the group, holds 24 MB of memory and waits.
-	c := exec.Command("bash", "-c", `read; x=$(head -c 24000000 /dev/zero | tr '\0' a); echo done; read`)
-	in, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Process.Kill(); c.Wait() }()
-	if err := g.Add(c.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	in.Write([]byte("\n"))
-	buf := make([]byte, 5)
-	if _, err := out.Read(buf); err != nil || string(buf[:4]) != "done" {
-		t.Fatalf("the shell said %q (%v)", buf, err)
-	}
+	runIn(t, g, `read; x=$(head -c 24000000 /dev/zero | tr '\0' a); echo done; read`)
 	for _, l := range []Limits{{CPUMillis: 3000, MemoryBytes: 256 << 20}, {CPUMillis: 500, MemoryBytes: 96 << 20}} {
 		if err := g.Update(l); err != nil {
 			t.Fatalf("update to %+v: %v", l, err)
@@ -265,4 +225,32 @@ func readFileTrim(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// runIn starts bash running script in g (the script reads a line before
+// it does anything, then prints "done" when ready) and returns once it
+// printed it; the shell is killed at the test's end.
+func runIn(t *testing.T, g *Group, script string) {
+	t.Helper()
+	c := exec.Command("bash", "-c", script)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	if err := g.Add(c.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("\n"))
+	buf := make([]byte, 5)
+	if _, err := out.Read(buf); err != nil || string(buf[:4]) != "done" {
+		t.Fatalf("the shell said %q (%v)", buf, err)
+	}
 }
